@@ -1,0 +1,1 @@
+"""Delite: an on-device inference SDK built around a Delegate API."""

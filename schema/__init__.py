@@ -1,0 +1,1 @@
+"""The .lite model format: flatbuffers schema, generated code, reader and writer."""
