@@ -1,0 +1,48 @@
+"""Kernel: the unit the runtime executes, native or a delegate's fused subgraph."""
+
+from __future__ import annotations
+
+from lite.primitive import Primitive
+from lite.tensor import Tensor
+
+
+class Kernel:
+    """Base class of native kernels and of delegate graph (subgraph) kernels.
+
+    Lifecycle: ``prepare()`` once in ``Model.build`` after every delegate has built;
+    ``resize()`` in ``Model.resize`` (and on an implicit resize) after input shapes
+    changed; ``execute()`` in every ``Model.predict``: read ``self.inputs[i].data``
+    and write ``self.outputs[j].data`` (preallocated, C-contiguous) or call
+    ``set_data_from_numpy`` on an output.
+
+    Args:
+        inputs: tensors the kernel reads (None for an absent optional input).
+        outputs: tensors the kernel writes.
+        primitive: the op's Primitive for a native kernel; usually None for a graph kernel.
+        name: a name shown in reports and errors.
+    """
+
+    def __init__(self, inputs: list[Tensor | None], outputs: list[Tensor],
+                 primitive: Primitive | None = None, name: str = ""):
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.primitive = primitive
+        self.name = name or type(self).__name__
+
+    @property
+    def type(self) -> str:
+        """The op type for a native kernel; the class name for a graph kernel."""
+        return self.primitive.type if self.primitive is not None else type(self).__name__
+
+    def prepare(self) -> None:
+        """Called once at build, after every delegate has built."""
+
+    def resize(self) -> None:
+        """Called after the model's input shapes changed (output shapes are already set)."""
+
+    def execute(self) -> None:
+        """Computes outputs from inputs."""
+        raise NotImplementedError(f"{type(self).__name__}.execute")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} ({self.type})>"

@@ -1,0 +1,95 @@
+"""Base of the native numpy kernels: shape inference, attribute checks, scratch memory."""
+
+from __future__ import annotations
+
+from typing import ClassVar, NoReturn
+
+import numpy as np
+
+from lite.errors import ModelFormatError
+from lite.kernel import Kernel
+from lite.primitive import Primitive
+from lite.tensor import Tensor
+
+ALIGNMENT = 64
+
+
+class Workspace:
+    """Scratch memory shared by the kernels of one model (they run one at a time).
+
+    A kernel asks for ``array(shape, dtype, slot)`` inside ``execute``; the buffer of a
+    slot only grows, so after the first predict no call allocates.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[int, np.ndarray] = {}
+
+    def array(self, shape: tuple[int, ...], dtype: np.dtype | type, slot: int = 0) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        buffer = self._buffers.get(slot)
+        if buffer is None or buffer.size < nbytes:
+            buffer = aligned_empty(nbytes)
+            self._buffers[slot] = buffer
+        return buffer[:nbytes].view(dtype).reshape(shape)
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """An uninitialised uint8 array of ``nbytes`` whose data is 64-byte aligned."""
+    storage = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    start = -storage.ctypes.data % ALIGNMENT
+    return storage[start : start + nbytes]
+
+
+class NativeKernel(Kernel):
+    """A numpy kernel for one primitive type.
+
+    Subclasses implement ``infer_shapes`` (output shapes from input shapes and, for the
+    inputs listed in ``value_inputs``, their values) and ``execute`` (write into the
+    preallocated ``self.outputs[j].data``). ``check_attrs`` rejects attribute values a
+    hostile file could carry; ``resize`` caches what depends on shapes.
+
+    Class attributes:
+        value_inputs: input indices whose values shape inference needs (e.g. Reshape's shape).
+        shape_only: True when the outputs depend only on input shapes (Shape), so the
+            runtime can compute them as soon as shapes are known.
+    """
+
+    value_inputs: ClassVar[tuple[int, ...]] = ()
+    shape_only: ClassVar[bool] = False
+
+    def __init__(self, inputs: list[Tensor | None], outputs: list[Tensor], primitive: Primitive,
+                 name: str = ""):
+        super().__init__(inputs, outputs, primitive, name)
+        self.attrs = primitive.attrs
+        self.workspace = Workspace()
+        self.check_attrs()
+
+    def check_attrs(self) -> None:
+        """Raises ModelFormatError (via ``fail``) for attribute values the kernel cannot run."""
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        """Output shapes from the current input shapes."""
+        raise NotImplementedError(f"{type(self).__name__}.infer_shapes")
+
+    def output_dtypes(self) -> list[np.dtype]:
+        """Output dtypes; by default every output has the first input's dtype."""
+        first = next(t for t in self.inputs if t is not None)
+        return [first.dtype] * len(self.outputs)
+
+    def value(self, index: int) -> np.ndarray | None:
+        """The value of input ``index`` at shape-inference time (None when absent)."""
+        tensor = self.inputs[index] if index < len(self.inputs) else None
+        if tensor is None:
+            return None
+        if tensor.data is None:
+            self.fail(f"needs the value of input {tensor.name!r} to infer shapes, but it is "
+                      "computed from input data (data-dependent shapes are not supported)")
+        return tensor.data
+
+    def fail(self, message: str) -> NoReturn:
+        """Raises ModelFormatError prefixed with this node's name and op type."""
+        raise ModelFormatError(f"node {self.name!r} ({self.type}): {message}")
+
+    def input_shape(self, index: int) -> tuple[int, ...]:
+        return self.inputs[index].shape

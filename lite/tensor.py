@@ -1,0 +1,90 @@
+"""Tensor: a named, typed n-d array slot of a model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from lite.errors import InputError
+from lite.schema.graph import Format
+
+
+class Tensor:
+    """A model tensor: name, shape, dtype, layout format and (once known) its data.
+
+    Graph inputs are filled with ``set_data_from_numpy``; outputs are read with
+    ``get_data_to_numpy``. Kernels read ``inputs[i].data`` and write ``outputs[j].data``
+    (preallocated by the runtime) or call ``set_data_from_numpy``.
+
+    Attributes:
+        name: tensor name from the model.
+        shape: current shape (a tuple; -1 for a dynamic dim not yet known).
+        dtype: numpy dtype.
+        format: ``lite.Format.NCHW`` or ``NHWC``.
+        is_const: True for weights and other constants from the model file.
+        data: the numpy array, or None when not allocated.
+    """
+
+    __slots__ = ("name", "shape", "dtype", "format", "is_const", "data", "declared_shape", "_on_reshape")
+
+    def __init__(self, name: str, dtype: np.dtype | type, shape: tuple[int, ...] | list[int],
+                 format: Format = Format.NCHW, data: np.ndarray | None = None, is_const: bool = False):
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(d) for d in shape)
+        self.declared_shape = self.shape  # as the model declares it; -1 dims are free
+        self.format = Format(format)
+        self.is_const = is_const
+        self.data = data
+        self._on_reshape: Callable[[Tensor], None] | None = None
+
+    def __repr__(self) -> str:
+        kind = "const " if self.is_const else ""
+        return f"Tensor({kind}{self.name!r}, {self.dtype.name}, {self.shape})"
+
+    @property
+    def size(self) -> int:
+        """Number of elements (-1 while a dim is unknown)."""
+        return -1 if -1 in self.shape else int(np.prod(self.shape, dtype=np.int64))
+
+    def set_data_from_numpy(self, array: np.ndarray) -> None:
+        """Copies ``array`` into this tensor.
+
+        The dtype must equal the tensor's; the shape must agree with every static dim the
+        model declares. A new shape on a graph input resizes the model on the next predict.
+
+        Raises:
+            InputError: wrong type, dtype or shape; the tensor is left unchanged.
+        """
+        array = self._checked(array)
+        if array.shape != self.shape or self.data is None or not self.data.flags.writeable:
+            self._replace(array)
+        else:
+            np.copyto(self.data, array)
+
+    def get_data_to_numpy(self) -> np.ndarray | None:
+        """Returns a copy of the tensor's data (None when it has none)."""
+        return None if self.data is None else np.array(self.data, copy=True)
+
+    def _checked(self, array: np.ndarray) -> np.ndarray:
+        if not isinstance(array, np.ndarray):
+            raise InputError(f"tensor {self.name!r}: expected a numpy array, got {type(array).__name__}")
+        if array.dtype != self.dtype:
+            raise InputError(f"tensor {self.name!r}: expected dtype {self.dtype.name}, got {array.dtype.name}")
+        if self.is_const:
+            raise InputError(f"tensor {self.name!r} is a constant of the model and cannot be set")
+        declared = self.declared_shape
+        if len(array.shape) != len(declared) or any(
+                d != -1 and d != a for d, a in zip(declared, array.shape, strict=True)):
+            raise InputError(
+                f"tensor {self.name!r}: shape {array.shape} does not fit the model's {declared} "
+                "(-1 marks a free dim); use Model.resize for other static dims")
+        return array
+
+    def _replace(self, array: np.ndarray) -> None:
+        reshaped = array.shape != self.shape
+        self.data = np.array(array, copy=True, order="C")
+        self.shape = array.shape
+        if reshaped and self._on_reshape is not None:
+            self._on_reshape(self)

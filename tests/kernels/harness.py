@@ -1,0 +1,34 @@
+"""Runs one native kernel on numpy arrays, as the runtime would, without a model file."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite.kernels import registry  # noqa: F401  (imports every kernel family)
+from lite.kernels.registry import find_kernel
+from lite.primitive import Primitive
+from lite.schema.primitives import default_attrs
+from lite.tensor import Tensor
+
+
+def run_kernel(op_type: str, attrs: dict, inputs: list[np.ndarray | None],
+               n_outputs: int = 1) -> list[np.ndarray]:
+    """Builds the kernel for ``op_type``, infers shapes, executes, returns the outputs.
+
+    Every input carries its data (so inputs listed in ``value_inputs`` are known);
+    outputs are filled with garbage first so an unwritten element shows up.
+    """
+    tensors = [None if a is None else Tensor(f"in{i}", a.dtype, a.shape, data=a)
+               for i, a in enumerate(inputs)]
+    outputs = [Tensor(f"out{j}", np.float32, ()) for j in range(n_outputs)]
+    first = next(a for a in inputs if a is not None)
+    cls = find_kernel(op_type, first.dtype)
+    assert cls is not None, f"no kernel for {op_type} on {first.dtype}"
+    kernel = cls(tensors, outputs, Primitive(op_type, {**default_attrs(op_type), **attrs}), name="node")
+    for tensor, shape, dtype in zip(outputs, kernel.infer_shapes(), kernel.output_dtypes(), strict=True):
+        tensor.dtype, tensor.shape = np.dtype(dtype), tuple(shape)
+        tensor.data = np.full(shape, 123, dtype=dtype)
+    kernel.prepare()
+    kernel.resize()
+    kernel.execute()
+    return [t.data for t in outputs]

@@ -1,0 +1,58 @@
+"""Test oracles: onnxruntime on single-node or whole ONNX models."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+_ONNX_TYPES = {
+    np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.bool_): TensorProto.BOOL,
+}
+
+
+def onnx_type(dtype) -> int:
+    return _ONNX_TYPES[np.dtype(dtype)]
+
+
+def single_node_model(op_type: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,
+                      opset: int = 17, initializers: dict[str, np.ndarray] | None = None,
+                      input_names: list[str] | None = None, **attrs) -> onnx.ModelProto:
+    """A model of one ONNX node. ``inputs`` become graph inputs, ``initializers`` constants.
+
+    ``input_names`` gives the node's input order ("" for an absent optional input);
+    by default graph inputs then initializers in dict order.
+    """
+    initializers = initializers or {}
+    names = input_names if input_names is not None else [*inputs, *initializers]
+    outputs = [f"y{j}" for j in range(n_outputs)]
+    node = helper.make_node(op_type, names, outputs, name=f"{op_type.lower()}_0", **attrs)
+    graph = helper.make_graph(
+        [node], f"{op_type}_test",
+        [helper.make_tensor_value_info(k, onnx_type(v.dtype), v.shape) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = min(model.ir_version, 9)
+    return model
+
+
+def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Runs ``model`` in onnxruntime on the CPU with graph optimisations off."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def relative_l2(actual: np.ndarray, expected: np.ndarray) -> float:
+    """||actual - expected|| / ||expected|| in float64 (0 when both are zero)."""
+    a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    norm = np.linalg.norm(e)
+    return float(np.linalg.norm(a - e) / norm) if norm else float(np.linalg.norm(a - e))
