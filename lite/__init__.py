@@ -1,1 +1,29 @@
-"""Delite: an on-device inference SDK built around a Delegate API."""
+"""Delite: an on-device inference SDK built around a Delegate API.
+
+Convert an ONNX model to .lite once, build it with a Context (threads, delegates),
+then predict. Whatever no delegate takes runs on the native numpy kernels.
+"""
+
+from lite.context import Context
+from lite.delegate import Delegate, DelegateModel, SimpleDelegate
+from lite.errors import (
+    DelegateError,
+    InputError,
+    LiteError,
+    ModelFormatError,
+    NotSupportedError,
+    UnsupportedOpError,
+)
+from lite.kernel import Kernel
+from lite.model import Model, ModelType, PartitionRow
+from lite.primitive import Primitive
+from lite.schema.graph import Format
+from lite.tensor import Tensor
+
+__all__ = [
+    "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "LiteError", "Model",
+    "ModelFormatError", "ModelType", "NotSupportedError", "PartitionRow", "Primitive",
+    "SimpleDelegate", "Tensor",
+    "UnsupportedOpError",
+]
+__version__ = "0.1.0"

@@ -12,13 +12,14 @@ class ModelFormatError(LiteError):
 class UnsupportedOpError(LiteError):
     """One or more ops (or attribute values) are not supported.
 
-    ``unsupported`` lists every offending op at once as ``(op_type, node_name, opset, reason)``.
+    ``unsupported`` lists every offending op at once as ``(op_type, node_name, opset, reason)``;
+    opset is None where it does not apply (a .lite model).
     """
 
-    def __init__(self, unsupported: list[tuple[str, str, int, str]], what: str = "model"):
+    def __init__(self, unsupported: list[tuple[str, str, int | None, str]], what: str = "model"):
         self.unsupported = list(unsupported)
         lines = [
-            f"  {op} (node {name!r}, opset {opset}): {reason}"
+            f"  {op} (node {name!r}{'' if opset is None else f', opset {opset}'}): {reason}"
             for op, name, opset, reason in self.unsupported
         ]
         super().__init__(

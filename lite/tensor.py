@@ -24,9 +24,12 @@ class Tensor:
         format: ``lite.Format.NCHW`` or ``NHWC``.
         is_const: True for weights and other constants from the model file.
         data: the numpy array, or None when not allocated.
+        value_known: True for constants and for values the runtime computed from shapes
+            alone (e.g. a Shape op's output), which are fixed until the next resize.
     """
 
-    __slots__ = ("name", "shape", "dtype", "format", "is_const", "data", "declared_shape", "_on_reshape")
+    __slots__ = ("name", "shape", "dtype", "format", "is_const", "data", "declared_shape", "value_known",
+                 "_on_reshape")
 
     def __init__(self, name: str, dtype: np.dtype | type, shape: tuple[int, ...] | list[int],
                  format: Format = Format.NCHW, data: np.ndarray | None = None, is_const: bool = False):
@@ -37,6 +40,7 @@ class Tensor:
         self.format = Format(format)
         self.is_const = is_const
         self.data = data
+        self.value_known = is_const
         self._on_reshape: Callable[[Tensor], None] | None = None
 
     def __repr__(self) -> str:

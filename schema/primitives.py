@@ -11,7 +11,6 @@ import re
 from typing import Any
 
 import numpy as np
-
 from lite.schema.fb.ActivationType import ActivationType
 from lite.schema.fb.CoordinateTransformMode import CoordinateTransformMode
 from lite.schema.fb.DataType import DataType

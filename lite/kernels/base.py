@@ -82,10 +82,14 @@ class NativeKernel(Kernel):
         tensor = self.inputs[index] if index < len(self.inputs) else None
         if tensor is None:
             return None
-        if tensor.data is None:
+        if not tensor.value_known:
             self.fail(f"needs the value of input {tensor.name!r} to infer shapes, but it is "
                       "computed from input data (data-dependent shapes are not supported)")
         return tensor.data
+
+    def shape_inputs(self) -> list[Tensor]:
+        """The present inputs listed in ``value_inputs``."""
+        return [self.inputs[i] for i in self.value_inputs if i < len(self.inputs) and self.inputs[i] is not None]
 
     def fail(self, message: str) -> NoReturn:
         """Raises ModelFormatError prefixed with this node's name and op type."""

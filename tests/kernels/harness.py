@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from lite.schema.primitives import default_attrs
 
 from lite.kernels import registry  # noqa: F401  (imports every kernel family)
 from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
-from lite.schema.primitives import default_attrs
 from lite.tensor import Tensor
 
 
@@ -18,7 +18,7 @@ def run_kernel(op_type: str, attrs: dict, inputs: list[np.ndarray | None],
     Every input carries its data (so inputs listed in ``value_inputs`` are known);
     outputs are filled with garbage first so an unwritten element shows up.
     """
-    tensors = [None if a is None else Tensor(f"in{i}", a.dtype, a.shape, data=a)
+    tensors = [None if a is None else Tensor(f"in{i}", a.dtype, a.shape, data=a, is_const=True)
                for i, a in enumerate(inputs)]
     outputs = [Tensor(f"out{j}", np.float32, ()) for j in range(n_outputs)]
     first = next(a for a in inputs if a is not None)

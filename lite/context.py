@@ -1,0 +1,59 @@
+"""Context: run-time options of a Model (threads, delegates, fallback)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from lite.schema.reader import DEFAULT_MEMORY_LIMIT
+
+if TYPE_CHECKING:
+    from lite.delegate import Delegate
+
+
+class Context:
+    """Options for building and running a Model.
+
+    Args:
+        thread_num: threads for native kernels and BLAS (at least 1).
+        fallback: when a delegate's graph kernel fails ``prepare``, run the native
+            kernels it covered instead of failing the build.
+        delegates: delegates in priority order (highest first).
+        memory_limit: the most bytes one tensor may need; a model whose tensors would
+            need more is refused before anything is allocated.
+
+    Example:
+        >>> ctx = Context(thread_num=2)
+        >>> ctx.delegate is None
+        True
+    """
+
+    def __init__(self, thread_num: int | None = None, fallback: bool = True,
+                 delegates: list[Delegate] | None = None, memory_limit: int = DEFAULT_MEMORY_LIMIT):
+        self.thread_num = thread_num if thread_num is not None else (os.cpu_count() or 1)
+        self.fallback = fallback
+        self.delegates = list(delegates or [])
+        self.memory_limit = memory_limit
+
+    @property
+    def thread_num(self) -> int:
+        return self._thread_num
+
+    @thread_num.setter
+    def thread_num(self, value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"thread_num must be a positive int, got {value!r}")
+        self._thread_num = value
+
+    @property
+    def delegate(self) -> Delegate | None:
+        """The highest-priority delegate; setting it replaces the list (None clears it)."""
+        return self.delegates[0] if self.delegates else None
+
+    @delegate.setter
+    def delegate(self, value: Delegate | None) -> None:
+        self.delegates = [] if value is None else [value]
+
+    def __repr__(self) -> str:
+        names = [type(d).__name__ for d in self.delegates]
+        return f"Context(thread_num={self.thread_num}, fallback={self.fallback}, delegates={names})"

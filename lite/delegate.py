@@ -1,0 +1,273 @@
+"""The Delegate API: delegates replace runs of native kernels with graph kernels."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from lite.errors import DelegateError
+from lite.kernel import Kernel
+from lite.kernels.base import NativeKernel
+from lite.primitive import Primitive
+from lite.tensor import Tensor
+
+
+class Delegate:
+    """Base class of delegates (MindSpore Lite's ``Delegate``).
+
+    ``init()`` checks the device and takes resources; raise ``lite.NotSupportedError``
+    to decline, and the model runs without this delegate. ``build(model)`` walks the
+    topologically sorted kernels of a ``DelegateModel`` and calls ``model.replace`` for
+    each run it takes over.
+    """
+
+    def init(self) -> None:
+        """Checks the device; raises NotSupportedError to decline."""
+
+    def build(self, model: DelegateModel) -> None:
+        """Replaces runs of supported kernels with graph kernels."""
+        raise NotImplementedError(f"{type(self).__name__}.build")
+
+
+@dataclass
+class Partition:
+    """One graph kernel a delegate made, and the native kernels it replaced."""
+
+    delegate: Delegate
+    kernel: Kernel
+    covered: list[NativeKernel]
+
+
+@dataclass
+class DelegationLog:
+    """What the delegates did in one build: partitions and reasons for saying no."""
+
+    partitions: dict[Kernel, Partition] = field(default_factory=dict)
+    reasons: dict[NativeKernel, list[str]] = field(default_factory=dict)
+
+    def note(self, kernel: NativeKernel, delegate: Delegate, reason: str) -> None:
+        self.reasons.setdefault(kernel, []).append(f"{type(delegate).__name__}: {reason}")
+
+
+class DelegateModel(Sequence):
+    """The sorted kernels a delegate may take over (native ones, and earlier graph kernels).
+
+    Indexing, ``len`` and iteration see the current kernel list; ``replace`` changes it.
+    """
+
+    def __init__(self, kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor],
+                 delegate: Delegate, log: DelegationLog):
+        self._kernels = kernels
+        self._delegate = delegate
+        self._log = log
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+
+    def __len__(self) -> int:
+        return len(self._kernels)
+
+    def __getitem__(self, index):
+        return self._kernels[index]
+
+    def __iter__(self) -> Iterator[Kernel]:
+        return iter(list(self._kernels))
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        return self._kernels
+
+    def get_primitive(self, kernel: Kernel) -> Primitive | None:
+        """The primitive of a native kernel (None for a graph kernel)."""
+        return kernel.primitive if isinstance(kernel, NativeKernel) else None
+
+    def subgraph_inputs(self, start: int, end: int) -> list[Tensor]:
+        """Non-const tensors read in ``[start, end)`` but produced outside it, in first-read order."""
+        run = self._run(start, end)
+        produced = {t for k in run for t in k.outputs}
+        seen: dict[Tensor, None] = {}
+        for kernel in run:
+            for tensor in kernel.inputs:
+                if tensor is not None and not tensor.is_const and tensor not in produced:
+                    seen.setdefault(tensor, None)
+        return list(seen)
+
+    def subgraph_outputs(self, start: int, end: int) -> list[Tensor]:
+        """Tensors produced in ``[start, end)`` that a later kernel reads or that are model outputs."""
+        run = self._run(start, end)
+        later = {t for k in self._kernels[end:] for t in k.inputs if t is not None}
+        model_outputs = set(self.outputs)
+        return [t for k in run for t in k.outputs if t in later or t in model_outputs]
+
+    def replace(self, start: int, end: int, graph_kernel: Kernel) -> int:
+        """Replaces ``kernels[start:end]`` with ``graph_kernel``; returns its index.
+
+        Raises:
+            DelegateError: bad indices, a run that is empty or holds a graph kernel, or a
+                graph kernel that does not produce the run's outputs or reads tensors not
+                available before ``start``.
+        """
+        run = self._run(start, end)
+        if not isinstance(graph_kernel, Kernel):
+            self._fail(f"replace() needs a lite.Kernel, got {type(graph_kernel).__name__}")
+        foreign = [k.name for k in run if not isinstance(k, NativeKernel)]
+        if foreign:
+            self._fail(f"replace({start}, {end}) covers graph kernels {foreign}, which belong to another delegate")
+        missing = [t.name for t in self.subgraph_outputs(start, end) if t not in set(graph_kernel.outputs)]
+        if missing:
+            self._fail(f"graph kernel {graph_kernel.name!r} does not produce {missing}, which are read later")
+        self._check_available(start, graph_kernel)
+        self._kernels[start:end] = [graph_kernel]
+        self._log.partitions[graph_kernel] = Partition(self._delegate, graph_kernel, list(run))
+        return start
+
+    def reject(self, kernel: Kernel, reason: str) -> None:
+        """Records why this delegate does not take ``kernel`` (shown by ``partition_report``)."""
+        if isinstance(kernel, NativeKernel):
+            self._log.note(kernel, self._delegate, reason)
+
+    def _run(self, start: int, end: int) -> list[Kernel]:
+        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(self._kernels)):
+            self._fail(f"run [{start}, {end}) is not a non-empty range of the {len(self._kernels)} kernels")
+        return self._kernels[start:end]
+
+    def _check_available(self, start: int, graph_kernel: Kernel) -> None:
+        available = set(self.inputs) | {t for k in self._kernels[:start] for t in k.outputs}
+        for tensor in graph_kernel.inputs:
+            if tensor is None or tensor.is_const or tensor.value_known or tensor in available:
+                continue
+            self._fail(f"graph kernel {graph_kernel.name!r} reads {tensor.name!r}, "
+                       f"which is not available before kernel {start}")
+
+    def _fail(self, message: str):
+        raise DelegateError(f"delegate {type(self._delegate).__name__}: {message}")
+
+    def _reorder(self, order: list[int]) -> None:
+        self._kernels[:] = [self._kernels[i] for i in order]
+
+
+class SimpleDelegate(Delegate):
+    """A delegate written as two methods (TFLite's SimpleDelegateInterface).
+
+    Subclasses implement ``is_supported`` and ``create_graph_kernel``; ``build`` finds
+    the partitions: runs of supported kernels, after re-sorting the kernels (still
+    topologically) so supported kernels on parallel branches share a partition when
+    that gives fewer partitions.
+
+    Attributes:
+        min_nodes_per_partition: smaller runs stay native.
+        max_partitions: keep only the largest this many partitions (0 = unlimited).
+    """
+
+    min_nodes_per_partition: int = 1
+    max_partitions: int = 0
+
+    def is_supported(self, kernel: Kernel, primitive: Primitive) -> bool | str:
+        """True to take ``kernel``; False or a reason string to leave it native."""
+        raise NotImplementedError(f"{type(self).__name__}.is_supported")
+
+    def create_graph_kernel(self, kernels: list[Kernel], inputs: list[Tensor],
+                            outputs: list[Tensor]) -> Kernel:
+        """Returns one kernel computing ``outputs`` from ``inputs`` as ``kernels`` would."""
+        raise NotImplementedError(f"{type(self).__name__}.create_graph_kernel")
+
+    def build(self, model: DelegateModel) -> None:
+        supported = self._supported_kernels(model)
+        runs = _runs(model, supported)
+        grouped = grouped_order(model, supported)
+        if len(_runs_in(grouped, model, supported)) < len(runs):
+            model._reorder(grouped)
+            runs = _runs(model, supported)
+        for start, end in sorted(self._chosen(model, runs), reverse=True):
+            kernels = list(model[start:end])
+            graph_kernel = self.create_graph_kernel(
+                kernels, model.subgraph_inputs(start, end), model.subgraph_outputs(start, end))
+            model.replace(start, end, graph_kernel)
+
+    def _supported_kernels(self, model: DelegateModel) -> set[Kernel]:
+        supported = set()
+        for kernel in model:
+            primitive = model.get_primitive(kernel)
+            if primitive is None:
+                continue
+            verdict = self.is_supported(kernel, primitive)
+            if verdict is True:
+                supported.add(kernel)
+            else:
+                model.reject(kernel, verdict if isinstance(verdict, str) and verdict else "not supported")
+        return supported
+
+    def _chosen(self, model: DelegateModel, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        chosen = []
+        for start, end in sorted(runs, key=lambda r: (r[0] - r[1], r[0])):
+            if end - start < self.min_nodes_per_partition:
+                reason = f"in a run of {end - start} node(s), below min_nodes_per_partition"
+            elif self.max_partitions and len(chosen) >= self.max_partitions:
+                reason = f"partition beyond max_partitions={self.max_partitions}"
+            else:
+                chosen.append((start, end))
+                continue
+            for kernel in model[start:end]:
+                model.reject(kernel, reason)
+        return chosen
+
+
+def _runs(model: DelegateModel, supported: set[Kernel]) -> list[tuple[int, int]]:
+    return _runs_in(range(len(model)), model, supported)
+
+
+def _runs_in(order, model: DelegateModel, supported: set[Kernel]) -> list[tuple[int, int]]:
+    runs, start = [], None
+    flags = [model[i] in supported for i in order] + [False]
+    for position, flag in enumerate(flags):
+        if flag and start is None:
+            start = position
+        elif not flag and start is not None:
+            runs.append((start, position))
+            start = None
+    return runs
+
+
+def grouped_order(model: DelegateModel, supported: set[Kernel]) -> list[int]:
+    """A topological order of ``model`` that keeps supported kernels together.
+
+    Kahn's algorithm picking, among ready kernels: unsupported ones first, then
+    supported ones that an unsupported kernel waits on, then the rest (file order
+    breaks ties). Unsupported work thus runs as early as it can, and the supported
+    kernels after it are not split by it.
+    """
+    kernels = list(model)
+    producer = {t: i for i, k in enumerate(kernels) for t in k.outputs}
+    deps = [{producer[t] for t in k.inputs if t in producer} for k in kernels]
+    feeds_unsupported = _ancestors(deps, [i for i, k in enumerate(kernels) if k not in supported])
+    waiting = [len(d) for d in deps]
+    users: list[list[int]] = [[] for _ in kernels]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+
+    def rank(i: int) -> tuple[int, int]:
+        return (0 if kernels[i] not in supported else 1 if i in feeds_unsupported else 2, i)
+
+    ready = [rank(i) for i, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for user in users[i]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, rank(user))
+    return order
+
+
+def _ancestors(deps: list[set[int]], roots: list[int]) -> set[int]:
+    seen: set[int] = set()
+    stack = [d for r in roots for d in deps[r]]
+    while stack:
+        i = stack.pop()
+        if i not in seen:
+            seen.add(i)
+            stack.extend(deps[i])
+    return seen

@@ -1,0 +1,80 @@
+"""Activation memory: one arena, offsets planned by tensor lifetime (greedy by size)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite.kernel import Kernel
+from lite.kernels.base import ALIGNMENT, aligned_empty
+from lite.tensor import Tensor
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def lifetimes(kernels: list[Kernel], keep: set[Tensor]) -> dict[Tensor, tuple[int, int]]:
+    """First and last kernel index of each planned tensor (outputs not in ``keep``)."""
+    spans: dict[Tensor, tuple[int, int]] = {}
+    for i, kernel in enumerate(kernels):
+        for tensor in kernel.outputs:
+            if tensor not in keep and not tensor.value_known:
+                spans[tensor] = (i, i)
+    for i, kernel in enumerate(kernels):
+        for tensor in kernel.inputs:
+            if tensor in spans:
+                spans[tensor] = (spans[tensor][0], i)
+    return spans
+
+
+def plan_offsets(spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
+    """Offsets so tensors alive at the same time never overlap; returns (offsets, arena size).
+
+    Largest tensors are placed first, each at the lowest gap that fits between the
+    tensors already placed whose lifetimes overlap its own (TFLite's greedy-by-size).
+    """
+    placed: list[tuple[int, int, int, int]] = []  # offset, end, first, last
+    offsets: dict[Tensor, int] = {}
+    for tensor in sorted(spans, key=lambda t: -_nbytes(t)):
+        first, last = spans[tensor]
+        size = _aligned(_nbytes(tensor))
+        offset = 0
+        for start, end, f, lst in sorted(placed):
+            if f > last or first > lst:
+                continue
+            if offset + size <= start:
+                break
+            offset = max(offset, end)
+        placed.append((offset, offset + size, first, last))
+        offsets[tensor] = offset
+    return offsets, max((end for _, end, _, _ in placed), default=0)
+
+
+def _nbytes(tensor: Tensor) -> int:
+    return int(np.prod(tensor.shape, dtype=np.int64)) * tensor.dtype.itemsize
+
+
+class MemoryPlan:
+    """Gives every non-constant tensor of a kernel list its data array.
+
+    Intermediate tensors are views into one arena whose slots are reused once a tensor
+    is dead; ``keep`` tensors (the model outputs) get arrays of their own.
+    """
+
+    def __init__(self) -> None:
+        self.arena = np.empty(0, dtype=np.uint8)
+
+    def apply(self, kernels: list[Kernel], keep: set[Tensor]) -> None:
+        offsets, size = plan_offsets(lifetimes(kernels, keep))
+        if self.arena.size < size:
+            self.arena = aligned_empty(size)
+        for tensor, offset in offsets.items():
+            view = self.arena[offset : offset + _nbytes(tensor)]
+            tensor.data = view.view(tensor.dtype).reshape(tensor.shape)
+        for tensor in keep:
+            if tensor.data is None or tensor.data.shape != tensor.shape or not tensor.data.flags.writeable:
+                tensor.data = np.empty(tensor.shape, tensor.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.arena.size)

@@ -1,0 +1,400 @@
+"""Model: build a .lite (or .onnx) model, then predict and resize."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lite.context import Context
+from lite.delegate import Delegate, DelegateModel, DelegationLog, Partition
+from lite.errors import DelegateError, InputError, LiteError, ModelFormatError, NotSupportedError
+from lite.kernel import Kernel
+from lite.kernels.base import NativeKernel
+from lite.memory import MemoryPlan
+from lite.scheduler import schedule
+from lite.schema.graph import GraphDef
+from lite.schema.reader import read_model
+from lite.shapes import blame, foldable_kernels, propagate
+from lite.tensor import Tensor
+from lite.threads import limit_blas_threads
+
+logger = logging.getLogger("lite")
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    """Where one node runs: ``runs_on`` is "native", "folded" or a delegate's class name."""
+
+    node: str
+    op_type: str
+    runs_on: str
+    graph_kernel: str
+    reason: str
+
+
+class ModelType(enum.Enum):
+    """The kind of bytes given to ``Model.build``."""
+
+    LITE = "lite"
+    ONNX = "onnx"
+
+
+class Model:
+    """A built model: its tensors, kernels (native and delegated) and memory plan.
+
+    Example:
+        >>> import lite, numpy as np
+        >>> model = lite.Model()
+        >>> model.build_from_file("model.lite", context=lite.Context(thread_num=2))  # doctest: +SKIP
+        >>> outputs = model.predict([np.zeros((1, 3, 224, 224), np.float32)])       # doctest: +SKIP
+        >>> outputs[0].get_data_to_numpy().shape                                      # doctest: +SKIP
+        (1, 1000)
+
+    ``predict`` and ``resize`` may be called from several threads; calls on one Model
+    run one at a time (use ``lite.ModelParallelRunner`` for parallel serving).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._built = False
+        self._context = Context()
+        self._inputs: list[Tensor] = []
+        self._outputs: list[Tensor] = []
+        self._shape_kernels: list[NativeKernel] = []
+        self._folded: set[NativeKernel] = set()
+        self._kernels: list[Kernel] = []
+        self._memory = MemoryPlan()
+        self._shapes_dirty = False
+        self._memory_limit = 0
+        self._log = DelegationLog()
+        self._declined: list[tuple[str, str]] = []
+
+    # ---- building ---------------------------------------------------------------
+
+    def build(self, model_data: bytes | bytearray | memoryview, model_type: ModelType = ModelType.LITE,
+              context: Context | None = None) -> None:
+        """Builds the model from bytes.
+
+        Args:
+            model_data: the .lite bytes (or ONNX bytes with ``ModelType.ONNX``).
+            model_type: ``ModelType.LITE`` or ``ModelType.ONNX`` (converted in memory).
+            context: threads, delegates and fallback; a default Context if None.
+
+        Raises:
+            ModelFormatError: the bytes are not a valid model.
+            UnsupportedOpError: some ops cannot run (all are listed).
+            DelegateError: a delegate failed (and fallback could not save the build).
+        """
+        with self._lock:
+            if self._built:
+                raise InputError("this Model is already built; create a new lite.Model()")
+            context = context or Context()
+            if model_type == ModelType.ONNX:
+                model_data = _convert_onnx(model_data)
+            elif model_type != ModelType.LITE:
+                raise InputError(f"model_type must be a lite.ModelType, got {model_type!r}")
+            graph = read_model(model_data, context.memory_limit)
+            self._build_graph(graph, context)
+
+    def build_from_file(self, model_path: str | os.PathLike, model_type: ModelType | None = None,
+                        context: Context | None = None) -> None:
+        """Builds the model from a file; ``.onnx`` files are converted in memory.
+
+        Args:
+            model_path: a ``.lite`` or ``.onnx`` file.
+            model_type: overrides the type the file extension implies.
+            context: as for ``build``.
+        """
+        path = Path(model_path)
+        if model_type is None:
+            model_type = ModelType.ONNX if path.suffix.lower() == ".onnx" else ModelType.LITE
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read model file {str(path)!r}: {exc.strerror or exc}") from exc
+        self.build(data, model_type, context)
+
+    def _build_graph(self, graph: GraphDef, context: Context) -> None:
+        tensors = [_make_tensor(t) for t in graph.tensors]
+        self._inputs = [tensors[i] for i in graph.inputs]
+        self._outputs = [tensors[i] for i in graph.outputs]
+        self._context = context
+        self._memory_limit = context.memory_limit
+        self._shape_kernels = schedule(graph, tensors)
+        self._folded = set(foldable_kernels(self._shape_kernels))
+        self._kernels = [k for k in self._shape_kernels if k not in self._folded]
+        for tensor in self._inputs:
+            tensor._on_reshape = self._input_reshaped
+        shapes_known = all(-1 not in t.shape for t in self._inputs)
+        if shapes_known:
+            propagate(self._shape_kernels, self._folded, self._memory_limit)
+        self._log = DelegationLog()
+        for delegate in context.delegates:
+            self._apply_delegate(delegate)
+        self._prepare_all()
+        self._release_unused_constants(tensors)
+        if shapes_known:
+            self._plan()
+        else:
+            self._shapes_dirty = True
+        self._built = True
+
+    def _apply_delegate(self, delegate: Delegate) -> None:
+        name = type(delegate).__name__
+        try:
+            delegate.init()
+        except NotSupportedError as exc:
+            logger.info("delegate %s declined: %s", name, exc)
+            self._declined.append((name, str(exc)))
+            return
+        except Exception as exc:
+            raise DelegateError(f"delegate {name} failed in init(): {type(exc).__name__}: {exc}") from exc
+        view = DelegateModel(self._kernels, self._inputs, self._outputs, delegate, self._log)
+        try:
+            delegate.build(view)
+        except DelegateError:
+            raise
+        except Exception as exc:
+            raise DelegateError(f"delegate {name} failed in build(): {type(exc).__name__}: {exc}") from exc
+
+    def _prepare_all(self) -> None:
+        prepared: list[Kernel] = []
+        for kernel in self._kernels:
+            partition = self._log.partitions.get(kernel)
+            if partition is None:
+                with blame(kernel, "prepare failed"):
+                    kernel.prepare()
+                prepared.append(kernel)
+            elif self._prepare_graph_kernel(partition):
+                prepared.append(kernel)
+            else:
+                for native in partition.covered:
+                    with blame(native, "prepare failed"):
+                        native.prepare()
+                prepared.extend(partition.covered)
+        self._kernels = prepared
+
+    def _prepare_graph_kernel(self, partition: Partition) -> bool:
+        """Prepares a graph kernel; False when it failed and fallback restores its native kernels."""
+        try:
+            partition.kernel.prepare()
+            return True
+        except Exception as exc:
+            error = DelegateError(
+                f"delegate {type(partition.delegate).__name__}: graph kernel {partition.kernel.name!r} "
+                f"failed in prepare(): {type(exc).__name__}: {exc}")
+            if not self._context.fallback:
+                raise error from exc
+            logger.warning("%s; running its %d kernels natively (fallback)", error, len(partition.covered))
+            del self._log.partitions[partition.kernel]
+            for native in partition.covered:
+                self._log.note(native, partition.delegate, f"graph kernel failed in prepare(): {exc}")
+            return False
+
+    def _release_unused_constants(self, tensors: list[Tensor]) -> None:
+        """Drops const data no kernel can read any more (replaced or dead kernels' weights)."""
+        needed = {t for k in self._kernels for t in k.inputs}
+        for kernel in self._shape_kernels:  # what shape inference and folding read on resize
+            needed.update(kernel.inputs if kernel in self._folded else kernel.shape_inputs())
+        needed.update(self._outputs)
+        for tensor in tensors:
+            if tensor.is_const and tensor not in needed:
+                tensor.data = None
+
+    def partition_report(self) -> list[PartitionRow]:
+        """One row per node: where it runs and, when a delegate said no, why.
+
+        Rows are in topological order; ``runs_on`` is ``"native"``, ``"folded"`` (computed
+        once from shapes) or the delegate's class name, with the graph kernel's name.
+        """
+        self._check_built()
+        owner = {k: p for p in self._log.partitions.values() for k in p.covered}
+        rows = []
+        for kernel in self._shape_kernels:
+            partition = owner.get(kernel)
+            if partition is not None:
+                where, graph = type(partition.delegate).__name__, partition.kernel.name
+            else:
+                where, graph = ("folded" if kernel in self._folded else "native"), ""
+            reason = "; ".join(self._log.reasons.get(kernel, [])) if partition is None else ""
+            rows.append(PartitionRow(kernel.name, kernel.type, where, graph, reason))
+        return rows
+
+    # ---- running ----------------------------------------------------------------
+
+    def get_inputs(self) -> list[Tensor]:
+        """The graph input tensors, in the model's order."""
+        self._check_built()
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[Tensor]:
+        """The graph output tensors, in the model's order (filled by ``predict``)."""
+        self._check_built()
+        return list(self._outputs)
+
+    def predict(self, inputs: Sequence[Tensor | np.ndarray] | None = None) -> list[Tensor]:
+        """Runs the model.
+
+        Args:
+            inputs: one entry per graph input: the Tensors from ``get_inputs()`` (already
+                filled), other Tensors, or numpy arrays. None: use the inputs as set.
+
+        Returns:
+            The output tensors (read them with ``get_data_to_numpy()``).
+
+        Raises:
+            InputError: wrong input count, dtype or shape, or an input with no data; the
+                model stays usable.
+        """
+        with self._lock:
+            self._check_built()
+            if inputs is not None:
+                self._feed(inputs)
+            missing = [t.name for t in self._inputs if t.data is None]
+            if missing:
+                raise InputError(f"inputs {missing} have no data: set them before predict")
+            if self._shapes_dirty:
+                self._apply_shapes()
+            self._run()
+            return list(self._outputs)
+
+    def resize(self, inputs: Sequence[Tensor], dims: Sequence[Sequence[int]]) -> None:
+        """Gives the graph inputs new shapes; every kernel's ``resize()`` then runs.
+
+        Args:
+            inputs: the model's input tensors (from ``get_inputs()``).
+            dims: one new shape per input.
+
+        Raises:
+            InputError: a shape with a zero or negative dim, the wrong rank, or one the
+                model cannot run with; the previous shapes stay in force.
+        """
+        with self._lock:
+            self._check_built()
+            targets = self._resize_targets(inputs, dims)
+            previous = [(t.shape, t.declared_shape, t.data) for t in self._inputs]
+            for tensor, shape in targets:
+                declared = tensor.declared_shape
+                tensor.shape = shape
+                tensor.declared_shape = tuple(-1 if d == -1 else s for d, s in zip(declared, shape, strict=True))
+                tensor.data = None
+            try:
+                self._apply_shapes()
+            except InputError:
+                for tensor, (shape, declared, data) in zip(self._inputs, previous, strict=True):
+                    tensor.shape, tensor.declared_shape, tensor.data = shape, declared, data
+                raise
+
+    def _resize_targets(self, inputs: Sequence[Tensor], dims: Sequence[Sequence[int]]):
+        if len(inputs) != len(dims):
+            raise InputError(f"resize got {len(inputs)} inputs but {len(dims)} shapes")
+        targets = []
+        for tensor, shape in zip(inputs, dims, strict=True):
+            own = self._own_input(tensor)
+            try:
+                shape = tuple(int(d) for d in shape)
+            except (TypeError, ValueError) as exc:
+                raise InputError(f"resize: shape for {own.name!r} must be a list of ints, got {shape!r}") from exc
+            if len(shape) != len(own.declared_shape):
+                raise InputError(f"resize: input {own.name!r} has rank {len(own.declared_shape)}, "
+                                 f"got shape {list(shape)}")
+            if any(d <= 0 for d in shape):
+                raise InputError(f"resize: every dim must be positive, got {list(shape)} for {own.name!r}")
+            targets.append((own, shape))
+        return targets
+
+    def _own_input(self, tensor: Tensor) -> Tensor:
+        if isinstance(tensor, Tensor):
+            for own in self._inputs:
+                if own is tensor or own.name == tensor.name:
+                    return own
+        name = getattr(tensor, "name", tensor)
+        raise InputError(f"{name!r} is not an input of this model; inputs are "
+                         f"{[t.name for t in self._inputs]}")
+
+    def _feed(self, inputs: Sequence[Tensor | np.ndarray]) -> None:
+        if isinstance(inputs, (np.ndarray, Tensor)) or len(inputs) != len(self._inputs):
+            count = 1 if isinstance(inputs, (np.ndarray, Tensor)) else len(inputs)
+            raise InputError(f"the model has {len(self._inputs)} inputs "
+                             f"{[t.name for t in self._inputs]}, predict got {count}")
+        for own, given in zip(self._inputs, inputs, strict=True):
+            if given is own:
+                continue
+            array = given.data if isinstance(given, Tensor) else given
+            if array is None:
+                raise InputError(f"input tensor {getattr(given, 'name', own.name)!r} has no data")
+            own.set_data_from_numpy(array)
+
+    def _input_reshaped(self, tensor: Tensor) -> None:
+        self._shapes_dirty = True
+
+    def _apply_shapes(self) -> None:
+        try:
+            propagate(self._shape_kernels, self._folded, self._memory_limit)
+        except ModelFormatError as exc:
+            shapes = {t.name: t.shape for t in self._inputs}
+            raise InputError(f"the model cannot run with input shapes {shapes}: {exc}") from exc
+        for kernel in self._kernels:
+            kernel.resize()
+        self._plan()
+        self._shapes_dirty = False
+
+    def _plan(self) -> None:
+        keep = {t for t in self._outputs if not t.value_known and t not in self._inputs}
+        self._memory.apply(self._kernels, keep)
+
+    def _run(self) -> None:
+        limit_blas_threads(self._context.thread_num)
+        kernel = None
+        try:
+            for kernel in self._kernels:
+                kernel.execute()
+        except Exception as exc:
+            raise self._execute_error(kernel, exc) from exc
+        for partition in self._log.partitions.values():
+            self._check_graph_outputs(partition)
+
+    def _execute_error(self, kernel: Kernel, exc: Exception) -> LiteError:
+        partition = self._log.partitions.get(kernel)
+        if partition is not None:
+            return DelegateError(f"delegate {type(partition.delegate).__name__}: graph kernel "
+                                 f"{kernel.name!r} failed in execute(): {type(exc).__name__}: {exc}")
+        if isinstance(exc, LiteError):
+            return exc
+        return ModelFormatError(f"kernel {kernel.name!r} ({kernel.type}) failed: {type(exc).__name__}: {exc}")
+
+    def _check_graph_outputs(self, partition: Partition) -> None:
+        for tensor in partition.kernel.outputs:
+            data = tensor.data
+            if data is None or data.shape != tensor.shape or data.dtype != tensor.dtype:
+                got = "nothing" if data is None else f"{data.dtype.name}{list(data.shape)}"
+                raise DelegateError(
+                    f"delegate {type(partition.delegate).__name__}: graph kernel {partition.kernel.name!r} "
+                    f"wrote {got} to {tensor.name!r}, expected {tensor.dtype.name}{list(tensor.shape)}")
+
+    def _check_built(self) -> None:
+        if not self._built:
+            raise InputError("the Model is not built: call build() or build_from_file() first")
+
+
+def _make_tensor(t) -> Tensor:
+    return Tensor(t.name, t.dtype, t.shape, t.format, data=t.data, is_const=t.data is not None)
+
+
+def _convert_onnx(model_data: bytes | bytearray | memoryview) -> bytes:
+    import onnx
+
+    from lite.tools.converter import convert
+
+    try:
+        proto = onnx.load_from_string(bytes(model_data))
+    except Exception as exc:  # protobuf raises its own DecodeError type
+        raise ModelFormatError(f"not a valid ONNX model: {exc}") from exc
+    return convert(proto)

@@ -1,0 +1,109 @@
+"""The scheduler: one native kernel per node, dead nodes dropped, topologically sorted."""
+
+from __future__ import annotations
+
+import heapq
+
+from lite.errors import ModelFormatError, UnsupportedOpError
+from lite.kernels.base import NativeKernel
+from lite.kernels.registry import find_kernel, supported_dtypes
+from lite.primitive import Primitive
+from lite.schema.graph import GraphDef
+from lite.tensor import Tensor
+
+
+def schedule(graph: GraphDef, tensors: list[Tensor]) -> list[NativeKernel]:
+    """Creates the native kernels of ``graph`` and returns the live ones in topological order.
+
+    Raises:
+        UnsupportedOpError: listing every node that has no kernel for its op/dtype.
+        ModelFormatError: a cycle, or a tensor read before anything produces it.
+    """
+    order = topological_order(graph)
+    live = _live_nodes(graph)
+    kernels, missing = [], []
+    for index in order:
+        if index not in live:
+            continue
+        node = graph.nodes[index]
+        kernel_class, reason = _kernel_class(graph, index)
+        if kernel_class is None:
+            missing.append((node.op_type, node.name, None, reason))
+            continue
+        inputs = [None if i < 0 else tensors[i] for i in node.inputs]
+        outputs = [tensors[i] for i in node.outputs]
+        kernels.append(kernel_class(inputs, outputs, Primitive(node.op_type, node.attrs), node.name))
+    if missing:
+        raise UnsupportedOpError(missing, what="model (no native kernel)")
+    return kernels
+
+
+def _kernel_class(graph: GraphDef, index: int) -> tuple[type[NativeKernel] | None, str]:
+    node = graph.nodes[index]
+    present = [i for i in node.inputs if i >= 0]
+    dtype = graph.tensors[present[0] if present else node.outputs[0]].dtype
+    kernel_class = find_kernel(node.op_type, dtype)
+    if kernel_class is not None:
+        return kernel_class, ""
+    known = [d.name for d in supported_dtypes(node.op_type)]
+    if not known:
+        return None, "no native kernel for this op type"
+    return None, f"no native kernel for {dtype.name} inputs (supported: {', '.join(known)})"
+
+
+def topological_order(graph: GraphDef) -> list[int]:
+    """Kahn's algorithm; ties go to the node that comes first in the file."""
+    producer = {t: n for n, node in enumerate(graph.nodes) for t in node.outputs}
+    available = set(graph.inputs) | {i for i, t in enumerate(graph.tensors) if t.is_const}
+    waiting_on: list[int] = []
+    consumers: dict[int, list[int]] = {}
+    for n, node in enumerate(graph.nodes):
+        deps = {producer[t] for t in node.inputs if t >= 0 and t not in available and t in producer}
+        _check_dangling(graph, node, producer, available)
+        waiting_on.append(len(deps))
+        for dep in deps:
+            consumers.setdefault(dep, []).append(n)
+    ready = [n for n, count in enumerate(waiting_on) if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        n = heapq.heappop(ready)
+        order.append(n)
+        for consumer in consumers.get(n, ()):
+            waiting_on[consumer] -= 1
+            if waiting_on[consumer] == 0:
+                heapq.heappush(ready, consumer)
+    if len(order) < len(graph.nodes):
+        stuck = sorted(set(range(len(graph.nodes))) - set(order))
+        names = ", ".join(repr(graph.nodes[n].name) for n in stuck[:10])
+        raise ModelFormatError(f"the graph has a cycle through {len(stuck)} node(s): {names}")
+    _check_outputs(graph, producer, available)
+    return order
+
+
+def _check_dangling(graph: GraphDef, node, producer: dict[int, int], available: set[int]) -> None:
+    for t in node.inputs:
+        if t >= 0 and t not in available and t not in producer:
+            raise ModelFormatError(
+                f"node {node.name!r} ({node.op_type}) reads tensor {graph.tensors[t].name!r}, "
+                "which is neither a graph input, a constant, nor produced by any node")
+
+
+def _check_outputs(graph: GraphDef, producer: dict[int, int], available: set[int]) -> None:
+    for t in graph.outputs:
+        if t not in available and t not in producer:
+            raise ModelFormatError(f"graph output {graph.tensors[t].name!r} is produced by no node")
+
+
+def _live_nodes(graph: GraphDef) -> set[int]:
+    """Nodes some graph output depends on (the rest is dead code and never runs)."""
+    producer = {t: n for n, node in enumerate(graph.nodes) for t in node.outputs}
+    live: set[int] = set()
+    stack = [producer[t] for t in graph.outputs if t in producer]
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        stack.extend(producer[t] for t in graph.nodes[n].inputs if t in producer)
+    return live

@@ -1,0 +1,71 @@
+"""Shape propagation through the native kernels, computing shape-only values on the way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from lite.errors import LiteError, ModelFormatError
+from lite.kernels.base import NativeKernel
+
+
+def foldable_kernels(kernels: list[NativeKernel]) -> list[NativeKernel]:
+    """Kernels whose outputs are known once shapes are: shape-only ops and ops on such values.
+
+    Marks their outputs ``value_known``; kernels must be in topological order.
+    """
+    folded = []
+    for kernel in kernels:
+        if kernel.shape_only or all(t is None or t.value_known for t in kernel.inputs):
+            folded.append(kernel)
+            for tensor in kernel.outputs:
+                tensor.value_known = True
+    return folded
+
+
+def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_limit: int) -> None:
+    """Infers every output's shape (in topological order) and computes the folded kernels.
+
+    Raises:
+        ModelFormatError: naming the node whose shapes or dtypes do not work out.
+    """
+    for kernel in kernels:
+        with blame(kernel):
+            _set_outputs(kernel, memory_limit)
+            if kernel in folded:
+                for tensor in kernel.outputs:
+                    tensor.data = np.empty(tensor.shape, tensor.dtype)
+                kernel.resize()
+                kernel.execute()
+
+
+def _set_outputs(kernel: NativeKernel, memory_limit: int) -> None:
+    shapes, dtypes = kernel.infer_shapes(), kernel.output_dtypes()
+    if len(shapes) != len(kernel.outputs):
+        kernel.fail(f"has {len(kernel.outputs)} outputs, but the op produces {len(shapes)}")
+    for tensor, shape, dtype in zip(kernel.outputs, shapes, dtypes, strict=True):
+        shape = tuple(int(d) for d in shape)
+        if np.dtype(dtype) != tensor.dtype:
+            kernel.fail(f"output {tensor.name!r} is declared {tensor.dtype.name}, "
+                        f"but the op computes {np.dtype(dtype).name}")
+        if any(d < 0 for d in shape):
+            kernel.fail(f"output {tensor.name!r} would have invalid shape {shape}")
+        if int(np.prod(shape, dtype=np.float64)) * tensor.dtype.itemsize > memory_limit:
+            kernel.fail(f"output {tensor.name!r} of shape {shape} would exceed the memory limit "
+                        f"of {memory_limit} bytes")
+        tensor.shape = tensor.declared_shape = shape
+
+
+@contextmanager
+def blame(kernel: NativeKernel, doing: str = "cannot infer its outputs") -> Iterator[None]:
+    """Turns an unexpected error inside a kernel into a ModelFormatError naming it."""
+    try:
+        yield
+    except LiteError:
+        raise
+    except Exception as exc:  # a hostile file can make any kernel code path fail
+        raise ModelFormatError(
+            f"node {kernel.name!r} ({kernel.type}): {doing}: "
+            f"{type(exc).__name__}: {exc}") from exc
