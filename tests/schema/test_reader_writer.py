@@ -1,0 +1,119 @@
+"""The .lite writer and the validating reader."""
+
+import numpy as np
+import pytest
+
+from lite.errors import ModelFormatError
+from lite.schema.graph import DATA_ALIGNMENT, GraphDef, NodeDef, TensorDef
+from lite.schema.primitives import default_attrs
+from lite.schema.reader import aligned_copy, read_model
+from lite.schema.writer import write_model
+
+
+def conv_graph(rng: np.random.Generator) -> GraphDef:
+    f32 = np.dtype(np.float32)
+    return GraphDef(
+        tensors=[
+            TensorDef("x", f32, (-1, 3, 8, 8)),
+            TensorDef("w", f32, (4, 3, 3, 3), data=rng.standard_normal((4, 3, 3, 3)).astype(f32)),
+            TensorDef("b", f32, (4,), data=rng.standard_normal(4).astype(f32)),
+            TensorDef("y", f32, (-1, 4, 8, 8)),
+            TensorDef("shape", np.dtype(np.int64), (2,), data=np.array([-1, 256], np.int64)),
+            TensorDef("z", f32, (-1, 256)),
+        ],
+        nodes=[
+            NodeDef("conv", "Conv2DFusion", {"kernel_size": (3, 3), "pad_list": (1, 1, 1, 1),
+                                             "group": 1, "activation_type": "RELU6"}, [0, 1, 2], [3]),
+            NodeDef("flat", "Reshape", {}, [3, 4], [5]),
+        ],
+        inputs=[0], outputs=[5], name="tiny", description="test graph",
+    )
+
+
+def test_round_trip_keeps_everything():
+    graph = conv_graph(np.random.default_rng(0))
+    back = read_model(write_model(graph))
+    assert (back.name, back.description, back.inputs, back.outputs) == ("tiny", "test graph", [0], [5])
+    for want, got in zip(graph.tensors, back.tensors, strict=True):
+        assert (got.name, got.dtype, got.shape, got.format) == (want.name, want.dtype, want.shape, want.format)
+        if want.data is not None:
+            np.testing.assert_array_equal(got.data, want.data)
+    conv = back.nodes[0]
+    assert conv.op_type == "Conv2DFusion" and conv.inputs == [0, 1, 2] and conv.outputs == [3]
+    assert conv.attrs == {**default_attrs("Conv2DFusion"), **graph.nodes[0].attrs}
+    assert conv.attrs["activation_type"] == "RELU6"
+
+
+def test_const_data_is_aligned_read_only_view_of_buffer():
+    buffer = aligned_copy(write_model(conv_graph(np.random.default_rng(1))))
+    graph = read_model(buffer)
+    for tensor in graph.tensors:
+        if tensor.data is not None:
+            assert tensor.data.ctypes.data % DATA_ALIGNMENT == 0
+            assert not tensor.data.flags.writeable
+            assert np.shares_memory(tensor.data, buffer)
+
+
+def test_absent_optional_input_round_trips():
+    graph = conv_graph(np.random.default_rng(2))
+    graph.nodes[0].inputs = [0, 1, -1]
+    assert read_model(write_model(graph)).nodes[0].inputs == [0, 1, -1]
+
+
+def test_writer_rejects_unknown_attribute():
+    graph = conv_graph(np.random.default_rng(3))
+    graph.nodes[0].attrs["no_such_attr"] = 1
+    with pytest.raises(ValueError, match="no_such_attr"):
+        write_model(graph)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda g: setattr(g.nodes[0], "inputs", [0, 9]), "tensor index 9"),
+    (lambda g: setattr(g, "outputs", []), "no outputs"),
+    (lambda g: setattr(g.nodes[1], "outputs", [3]), "produced by both"),
+    (lambda g: setattr(g, "inputs", [1]), "graph input 'w'"),
+    (lambda g: setattr(g.tensors[0], "shape", (-2, 3)), "invalid dims"),
+    (lambda g: setattr(g.tensors[1], "shape", (4, 3, 3, 4)), "data has 432 bytes"),
+    (lambda g: setattr(g.tensors[0], "shape", (1 << 40, 1 << 20)), "memory limit"),
+])
+def test_inconsistent_models_are_refused_with_the_culprit_named(mutate, message):
+    graph = conv_graph(np.random.default_rng(4))
+    mutate(graph)
+    with pytest.raises(ModelFormatError, match=message):
+        read_model(write_model(graph))
+
+
+def test_wrong_identifier_and_version():
+    data = bytearray(write_model(conv_graph(np.random.default_rng(5))))
+    with pytest.raises(ModelFormatError, match="identifier"):
+        read_model(bytes(data[:4]) + b"ONNX" + bytes(data[8:]))
+    with pytest.raises(ModelFormatError, match="too short"):
+        read_model(b"abc")
+
+
+def _mutations(data: bytes, rng: np.random.Generator, count: int):
+    for _ in range(count):
+        buf = bytearray(data)
+        kind = rng.integers(4)
+        if kind == 0:
+            yield bytes(buf[: rng.integers(len(buf))])
+        elif kind == 1:
+            for _ in range(rng.integers(1, 8)):
+                buf[rng.integers(len(buf))] ^= 1 << rng.integers(8)
+            yield bytes(buf)
+        elif kind == 2:
+            at = rng.integers(len(buf) - 8)
+            buf[at : at + 8] = rng.integers(0, 256, 8, dtype=np.uint8).tobytes()
+            yield bytes(buf)
+        else:
+            yield rng.integers(0, 256, rng.integers(1, 2 * len(buf)), dtype=np.uint8).tobytes()
+
+
+def test_corrupted_bytes_raise_only_model_format_error():
+    rng = np.random.default_rng(6)
+    data = write_model(conv_graph(rng))
+    for mutated in _mutations(data, rng, 1500):
+        try:
+            read_model(mutated)
+        except ModelFormatError:
+            pass
