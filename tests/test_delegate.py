@@ -1,0 +1,245 @@
+"""The Delegate API: lifecycle, subgraph boundaries, priority, failures, fallback, partitioning."""
+
+import numpy as np
+import pytest
+from lite.tools.converter import convert
+from onnx import TensorProto, helper, numpy_helper
+
+import lite
+from tests.delegate_support import CountingDelegate, NativeGraphKernel
+from tests.oracle import relative_l2, run_onnxruntime
+
+RNG = np.random.default_rng(7)
+
+
+def chain_model(dynamic_batch: bool = False):
+    """x -> Add c1 -> a -> Relu -> b -> Mul c2 -> c -> Sigmoid -> d -> Add(a, d) -> y; b is an output too."""
+    batch = "N" if dynamic_batch else 2
+    c1 = numpy_helper.from_array(RNG.standard_normal((1, 8)).astype(np.float32), "c1")
+    c2 = numpy_helper.from_array(RNG.standard_normal((1, 8)).astype(np.float32), "c2")
+    nodes = [
+        helper.make_node("Add", ["x", "c1"], ["a"], name="add1"),
+        helper.make_node("Relu", ["a"], ["b"], name="relu"),
+        helper.make_node("Mul", ["b", "c2"], ["c"], name="mul"),
+        helper.make_node("Sigmoid", ["c"], ["d"], name="sigmoid"),
+        helper.make_node("Add", ["a", "d"], ["y"], name="add2"),
+    ]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 8]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [batch, 8])], [c1, c2])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def build(onnx_model, *delegates, fallback=True):
+    model = lite.Model()
+    model.build(convert(onnx_model, fusion=False), lite.ModelType.LITE,
+                lite.Context(thread_num=1, fallback=fallback, delegates=list(delegates)))
+    return model
+
+
+def assert_matches_onnxruntime(model, onnx_model, batch=2):
+    x = RNG.standard_normal((batch, 8)).astype(np.float32)
+    outputs = model.predict([x])
+    expected = run_onnxruntime(onnx_model, {"x": x})
+    for got, want in zip(outputs, expected, strict=True):
+        assert relative_l2(got.get_data_to_numpy(), want) < 1e-6
+
+
+def test_lifecycle_order_and_counts():
+    delegate = CountingDelegate({"AddFusion", "Activation", "MulFusion"})
+    onnx_model = chain_model(dynamic_batch=True)
+    model = build(onnx_model, delegate)
+    names = [k.name for k in delegate.made]
+    assert delegate.events[:2] == [("init", "counting"), ("build", "counting")]
+    assert sorted(e for e in delegate.events[2:]) == sorted(("prepare", n) for n in names)
+    delegate.events.clear()
+    for _ in range(3):
+        assert_matches_onnxruntime(model, onnx_model, batch=2)
+    executes = [e for e in delegate.events if e[0] == "execute"]
+    resizes = [e for e in delegate.events if e[0] == "resize"]
+    assert len(executes) == 3 * len(names)
+    assert len(resizes) == len(names)  # the first predict fixed the dynamic batch once
+    delegate.events.clear()
+    model.resize(model.get_inputs(), [[5, 8]])
+    assert sorted(delegate.events) == sorted(("resize", n) for n in names)
+    assert_matches_onnxruntime(model, onnx_model, batch=5)
+
+
+def test_subgraph_inputs_and_outputs_in_the_hard_cases():
+    seen = {}
+
+    class Probe(lite.Delegate):
+        def build(self, model):
+            seen["inputs"] = [t.name for t in model.subgraph_inputs(0, 3)]
+            seen["outputs"] = [t.name for t in model.subgraph_outputs(0, 3)]
+            seen["all_in"] = [t.name for t in model.subgraph_inputs(0, len(model))]
+            seen["types"] = [model.get_primitive(k).type for k in model]
+
+    build(chain_model(), Probe())
+    assert seen["types"] == ["AddFusion", "Activation", "MulFusion", "Activation", "AddFusion"]
+    # run = add1, relu, mul: reads graph input x (consts c1, c2 are not inputs);
+    # a is read inside and after the run; b is a model output and read inside; c is read after.
+    assert seen["inputs"] == ["x"]
+    assert seen["outputs"] == ["a", "b", "c"]
+    assert seen["all_in"] == ["x"]
+
+
+def test_two_delegates_in_priority_order():
+    first = CountingDelegate({"Activation"}, label="first")
+    second = CountingDelegate({"Activation", "AddFusion", "MulFusion"}, label="second")
+    onnx_model = chain_model()
+    model = build(onnx_model, first, second)
+    report = {row.node: row for row in model.partition_report()}
+    assert report["relu"].runs_on == "CountingDelegate" and report["relu"].graph_kernel.startswith("first")
+    assert report["sigmoid"].graph_kernel.startswith("first")
+    assert report["add1"].graph_kernel.startswith("second")
+    assert report["mul"].graph_kernel.startswith("second")
+    assert_matches_onnxruntime(model, onnx_model)
+
+
+def test_declining_delegate_leaves_the_model_native():
+    class Declines(CountingDelegate):
+        def init(self):
+            raise lite.NotSupportedError("no such device here")
+
+    onnx_model = chain_model()
+    model = build(onnx_model, Declines({"AddFusion"}))
+    assert {row.runs_on for row in model.partition_report()} == {"native"}
+    assert_matches_onnxruntime(model, onnx_model)
+
+
+def test_raising_in_build_is_a_delegate_error_naming_the_delegate():
+    class Broken(lite.Delegate):
+        def build(self, model):
+            raise RuntimeError("driver crashed")
+
+    with pytest.raises(lite.DelegateError, match="Broken.*build.*driver crashed") as info:
+        build(chain_model(), Broken())
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+class FailsInPrepare(CountingDelegate):
+    def create_graph_kernel(self, kernels, inputs, outputs):
+        kernel = super().create_graph_kernel(kernels, inputs, outputs)
+
+        def prepare():
+            raise RuntimeError("out of device memory")
+
+        kernel.prepare = prepare
+        return kernel
+
+
+def test_prepare_failure_falls_back_to_native_kernels():
+    onnx_model = chain_model()
+    model = build(onnx_model, FailsInPrepare({"AddFusion", "Activation", "MulFusion"}))
+    rows = model.partition_report()
+    assert {row.runs_on for row in rows} == {"native"}
+    assert any("out of device memory" in row.reason for row in rows)
+    assert_matches_onnxruntime(model, onnx_model)
+
+
+def test_prepare_failure_without_fallback_fails_the_build():
+    with pytest.raises(lite.DelegateError, match="FailsInPrepare.*counting_0.*prepare.*out of device memory"):
+        build(chain_model(), FailsInPrepare({"AddFusion"}), fallback=False)
+
+
+@pytest.mark.parametrize("bad_replace, message", [
+    (lambda m: m.replace(3, 2, lite.Kernel([], [])), "not a non-empty range"),
+    (lambda m: m.replace(0, 99, lite.Kernel([], [])), "not a non-empty range"),
+    (lambda m: m.replace(0, 2, "kernel"), "needs a lite.Kernel"),
+    (lambda m: m.replace(0, 2, lite.Kernel(m.subgraph_inputs(0, 2), [])), "does not produce"),
+    (lambda m: m.replace(0, 1, lite.Kernel([m[3].outputs[0]], m.subgraph_outputs(0, 1))), "not available"),
+])
+def test_bad_replace_is_a_delegate_error(bad_replace, message):
+    class Bad(lite.Delegate):
+        def build(self, model):
+            bad_replace(model)
+
+    with pytest.raises(lite.DelegateError, match=f"Bad.*{message}"):
+        build(chain_model(), Bad())
+
+
+def test_later_delegate_cannot_replace_an_earlier_graph_kernel():
+    class Greedy(lite.Delegate):
+        def build(self, model):
+            model.replace(0, len(model), NativeGraphKernel([], model.subgraph_inputs(0, len(model)),
+                                                           model.subgraph_outputs(0, len(model)), [], "g"))
+
+    with pytest.raises(lite.DelegateError, match="Greedy.*another delegate"):
+        build(chain_model(), CountingDelegate({"Activation"}), Greedy())
+
+
+def test_min_nodes_and_max_partitions():
+    delegate = CountingDelegate({"AddFusion", "MulFusion", "Activation"})
+    delegate.max_partitions = 1
+    model = build(chain_model(), delegate)
+    assert len(delegate.made) == 1
+    few = CountingDelegate({"Activation", "AddFusion"})
+    few.min_nodes_per_partition = 3
+    model = build(chain_model(), few)
+    assert few.made == []
+    assert all("min_nodes_per_partition" in row.reason or "not in" in row.reason
+               for row in model.partition_report())
+
+
+def inception_block():
+    """Four branches on one input, concatenated; the pool branch's MaxPool is unsupported below."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    inits, nodes = [], []
+
+    def conv(name, src, out_channels, in_channels, k):
+        w = numpy_helper.from_array(RNG.standard_normal((out_channels, in_channels, k, k)).astype(np.float32),
+                                    f"{name}_w")
+        inits.append(w)
+        nodes.append(helper.make_node("Conv", [src, w.name], [name], name=name, pads=[k // 2] * 4))
+        return name
+
+    b1 = conv("b1", "x", 2, 4, 1)
+    b2 = conv("b2b", conv("b2a", "x", 2, 4, 1), 3, 2, 3)
+    b3 = conv("b3b", conv("b3a", "x", 2, 4, 1), 3, 2, 5)
+    nodes.append(helper.make_node("MaxPool", ["x"], ["pool"], name="pool", kernel_shape=[3, 3], pads=[1] * 4))
+    b4 = conv("b4", "pool", 2, 4, 1)
+    nodes.append(helper.make_node("Concat", [b1, b2, b3, b4], ["y"], name="concat", axis=1))
+    graph = helper.make_graph(nodes, "inception", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_parallel_branches_share_a_partition():
+    onnx_model = inception_block()
+    delegate = CountingDelegate({"Conv2DFusion", "Concat"})
+    model = build(onnx_model, delegate)
+    # file order: b1, b2a, b2b, b3a, b3b, pool, b4, concat -> contiguous runs: 2; re-sorted: pool first, then 1
+    assert len(delegate.made) == 1
+    x = RNG.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    got = model.predict([x])[0].get_data_to_numpy()
+    assert relative_l2(got, run_onnxruntime(onnx_model, {"x": x})[0]) < 1e-5
+    report = {row.node: row for row in model.partition_report()}
+    assert report["pool"].runs_on == "native" and "MaxPoolFusion is not in" in report["pool"].reason
+
+
+class OwnMul(lite.SimpleDelegate):
+    """Takes MulFusion by a constant, keeping its own copy of the constant."""
+
+    def is_supported(self, kernel, primitive):
+        return primitive.type == "MulFusion" and kernel.inputs[1].is_const
+
+    def create_graph_kernel(self, kernels, inputs, outputs):
+        (mul,) = kernels
+        factor, source, out = np.array(mul.inputs[1].data), mul.inputs[0], outputs[0]
+
+        class Scale(lite.Kernel):
+            def execute(self):
+                np.multiply(source.data, factor, out=out.data)
+
+        self.weight = mul.inputs[1]
+        return Scale(inputs, outputs, name="scale")
+
+
+def test_replaced_kernels_weights_are_released():
+    onnx_model = chain_model()
+    delegate = OwnMul()
+    model = build(onnx_model, delegate)
+    assert delegate.weight.is_const and delegate.weight.data is None
+    assert_matches_onnxruntime(model, onnx_model)
