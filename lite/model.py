@@ -290,6 +290,7 @@ class Model:
             except InputError:
                 for tensor, (shape, declared, data) in zip(self._inputs, previous, strict=True):
                     tensor.shape, tensor.declared_shape, tensor.data = shape, declared, data
+                self._shapes_dirty = True  # propagation got part way: redo it with the old shapes
                 raise
 
     def _resize_targets(self, inputs: Sequence[Tensor], dims: Sequence[Sequence[int]]):

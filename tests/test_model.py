@@ -1,0 +1,151 @@
+"""Model: build, predict, resize, input errors, threads and memory."""
+
+import numpy as np
+import pytest
+from lite.tools.converter import convert
+from onnx import TensorProto, helper, numpy_helper
+from threadpoolctl import threadpool_info
+
+import lite
+from tests.oracle import relative_l2, run_onnxruntime
+
+RNG = np.random.default_rng(11)
+
+
+def small_cnn(batch="N"):
+    """Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm, with a dynamic or fixed batch."""
+    w = numpy_helper.from_array(RNG.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    fc = numpy_helper.from_array(RNG.standard_normal((5, 8)).astype(np.float32), "fc")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc"], ["y"], name="gemm", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])], [w, fc])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.fixture(scope="module")
+def cnn_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "cnn.lite"
+    convert(small_cnn(), path)
+    return path
+
+
+def built(path, **context):
+    model = lite.Model()
+    model.build_from_file(path, context=lite.Context(**context))
+    return model
+
+
+def check(model, onnx_model, batch):
+    x = RNG.standard_normal((batch, 3, 8, 8)).astype(np.float32)
+    (y,) = model.predict([x])
+    assert relative_l2(y.get_data_to_numpy(), run_onnxruntime(onnx_model, {"x": x})[0]) < 1e-5
+
+
+def test_lite_and_onnx_files_build_and_match(cnn_file, tmp_path):
+    onnx_path = tmp_path / "cnn.onnx"
+    onnx_path.write_bytes(small_cnn().SerializeToString())
+    for path in (cnn_file, onnx_path):
+        model = built(path)
+        assert [t.name for t in model.get_inputs()] == ["x"]
+        assert model.get_inputs()[0].shape == (-1, 3, 8, 8)
+        check(model, small_cnn(), batch=1)
+
+
+def test_build_from_bytes_both_types(cnn_file):
+    for data, kind in ((cnn_file.read_bytes(), lite.ModelType.LITE),
+                       (small_cnn().SerializeToString(), lite.ModelType.ONNX)):
+        model = lite.Model()
+        model.build(data, kind, lite.Context())
+        check(model, small_cnn(), batch=2)
+
+
+def test_dynamic_batch_resolves_implicitly_and_resize_matches(cnn_file):
+    model = built(cnn_file)
+    check(model, small_cnn(), batch=1)
+    check(model, small_cnn(), batch=3)
+    model.resize(model.get_inputs(), [[4, 3, 8, 8]])
+    assert model.get_inputs()[0].shape == (4, 3, 8, 8)
+    check(model, small_cnn(), batch=4)
+
+
+def test_static_model_resized_to_batch_4_matches(tmp_path):
+    onnx_model = small_cnn(batch=1)
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context())
+    check(model, onnx_model, batch=1)
+    model.resize(model.get_inputs(), [[4, 3, 8, 8]])
+    x = RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)
+    (y,) = model.predict([x])
+    assert relative_l2(y.get_data_to_numpy(), run_onnxruntime(small_cnn(), {"x": x})[0]) < 1e-5
+
+
+@pytest.mark.parametrize("bad, message", [
+    ([], "has 1 inputs"),
+    ([np.zeros((1, 3, 8, 8), np.float32)] * 2, "has 1 inputs"),
+    ([np.zeros((1, 3, 8, 8), np.float64)], "dtype float32"),
+    ([np.zeros((1, 4, 8, 8), np.float32)], "does not fit"),
+    ([np.zeros((3, 8, 8), np.float32)], "does not fit"),
+    (["not an array"], "numpy array"),
+])
+def test_bad_inputs_raise_input_error_and_model_stays_usable(cnn_file, bad, message):
+    model = built(cnn_file)
+    check(model, small_cnn(), batch=2)
+    with pytest.raises(lite.InputError, match=message):
+        model.predict(bad)
+    check(model, small_cnn(), batch=2)
+
+
+@pytest.mark.parametrize("dims, message", [([[0, 3, 8, 8]], "positive"), ([[-2, 3, 8, 8]], "positive"),
+                                           ([[1, 3, 8]], "rank"), ([[1, 3, 8, 8], [1]], "2 shapes")])
+def test_bad_resize_raises_and_keeps_previous_shapes(cnn_file, dims, message):
+    model = built(cnn_file)
+    check(model, small_cnn(), batch=2)
+    with pytest.raises(lite.InputError, match=message):
+        model.resize(model.get_inputs(), dims)
+    check(model, small_cnn(), batch=2)
+
+
+def test_resize_to_shape_the_model_cannot_run_is_input_error(cnn_file):
+    model = built(cnn_file)
+    check(model, small_cnn(), batch=2)
+    with pytest.raises(lite.InputError, match="cannot run.*conv"):
+        model.resize(model.get_inputs(), [[1, 4, 8, 8]])  # the conv weights want 3 channels
+    assert model.get_inputs()[0].shape == (2, 3, 8, 8)
+    check(model, small_cnn(), batch=2)
+
+
+def test_predict_before_build_and_double_build(cnn_file):
+    model = lite.Model()
+    with pytest.raises(lite.InputError, match="not built"):
+        model.predict([np.zeros((1, 3, 8, 8), np.float32)])
+    model.build_from_file(cnn_file)
+    with pytest.raises(lite.InputError, match="already built"):
+        model.build_from_file(cnn_file)
+
+
+def test_missing_file_is_input_error(tmp_path):
+    with pytest.raises(lite.InputError, match="cannot read"):
+        lite.Model().build_from_file(tmp_path / "nope.lite")
+
+
+def test_thread_num_bounds_blas_threads(cnn_file):
+    model = built(cnn_file, thread_num=1)
+    check(model, small_cnn(), batch=1)
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    assert blas and all(info["num_threads"] == 1 for info in blas)
+
+
+def test_constants_are_not_copied_and_activations_share_an_arena(cnn_file):
+    model = built(cnn_file)
+    check(model, small_cnn(), batch=2)
+    weights = [t for k in model._kernels for t in k.inputs if t is not None and t.is_const]
+    assert weights and all(not t.data.flags.owndata for t in weights)
+    activations = [t for k in model._kernels for t in k.outputs if t not in model.get_outputs()]
+    total = sum(t.data.nbytes for t in activations)
+    assert model._memory.nbytes < total
