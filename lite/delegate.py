@@ -20,6 +20,11 @@ class Delegate:
     to decline, and the model runs without this delegate. ``build(model)`` walks the
     topologically sorted kernels of a ``DelegateModel`` and calls ``model.replace`` for
     each run it takes over.
+
+    Weights: after every kernel's ``prepare()``, the model drops the constant data that
+    no remaining kernel lists among its inputs. A graph kernel therefore takes (copies,
+    converts, uploads) the weights it needs in ``prepare()``, or lists the constant
+    tensors among its own inputs to keep reading them.
     """
 
     def init(self) -> None:

@@ -132,18 +132,16 @@ class Model:
         self._kernels = [k for k in self._shape_kernels if k not in self._folded]
         for tensor in self._inputs:
             tensor._on_reshape = self._input_reshaped
-        shapes_known = all(-1 not in t.shape for t in self._inputs)
-        if shapes_known:
+        self._shapes_dirty = any(-1 in t.shape for t in self._inputs)
+        if not self._shapes_dirty:
             propagate(self._shape_kernels, self._folded, self._memory_limit)
         self._log = DelegationLog()
         for delegate in context.delegates:
             self._apply_delegate(delegate)
         self._prepare_all()
         self._release_unused_constants(tensors)
-        if shapes_known:
+        if not self._shapes_dirty:
             self._plan()
-        else:
-            self._shapes_dirty = True
         self._built = True
 
     def _apply_delegate(self, delegate: Delegate) -> None:
@@ -169,17 +167,22 @@ class Model:
         for kernel in self._kernels:
             partition = self._log.partitions.get(kernel)
             if partition is None:
-                with blame(kernel, "prepare failed"):
-                    kernel.prepare()
+                self._prepare_native(kernel)
                 prepared.append(kernel)
             elif self._prepare_graph_kernel(partition):
                 prepared.append(kernel)
             else:
                 for native in partition.covered:
-                    with blame(native, "prepare failed"):
-                        native.prepare()
+                    self._prepare_native(native)
                 prepared.extend(partition.covered)
         self._kernels = prepared
+
+    def _prepare_native(self, kernel: Kernel) -> None:
+        """prepare(), then resize() when shapes are known: native kernels plan for shapes there."""
+        with blame(kernel, "prepare failed"):
+            kernel.prepare()
+            if not self._shapes_dirty:
+                kernel.resize()
 
     def _prepare_graph_kernel(self, partition: Partition) -> bool:
         """Prepares a graph kernel; False when it failed and fallback restores its native kernels."""

@@ -11,7 +11,8 @@ class NativeGraphKernel(lite.Kernel):
     """A graph kernel that runs the native kernels it replaced, keeping inner tensors private."""
 
     def __init__(self, kernels, inputs, outputs, events: list, name: str):
-        super().__init__(inputs, outputs, name=name)
+        consts = list({t: None for k in kernels for t in k.inputs if t is not None and t.is_const})
+        super().__init__(inputs + consts, outputs, name=name)  # listing constants keeps them alive
         self.kernels = kernels
         self.events = events
         outs = set(outputs)
@@ -25,8 +26,10 @@ class NativeGraphKernel(lite.Kernel):
         self.events.append(("prepare", self.name))
         for kernel in self.kernels:
             kernel.prepare()
-        if all(-1 not in t.shape for t in self.inner):
+        if all(-1 not in t.shape for t in self.inner):  # static shapes: ready to run now
             self._allocate_inner()
+            for kernel in self.kernels:
+                kernel.resize()
 
     def resize(self) -> None:
         self.events.append(("resize", self.name))

@@ -1,5 +1,6 @@
 """Model: build, predict, resize, input errors, threads and memory."""
 
+
 import numpy as np
 import pytest
 from lite.tools.converter import convert
@@ -13,9 +14,10 @@ RNG = np.random.default_rng(11)
 
 
 def small_cnn(batch="N"):
-    """Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm, with a dynamic or fixed batch."""
-    w = numpy_helper.from_array(RNG.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
-    fc = numpy_helper.from_array(RNG.standard_normal((5, 8)).astype(np.float32), "fc")
+    """Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm, with a dynamic or fixed batch (same weights)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    fc = numpy_helper.from_array(rng.standard_normal((5, 8)).astype(np.float32), "fc")
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"], name="relu"),

@@ -47,7 +47,9 @@ class NativeKernel(Kernel):
     Subclasses implement ``infer_shapes`` (output shapes from input shapes and, for the
     inputs listed in ``value_inputs``, their values) and ``execute`` (write into the
     preallocated ``self.outputs[j].data``). ``check_attrs`` rejects attribute values a
-    hostile file could carry; ``resize`` caches what depends on shapes.
+    hostile file could carry; ``prepare`` precomputes from constants; ``resize`` caches
+    what depends on shapes and runs before the first ``execute`` once shapes are known
+    (code that runs native kernels itself, such as a delegate, calls it the same way).
 
     Class attributes:
         value_inputs: input indices whose values shape inference needs (e.g. Reshape's shape).
