@@ -1,0 +1,64 @@
+"""Bundled delegates, and loading a delegate by name for the command-line tools."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from lite.delegate import Delegate
+from lite.errors import InputError
+
+BUNDLED = {
+    "example_npu": "lite.delegates.example_npu:ExampleNPUDelegate",
+    "tvm": "lite.delegates.tvm:TVMDelegate",
+    "ort": "lite.delegates.onnxruntime:ORTDelegate",
+}
+
+
+def load_delegate(spec: str, options: dict[str, Any] | None = None) -> Delegate | None:
+    """Creates a delegate from a name: ``native`` (None), a bundled name, or ``module:Class``.
+
+    Args:
+        spec: ``native``, one of ``BUNDLED`` or ``package.module:ClassName``.
+        options: keyword arguments for the delegate's constructor.
+
+    Raises:
+        InputError: unknown name, or a module/class that cannot be loaded.
+    """
+    if spec == "native":
+        return None
+    target = BUNDLED.get(spec, spec)
+    if ":" not in target:
+        raise InputError(f"unknown delegate {spec!r}: use native, {', '.join(BUNDLED)} or module:Class")
+    module_name, class_name = target.split(":", 1)
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"cannot load delegate {spec!r} ({target}): {exc}") from exc
+    try:
+        return cls(**(options or {}))
+    except TypeError as exc:
+        raise InputError(f"delegate {spec!r} does not take options {options}: {exc}") from exc
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``["target=cuda", "threads=2"]`` -> ``{"target": "cuda", "threads": 2}`` (ints/floats/bools parsed)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"delegate option {pair!r} must look like key=value")
+        options[key] = _parse_value(value)
+    return options
+
+
+def _parse_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text

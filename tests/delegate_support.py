@@ -66,3 +66,10 @@ class CountingDelegate(lite.SimpleDelegate):
         kernel = NativeGraphKernel(kernels, inputs, outputs, self.events, f"{self.label}_{len(self.made)}")
         self.made.append(kernel)
         return kernel
+
+
+class ConvAndConcat(CountingDelegate):
+    """A no-argument delegate for command-line tests (``tests.delegate_support:ConvAndConcat``)."""
+
+    def __init__(self, label: str = "npu"):
+        super().__init__({"Conv2DFusion", "Concat"}, label=label)

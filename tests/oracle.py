@@ -34,7 +34,7 @@ def single_node_model(op_type: str, inputs: dict[str, np.ndarray], n_outputs: in
     graph = helper.make_graph(
         [node], f"{op_type}_test",
         [helper.make_tensor_value_info(k, onnx_type(v.dtype), v.shape) for k, v in inputs.items()],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+        [onnx.ValueInfoProto(name=o) for o in outputs],
         [numpy_helper.from_array(v, k) for k, v in initializers.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])

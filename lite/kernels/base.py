@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, NoReturn
 
 import numpy as np
@@ -26,7 +27,7 @@ class Workspace:
 
     def array(self, shape: tuple[int, ...], dtype: np.dtype | type, slot: int = 0) -> np.ndarray:
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         buffer = self._buffers.get(slot)
         if buffer is None or buffer.size < nbytes:
             buffer = aligned_empty(nbytes)

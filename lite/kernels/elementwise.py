@@ -1,0 +1,339 @@
+"""Element-wise kernels with numpy broadcasting: arithmetic, comparisons, Where, unary math."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from lite.kernels.base import NativeKernel
+from lite.kernels.fused import FUSED_ACTIVATIONS, apply_fused_activation
+from lite.kernels.registry import ALL, FLOATS, INTS, NUMBERS, register
+
+
+def check_io(kernel: NativeKernel, required: int, optional: int = 0, outputs: int | None = 1) -> None:
+    """Fails unless ``kernel`` has ``required`` present inputs, at most ``optional`` more
+    (None where absent) and ``outputs`` outputs (None: any number, at least one)."""
+    n = len(kernel.inputs)
+    if not required <= n <= required + optional or None in kernel.inputs[:required]:
+        allowed = f"{required}" if not optional else f"{required} to {required + optional}"
+        kernel.fail(f"expects {allowed} inputs ({required} required), got "
+                    f"{[None if t is None else t.name for t in kernel.inputs]}")
+    if outputs is not None and len(kernel.outputs) != outputs:
+        kernel.fail(f"expects {outputs} output(s), got {len(kernel.outputs)}")
+
+
+class Elementwise(NativeKernel):
+    """Base of element-wise ops: ``ufunc`` over the inputs, broadcast numpy-style.
+
+    ``arity`` is the number of inputs (None: one or more); inputs from ``uniform_from`` on
+    must share one dtype (None: no constraint).
+    """
+
+    ufunc: ClassVar[np.ufunc]
+    arity: ClassVar[int | None] = 2
+    uniform_from: ClassVar[int | None] = 0
+
+    def check_attrs(self) -> None:
+        check_io(self, self.arity or max(len(self.inputs), 1))
+        if self.uniform_from is not None:
+            dtypes = {t.dtype for t in self.inputs[self.uniform_from:]}
+            if len(dtypes) > 1:
+                self.fail(f"inputs must share one dtype, got {sorted(d.name for d in dtypes)}")
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        shapes = [t.shape for t in self.inputs]
+        try:
+            return [np.broadcast_shapes(*shapes)]
+        except ValueError:
+            self.fail(f"input shapes {shapes} do not broadcast")
+
+    def execute(self) -> None:
+        self.ufunc(*[t.data for t in self.inputs], out=self.outputs[0].data)
+
+
+class Arithmetic(Elementwise):
+    """A binary op with an optional fused activation (NO_ACTIVATION, RELU, RELU6)."""
+
+    def check_attrs(self) -> None:
+        super().check_attrs()
+        self.activation = self.attrs["activation_type"]
+        if self.activation not in FUSED_ACTIVATIONS:
+            self.fail(f"fused activation_type must be one of {FUSED_ACTIVATIONS}, got {self.activation!r}")
+
+    def execute(self) -> None:
+        out = self.outputs[0].data
+        self.ufunc(self.inputs[0].data, self.inputs[1].data, out=out)
+        if self.activation != "NO_ACTIVATION":
+            apply_fused_activation(out, self.activation)
+
+
+@register("AddFusion", NUMBERS)
+class AddFusion(Arithmetic):
+    """a + b."""
+
+    ufunc = np.add
+
+
+@register("SubFusion", NUMBERS)
+class SubFusion(Arithmetic):
+    """a - b."""
+
+    ufunc = np.subtract
+
+
+@register("MulFusion", NUMBERS)
+class MulFusion(Arithmetic):
+    """a * b."""
+
+    ufunc = np.multiply
+
+
+@register("DivFusion", FLOATS)
+class DivFusion(Arithmetic):
+    """a / b."""
+
+    ufunc = np.divide
+
+
+@register("DivFusion", INTS)
+class IntDivFusion(Arithmetic):
+    """a / b on integers, truncating toward zero (C and ONNX semantics)."""
+
+    def execute(self) -> None:
+        a, b, out = self.inputs[0].data, self.inputs[1].data, self.outputs[0].data
+        # NOTE: a - fmod(a, b) is an exact multiple of b, so floor division is exact.
+        np.fmod(a, b, out=out)
+        np.subtract(a, out, out=out)
+        np.floor_divide(out, b, out=out)
+        if self.activation != "NO_ACTIVATION":
+            apply_fused_activation(out, self.activation)
+
+
+@register("PowFusion", NUMBERS)
+class PowFusion(Elementwise):
+    """base ** exponent; the output has the base's dtype (integer bases compute in float64,
+    then truncate, as onnxruntime does)."""
+
+    uniform_from = None
+
+    def check_attrs(self) -> None:
+        super().check_attrs()
+        self.compute = np.float64 if self.inputs[0].dtype.kind in "iu" else None
+
+    def execute(self) -> None:
+        np.power(self.inputs[0].data, self.inputs[1].data, out=self.outputs[0].data,
+                 dtype=self.compute, casting="unsafe")
+
+
+class Variadic(Elementwise):
+    """Folds ``ufunc`` over one or more broadcast inputs."""
+
+    arity = None
+
+    def execute(self) -> None:
+        out = self.outputs[0].data
+        first, *rest = self.inputs
+        if not rest:
+            np.copyto(out, first.data)
+            return
+        self.ufunc(first.data, rest[0].data, out=out)
+        for tensor in rest[1:]:
+            self.ufunc(out, tensor.data, out=out)
+
+
+@register("AddN", NUMBERS)
+class AddN(Variadic):
+    """Sum of the inputs (ONNX Sum)."""
+
+    ufunc = np.add
+
+
+@register("Maximum", NUMBERS)
+class Maximum(Variadic):
+    """Element-wise maximum of the inputs (ONNX Max); NaN propagates."""
+
+    ufunc = np.maximum
+
+
+@register("Minimum", NUMBERS)
+class Minimum(Variadic):
+    """Element-wise minimum of the inputs (ONNX Min); NaN propagates."""
+
+    ufunc = np.minimum
+
+
+class Comparison(Elementwise):
+    """A binary comparison with a bool output."""
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [np.dtype(np.bool_)]
+
+
+@register("Equal", ALL)
+class Equal(Comparison):
+    """a == b."""
+
+    ufunc = np.equal
+
+
+@register("Less", NUMBERS)
+class Less(Comparison):
+    """a < b."""
+
+    ufunc = np.less
+
+
+@register("Greater", NUMBERS)
+class Greater(Comparison):
+    """a > b."""
+
+    ufunc = np.greater
+
+
+@register("Where", [np.bool_])
+class Where(Elementwise):
+    """condition ? x : y, all three broadcast."""
+
+    arity = 3
+    uniform_from = 1
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [self.inputs[1].dtype]
+
+    def execute(self) -> None:
+        condition, x, y = (t.data for t in self.inputs)
+        out = self.outputs[0].data
+        np.copyto(out, y)
+        np.copyto(out, x, where=condition)
+
+
+class Unary(Elementwise):
+    """``ufunc`` of one input."""
+
+    arity = 1
+
+
+@register("ExpFusion", FLOATS)
+class ExpFusion(Unary):
+    """exp(x)."""
+
+    ufunc = np.exp
+
+
+@register("Log", FLOATS)
+class Log(Unary):
+    """Natural logarithm."""
+
+    ufunc = np.log
+
+
+@register("Sqrt", FLOATS)
+class Sqrt(Unary):
+    """Square root."""
+
+    ufunc = np.sqrt
+
+
+@register("Neg", NUMBERS)
+class Neg(Unary):
+    """-x."""
+
+    ufunc = np.negative
+
+
+@register("Abs", NUMBERS)
+class Abs(Unary):
+    """|x|."""
+
+    ufunc = np.absolute
+
+
+@register("Erf", FLOATS)
+class Erf(Unary):
+    """The error function: float32 rational approximation, Cody's algorithm for float64."""
+
+    def execute(self) -> None:
+        x, out = self.inputs[0].data, self.outputs[0].data
+        if out.dtype == np.float64:
+            erf_float64(x, out)
+        else:
+            erf_float32(x, out, self.workspace.array((4, *x.shape), np.float32))
+
+
+def _horner(z: np.ndarray, coeffs: tuple[float, ...], out: np.ndarray) -> np.ndarray:
+    """Writes the polynomial ``coeffs`` (highest power first) at ``z`` into ``out``."""
+    np.multiply(z, coeffs[0], out=out)
+    out += coeffs[1]
+    for c in coeffs[2:]:
+        out *= z
+        out += c
+    return out
+
+
+# Eigen's and XLA's float erf: x * P(x^2) / Q(x^2) on x clamped to [-4, 4].
+_ALPHA = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_BETA = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+         -1.42647390514189e-02)
+
+
+def erf_float32(x: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> None:
+    """Writes erf(x) into ``out`` computing in float32 (relative error below 4e-7 for normal
+    floats); ``scratch`` is float32 of shape (4, *x.shape)."""
+    v = np.clip(x, -4.0, 4.0, out=scratch[0, ...])
+    z = np.multiply(v, v, out=scratch[1, ...])
+    ratio = _horner(z, _ALPHA, scratch[2, ...])
+    ratio /= _horner(z, _BETA, scratch[3, ...])
+    # NOTE: P/Q is about 2/sqrt(pi); multiplying v last keeps tiny x from underflowing.
+    np.multiply(ratio, v, out=out)
+
+
+# W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23
+# (1969), as in Netlib SPECFUN CALERF; highest power first.
+_ERF_NUM = (1.85777706184603153e-1, 3.16112374387056560e0, 1.13864154151050156e2,
+            3.77485237685302021e2, 3.20937758913846947e3)
+_ERF_DEN = (1.0, 2.36012909523441209e1, 2.44024637934444173e2, 1.28261652607737228e3,
+            2.84423683343917062e3)
+_ERFC_NUM = (2.15311535474403846e-8, 5.64188496988670089e-1, 8.88314979438837594e0,
+             6.61191906371416295e1, 2.98635138197400131e2, 8.81952221241769090e2,
+             1.71204761263407058e3, 2.05107837782607147e3, 1.23033935479799725e3)
+_ERFC_DEN = (1.0, 1.57449261107098347e1, 1.17693950891312499e2, 5.37181101862009858e2,
+             1.62138957456669019e3, 3.29079923573345963e3, 4.36261909014324716e3,
+             3.43936767414372164e3, 1.23033935480374942e3)
+_TAIL_NUM = (1.63153871373020978e-2, 3.05326634961232344e-1, 3.60344899949804439e-1,
+             1.25781726111229246e-1, 1.60837851487422766e-2, 6.58749161529837803e-4)
+_TAIL_DEN = (1.0, 2.56852019228982242e0, 1.87295284992346047e0, 5.27905102951428412e-1,
+             6.05183413124413191e-2, 2.33520497626869185e-3)
+_INV_SQRT_PI = 5.6418958354775628695e-1
+
+
+def _rational(z: np.ndarray, num: tuple[float, ...], den: tuple[float, ...]) -> np.ndarray:
+    ratio = _horner(z, num, np.empty_like(z))
+    ratio /= _horner(z, den, np.empty_like(z))
+    return ratio
+
+
+def erf_float64(x: np.ndarray, out: np.ndarray) -> None:
+    """Writes erf(x) into ``out`` (float64, relative error about 1e-15)."""
+    y = np.abs(x)
+    result = np.empty_like(y)
+    small = y <= 0.46875
+    ys = y[small]
+    result[small] = ys * _rational(ys * ys, _ERF_NUM, _ERF_DEN)
+    large = ~small
+    result[large] = 1.0 - _erfc_above(y[large])
+    np.copysign(result, x, out=out)
+
+
+def _erfc_above(y: np.ndarray) -> np.ndarray:
+    """erfc(y) for y > 0.46875 (NaN stays NaN)."""
+    result = np.empty_like(y)
+    mid = y <= 4.0
+    ym = y[mid]
+    result[mid] = np.exp(-ym * ym) * _rational(ym, _ERFC_NUM, _ERFC_DEN)
+    tail = ~mid
+    yt = np.minimum(y[tail], 27.0)  # erfc(27) is below the smallest normal float64
+    z = 1.0 / (yt * yt)
+    result[tail] = np.exp(-yt * yt) * (_INV_SQRT_PI - z * _rational(z, _TAIL_NUM, _TAIL_DEN)) / yt
+    return result

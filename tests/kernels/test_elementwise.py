@@ -1,0 +1,218 @@
+"""Element-wise kernels against onnxruntime on the equivalent single ONNX node."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lite.errors import ModelFormatError
+from lite.kernels.elementwise import erf_float32, erf_float64
+from tests.kernels.harness import run_kernel
+from tests.oracle import run_onnxruntime, single_node_model
+
+SHAPE_PAIRS = [
+    ((2, 3, 4), (2, 3, 4)),
+    ((2, 3, 4), (4,)),
+    ((3, 1), (1, 5)),
+    ((2, 1, 4), (3, 1)),
+    ((), (3,)),
+    ((), ()),
+    ((0, 3), (1, 3)),
+]
+
+
+def random(rng: np.random.Generator, shape: tuple[int, ...], dtype, low: float = -5, high: float = 5):
+    """Fresh random values of ``dtype`` in [low, high)."""
+    if np.dtype(dtype).kind == "f":
+        return np.asarray(rng.uniform(low, high, shape), dtype)
+    if np.dtype(dtype) == np.bool_:
+        return np.asarray(rng.random(shape) < 0.5)
+    return np.asarray(rng.integers(low, high, shape), dtype)
+
+
+def onnx_reference(op: str, arrays: list[np.ndarray], **attrs) -> np.ndarray:
+    feeds = {f"x{i}": a for i, a in enumerate(arrays)}
+    model = single_node_model(op, feeds, **attrs)
+    return run_onnxruntime(model, feeds)[0]
+
+
+def assert_matches(actual: np.ndarray, expected: np.ndarray) -> None:
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if actual.dtype.kind == "f":
+        np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+def check(op_type: str, onnx_op: str, arrays: list[np.ndarray], attrs: dict | None = None) -> None:
+    [actual] = run_kernel(op_type, attrs or {}, arrays)
+    assert_matches(actual, onnx_reference(onnx_op, arrays))
+
+
+ARITHMETIC = [("AddFusion", "Add"), ("SubFusion", "Sub"), ("MulFusion", "Mul"), ("DivFusion", "Div")]
+
+
+@pytest.mark.parametrize("op_type, onnx_op", ARITHMETIC)
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+def test_arithmetic(op_type, onnx_op, shapes, dtype):
+    rng = np.random.default_rng(1)
+    a = random(rng, shapes[0], dtype, -50, 50)
+    b = np.asarray(random(rng, shapes[1], dtype, 1, 20) * np.where(rng.random(shapes[1]) < 0.5, -1, 1), dtype)
+    check(op_type, onnx_op, [a, b])
+
+
+@pytest.mark.parametrize("op_type, onnx_op", ARITHMETIC)
+@pytest.mark.parametrize("activation, apply", [("RELU", lambda y: np.maximum(y, 0)),
+                                                ("RELU6", lambda y: np.clip(y, 0, 6))])
+def test_fused_activation(op_type, onnx_op, activation, apply):
+    rng = np.random.default_rng(2)
+    a, b = random(rng, (3, 4), np.float32, -8, 8), random(rng, (4,), np.float32, 0.5, 2)
+    [actual] = run_kernel(op_type, {"activation_type": activation}, [a, b])
+    assert_matches(actual, apply(onnx_reference(onnx_op, [a, b])))
+
+
+def test_integer_division_truncates_toward_zero():
+    a, b = np.array([7, -7, 7, -7, 0], np.int64), np.array([2, 2, -2, -2, 3], np.int64)
+    [actual] = run_kernel("DivFusion", {}, [a, b])
+    np.testing.assert_array_equal(actual, [3, -3, -3, 3, 0])
+
+
+@pytest.mark.parametrize("base_dtype, exponent_dtype, low, high", [
+    (np.float32, np.float32, -3, 3),
+    (np.float32, np.int64, -4, 4),
+    (np.int64, np.int64, 0, 6),
+    (np.int64, np.float32, 0, 3),
+])
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS[:5])
+def test_pow(base_dtype, exponent_dtype, low, high, shapes):
+    rng = np.random.default_rng(3)
+    base = random(rng, shapes[0], base_dtype, 1, 9) if base_dtype == np.int64 else \
+        random(rng, shapes[0], base_dtype, 0.1, 4)
+    check("PowFusion", "Pow", [base, random(rng, shapes[1], exponent_dtype, low, high)])
+
+
+VARIADIC = [("AddN", "Sum"), ("Maximum", "Max"), ("Minimum", "Min")]
+
+
+@pytest.mark.parametrize("op_type, onnx_op", VARIADIC)
+@pytest.mark.parametrize("shapes", [[(2, 3)], [(2, 3), (3,)], [(4, 1, 3), (2, 1), ()], [(0, 2), (2,), (1, 2)]])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_variadic(op_type, onnx_op, shapes, dtype):
+    rng = np.random.default_rng(4)
+    arrays = [random(rng, s, dtype, -9, 9) for s in shapes]
+    if onnx_op == "Sum" and dtype == np.int64:  # onnxruntime's Sum has no int64 kernel
+        [actual] = run_kernel(op_type, {}, arrays)
+        assert_matches(actual, np.asarray(sum(arrays)))
+    else:
+        check(op_type, onnx_op, arrays)
+
+
+@pytest.mark.parametrize("op_type", ["Equal", "Less", "Greater"])
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_comparison(op_type, shapes, dtype):
+    rng = np.random.default_rng(5)
+    a, b = (np.asarray(random(rng, s, dtype, -3, 3).round()) for s in shapes)  # rounded: some are equal
+    check(op_type, op_type, [a, b])
+
+
+def test_equal_on_bools():
+    rng = np.random.default_rng(6)
+    check("Equal", "Equal", [random(rng, (3, 4), np.bool_), random(rng, (4,), np.bool_)])
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3), (2, 3), (2, 3)], [(3, 1), (1, 4), ()], [(), (2, 2), (2, 1)],
+                                    [(0, 3), (3,), (1, 3)]])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_where(shapes, dtype):
+    rng = np.random.default_rng(7)
+    arrays = [random(rng, shape, kind) for shape, kind in zip(shapes, (np.bool_, dtype, dtype), strict=True)]
+    if dtype == np.bool_:  # onnxruntime's Where has no bool kernel
+        [actual] = run_kernel("Where", {}, arrays)
+        assert_matches(actual, np.where(*arrays))
+    else:
+        check("Where", "Where", arrays)
+
+
+@pytest.mark.parametrize("op_type, onnx_op, low, high, dtypes", [
+    ("ExpFusion", "Exp", -10, 10, [np.float32]),
+    ("Log", "Log", 1e-3, 100, [np.float32]),
+    ("Sqrt", "Sqrt", 0, 100, [np.float32]),
+    ("Neg", "Neg", -100, 100, [np.float32, np.int64, np.int32]),
+    ("Abs", "Abs", -100, 100, [np.float32, np.int64, np.int32]),
+    ("Erf", "Erf", -5, 5, [np.float32]),
+])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (), (0, 4), (7,)])
+def test_unary(op_type, onnx_op, low, high, dtypes, shape):
+    rng = np.random.default_rng(8)
+    for dtype in dtypes:
+        check(op_type, onnx_op, [random(rng, shape, dtype, low, high)])
+
+
+def test_unary_float64():
+    x = np.random.default_rng(9).uniform(0.1, 3, (3, 4))
+    for op_type, expected in [("ExpFusion", np.exp(x)), ("Log", np.log(x)), ("Sqrt", np.sqrt(x))]:
+        [actual] = run_kernel(op_type, {}, [x])
+        np.testing.assert_allclose(actual, expected, rtol=1e-12)
+
+
+def test_erf_wide_range_against_onnxruntime():
+    x = np.concatenate([np.linspace(-10, 10, 2001), np.geomspace(1e-30, 1, 301), -np.geomspace(1e-30, 1, 301),
+                        [0.0, np.inf, -np.inf]]).astype(np.float32)
+    check("Erf", "Erf", [x])
+
+
+def _relative_error(actual: np.ndarray, x: np.ndarray) -> float:
+    expected = np.array([math.erf(v) for v in x.tolist()])
+    nonzero = expected != 0
+    assert (actual[~nonzero] == 0).all()
+    return float(np.max(np.abs(actual[nonzero] - expected[nonzero]) / np.abs(expected[nonzero])))
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(np.float32, 1e-6), (np.float64, 1e-14)])
+def test_erf_against_math_erf(dtype, tolerance):
+    tiny = np.finfo(dtype).tiny  # subnormal results cannot hold a relative precision
+    magnitudes = np.concatenate([np.geomspace(tiny, 1e-3, 20000), np.linspace(1e-3, 30, 60000), [np.inf]])
+    x = np.concatenate([magnitudes, -magnitudes, [0.0]]).astype(dtype)
+    [actual] = run_kernel("Erf", {}, [x])
+    assert actual.dtype == dtype
+    assert _relative_error(actual, x) <= tolerance
+
+
+def test_erf_helpers_keep_nan_and_signs():
+    x = np.array([np.nan, -0.0, -1e-20, 1e-20, -2.0, 2.0], np.float64)
+    out64, out32 = np.empty_like(x), np.empty(x.shape, np.float32)
+    erf_float64(x, out64)
+    erf_float32(x.astype(np.float32), out32, np.empty((4, *x.shape), np.float32))
+    for out in (out64, out32):
+        assert np.isnan(out[0]) and np.array_equal(np.sign(out[1:]), np.sign(x[1:]))
+
+
+def test_float16():
+    x = np.random.default_rng(10).uniform(-3, 3, (4, 5)).astype(np.float16)
+    [actual] = run_kernel("Erf", {}, [x])
+    expected = np.array([math.erf(v) for v in x.astype(np.float64).ravel()]).reshape(x.shape)
+    assert actual.dtype == np.float16
+    np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-3)
+    [actual] = run_kernel("AddFusion", {"activation_type": "RELU"}, [x, x])
+    np.testing.assert_array_equal(actual, np.maximum(x + x, 0))
+
+
+@pytest.mark.parametrize("op_type, attrs, arrays", [
+    ("AddFusion", {}, [np.zeros((2, 3), np.float32), np.zeros((4,), np.float32)]),
+    ("AddFusion", {"activation_type": "SIGMOID"}, [np.zeros(2, np.float32), np.zeros(2, np.float32)]),
+    ("AddFusion", {}, [np.zeros(2, np.float32), np.zeros(2, np.float64)]),
+    ("AddFusion", {}, [np.zeros(2, np.float32)]),
+    ("AddFusion", {}, [np.zeros(2, np.float32), None]),
+    ("MulFusion", {}, [np.zeros(2, np.float32)] * 3),
+    ("Maximum", {}, [np.zeros(2, np.float32), np.zeros(3, np.float32)]),
+    ("Where", {}, [np.zeros(2, np.bool_), np.zeros(2, np.float32), np.zeros(2, np.int64)]),
+    ("Where", {}, [np.zeros(2, np.bool_), np.zeros(2, np.float32)]),
+    ("Neg", {}, [np.zeros(2, np.float32), np.zeros(2, np.float32)]),
+])
+def test_rejects_bad_models(op_type, attrs, arrays):
+    with pytest.raises(ModelFormatError):
+        run_kernel(op_type, attrs, arrays)

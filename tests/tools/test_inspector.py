@@ -1,0 +1,49 @@
+"""lite-inspect: the partition table and the picture."""
+
+import pytest
+
+from lite.tools.converter import convert
+from lite.tools.inspector import main
+from tests.test_delegate import inception_block
+
+
+@pytest.fixture(scope="module")
+def inception_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("inspect") / "inception.lite"
+    convert(inception_block(), path)
+    return path
+
+
+def test_native_table(inception_file, capsys):
+    assert main([str(inception_file)]) == 0
+    out = capsys.readouterr().out
+    assert "Conv2DFusion" in out and "MaxPoolFusion" in out
+    assert "8 nodes: 0 delegated in 0 partition(s), 8 native" in out
+
+
+def test_delegated_table_html_and_svg(inception_file, tmp_path, capsys):
+    html, svg = tmp_path / "p.html", tmp_path / "p.svg"
+    argv = [str(inception_file), "--delegate", "tests.delegate_support:ConvAndConcat",
+            "--delegate-option", "label=acc", "--html", str(html), "--svg", str(svg)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "7 delegated in 1 partition(s), 1 native" in out
+    assert "ConvAndConcat: MaxPoolFusion is not in" in out
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "acc_0" in page
+    assert svg.read_text().count("<rect") == 8
+
+
+def test_bad_delegate_and_bad_file_exit_1(inception_file, tmp_path, capsys):
+    assert main([str(inception_file), "--delegate", "no_such"]) == 1
+    assert "unknown delegate" in capsys.readouterr().err
+    bad = tmp_path / "bad.lite"
+    bad.write_bytes(b"garbage!" * 4)
+    assert main([str(bad)]) == 1
+    assert "not a Delite .lite model" in capsys.readouterr().err
+
+
+def test_help_shows_an_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "lite-inspect model.onnx --delegate" in capsys.readouterr().out
