@@ -393,12 +393,6 @@ def _make_tensor(t) -> Tensor:
 
 
 def _convert_onnx(model_data: bytes | bytearray | memoryview) -> bytes:
-    import onnx
+    from lite.tools.converter import convert  # the converter (and onnx) load only when needed
 
-    from lite.tools.converter import convert
-
-    try:
-        proto = onnx.load_from_string(bytes(model_data))
-    except Exception as exc:  # protobuf raises its own DecodeError type
-        raise ModelFormatError(f"not a valid ONNX model: {exc}") from exc
-    return convert(proto)
+    return convert(bytes(model_data))

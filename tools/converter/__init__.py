@@ -1,0 +1,160 @@
+"""ONNX -> .lite converter.
+
+Example::
+
+    from lite.tools import converter
+
+    data = converter.convert("model.onnx", "model.lite")           # bytes, file written
+    graph, report = converter.convert_to_graph("model.onnx", fusion=False)
+    print(report.summary())
+
+Pipeline: load and check the ONNX model -> shape inference -> ONNX-level passes (drop
+Dropout/Identity, fold constant subgraphs, fold BatchNormalization) -> map every node
+with the versioned mappers in ``mappers/`` (all unsupported ops are collected and
+raised together) -> .lite passes (fuse RELU/RELU6, drop unreferenced tensors) -> write.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import onnx
+
+from lite.errors import ModelFormatError, UnsupportedOpError
+from lite.schema.graph import GraphDef
+from lite.schema.writer import write_model
+from lite.tools.converter import mappers  # noqa: F401  (registers every mapper)
+from lite.tools.converter.context import GraphBuilder, NodeContext, Unsupported
+from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, OnnxGraph, from_model, infer_shapes, load_model
+from lite.tools.converter.passes import (
+    constant_outputs,
+    drop_identities,
+    fold_batchnorm,
+    fold_constants,
+    fuse_activations,
+    prune_tensors,
+)
+from lite.tools.converter.registry import REGISTRY
+
+__all__ = ["ConversionReport", "convert", "convert_to_graph"]
+
+ModelSource = str | os.PathLike | bytes | onnx.ModelProto
+_MAPPER_ERRORS = (ValueError, TypeError, IndexError, KeyError, ArithmeticError)
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion did: node counts and the ONNX nodes folded, removed or fused."""
+
+    opset: int
+    onnx_nodes: int
+    lite_nodes: int = 0
+    folded: list[str] = field(default_factory=list)  # nodes evaluated into constants
+    removed: list[str] = field(default_factory=list)  # Dropout/Identity nodes dropped
+    bn_folded: list[str] = field(default_factory=list)  # BatchNormalization folded into Conv/Gemm
+    fused: list[str] = field(default_factory=list)  # activations fused into their producer
+    pruned_tensors: int = 0
+
+    def summary(self) -> str:
+        """A few human-readable lines, as ``lite-convert`` prints them."""
+        return "\n".join([
+            f"ONNX nodes: {self.onnx_nodes} (opset {self.opset}) -> lite nodes: {self.lite_nodes}",
+            f"  constant-folded nodes:      {len(self.folded)}",
+            f"  Dropout/Identity removed:   {len(self.removed)}",
+            f"  BatchNormalization folded:  {len(self.bn_folded)}",
+            f"  activations fused:          {len(self.fused)}",
+        ])
+
+
+def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *, fusion: bool = True,
+            input_shapes: dict[str, Sequence[int]] | None = None) -> bytes:
+    """Converts an ONNX model to .lite bytes, and writes them to ``output_path`` if given.
+
+    Args:
+        model: a path to an .onnx file, its bytes, or an ``onnx.ModelProto`` (not modified).
+        output_path: where to write the .lite file; written only when conversion succeeds.
+        fusion: fold BatchNormalization into Conv/Gemm and fuse RELU/RELU6 into their
+            producer (constant folding and Dropout/Identity removal always run).
+        input_shapes: new shapes for graph inputs, ``{name: dims}``; -1 keeps a dim dynamic.
+
+    Returns:
+        The .lite model bytes.
+
+    Raises:
+        ModelFormatError: the ONNX model cannot be read or is malformed.
+        UnsupportedOpError: some ops or attribute values are not supported; lists all of them.
+        InputError: ``input_shapes`` names a tensor that is not a graph input.
+
+    Example:
+        >>> from lite.tools import converter
+        >>> data = converter.convert("mobilenet_v2.onnx", "mobilenet_v2.lite")  # doctest: +SKIP
+    """
+    graph, _ = convert_to_graph(model, fusion=fusion, input_shapes=input_shapes)
+    data = write_model(graph)
+    if output_path is not None:
+        with open(output_path, "wb") as f:
+            f.write(data)
+    return data
+
+
+def convert_to_graph(model: ModelSource, *, fusion: bool = True,
+                     input_shapes: dict[str, Sequence[int]] | None = None) -> tuple[GraphDef, ConversionReport]:
+    """Like ``convert`` but returns the in-memory ``GraphDef`` and a ``ConversionReport``."""
+    g = from_model(load_model(model), {k: list(v) for k, v in (input_shapes or {}).items()})
+    report = ConversionReport(opset=g.opset, onnx_nodes=len(g.nodes))
+    _onnx_passes(g, report, fusion)
+    graph = _map_graph(g)
+    if fusion:
+        fuse_activations(graph, report)
+    report.pruned_tensors = prune_tensors(graph)
+    report.lite_nodes = len(graph.nodes)
+    return graph, report
+
+
+def _onnx_passes(g: OnnxGraph, report: ConversionReport, fusion: bool) -> None:
+    infer_shapes(g)
+    drop_identities(g, report)
+    while fold_constants(g, report):
+        infer_shapes(g)  # folding can make more shapes static, and so more Shape nodes foldable
+    drop_identities(g, report)
+    constant_outputs(g)
+    if fusion:
+        fold_batchnorm(g, report)
+
+
+def _map_graph(g: OnnxGraph) -> GraphDef:
+    """Maps every node; every unsupported op or value is collected and raised at once."""
+    builder = GraphBuilder(g)
+    problems: list[tuple[str, str, int, str]] = []
+    for value in g.inputs:
+        try:
+            builder.graph.inputs.append(builder.tensor(value.name))
+        except Unsupported as exc:
+            problems.append(("graph input", value.name, g.opset, exc.reason))
+    for node in g.nodes:
+        try:
+            _map_node(builder, node, g.opset)
+        except Unsupported as exc:
+            problems.append((node.op_type, node.name, g.opset, exc.reason))
+    if problems:
+        raise UnsupportedOpError(problems)
+    builder.graph.outputs = [builder.tensor(name) for name in g.output_names]
+    producer = g.model.producer_name or "unknown producer"
+    builder.graph.description = f"converted by lite-convert from ONNX opset {g.opset} ({producer})"
+    return builder.graph
+
+
+def _map_node(builder: GraphBuilder, node: onnx.NodeProto, opset: int) -> None:
+    if node.domain not in DEFAULT_DOMAINS:
+        raise Unsupported(f"ops of domain {node.domain!r} are not supported; only standard ONNX (ai.onnx) "
+                          "ops convert")
+    fn = REGISTRY.find(node.op_type, opset)
+    if fn is None:
+        raise Unsupported(REGISTRY.why_missing(node.op_type, opset))
+    try:
+        fn(NodeContext(builder, node, opset))
+    except _MAPPER_ERRORS as exc:
+        raise ModelFormatError(f"malformed ONNX node {node.name!r} ({node.op_type}, opset {opset}): "
+                               f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,506 @@
+"""Each mapper: the primitive, attributes and inputs it emits for representative ONNX nodes."""
+
+import math
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from onnx.shape_inference import infer_shapes
+
+from lite.errors import ModelFormatError, UnsupportedOpError
+from lite.tools.converter import convert_to_graph
+from tests.oracle import run_onnxruntime, single_node_model
+from tests.tools.converter.helpers import const, convert_node, graph_model, only_node, random
+
+X4 = random(1, 4, 8, 8)
+
+
+def unsupported_reason(op_type, inputs, opset=17, **kwargs) -> str:
+    with pytest.raises(UnsupportedOpError) as info:
+        convert_node(op_type, inputs, opset, **kwargs)
+    assert len(info.value.unsupported) == 1
+    op, _, model_opset, reason = info.value.unsupported[0]
+    assert (op, model_opset) == (op_type, opset)
+    return reason
+
+
+# ---- conv --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opset", [1, 11, 17])
+def test_conv_attributes_and_bias(opset):
+    w, b = random(6, 2, 3, 3), random(6)
+    graph = convert_node("Conv", {"x": X4}, opset, {"w": w, "b": b}, pads=[1, 0, 2, 1], strides=[2, 1],
+                         dilations=[1, 2], group=2)
+    node = only_node(graph)
+    assert node.op_type == "Conv2DFusion" and node.name == "conv_0"
+    expected = {"kernel_size": [3, 3], "stride": [2, 1], "dilation": [1, 2], "pad_list": [1, 0, 2, 1],
+                "pad_mode": "PAD", "group": 2, "in_channel": 4, "out_channel": 6, "activation_type": "NO_ACTIVATION"}
+    assert node.attrs == expected
+    assert [graph.tensors[i].name for i in node.inputs] == ["x", "w", "b"]
+    np.testing.assert_array_equal(const(graph, node.inputs[1]), w)
+    assert graph.tensors[node.outputs[0]].shape == (1, 6, 5, 5)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_conv_auto_pad_and_no_bias(auto_pad):
+    node = only_node(convert_node("Conv", {"x": X4}, 13, {"w": random(4, 1, 3, 3)}, auto_pad=auto_pad, group=4))
+    assert node.attrs["pad_mode"] == auto_pad and node.attrs["pad_list"] == [0, 0, 0, 0]
+    assert len(node.inputs) == 2 and node.attrs["in_channel"] == 4
+
+
+def test_conv_1d_is_unsupported():
+    reason = unsupported_reason("Conv", {"x": random(1, 4, 8)}, initializers={"w": random(2, 4, 3)})
+    assert "only 2-D Conv" in reason and "rank 3" in reason
+
+
+def test_conv_transpose_channels_and_output_padding():
+    node = only_node(convert_node("ConvTranspose", {"x": X4}, 17, {"w": random(4, 3, 3, 3)}, group=2,
+                                  strides=[2, 2], output_padding=[1, 1]))
+    assert node.op_type == "Conv2dTransposeFusion"
+    assert (node.attrs["in_channel"], node.attrs["out_channel"]) == (4, 6)
+    assert node.attrs["output_paddings"] == [1, 1] and node.attrs["stride"] == [2, 2]
+
+
+@pytest.mark.parametrize("auto_pad", ["NOTSET", "SAME_UPPER"])
+def test_conv_transpose_output_shape_becomes_pads(auto_pad):
+    x, w = random(1, 2, 5, 5), random(2, 3, 3, 3, seed=1)
+    node = only_node(convert_node("ConvTranspose", {"x": x}, 17, {"w": w}, strides=[2, 2], output_shape=[10, 9],
+                                  auto_pad=auto_pad))
+    assert node.attrs["pad_mode"] == "PAD"
+    explicit = single_node_model("ConvTranspose", {"x": x}, initializers={"w": w}, strides=[2, 2],
+                                 pads=node.attrs["pad_list"])
+    implicit = single_node_model("ConvTranspose", {"x": x}, initializers={"w": w}, strides=[2, 2],
+                                 output_shape=[10, 9], auto_pad=auto_pad)
+    expected = run_onnxruntime(infer_shapes(implicit), {"x": x})[0]
+    np.testing.assert_allclose(run_onnxruntime(infer_shapes(explicit), {"x": x})[0], expected, rtol=1e-6)
+
+
+# ---- pool --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opset", [8, 12, 17])
+def test_max_pool(opset):
+    extra = {"ceil_mode": 1, "dilations": [1, 2]} if opset >= 10 else {}
+    node = only_node(convert_node("MaxPool", {"x": X4}, opset, kernel_shape=[3, 2], strides=[2, 2],
+                                  pads=[1, 1, 0, 0], **extra))
+    assert node.op_type == "MaxPoolFusion"
+    assert node.attrs["kernel_size"] == [3, 2] and node.attrs["strides"] == [2, 2]
+    assert node.attrs["pad_list"] == [1, 1, 0, 0] and node.attrs["pad_mode"] == "PAD"
+    assert node.attrs["round_mode"] == ("CEIL" if opset >= 10 else "FLOOR")
+    assert node.attrs["dilation"] == ([1, 2] if opset >= 10 else [1, 1])
+
+
+def test_max_pool_indices_output_is_unsupported():
+    model = single_node_model("MaxPool", {"x": X4}, n_outputs=2, kernel_shape=[2, 2])
+    with pytest.raises(UnsupportedOpError, match="Indices output"):
+        convert_to_graph(model)
+
+
+def test_max_pool_missing_kernel_shape_is_malformed():
+    with pytest.raises(ModelFormatError, match="kernel_shape"):
+        convert_node("MaxPool", {"x": X4})
+
+
+def test_average_pool():
+    node = only_node(convert_node("AveragePool", {"x": X4}, 11, kernel_shape=[2, 2], auto_pad="SAME_LOWER",
+                                  count_include_pad=1))
+    assert node.op_type == "AvgPoolFusion"
+    assert node.attrs["count_include_pad"] is True and node.attrs["pad_mode"] == "SAME_LOWER"
+
+
+def test_average_pool_dilation_is_unsupported():
+    reason = unsupported_reason("AveragePool", {"x": X4}, 19, kernel_shape=[2, 2], dilations=[2, 2])
+    assert "dilations=[2, 2]" in reason
+
+
+@pytest.mark.parametrize(("op_type", "primitive"), [("GlobalAveragePool", "AvgPoolFusion"),
+                                                    ("GlobalMaxPool", "MaxPoolFusion")])
+def test_global_pool(op_type, primitive):
+    node = only_node(convert_node(op_type, {"x": X4}))
+    assert node.op_type == primitive and node.attrs["is_global"] is True
+    node = only_node(convert_node(op_type, {"x": random(2, 3, 7)}))
+    assert node.op_type == "ReduceFusion" and node.attrs["axes"] == [2] and node.attrs["keep_dims"] is True
+
+
+# ---- matmul ------------------------------------------------------------------------
+
+
+def test_matmul():
+    node = only_node(convert_node("MatMul", {"a": random(2, 3, 4), "b": random(4, 5)}))
+    assert node.op_type == "MatMulFusion" and len(node.inputs) == 2
+    assert node.attrs["transpose_a"] is False and node.attrs["transpose_b"] is False
+
+
+@pytest.mark.parametrize("opset", [6, 9, 13])
+def test_gemm_folds_alpha_and_beta_into_constants(opset):
+    b, c = random(5, 4), random(5)
+    graph = convert_node("Gemm", {"a": random(3, 4)}, opset, {"b": b, "c": c}, alpha=2.0, beta=0.5, transB=1)
+    node = only_node(graph)
+    assert node.op_type == "MatMulFusion" and node.attrs["transpose_b"] is True
+    np.testing.assert_allclose(const(graph, node.inputs[1]), 2 * b)
+    np.testing.assert_allclose(const(graph, node.inputs[2]), 0.5 * c)
+
+
+def test_gemm_with_computed_operands_scales_them_with_mul_nodes():
+    graph = convert_node("Gemm", {"a": random(3, 4), "b": random(4, 5), "c": random(3, 5)}, alpha=3.0, beta=2.0)
+    muls, matmul = graph.nodes[:2], graph.nodes[2]
+    assert [n.op_type for n in muls] == ["MulFusion", "MulFusion"] and matmul.name == "gemm_0"
+    assert [float(const(graph, n.inputs[1])) for n in muls] == [3.0, 2.0]
+    assert matmul.inputs[1:] == [muls[0].outputs[0], muls[1].outputs[0]]
+
+
+def test_gemm_beta_zero_drops_bias_and_c_is_optional():
+    graph = convert_node("Gemm", {"a": random(3, 4)}, 13, {"b": random(4, 5), "c": random(5)}, beta=0.0)
+    assert len(only_node(graph).inputs) == 2
+    assert len(only_node(convert_node("Gemm", {"a": random(3, 4)}, 13, {"b": random(4, 5)})).inputs) == 2
+
+
+# ---- norm --------------------------------------------------------------------------
+
+
+def test_batch_normalization_without_conv():
+    params = {k: np.abs(random(4, seed=i)) + 0.1 for i, k in enumerate(["s", "b", "m", "v"])}
+    node = only_node(convert_node("BatchNormalization", {"x": X4}, 9, params, epsilon=1e-3))
+    assert node.op_type == "BatchNorm" and node.attrs == {"epsilon": pytest.approx(1e-3)}
+    assert len(node.inputs) == 5
+
+
+def test_batch_normalization_training_mode_is_unsupported():
+    params = {k: np.ones(4, np.float32) for k in ["s", "b", "m", "v"]}
+    assert "training mode" in unsupported_reason("BatchNormalization", {"x": X4}, 15, initializers=params,
+                                                 training_mode=1)
+
+
+def test_lrn():
+    node = only_node(convert_node("LRN", {"x": X4}, 13, size=5, alpha=2e-4, beta=0.5, bias=2.0))
+    assert node.attrs == {"size": 5, "alpha": pytest.approx(2e-4), "beta": 0.5, "bias": 2.0}
+
+
+# ---- elementwise -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("op_type", "primitive"), [("Add", "AddFusion"), ("Sub", "SubFusion"),
+                                                    ("Mul", "MulFusion"), ("Div", "DivFusion"),
+                                                    ("Pow", "PowFusion")])
+@pytest.mark.parametrize("opset", [7, 14])
+def test_binary(op_type, primitive, opset):
+    node = only_node(convert_node(op_type, {"a": random(2, 3), "b": random(3)}, opset))
+    assert node.op_type == primitive and len(node.inputs) == 2
+
+
+@pytest.mark.parametrize("op_type", ["Equal", "Less", "Greater"])
+def test_comparison_outputs_bool(op_type):
+    graph = convert_node(op_type, {"a": random(2, 3), "b": random(2, 3)}, 13)
+    node = only_node(graph)
+    assert node.op_type == op_type and graph.tensors[node.outputs[0]].dtype == np.bool_
+
+
+def test_legacy_broadcast_axis_reshapes_constant_b():
+    graph = convert_node("Add", {"a": random(2, 3, 4, 5)}, 6, {"b": random(3)}, broadcast=1, axis=1)
+    node = only_node(graph)
+    assert const(graph, node.inputs[1]).shape == (3, 1, 1)
+
+
+def test_legacy_broadcast_axis_reshapes_computed_b():
+    graph = convert_node("Mul", {"a": random(2, 3, 4, 5), "b": random(3, 4)}, 1, broadcast=1, axis=1)
+    reshape, mul = graph.nodes
+    assert reshape.op_type == "Reshape" and const(graph, reshape.inputs[1]).tolist() == [3, 4, 1]
+    assert mul.op_type == "MulFusion" and mul.inputs[1] == reshape.outputs[0]
+
+
+@pytest.mark.parametrize(("op_type", "primitive"), [("Sum", "AddN"), ("Max", "Maximum"), ("Min", "Minimum")])
+def test_variadic(op_type, primitive):
+    node = only_node(convert_node(op_type, {"a": random(2, 3), "b": random(3), "c": random(2, 1)}, 13))
+    assert node.op_type == primitive and len(node.inputs) == 3
+
+
+def test_where():
+    inputs = {"c": np.array([True, False]), "x": random(2), "y": random(2)}
+    assert only_node(convert_node("Where", inputs, 16)).op_type == "Where"
+
+
+@pytest.mark.parametrize(("op_type", "primitive"), [("Exp", "ExpFusion"), ("Log", "Log"), ("Sqrt", "Sqrt"),
+                                                    ("Neg", "Neg"), ("Abs", "Abs"), ("Erf", "Erf")])
+def test_unary(op_type, primitive):
+    node = only_node(convert_node(op_type, {"x": random(2, 3)}, 13))
+    assert node.op_type == primitive and node.attrs == {}
+
+
+# ---- activation --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("op_type", "attrs", "expected"), [
+    ("Relu", {}, {"activation_type": "RELU"}),
+    ("LeakyRelu", {"alpha": 0.2}, {"activation_type": "LEAKY_RELU", "alpha": pytest.approx(0.2)}),
+    ("Sigmoid", {}, {"activation_type": "SIGMOID"}),
+    ("Tanh", {}, {"activation_type": "TANH"}),
+    ("HardSigmoid", {"alpha": 0.25}, {"activation_type": "HARD_SIGMOID", "alpha": 0.25, "beta": 0.5}),
+    ("HardSwish", {}, {"activation_type": "HARD_SWISH"}),
+])
+def test_activation(op_type, attrs, expected):
+    node = only_node(convert_node(op_type, {"x": random(2, 3)}, 14, **attrs))
+    assert node.op_type == "Activation"
+    assert {k: node.attrs[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(("low", "high", "kind"), [(0.0, 6.0, "RELU6"), (0.0, None, "RELU"), (-1.0, 1.0, "CLIP")])
+def test_clip_attribute_form(low, high, kind):
+    attrs = {"min": low} | ({"max": high} if high is not None else {})
+    node = only_node(convert_node("Clip", {"x": random(2, 3)}, 6, **attrs))
+    assert node.attrs["activation_type"] == kind
+    if kind == "CLIP":
+        assert (node.attrs["min_val"], node.attrs["max_val"]) == (low, high)
+
+
+@pytest.mark.parametrize(("bounds", "kind"), [((0.0, 6.0), "RELU6"), ((0.0, None), "RELU"),
+                                              ((None, 2.5), "CLIP")])
+def test_clip_input_form(bounds, kind):
+    inits = {n: np.array(v, np.float32) for n, v in zip(["lo", "hi"], bounds, strict=True) if v is not None}
+    names = ["x"] + [n if v is not None else "" for n, v in zip(["lo", "hi"], bounds, strict=True)]
+    node = only_node(convert_node("Clip", {"x": random(2, 3)}, 13, inits, input_names=names))
+    assert node.attrs["activation_type"] == kind and len(node.inputs) == 1
+    if kind == "CLIP":
+        assert node.attrs["min_val"] == -math.inf and node.attrs["max_val"] == 2.5
+
+
+def test_clip_computed_bound_is_unsupported():
+    reason = unsupported_reason("Clip", {"x": random(2, 3), "lo": np.zeros((), np.float32)}, 13)
+    assert "Clip min" in reason and "must be a constant" in reason
+
+
+# ---- shape -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opset", [1, 4, 13])
+def test_concat(opset):
+    node = only_node(convert_node("Concat", {"a": random(2, 3), "b": random(2, 4)}, opset, axis=-1))
+    assert node.op_type == "Concat" and node.attrs == {"axis": -1} and len(node.inputs) == 2
+
+
+def test_concat_missing_axis_is_malformed_from_opset_4():
+    with pytest.raises(ModelFormatError, match="axis"):
+        convert_node("Concat", {"a": random(2, 3)}, 11)
+
+
+def test_reshape_attribute_form_becomes_shape_input():
+    graph = convert_node("Reshape", {"x": random(2, 3, 4)}, 1, shape=[2, -1])
+    node = only_node(graph)
+    assert node.op_type == "Reshape" and const(graph, node.inputs[1]).tolist() == [2, -1]
+
+
+def test_reshape_input_form_and_allowzero():
+    graph = convert_node("Reshape", {"x": random(2, 3, 4), "s": np.array([0, 12])}, 14, allowzero=1)
+    node = only_node(graph)
+    assert node.attrs == {"allowzero": True} and graph.tensors[node.inputs[1]].dtype == np.int64
+
+
+def test_flatten_and_transpose():
+    assert only_node(convert_node("Flatten", {"x": X4}, 13, axis=2)).attrs == {"axis": 2}
+    assert only_node(convert_node("Transpose", {"x": X4}, 13, perm=[0, 2, 3, 1])).attrs == {"perm": [0, 2, 3, 1]}
+    assert only_node(convert_node("Transpose", {"x": X4}, 13)).attrs == {"perm": []}
+
+
+def test_squeeze_and_unsqueeze_attribute_form():
+    assert only_node(convert_node("Squeeze", {"x": random(1, 3, 1)}, 11, axes=[0])).attrs == {"axis": [0]}
+    assert only_node(convert_node("Squeeze", {"x": random(1, 3, 1)}, 11)).attrs == {"axis": []}
+    assert only_node(convert_node("Unsqueeze", {"x": random(3)}, 11, axes=[0, -1])).attrs == {"axis": [0, -1]}
+
+
+def test_squeeze_and_unsqueeze_input_form():
+    axes = {"axes": np.array([0, 2])}
+    assert only_node(convert_node("Squeeze", {"x": random(1, 3, 1)}, 13, axes)).attrs == {"axis": [0, 2]}
+    assert only_node(convert_node("Unsqueeze", {"x": random(3)}, 13, axes)).attrs == {"axis": [0, 2]}
+    assert only_node(convert_node("Squeeze", {"x": random(1, 3, 1)}, 13)).inputs == [0]
+
+
+def test_unsqueeze_computed_axes_are_unsupported():
+    reason = unsupported_reason("Unsqueeze", {"x": random(3), "axes": np.array([0])}, 13)
+    assert "Unsqueeze axes" in reason and "constant" in reason
+
+
+def test_pad_attribute_forms_become_inputs():
+    graph = convert_node("Pad", {"x": random(2, 3)}, 2, pads=[0, 1, 1, 0], value=1.5)
+    node = only_node(graph)
+    assert node.op_type == "PadFusion" and node.attrs == {"padding_mode": "CONSTANT"}
+    assert const(graph, node.inputs[1]).tolist() == [0, 1, 1, 0] and float(const(graph, node.inputs[2])) == 1.5
+    node = only_node(convert_node("Pad", {"x": random(2, 3)}, 1, paddings=[1, 1, 1, 1], mode="edge"))
+    assert node.attrs == {"padding_mode": "EDGE"} and len(node.inputs) == 2
+
+
+def test_pad_input_form():
+    graph = convert_node("Pad", {"x": random(2, 3)}, 13, {"pads": np.array([1, 0, 0, 1]),
+                                                         "v": np.array(2.0, np.float32)}, mode="reflect")
+    node = only_node(graph)
+    assert node.attrs == {"padding_mode": "REFLECT"} and len(node.inputs) == 3
+
+
+def test_pad_opset18_axes_expand_to_full_rank():
+    inits = {"pads": np.array([1, 2, 3, 4]), "axes": np.array([-1, 1])}
+    graph = convert_node("Pad", {"x": random(2, 3, 4)}, 18, inits, input_names=["x", "pads", "", "axes"])
+    node = only_node(graph)
+    assert const(graph, node.inputs[1]).tolist() == [0, 2, 1, 0, 4, 3]
+
+
+def test_pad_wrap_mode_is_unsupported():
+    reason = unsupported_reason("Pad", {"x": random(2, 3)}, 19, initializers={"pads": np.array([1, 0, 0, 1])},
+                                mode="wrap")
+    assert "mode='wrap'" in reason
+
+
+def test_slice_attribute_form_becomes_inputs():
+    graph = convert_node("Slice", {"x": random(4, 5)}, 1, starts=[1], ends=[3], axes=[1])
+    node = only_node(graph)
+    assert node.op_type == "StridedSlice"
+    assert [const(graph, i).tolist() for i in node.inputs[1:]] == [[1], [3], [1]]
+
+
+def test_slice_input_form_keeps_absent_axes():
+    inits = {"starts": np.array([0]), "ends": np.array([4]), "steps": np.array([2])}
+    graph = convert_node("Slice", {"x": random(4, 5)}, 13, inits, input_names=["x", "starts", "ends", "", "steps"])
+    assert only_node(graph).inputs[3] == -1 and len(only_node(graph).inputs) == 5
+
+
+@pytest.mark.parametrize(("opset", "kwargs", "sizes"), [
+    (11, {"split": [1, 3]}, [1, 3]),
+    (13, {"initializers": {"split": np.array([3, 1])}}, [3, 1]),
+    (13, {}, []),
+    (18, {"num_outputs": 2}, []),
+])
+def test_split(opset, kwargs, sizes):
+    node = only_node(convert_node("Split", {"x": random(2, 4)}, opset, n_outputs=2, axis=1, **kwargs))
+    assert node.attrs == {"axis": 1, "size_splits": sizes} and len(node.outputs) == 2
+
+
+def test_split_opset18_uneven_num_outputs():
+    node = only_node(convert_node("Split", {"x": random(5, 2)}, 18, n_outputs=2, num_outputs=2))
+    assert node.attrs["size_splits"] == [3, 2]
+
+
+def test_gather_expand_shape_constant_of_shape():
+    assert only_node(convert_node("Gather", {"x": random(4, 5), "i": np.array([0, 2])}, 13, axis=1)).attrs == {
+        "axis": 1}
+    assert only_node(convert_node("Expand", {"x": random(3, 1), "s": np.array([2, 3, 4])}, 13)).op_type == (
+        "BroadcastTo")
+    model = graph_model([helper.make_node("Shape", ["x"], ["s"], name="shape", start=1, end=-1)],
+                        {"x": ["batch", 3, 4]}, ["s"], opset=15)
+    graph, _ = convert_to_graph(model)
+    node = only_node(graph)
+    assert node.attrs == {"start": 1, "end": -1} and graph.tensors[node.outputs[0]].dtype == np.int64
+    value = helper.make_tensor("v", TensorProto.INT32, [1], [7])
+    graph = convert_node("ConstantOfShape", {"s": np.array([2, 3])}, 13, value=value)
+    assert only_node(graph).attrs == {"data_type": "INT32", "value": 7.0}
+    assert graph.tensors[only_node(graph).outputs[0]].dtype == np.int32
+
+
+@pytest.mark.parametrize(("opset", "to", "expected"), [(1, "FLOAT16", "FLOAT16"), (6, TensorProto.INT32, "INT32"),
+                                                       (19, TensorProto.BOOL, "BOOL")])
+def test_cast(opset, to, expected):
+    graph = convert_node("Cast", {"x": random(2)}, opset, to=to)
+    assert only_node(graph).attrs == {"to": expected}
+
+
+def test_cast_like_takes_the_second_inputs_type():
+    graph = convert_node("CastLike", {"x": random(2), "like": np.array([1], np.int32)}, 15)
+    assert only_node(graph).op_type == "Cast" and only_node(graph).attrs == {"to": "INT32"}
+
+
+def test_cast_to_string_is_unsupported():
+    assert "Cast to STRING" in unsupported_reason("Cast", {"x": random(2)}, 13, to=TensorProto.STRING)
+
+
+def test_identity_from_input_to_output_is_kept():
+    node = only_node(convert_node("Identity", {"x": random(2)}, 13))
+    assert node.op_type == "Identity"
+
+
+def test_dropout_mask_output_is_unsupported():
+    model = single_node_model("Dropout", {"x": random(2)}, n_outputs=2, opset=13)
+    with pytest.raises(UnsupportedOpError, match="mask output"):
+        convert_to_graph(model)
+
+
+# ---- reduce ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("op_type", "mode"), [("ReduceMean", "MEAN"), ("ReduceMax", "MAX"), ("ReduceSum", "SUM")])
+def test_reduce_attribute_axes(op_type, mode):
+    node = only_node(convert_node(op_type, {"x": X4}, 11, axes=[2, 3], keepdims=0))
+    assert node.attrs == {"reduce_mode": mode, "axes": [2, 3], "keep_dims": False, "noop_with_empty_axes": False}
+
+
+@pytest.mark.parametrize(("op_type", "opset"), [("ReduceSum", 13), ("ReduceMean", 18), ("ReduceMax", 18)])
+def test_reduce_input_axes(op_type, opset):
+    node = only_node(convert_node(op_type, {"x": X4}, opset, {"axes": np.array([1])}, noop_with_empty_axes=1))
+    assert node.attrs["axes"] == [1] and node.attrs["noop_with_empty_axes"] is True and node.inputs == [0]
+    assert only_node(convert_node(op_type, {"x": X4}, opset)).attrs["axes"] == []
+
+
+def test_reduce_computed_axes_are_unsupported():
+    assert "reduction axes" in unsupported_reason("ReduceSum", {"x": X4, "axes": np.array([1])}, 13)
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize(("opset", "axis", "axes"), [(11, 1, [1, 2, 3]), (11, -2, [2, 3]), (13, 1, [1]),
+                                                     (13, None, [-1])])
+def test_softmax_axes(op_type, opset, axis, axes):
+    attrs = {} if axis is None else {"axis": axis}
+    node = only_node(convert_node(op_type, {"x": X4}, opset, **attrs))
+    assert node.op_type == op_type and node.attrs == {"axis": axes}
+
+
+# ---- resize ------------------------------------------------------------------------
+
+
+def test_upsample_opset7_scales_attribute():
+    graph = convert_node("Upsample", {"x": X4}, 7, scales=[1.0, 1.0, 2.0, 2.0], mode="linear")
+    node = only_node(graph)
+    assert node.op_type == "Resize" and node.inputs[1] == -1
+    assert const(graph, node.inputs[2]).tolist() == [1, 1, 2, 2]
+    assert node.attrs == {"method": "LINEAR", "coordinate_transform_mode": "ASYMMETRIC", "nearest_mode": "FLOOR"}
+
+
+@pytest.mark.parametrize(("op_type", "opset"), [("Upsample", 9), ("Resize", 10)])
+def test_legacy_resize_scales_input(op_type, opset):
+    down = {"scales": np.array([1, 1, 0.5, 0.5], np.float32)}
+    node = only_node(convert_node(op_type, {"x": X4}, opset, down))
+    assert node.attrs["nearest_mode"] == "CEIL" and len(node.inputs) == 3
+
+
+def test_resize_opset11_sizes_with_empty_scales():
+    inits = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+             "sizes": np.array([1, 4, 16, 12])}
+    graph = convert_node("Resize", {"x": X4}, 11, inits, coordinate_transformation_mode="align_corners",
+                         mode="linear")
+    node = only_node(graph)
+    assert node.inputs[1:3] == [-1, -1] and const(graph, node.inputs[3]).tolist() == [1, 4, 16, 12]
+    assert node.attrs == {"method": "LINEAR", "coordinate_transform_mode": "ALIGN_CORNERS",
+                          "nearest_mode": "ROUND_PREFER_FLOOR"}
+    assert graph.tensors[node.outputs[0]].shape == (1, 4, 16, 12)
+
+
+def test_resize_opset13_scales_and_nearest_mode():
+    inits = {"scales": np.array([1, 1, 2, 2], np.float32)}
+    node = only_node(convert_node("Resize", {"x": X4}, 13, inits, input_names=["x", "", "scales"],
+                                  nearest_mode="floor", coordinate_transformation_mode="pytorch_half_pixel"))
+    assert node.attrs["nearest_mode"] == "FLOOR" and node.attrs["coordinate_transform_mode"] == "PYTORCH_HALF_PIXEL"
+    assert len(node.inputs) == 3
+
+
+def test_resize_opset18_axes_expand_scales():
+    inits = {"scales": np.array([3, 2], np.float32)}
+    graph = convert_node("Resize", {"x": X4}, 18, inits, input_names=["x", "", "scales"], axes=[3, 2])
+    assert const(graph, only_node(graph).inputs[2]).tolist() == [1, 1, 2, 3]
+
+
+@pytest.mark.parametrize(("attrs", "message"), [
+    ({"mode": "cubic"}, "mode='cubic'"),
+    ({"coordinate_transformation_mode": "tf_crop_and_resize"}, "tf_crop_and_resize"),
+    ({"antialias": 1}, "antialias"),
+    ({"keep_aspect_ratio_policy": "not_larger"}, "keep_aspect_ratio_policy"),
+])
+def test_resize_unsupported_modes(attrs, message):
+    inits = {"scales": np.array([1, 1, 2, 2], np.float32)}
+    reason = unsupported_reason("Resize", {"x": X4}, 18, initializers=inits, input_names=["x", "", "scales"],
+                                **attrs)
+    assert message in reason

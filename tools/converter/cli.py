@@ -1,0 +1,76 @@
+"""``lite-convert``: the ONNX -> .lite converter on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from lite.errors import LiteError
+from lite.schema.writer import write_model
+from lite.tools.converter import convert_to_graph
+
+EXAMPLES = """\
+examples:
+  lite-convert resnet18.onnx -o resnet18.lite
+  lite-convert model.onnx -o model.lite --no-fusion
+  lite-convert model.onnx -o model.lite --input-shape input:1,3,224,224
+  lite-convert model.onnx --input-shape "a:1,3,32,32;b:1,10"      # writes model.lite
+"""
+
+
+def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
+    """``["name:1,3,224,224", "a:1,2;b:3"]`` -> ``{name: dims}`` (-1 keeps a dim dynamic)."""
+    shapes: dict[str, list[int]] = {}
+    for spec in (part.strip() for text in specs for part in text.split(";")):
+        if not spec:
+            continue
+        name, _, dims = spec.rpartition(":")
+        try:
+            values = [int(d) for d in dims.split(",")] if dims.strip() else []
+        except ValueError:
+            values = None
+        if not name or values is None:
+            raise argparse.ArgumentTypeError(
+                f"bad --input-shape {spec!r}: expected NAME:D1,D2,... such as input:1,3,224,224")
+        shapes[name] = values
+    return shapes
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lite-convert", description="Convert an ONNX model to a Delite .lite model.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="the ONNX model (.onnx)")
+    parser.add_argument("-o", "--output", help="the .lite file to write (default: the model path with .lite)")
+    parser.add_argument("--no-fusion", action="store_true",
+                        help="keep BatchNormalization and activations as separate nodes")
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME:DIMS",
+                        help="set a graph input's shape, e.g. input:1,3,224,224 (repeatable, or ';'-separated)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the converter; returns the exit code (0 ok, 1 conversion error, 2 usage error)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        shapes = parse_input_shapes(args.input_shape)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    output = Path(args.output) if args.output else Path(args.model).with_suffix(".lite")
+    try:
+        graph, report = convert_to_graph(args.model, fusion=not args.no_fusion, input_shapes=shapes)
+        data = write_model(graph)
+        output.write_bytes(data)
+    except (LiteError, OSError) as exc:
+        print(f"lite-convert: error: {exc}", file=sys.stderr)
+        return 1
+    print(report.summary())
+    print(f"wrote {output} ({len(data):,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Conv and ConvTranspose -> Conv2DFusion and Conv2dTransposeFusion (2-D only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lite.tools.converter.context import NodeContext
+from lite.tools.converter.mappers.common import ints, pad_attrs, require_2d
+from lite.tools.converter.registry import mapper
+
+
+def _weight_shape(ctx: NodeContext) -> tuple[int, ...]:
+    shape = ctx.shape(1)
+    require_2d(ctx, None if shape is None else len(shape), "weight")
+    if min(shape) < 0:
+        ctx.unsupported(f"the weight shape {shape} is not static; make the weight a constant")
+    return shape
+
+
+def _conv_attrs(ctx: NodeContext, weight_shape: tuple[int, ...]) -> dict[str, Any]:
+    return {
+        "kernel_size": ints(ctx, "kernel_shape", list(weight_shape[2:]), 2),
+        "stride": ints(ctx, "strides", [1, 1], 2),
+        "dilation": ints(ctx, "dilations", [1, 1], 2),
+        "group": int(ctx.attr("group", 1)),
+        **pad_attrs(ctx),
+    }
+
+
+def _inputs(ctx: NodeContext) -> list[int]:
+    inputs = [ctx.input(0), ctx.input(1), ctx.input(2, optional=True)]
+    return inputs if inputs[2] >= 0 else inputs[:2]
+
+
+@mapper("Conv", since=1)
+def conv(ctx: NodeContext) -> None:
+    inputs, w = _inputs(ctx), _weight_shape(ctx)
+    attrs = _conv_attrs(ctx, w)
+    attrs.update(in_channel=w[1] * attrs["group"], out_channel=w[0])
+    ctx.emit("Conv2DFusion", attrs, inputs)
+
+
+@mapper("ConvTranspose", since=1)
+def conv_transpose(ctx: NodeContext) -> None:
+    inputs, w = _inputs(ctx), _weight_shape(ctx)
+    attrs = _conv_attrs(ctx, w)
+    attrs.update(in_channel=w[0], out_channel=w[1] * attrs["group"],
+                 output_paddings=ints(ctx, "output_padding", [0, 0], 2))
+    if ctx.has_attr("output_shape"):
+        attrs.update(pad_mode="PAD", pad_list=_pads_for_output_shape(ctx, attrs))
+    ctx.emit("Conv2dTransposeFusion", attrs, inputs)
+
+
+def _pads_for_output_shape(ctx: NodeContext, attrs: dict[str, Any]) -> list[int]:
+    """ONNX's pads for an explicit output_shape (needs static input H, W)."""
+    target = [int(v) for v in ctx.attr("output_shape")][-2:]
+    x = ctx.shape(0)
+    if x is None or len(x) != 4 or min(x[2:]) < 0:
+        ctx.unsupported("output_shape needs a static input height and width; set them with --input-shape")
+    begin, end = [], []
+    for k in range(2):
+        kernel = (attrs["kernel_size"][k] - 1) * attrs["dilation"][k] + 1
+        total = attrs["stride"][k] * (x[2 + k] - 1) + attrs["output_paddings"][k] + kernel - target[k]
+        if total < 0:
+            ctx.unsupported(f"output_shape {target} is larger than the transposed convolution produces")
+        upper = ctx.attr("auto_pad", "NOTSET") == "SAME_UPPER"
+        begin.append(total // 2 if upper else total - total // 2)
+        end.append(total - begin[-1])
+    return begin + end

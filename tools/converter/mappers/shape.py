@@ -1,0 +1,248 @@
+"""Shape and data-movement ops: Concat, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Pad,
+Slice, Split, Gather, Expand, Shape, ConstantOfShape, Cast, CastLike, Identity, Dropout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite.schema.graph import DTYPE_NAMES
+from lite.tools.converter.context import NodeContext
+from lite.tools.converter.mappers.common import same
+from lite.tools.converter.onnx_graph import LITE_DTYPES, ONNX_TYPE_NAMES
+from lite.tools.converter.registry import mapper
+
+INT64_MAX = 2**63 - 1
+_PADDING_MODES = {"constant": "CONSTANT", "reflect": "REFLECT", "edge": "EDGE"}
+
+
+def _int64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+@mapper("Concat", since=1)
+def concat_v1(ctx: NodeContext) -> None:
+    """Opset 1-3: ``axis`` defaults to 1."""
+    same(ctx, "Concat", {"axis": int(ctx.attr("axis", 1))})
+
+
+@mapper("Concat", since=4)
+def concat(ctx: NodeContext) -> None:
+    same(ctx, "Concat", {"axis": int(ctx.attr("axis"))})
+
+
+@mapper("Reshape", since=1)
+def reshape_v1(ctx: NodeContext) -> None:
+    """Opset 1-4: the target shape is the ``shape`` attribute."""
+    target = ctx.add_const(f"{ctx.name}_shape", _int64(ctx.attr("shape")))
+    ctx.emit("Reshape", {}, [ctx.input(0), target])
+
+
+@mapper("Reshape", since=5)
+def reshape(ctx: NodeContext) -> None:
+    ctx.emit("Reshape", {"allowzero": bool(ctx.attr("allowzero", 0))}, [ctx.input(0), ctx.input(1)])
+
+
+@mapper("Flatten", since=1)
+def flatten(ctx: NodeContext) -> None:
+    ctx.emit("Flatten", {"axis": int(ctx.attr("axis", 1))}, [ctx.input(0)])
+
+
+@mapper("Transpose", since=1)
+def transpose(ctx: NodeContext) -> None:
+    ctx.emit("Transpose", {"perm": [int(p) for p in ctx.attr("perm", [])]}, [ctx.input(0)])
+
+
+@mapper("Squeeze", since=1)
+def squeeze_v1(ctx: NodeContext) -> None:
+    """Opset < 13: ``axes`` attribute, empty = every size-1 dim."""
+    ctx.emit("Squeeze", {"axis": [int(a) for a in ctx.attr("axes", [])]}, [ctx.input(0)])
+
+
+@mapper("Squeeze", since=13)
+def squeeze(ctx: NodeContext) -> None:
+    """Opset 13+: optional constant ``axes`` input."""
+    axes = ctx.const_input(1, "Squeeze axes").reshape(-1).tolist() if ctx.has_input(1) else []
+    ctx.emit("Squeeze", {"axis": axes}, [ctx.input(0)])
+
+
+@mapper("Unsqueeze", since=1)
+def unsqueeze_v1(ctx: NodeContext) -> None:
+    ctx.emit("Unsqueeze", {"axis": [int(a) for a in ctx.attr("axes")]}, [ctx.input(0)])
+
+
+@mapper("Unsqueeze", since=13)
+def unsqueeze(ctx: NodeContext) -> None:
+    axes = ctx.const_input(1, "Unsqueeze axes").reshape(-1).tolist()
+    ctx.emit("Unsqueeze", {"axis": axes}, [ctx.input(0)])
+
+
+def _padding_mode(ctx: NodeContext) -> str:
+    mode = ctx.attr("mode", "constant")
+    if mode not in _PADDING_MODES:
+        ctx.unsupported(f"mode={mode!r} is not supported; use one of {sorted(_PADDING_MODES)}")
+    return _PADDING_MODES[mode]
+
+
+@mapper("Pad", since=1)
+@mapper("Pad", since=2)
+def pad_attrs(ctx: NodeContext) -> None:
+    """Opset < 11: pads (``paddings`` in opset 1) and ``value`` are attributes."""
+    mode = _padding_mode(ctx)
+    pads = ctx.add_const(f"{ctx.name}_pads", _int64(ctx.attr("pads" if ctx.opset >= 2 else "paddings")))
+    inputs = [ctx.input(0), pads]
+    value = float(ctx.attr("value", 0.0))
+    if mode == "CONSTANT" and value != 0.0:
+        inputs.append(ctx.add_const(f"{ctx.name}_value", np.asarray(value, ctx.dtype(0) or np.float32)))
+    ctx.emit("PadFusion", {"padding_mode": mode}, inputs)
+
+
+@mapper("Pad", since=11)
+def pad(ctx: NodeContext) -> None:
+    """Opset 11+: pads and constant_value are inputs; opset 18's ``axes`` are expanded to every axis."""
+    mode = _padding_mode(ctx)
+    pads = _full_rank_pads(ctx) if ctx.has_input(3) else ctx.input(1)
+    value = ctx.input(2, optional=True)
+    ctx.emit("PadFusion", {"padding_mode": mode}, [ctx.input(0), pads] + ([value] if value >= 0 else []))
+
+
+def _full_rank_pads(ctx: NodeContext) -> int:
+    axes = ctx.const_input(3, "Pad axes").reshape(-1)
+    pads = ctx.const_input(1, "Pad pads (with axes)").reshape(-1)
+    rank = ctx.rank(0)
+    if rank is None:
+        ctx.unsupported("Pad with axes needs the input rank; set --input-shape")
+    if pads.size != 2 * axes.size:
+        ctx.invalid(f"pads has {pads.size} values for {axes.size} axes, expected {2 * axes.size}")
+    full = np.zeros(2 * rank, dtype=np.int64)
+    for k, axis in enumerate(axes % rank):
+        full[axis], full[axis + rank] = pads[k], pads[k + axes.size]
+    return ctx.add_const(f"{ctx.name}_pads", full)
+
+
+@mapper("Slice", since=1)
+def slice_attrs(ctx: NodeContext) -> None:
+    """Opset < 10: starts, ends and axes are attributes; they become constant inputs."""
+    inputs = [ctx.input(0)]
+    for name in ("starts", "ends", "axes"):
+        if name != "axes" or ctx.has_attr(name):
+            inputs.append(ctx.add_const(f"{ctx.name}_{name}", _int64(ctx.attr(name))))
+    ctx.emit("StridedSlice", {}, inputs)
+
+
+@mapper("Slice", since=10)
+def slice_(ctx: NodeContext) -> None:
+    same(ctx, "StridedSlice")
+
+
+@mapper("Split", since=1)
+def split_v1(ctx: NodeContext) -> None:
+    """Opset 1: sizes come from the optional second input or the ``split`` attribute."""
+    sizes = ctx.const_input(1, "Split sizes").reshape(-1).tolist() if ctx.has_input(1) else ctx.attr("split", [])
+    _split(ctx, sizes)
+
+
+@mapper("Split", since=2)
+def split_v2(ctx: NodeContext) -> None:
+    _split(ctx, ctx.attr("split", []))
+
+
+@mapper("Split", since=13)
+def split(ctx: NodeContext) -> None:
+    """Opset 13+: sizes are an optional constant input; opset 18 adds ``num_outputs``."""
+    if ctx.has_input(1):
+        _split(ctx, ctx.const_input(1, "Split sizes").reshape(-1).tolist())
+    elif ctx.has_attr("num_outputs"):
+        _split(ctx, _uneven_sizes(ctx, int(ctx.attr("num_outputs"))))
+    else:
+        _split(ctx, [])
+
+
+def _uneven_sizes(ctx: NodeContext, n: int) -> list[int]:
+    """Opset 18: ceil(dim / n) per output, the last one smaller ([] when equal or unknown)."""
+    if n != len(ctx.node.output):
+        ctx.invalid(f"num_outputs={n} but the node has {len(ctx.node.output)} outputs")
+    shape, axis = ctx.shape(0), int(ctx.attr("axis", 0))
+    dim = shape[axis] if shape is not None and -len(shape) <= axis < len(shape) else -1
+    if dim < 0 or dim % n == 0:
+        return []
+    chunk = -(-dim // n)
+    return [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+
+
+def _split(ctx: NodeContext, sizes: list[int]) -> None:
+    ctx.emit("Split", {"axis": int(ctx.attr("axis", 0)), "size_splits": [int(s) for s in sizes]},
+             [ctx.input(0)])
+
+
+@mapper("Gather", since=1)
+def gather(ctx: NodeContext) -> None:
+    ctx.emit("Gather", {"axis": int(ctx.attr("axis", 0))}, [ctx.input(0), ctx.input(1)])
+
+
+@mapper("Expand", since=8)
+def expand(ctx: NodeContext) -> None:
+    ctx.emit("BroadcastTo", {}, [ctx.input(0), ctx.input(1)])
+
+
+@mapper("Shape", since=1)
+def shape(ctx: NodeContext) -> None:
+    attrs = {"start": int(ctx.attr("start", 0)), "end": int(ctx.attr("end", INT64_MAX))}
+    ctx.emit("Shape", attrs, [ctx.input(0)])
+
+
+@mapper("ConstantOfShape", since=9)
+def constant_of_shape(ctx: NodeContext) -> None:
+    value = np.asarray(ctx.attr("value", np.zeros(1, np.float32)))
+    if value.size != 1:
+        ctx.invalid(f"value must hold one element, got shape {value.shape}")
+    if value.dtype not in DTYPE_NAMES:
+        ctx.unsupported(f"value of dtype {value.dtype} is not supported")
+    attrs = {"data_type": DTYPE_NAMES[value.dtype], "value": float(value.reshape(-1)[0])}
+    ctx.emit("ConstantOfShape", attrs, [ctx.input(0)])
+
+
+@mapper("Cast", since=1)
+def cast_v1(ctx: NodeContext) -> None:
+    """Opset 1-5: ``to`` is a type name such as "FLOAT"."""
+    name = ctx.attr("to")
+    if name not in ONNX_TYPE_NAMES:
+        ctx.invalid(f"to={name!r} is not an ONNX type name")
+    _cast(ctx, ONNX_TYPE_NAMES[name])
+
+
+@mapper("Cast", since=6)
+def cast(ctx: NodeContext) -> None:
+    _cast(ctx, int(ctx.attr("to")))
+
+
+@mapper("CastLike", since=15)
+def cast_like(ctx: NodeContext) -> None:
+    """Cast to the element type of the second input."""
+    dtype = ctx.dtype(1)
+    if dtype is None:
+        ctx.unsupported("the element type of the target input is unknown or not storable")
+    ctx.emit("Cast", {"to": DTYPE_NAMES[dtype]}, [ctx.input(0)])
+
+
+def _cast(ctx: NodeContext, to: int) -> None:
+    if to not in LITE_DTYPES:
+        type_name = next((k for k, v in ONNX_TYPE_NAMES.items() if v == to), str(to))
+        ctx.unsupported(f"Cast to {type_name} is not supported; .lite stores float16/32/64, (u)int8, "
+                        "int16/32/64 and bool")
+    ctx.emit("Cast", {"to": DTYPE_NAMES[LITE_DTYPES[to]]}, [ctx.input(0)])
+
+
+@mapper("Identity", since=1)
+def identity(ctx: NodeContext) -> None:
+    ctx.emit("Identity", {}, [ctx.input(0)])
+
+
+@mapper("Dropout", since=1)
+def dropout(ctx: NodeContext) -> None:
+    """Dropout is an Identity at inference; the passes usually remove it before mapping."""
+    if ctx.output_used(1):
+        ctx.unsupported("the mask output is not supported; it only has meaning in training")
+    training = ctx.const(2)
+    if ctx.has_input(2) and (training is None or bool(training)):
+        ctx.unsupported("training_mode must be a constant false for inference")
+    ctx.emit("Identity", {}, [ctx.input(0)], [ctx.output(0)])

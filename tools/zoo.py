@@ -1,0 +1,191 @@
+"""Deterministic test and benchmark models with seeded random weights, as ``onnx.ModelProto``.
+
+PyTorch models (``resnet18``, ``resnet50``, ``mobilenet_v2``, ``squeezenet``,
+``inception_block``) come from the torch.nn definitions in ``lite.tools.zoo_nets``, in
+eval mode with randomised BatchNorm statistics, exported with the TorchScript exporter:
+``torch.onnx.export(..., dynamo=False, do_constant_folding=False)``. In torch 2.13 that
+path still works, takes well under a second, and keeps BatchNormalization nodes (the
+default constant folding merges them into the convolutions), so the converter's BN
+folding is exercised. The dynamo exporter (``dynamo=True``, onnxscript) also works but is
+several times slower, exports opset 18 only (down-conversion fails), and either folds BN
+itself (``optimize=True``) or leaves Shape/Squeeze/Constant noise (``optimize=False``).
+
+Exports are cached under ``$DELITE_ZOO_CACHE`` (default ``~/.cache/delite/zoo``), keyed by
+name, arguments and torch version. ``old_style_opset9`` and ``add_chain`` are built with
+``onnx.helper`` (no torch, no cache).
+
+Example:
+    >>> from lite.tools import zoo
+    >>> model = zoo.resnet18(batch_size=1, dynamic_batch=True)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import io
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+SEED = 0
+
+
+def cache_dir() -> Path:
+    """Where exported models are cached ($DELITE_ZOO_CACHE or ~/.cache/delite/zoo)."""
+    return Path(os.environ.get("DELITE_ZOO_CACHE", "~/.cache/delite/zoo")).expanduser()
+
+
+def resnet18(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
+             num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
+    """ResNet-18 (basic blocks [2, 2, 2, 2]); input ``input`` (N, 3, H, W)."""
+    return _torch_model("resnet18", locals(), lambda nets: nets.ResNet(nets.BasicBlock, [2, 2, 2, 2], num_classes),
+                        (3, image_size, image_size))
+
+
+def resnet50(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
+             num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
+    """ResNet-50 (bottleneck blocks [3, 4, 6, 3]); input ``input`` (N, 3, H, W)."""
+    return _torch_model("resnet50", locals(), lambda nets: nets.ResNet(nets.Bottleneck, [3, 4, 6, 3], num_classes),
+                        (3, image_size, image_size))
+
+
+def mobilenet_v2(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
+                 num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
+    """MobileNetV2 (ReLU6 exported as Clip(0, 6), depthwise convs, Dropout classifier)."""
+    return _torch_model("mobilenet_v2", locals(), lambda nets: nets.MobileNetV2(num_classes),
+                        (3, image_size, image_size))
+
+
+def squeezenet(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
+               num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
+    """SqueezeNet 1.1 (fire modules: Concat of 1x1 and 3x3 expands, ceil-mode max pools)."""
+    return _torch_model("squeezenet", locals(), lambda nets: nets.squeezenet(num_classes),
+                        (3, image_size, image_size))
+
+
+def inception_block(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 28,
+                    in_channels: int = 192, opset: int = 17) -> onnx.ModelProto:
+    """One Inception-v1 block: 1x1 / 3x3 / 5x5 / pool branches concatenated to 256 channels."""
+    return _torch_model("inception_block", locals(), lambda nets: nets.InceptionBlock(in_channels),
+                        (in_channels, image_size, image_size))
+
+
+def _torch_model(name: str, args: dict[str, Any], build: Callable, sample_shape: tuple[int, ...]) -> onnx.ModelProto:
+    """The cached export of ``build(zoo_nets)``; ``args`` (the public builder's arguments) key the cache."""
+    path = cache_dir() / _cache_name(name, args)
+    if path.exists():
+        return onnx.load_model(str(path))
+    data = _export(build, args["batch_size"], sample_shape, args["dynamic_batch"], args["opset"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    return onnx.load_model_from_string(data)
+
+
+def _cache_name(name: str, args: dict[str, Any]) -> str:
+    key = "_".join(f"{k}={v}" for k, v in sorted(args.items()))
+    return f"{name}_{key}_torch{importlib.metadata.version('torch')}.onnx"
+
+
+def _export(build: Callable, batch_size: int, sample_shape: tuple[int, ...], dynamic_batch: bool,
+            opset: int) -> bytes:
+    import torch
+
+    from lite.tools import zoo_nets
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        module = build(zoo_nets)
+        zoo_nets.randomise_batchnorm(module)
+        sample = torch.randn(batch_size, *sample_shape)
+    module.eval()
+    buffer = io.BytesIO()
+    dynamic = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated, and says so
+        torch.onnx.export(module, (sample,), buffer, dynamo=False, do_constant_folding=False,
+                          opset_version=opset, input_names=["input"], output_names=["output"],
+                          dynamic_axes=dynamic)
+    return buffer.getvalue()
+
+
+def old_style_opset9(seed: int = SEED) -> onnx.ModelProto:
+    """An IR-3, opset-9 CNN as old converters wrote them.
+
+    Weights come from Constant and ConstantOfShape nodes as well as initializers, and every
+    initializer is also listed as a graph input. Input ``data`` (1, 3, 32, 32) -> Conv, Relu,
+    LRN, three branches (1x1 conv, 3x3 conv, Mul by a ConstantOfShape scale) joined by Sum,
+    Relu, MaxPool, Reshape, Gemm, Dropout, Softmax -> ``prob`` (1, 10).
+    """
+    rng = np.random.default_rng(seed)
+    weights = {
+        "conv1_w": rng.normal(0, 0.2, (8, 3, 3, 3)), "conv2_w": rng.normal(0, 0.3, (8, 8, 1, 1)),
+        "fc_w": rng.normal(0, 0.05, (10, 8 * 16 * 16)), "fc_b": rng.normal(0, 0.1, 10),
+    }
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()]
+    nodes = _opset9_constants(rng) + [
+        helper.make_node("Conv", ["data", "conv1_w", "conv1_b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("LRN", ["r1"], ["n1"], name="lrn1", size=3, alpha=1e-3, beta=0.75, bias=1.0),
+        helper.make_node("Conv", ["n1", "conv2_w"], ["a"], name="branch_1x1"),
+        helper.make_node("Conv", ["n1", "conv3_w", "conv3_b"], ["b"], name="branch_3x3", pads=[1, 1, 1, 1]),
+        helper.make_node("Mul", ["n1", "scale"], ["c"], name="branch_scale"),
+        helper.make_node("Sum", ["a", "b", "c"], ["s"], name="sum"),
+        helper.make_node("Relu", ["s"], ["r2"], name="relu2"),
+        helper.make_node("MaxPool", ["r2"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Reshape", ["p", "flat_shape"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["g"], name="fc", transB=1),
+        helper.make_node("Dropout", ["g"], ["d"], name="dropout", ratio=0.5),
+        helper.make_node("Softmax", ["d"], ["prob"], name="softmax"),
+    ]
+    inputs = [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 32, 32])]
+    inputs += [helper.make_tensor_value_info(t.name, t.data_type, t.dims) for t in inits]
+    graph = helper.make_graph(nodes, "old_style_opset9", inputs,
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], producer_name="delite-zoo")
+    model.ir_version = 3
+    return model
+
+
+def _opset9_constants(rng: np.random.Generator) -> list[onnx.NodeProto]:
+    def const(name: str, value: np.ndarray) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name], name=f"{name}_const",
+                                value=numpy_helper.from_array(np.asarray(value), name))
+
+    return [
+        const("conv1_b", rng.normal(0, 0.1, 8).astype(np.float32)),
+        const("conv3_w", rng.normal(0, 0.1, (8, 8, 3, 3)).astype(np.float32)),
+        const("conv3_b_shape", np.array([8], np.int64)),
+        helper.make_node("ConstantOfShape", ["conv3_b_shape"], ["conv3_b"], name="conv3_b_fill",
+                         value=numpy_helper.from_array(np.array([0.05], np.float32))),
+        const("scale_shape", np.array([1, 8, 1, 1], np.int64)),
+        helper.make_node("ConstantOfShape", ["scale_shape"], ["scale"], name="scale_fill",
+                         value=numpy_helper.from_array(np.array([0.5], np.float32))),
+        const("flat_shape", np.array([1, -1], np.int64)),
+    ]
+
+
+def add_chain(n: int = 500, seed: int = SEED) -> onnx.ModelProto:
+    """``n`` tiny Adds in a chain: x (1, 16) + c_0 + c_1 + ... -> ``y`` (a per-node overhead benchmark)."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(rng.normal(0, 1, (1, 16)).astype(np.float32), f"c{k}") for k in range(n)]
+    names = ["x"] + [f"t{k}" for k in range(n - 1)] + ["y"]
+    nodes = [helper.make_node("Add", [names[k], f"c{k}"], [names[k + 1]], name=f"add{k}") for k in range(n)]
+    graph = helper.make_graph(nodes, "add_chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="delite-zoo")
+    model.ir_version = 8
+    return model
+
+
+MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
+    "resnet18": resnet18, "resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "squeezenet": squeezenet,
+    "inception_block": inception_block, "old_style_opset9": old_style_opset9, "add_chain": add_chain,
+}

@@ -1,0 +1,157 @@
+"""torch.nn definitions of the zoo's CNNs (torchvision-style layouts, no torchvision).
+
+Imported by ``lite.tools.zoo`` only when a PyTorch model is built, so importing the zoo
+does not import torch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
+            act: type[nn.Module] | None = nn.ReLU) -> nn.Sequential:
+    """Conv (no bias) -> BatchNorm -> optional activation, 'same' padding."""
+    layers = [nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+              nn.BatchNorm2d(cout)]
+    return nn.Sequential(*layers, *([act(inplace=True)] if act else []))
+
+
+def _shortcut(cin: int, cout: int, stride: int) -> nn.Module:
+    return nn.Identity() if stride == 1 and cin == cout else conv_bn(cin, cout, 1, stride, act=None)
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, cin: int, planes: int, stride: int):
+        super().__init__()
+        self.body = nn.Sequential(conv_bn(cin, planes, 3, stride), conv_bn(planes, planes, 3, act=None))
+        self.shortcut = _shortcut(cin, planes, stride)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.body(x) + self.shortcut(x))
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, cin: int, planes: int, stride: int):
+        super().__init__()
+        out = planes * self.expansion
+        self.body = nn.Sequential(conv_bn(cin, planes, 1), conv_bn(planes, planes, 3, stride),
+                                  conv_bn(planes, out, 1, act=None))
+        self.shortcut = _shortcut(cin, out, stride)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.body(x) + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, block: type[BasicBlock | Bottleneck], layers: list[int], num_classes: int = 1000):
+        super().__init__()
+        self.stem = nn.Sequential(conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1))
+        stages, cin = [], 64
+        for k, (planes, depth) in enumerate(zip((64, 128, 256, 512), layers, strict=True)):
+            for j in range(depth):
+                stages.append(block(cin, planes, 2 if j == 0 and k > 0 else 1))
+                cin = planes * block.expansion
+        self.stages = nn.Sequential(*stages)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.pool(self.stages(self.stem(x))), 1))
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, expand: int):
+        super().__init__()
+        hidden = cin * expand
+        layers = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.ReLU6)]
+        layers += [conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
+                   conv_bn(hidden, cout, 1, act=None)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+class MobileNetV2(nn.Module):
+    # (expansion, output channels, repeats, first stride)
+    CONFIG = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+              (6, 320, 1, 1))
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers, cin = [conv_bn(3, 32, 3, 2, act=nn.ReLU6)], 32
+        for expand, cout, repeats, stride in self.CONFIG:
+            for j in range(repeats):
+                layers.append(InvertedResidual(cin, cout, stride if j == 0 else 1, expand))
+                cin = cout
+        self.features = nn.Sequential(*layers, conv_bn(cin, 1280, 1, act=nn.ReLU6))
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+class Fire(nn.Module):
+    def __init__(self, cin: int, squeeze: int, expand1: int, expand3: int):
+        super().__init__()
+        self.squeeze = nn.Sequential(nn.Conv2d(cin, squeeze, 1), nn.ReLU(inplace=True))
+        self.expand1 = nn.Sequential(nn.Conv2d(squeeze, expand1, 1), nn.ReLU(inplace=True))
+        self.expand3 = nn.Sequential(nn.Conv2d(squeeze, expand3, 3, padding=1), nn.ReLU(inplace=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.squeeze(x)
+        return torch.cat([self.expand1(x), self.expand3(x)], 1)
+
+
+def _ceil_pool() -> nn.MaxPool2d:
+    return nn.MaxPool2d(3, 2, ceil_mode=True)
+
+
+def squeezenet(num_classes: int = 1000) -> nn.Module:
+    """SqueezeNet 1.1: fire modules between ceil-mode max pools, a conv classifier."""
+    pool = _ceil_pool
+    return nn.Sequential(
+        nn.Conv2d(3, 64, 3, 2), nn.ReLU(inplace=True), pool(),
+        Fire(64, 16, 64, 64), Fire(128, 16, 64, 64), pool(),
+        Fire(128, 32, 128, 128), Fire(256, 32, 128, 128), pool(),
+        Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256), Fire(512, 64, 256, 256),
+        nn.Dropout(0.5), nn.Conv2d(512, num_classes, 1), nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(1),
+    )
+
+
+class InceptionBlock(nn.Module):
+    """GoogLeNet's inception (3a): 1x1 | 1x1 -> 3x3 | 1x1 -> 5x5 | 3x3 max pool -> 1x1, concatenated."""
+
+    def __init__(self, cin: int = 192):
+        super().__init__()
+        self.branches = nn.ModuleList([
+            conv_bn(cin, 64, 1),
+            nn.Sequential(conv_bn(cin, 96, 1), conv_bn(96, 128, 3)),
+            nn.Sequential(conv_bn(cin, 16, 1), conv_bn(16, 32, 5)),
+            nn.Sequential(nn.MaxPool2d(3, 1, 1, ceil_mode=True), conv_bn(cin, 32, 1)),
+        ])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([branch(x) for branch in self.branches], 1)
+
+
+@torch.no_grad()
+def randomise_batchnorm(module: nn.Module) -> None:
+    """Random affine parameters and running statistics, so folding them changes the weights."""
+    for m in module.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.weight.uniform_(0.5, 1.5)
+            m.bias.normal_(0.0, 0.1)
+            m.running_mean.normal_(0.0, 0.1)
+            m.running_var.uniform_(0.5, 2.0)
