@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import numpy as np
+
 from lite.schema.fb.ActivationType import ActivationType
 from lite.schema.fb.CoordinateTransformMode import CoordinateTransformMode
 from lite.schema.fb.DataType import DataType

@@ -12,6 +12,8 @@ import struct
 from collections.abc import Iterator
 
 import numpy as np
+
+from lite.errors import ModelFormatError
 from lite.schema.fb.DataType import DataType
 from lite.schema.fb.Model import Model as FbModel
 from lite.schema.graph import (
@@ -25,8 +27,6 @@ from lite.schema.graph import (
     TensorDef,
 )
 from lite.schema.primitives import PRIMITIVE_NAMES, decode_attrs, enum_names
-
-from lite.errors import ModelFormatError
 
 DEFAULT_MEMORY_LIMIT = 4 << 30  # bytes one tensor may need, unless the caller says otherwise
 _DATA_TYPE_NAMES = enum_names(DataType)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import flatbuffers
 import numpy as np
+
 from lite.schema.fb import Model as fb_model
 from lite.schema.fb import Node as fb_node
 from lite.schema.fb import Tensor as fb_tensor

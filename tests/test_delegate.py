@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from lite.tools.converter import convert
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
+from lite.tools.converter import convert
 from tests.delegate_support import CountingDelegate, NativeGraphKernel
 from tests.oracle import relative_l2, run_onnxruntime
 

@@ -1,0 +1,13 @@
+"""Native numpy CPU kernels, one module per op family; importing this registers them all."""
+
+from lite.kernels import (  # noqa: F401
+    activation,
+    conv,
+    elementwise,
+    matmul,
+    norm,
+    pool,
+    reduce,
+    resize,
+    shape,
+)

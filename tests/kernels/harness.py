@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from lite.schema.primitives import default_attrs
 
 from lite.kernels import registry  # noqa: F401  (imports every kernel family)
 from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
+from lite.schema.primitives import default_attrs
 from lite.tensor import Tensor
 
 

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from lite.schema.primitives import ENUM_FIELDS, PRIMITIVE_TYPES, default_attrs
 
 SCHEMA = Path(__file__).resolve().parents[2] / "schema"

@@ -4,12 +4,12 @@ import contextlib
 
 import numpy as np
 import pytest
+
+from lite.errors import ModelFormatError
 from lite.schema.graph import DATA_ALIGNMENT, GraphDef, NodeDef, TensorDef
 from lite.schema.primitives import default_attrs
 from lite.schema.reader import aligned_copy, read_model
 from lite.schema.writer import write_model
-
-from lite.errors import ModelFormatError
 
 
 def conv_graph(rng: np.random.Generator) -> GraphDef:
