@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +61,10 @@ class Model:
 
     ``predict`` and ``resize`` may be called from several threads; calls on one Model
     run one at a time (use ``lite.ModelParallelRunner`` for parallel serving).
+
+    Attributes:
+        build_timings: seconds spent per build stage ("convert" for ONNX input, "parse",
+            "schedule", "delegate build", "prepare").
     """
 
     def __init__(self) -> None:
@@ -75,6 +81,7 @@ class Model:
         self._memory_limit = 0
         self._log = DelegationLog()
         self._declined: list[tuple[str, str]] = []
+        self.build_timings: dict[str, float] = {}
 
     # ---- building ---------------------------------------------------------------
 
@@ -96,12 +103,16 @@ class Model:
             if self._built:
                 raise InputError("this Model is already built; create a new lite.Model()")
             context = context or Context()
+            timer = _StageTimer()
             if model_type == ModelType.ONNX:
-                model_data = _convert_onnx(model_data)
+                with timer("convert"):
+                    model_data = _convert_onnx(model_data)
             elif model_type != ModelType.LITE:
                 raise InputError(f"model_type must be a lite.ModelType, got {model_type!r}")
-            graph = read_model(model_data, context.memory_limit)
-            self._build_graph(graph, context)
+            with timer("parse"):
+                graph = read_model(model_data, context.memory_limit)
+            self._build_graph(graph, context, timer)
+            self.build_timings = timer.seconds
 
     def build_from_file(self, model_path: str | os.PathLike, model_type: ModelType | None = None,
                         context: Context | None = None) -> None:
@@ -121,27 +132,29 @@ class Model:
             raise InputError(f"cannot read model file {str(path)!r}: {exc.strerror or exc}") from exc
         self.build(data, model_type, context)
 
-    def _build_graph(self, graph: GraphDef, context: Context) -> None:
-        tensors = [_make_tensor(t) for t in graph.tensors]
-        self._inputs = [tensors[i] for i in graph.inputs]
-        self._outputs = [tensors[i] for i in graph.outputs]
-        self._context = context
-        self._memory_limit = context.memory_limit
-        self._shape_kernels = schedule(graph, tensors)
-        self._folded = set(foldable_kernels(self._shape_kernels))
-        self._kernels = [k for k in self._shape_kernels if k not in self._folded]
-        for tensor in self._inputs:
-            tensor._on_reshape = self._input_reshaped
-        self._shapes_dirty = any(-1 in t.shape for t in self._inputs)
-        if not self._shapes_dirty:
-            propagate(self._shape_kernels, self._folded, self._memory_limit)
-        self._log = DelegationLog()
-        for delegate in context.delegates:
-            self._apply_delegate(delegate)
-        self._prepare_all()
-        self._release_unused_constants(tensors)
-        if not self._shapes_dirty:
-            self._plan()
+    def _build_graph(self, graph: GraphDef, context: Context, timer: _StageTimer) -> None:
+        with timer("schedule"):
+            tensors = [_make_tensor(t) for t in graph.tensors]
+            self._inputs = [tensors[i] for i in graph.inputs]
+            self._outputs = [tensors[i] for i in graph.outputs]
+            self._context = context
+            self._memory_limit = context.memory_limit
+            self._shape_kernels = schedule(graph, tensors)
+            self._folded = set(foldable_kernels(self._shape_kernels))
+            self._kernels = [k for k in self._shape_kernels if k not in self._folded]
+            for tensor in self._inputs:
+                tensor._on_reshape = self._input_reshaped
+            self._shapes_dirty = any(-1 in t.shape for t in self._inputs)
+            if not self._shapes_dirty:
+                propagate(self._shape_kernels, self._folded, self._memory_limit)
+        with timer("delegate build"):
+            for delegate in context.delegates:
+                self._apply_delegate(delegate)
+        with timer("prepare"):
+            self._prepare_all()
+            self._release_unused_constants(tensors)
+            if not self._shapes_dirty:
+                self._plan()
         self._built = True
 
     def _apply_delegate(self, delegate: Delegate) -> None:
@@ -242,12 +255,15 @@ class Model:
         self._check_built()
         return list(self._outputs)
 
-    def predict(self, inputs: Sequence[Tensor | np.ndarray] | None = None) -> list[Tensor]:
+    def predict(self, inputs: Sequence[Tensor | np.ndarray] | None = None,
+                profile: dict[Kernel, float] | None = None) -> list[Tensor]:
         """Runs the model.
 
         Args:
             inputs: one entry per graph input: the Tensors from ``get_inputs()`` (already
                 filled), other Tensors, or numpy arrays. None: use the inputs as set.
+            profile: when given, each kernel's execute time (seconds) is added to it,
+                keyed by kernel (graph kernels are one entry each).
 
         Returns:
             The output tensors (read them with ``get_data_to_numpy()``).
@@ -265,7 +281,7 @@ class Model:
                 raise InputError(f"inputs {missing} have no data: set them before predict")
             if self._shapes_dirty:
                 self._apply_shapes()
-            self._run()
+            self._run(profile)
             return list(self._outputs)
 
     def resize(self, inputs: Sequence[Tensor], dims: Sequence[Sequence[int]]) -> None:
@@ -354,12 +370,19 @@ class Model:
         keep = {t for t in self._outputs if not t.value_known and t not in self._inputs}
         self._memory.apply(self._kernels, keep)
 
-    def _run(self) -> None:
+    def _run(self, profile: dict[Kernel, float] | None) -> None:
         limit_blas_threads(self._context.thread_num)
         kernel = None
         try:
-            for kernel in self._kernels:
-                kernel.execute()
+            with np.errstate(all="ignore"):  # IEEE results (NaN, inf) as onnxruntime gives them, no warnings
+                if profile is None:
+                    for kernel in self._kernels:
+                        kernel.execute()
+                else:
+                    for kernel in self._kernels:
+                        start = time.perf_counter()
+                        kernel.execute()
+                        profile[kernel] = profile.get(kernel, 0.0) + time.perf_counter() - start
         except Exception as exc:
             raise self._execute_error(kernel, exc) from exc
         for partition in self._log.partitions.values():
@@ -386,6 +409,21 @@ class Model:
     def _check_built(self) -> None:
         if not self._built:
             raise InputError("the Model is not built: call build() or build_from_file() first")
+
+
+class _StageTimer:
+    """Accumulates wall time per named build stage."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
 def _make_tensor(t) -> Tensor:

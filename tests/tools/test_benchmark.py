@@ -1,0 +1,107 @@
+"""lite-benchmark: every flag, accuracy failures, profiling, JSON, and the suite."""
+
+import json
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from lite.tools.benchmark import main, parse_input_shapes
+from lite.tools.converter import convert
+
+
+def cnn(op_after="Relu"):
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node(op_after, ["c"], ["y"], name="after"),
+             helper.make_node("Concat", ["y", "c"], ["z"], name="concat", axis=1)]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench")
+    (folder / "cnn.onnx").write_bytes(cnn().SerializeToString())
+    convert(cnn(), folder / "cnn.lite")
+    return folder
+
+
+FAST = ["--loop-count", "2", "--warmup", "1", "--pause-ms", "0", "--input-shapes", "x:2,3,8,8"]
+
+
+def test_compare_with_onnxruntime_profile_and_json(files, capsys):
+    out = files / "r.json"
+    assert main(["--model", str(files / "cnn.onnx"), "--compare", "onnxruntime", "--time-profiling",
+                 "--json", str(out), "--thread-num", "1", *FAST]) == 0
+    text = capsys.readouterr().out
+    assert "ratio of medians" in text and "per op type" in text and "Conv2DFusion" in text
+    report = json.loads(out.read_text())
+    assert report["input_shapes"] == {"x": [2, 3, 8, 8]}
+    assert report["accuracy"][0]["cosine_similarity"] > 0.999999
+    assert report["onnxruntime_latency"]["median"] > 0 and report["ratio_of_medians"] > 0
+    assert {"parse", "schedule", "delegate build", "prepare", "convert"} <= set(report["build_seconds"])
+    assert abs(sum(r["percent"] for r in report["profile"]) - 100) < 1e-6
+
+
+def test_lite_file_with_onnx_for_comparison_and_a_delegate(files, capsys):
+    argv = ["--model", str(files / "cnn.lite"), "--onnx", str(files / "cnn.onnx"), "--compare", "onnxruntime",
+            "--delegate", "tests.delegate_support:ConvAndConcat", "--delegate-option", "label=acc",
+            "--time-profiling", *FAST]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "delegated in" in text and "[ConvAndConcat]" in text
+
+
+def test_reference_file_pass_and_miss(files, tmp_path, capsys):
+    x = np.random.default_rng(5).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    from tests.oracle import run_onnxruntime
+
+    (expected,) = run_onnxruntime(cnn(), {"x": x})
+    np.savez(tmp_path / "good.npz", z=expected)
+    np.savez(tmp_path / "bad.npz", z=expected * 1.5)
+    base = ["--model", str(files / "cnn.lite"), "--in-data", str(tmp_path / "in.npz"), *FAST[:6]]
+    assert main([*base, "--benchmark-data", str(tmp_path / "good.npz"), "--accuracy-threshold", "1e-5"]) == 0
+    assert main([*base, "--benchmark-data", str(tmp_path / "bad.npz"), "--accuracy-threshold", "1e-3"]) == 1
+    assert "accuracy check failed for output 'z'" in capsys.readouterr().err
+
+
+def test_nan_output_always_fails(tmp_path, capsys):
+    onnx_model = cnn(op_after="Log")  # log of negative conv outputs -> NaN
+    path = tmp_path / "log.onnx"
+    path.write_bytes(onnx_model.SerializeToString())
+    assert main(["--model", str(path), *FAST]) == 1
+    assert "NaN/Inf" in capsys.readouterr().err
+
+
+def test_zoo_model_and_bad_arguments(files, capsys):
+    assert main(["--model", "zoo:add_chain", "--loop-count", "2", "--warmup", "0", "--pause-ms", "0"]) == 0
+    assert "500 nodes" in capsys.readouterr().out
+    assert main(["--model", str(files / "cnn.lite"), "--input-shapes", "nope:1,2"]) == 1
+    assert "--input-shapes names ['nope']" in capsys.readouterr().err
+    assert main(["--model", str(files / "cnn.lite")]) == 1  # dynamic batch, no shapes given
+    assert "give --input-shapes" in capsys.readouterr().err
+    assert main(["--model", str(files / "cnn.lite"), "--compare", "onnxruntime", *FAST]) == 1
+    assert "needs the ONNX model" in capsys.readouterr().err
+
+
+def test_parse_input_shapes():
+    assert parse_input_shapes("a:1,2;b:3") == {"a": [1, 2], "b": [3]}
+    with pytest.raises(Exception, match="name:1,3,224,224"):
+        parse_input_shapes("a=1,2")
+
+
+def test_help_shows_examples(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "lite-benchmark --model zoo:resnet18 --compare onnxruntime" in capsys.readouterr().out
+
+
+def test_suite_writes_table(tmp_path, capsys):
+    assert main(["--suite", "--suite-models", "add_chain", "--suite-dir", str(tmp_path), "--loop-count", "2",
+                 "--warmup", "0"]) == 0
+    table = (tmp_path / "suite.md").read_text()
+    assert "| add_chain | native |" in table and "us per kernel" in table

@@ -1,0 +1,157 @@
+"""The benchmark suite: fixed models, native and with each available delegate, against onnxruntime.
+
+Each (model, delegate) pair runs in its own process (``lite-benchmark --json``) so one
+engine's memory and threads do not leak into the next measurement; peak RSS is measured
+separately for the native runtime and for onnxruntime, each alone in a process. Writes
+``suite.md`` (a markdown table), ``suite.json`` and, when matplotlib is installed,
+``suite.png`` (latency ratios) to ``--suite-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from lite.delegates import BUNDLED, load_delegate
+
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet", "inception_block", "add_chain"]
+RSS_MODELS = ["resnet50"]
+
+_RSS_SCRIPT = """
+import resource, sys, numpy as np
+path, engine, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if engine == "lite":
+    import lite
+    model = lite.Model()
+    model.build_from_file(path, context=lite.Context(thread_num=threads))
+    feeds = [np.random.default_rng(0).standard_normal(t.shape).astype(t.dtype) for t in model.get_inputs()]
+    for _ in range(3):
+        model.predict(feeds)
+else:
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.random.default_rng(0).standard_normal(i.shape).astype(np.float32)
+             for i in session.get_inputs()}
+    for _ in range(3):
+        session.run(None, feeds)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def available_delegates() -> list[str]:
+    """Bundled delegates that load and accept this machine (their init() does not decline)."""
+    names = []
+    for name in BUNDLED:
+        try:
+            delegate = load_delegate(name)
+            delegate.init()
+        except Exception:  # any failure means "not available here"
+            continue
+        names.append(name)
+    return names
+
+
+def export_model(name: str, directory: Path) -> tuple[Path, Path]:
+    """Writes the zoo model as .onnx and .lite; returns both paths."""
+    from lite.tools import zoo
+    from lite.tools.converter import convert
+
+    onnx_model = getattr(zoo, name)()
+    onnx_path, lite_path = directory / f"{name}.onnx", directory / f"{name}.lite"
+    onnx_path.write_bytes(onnx_model.SerializeToString())
+    convert(onnx_model, lite_path)
+    return onnx_path, lite_path
+
+
+def bench(lite_path: Path, onnx_path: Path, delegate: str, args: argparse.Namespace) -> dict:
+    out = args.suite_dir / f"{lite_path.stem}.{delegate}.json"
+    command = [sys.executable, "-m", "lite.tools.benchmark", "--model", str(lite_path), "--onnx", str(onnx_path),
+               "--compare", "onnxruntime", "--delegate", delegate, "--thread-num", str(args.thread_num),
+               "--loop-count", str(args.loop_count), "--warmup", str(args.warmup), "--json", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0 or not out.exists():
+        return {"error": (result.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(out.read_text())
+
+
+def peak_rss(path: Path, engine: str, threads: int) -> float:
+    result = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(path), engine, str(threads)],
+                            capture_output=True, text=True, check=True)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | delegate | partitions | lite median (ms) | onnxruntime median (ms) | ratio | "
+             "mean rel. error |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['delegate']} | failed: {r['error']} | | | | |")
+            continue
+        err = max((a["mean_relative_error"] for a in r["accuracy"]), default=0.0)
+        lines.append(f"| {r['model']} | {r['delegate']} | {r['partition_summary'].split(':')[1].split(',')[0]} | "
+                     f"{r['latency']['median']:.2f} | {r['onnxruntime_latency']['median']:.2f} | "
+                     f"{r['ratio_of_medians']:.2f} | {err:.1e} |")
+    return "\n".join(lines)
+
+
+def chart(rows: list[dict], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ok = [r for r in rows if "error" not in r]
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(ok) + 1.5))
+    ax.barh([f"{r['model']} / {r['delegate']}" for r in ok], [r["ratio_of_medians"] for r in ok])
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("median latency / onnxruntime median (lower is better)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def run_suite(args: argparse.Namespace) -> int:
+    """Runs the suite; returns the exit status."""
+    args.suite_dir.mkdir(parents=True, exist_ok=True)
+    models = args.suite_models.split(",") if args.suite_models else MODELS
+    delegates = ["native", *available_delegates()]
+    rows, rss = [], {}
+    for name in models:
+        onnx_path, lite_path = export_model(name, args.suite_dir)
+        for delegate in delegates:
+            rows.append({**bench(lite_path, onnx_path, delegate, args), "model": name, "delegate": delegate})
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+        if name in RSS_MODELS:
+            rss[name] = {"lite": peak_rss(lite_path, "lite", args.thread_num),
+                         "onnxruntime": peak_rss(onnx_path, "onnxruntime", args.thread_num)}
+    text = table(rows) + _overhead_line(rows) + _rss_lines(rss)
+    (args.suite_dir / "suite.md").write_text(text + "\n")
+    (args.suite_dir / "suite.json").write_text(json.dumps({"runs": rows, "peak_rss_mib": rss}, indent=2))
+    drew = chart(rows, args.suite_dir / "suite.png")
+    print("\n" + text + f"\n\nwritten to {args.suite_dir}/suite.md{', suite.png' if drew else ''}")
+    return 0 if all("error" not in r for r in rows) else 1
+
+
+def _overhead_line(rows: list[dict]) -> str:
+    chain = next((r for r in rows if r["model"] == "add_chain" and r["delegate"] == "native" and "error" not in r),
+                 None)
+    if chain is None:
+        return ""
+    per_kernel_us = chain["latency"]["median"] * 1e3 / 500
+    ort_us = chain["onnxruntime_latency"]["median"] * 1e3 / 500
+    return (f"\n\nFramework overhead (500 tiny Adds): {per_kernel_us:.2f} us per kernel "
+            f"(onnxruntime: {ort_us:.2f} us per node)")
+
+
+def _rss_lines(rss: dict) -> str:
+    return "".join(f"\n\nPeak RSS, {name}: lite {v['lite']:.0f} MiB, onnxruntime {v['onnxruntime']:.0f} MiB "
+                   "(each alone in a process)" for name, v in rss.items())

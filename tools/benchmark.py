@@ -1,0 +1,398 @@
+"""lite-benchmark: latency, accuracy and per-kernel profile, side by side with onnxruntime."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+import lite
+from lite.delegates import load_delegate, parse_options
+
+EXAMPLES = """examples:
+  lite-benchmark --model zoo:resnet18 --compare onnxruntime
+  lite-benchmark --model model.lite --delegate tvm --delegate-option target=llvm --loop-count 50 --warmup 5
+  lite-benchmark --model model.onnx --input-shapes input:4,3,224,224 --time-profiling --json out.json
+  lite-benchmark --model model.lite --benchmark-data expected.npz --accuracy-threshold 0.001
+  lite-benchmark --suite --suite-dir bench_out
+
+--model takes a .lite or .onnx file, or zoo:NAME for a deterministic model from
+lite.tools.zoo (resnet18, resnet50, mobilenet_v2, squeezenet, inception_block,
+old_style_opset9, add_chain). Exit status: 0 ok, 1 accuracy miss or error.
+"""
+
+
+@dataclass
+class Latency:
+    """Latency statistics over a loop, in milliseconds."""
+
+    min: float
+    median: float
+    p90: float
+    max: float
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> Latency:
+        ms = np.asarray(seconds) * 1e3
+        return cls(float(ms.min()), float(np.median(ms)), float(np.percentile(ms, 90)), float(ms.max()))
+
+    def row(self) -> str:
+        return f"min {self.min:.3f}  median {self.median:.3f}  p90 {self.p90:.3f}  max {self.max:.3f} ms"
+
+
+@dataclass
+class OutputAccuracy:
+    """How one output compares with its reference."""
+
+    name: str
+    max_abs_error: float
+    mean_relative_error: float
+    cosine_similarity: float
+    finite: bool
+
+    def passes(self, threshold: float | None) -> bool:
+        return self.finite and (threshold is None or self.mean_relative_error <= threshold)
+
+
+@dataclass
+class Report:
+    """Everything one benchmark run measured (written by --json)."""
+
+    model: str
+    delegates: list[str]
+    thread_num: int
+    input_shapes: dict[str, list[int]]
+    build_seconds: dict[str, float]
+    latency: Latency | None = None
+    onnxruntime_latency: Latency | None = None
+    ratio_of_medians: float | None = None
+    accuracy: list[OutputAccuracy] = field(default_factory=list)
+    accuracy_reference: str = ""
+    profile: list[dict[str, Any]] = field(default_factory=list)
+    partition_summary: str = ""
+    peak_rss_mib: float = 0.0
+
+
+# ---- model loading ----------------------------------------------------------------
+
+
+def load_source(spec: str) -> tuple[bytes, Any, float]:
+    """(.lite bytes, the ONNX ModelProto if there is one, seconds spent converting)."""
+    import onnx
+
+    from lite.tools.converter import convert
+
+    if spec.startswith("zoo:"):
+        from lite.tools import zoo
+
+        builder = getattr(zoo, spec[4:], None)
+        if builder is None or spec[4:].startswith("_"):
+            raise lite.InputError(f"unknown zoo model {spec!r}")
+        onnx_model = builder()
+    elif spec.lower().endswith(".onnx"):
+        onnx_model = onnx.load(spec)
+    else:
+        return Path(spec).read_bytes(), None, 0.0
+    start = time.perf_counter()
+    data = convert(onnx_model)
+    return data, onnx_model, time.perf_counter() - start
+
+
+def parse_input_shapes(text: str | None) -> dict[str, list[int]]:
+    """``"x:1,3,224,224;y:1,10"`` -> ``{"x": [1, 3, 224, 224], "y": [1, 10]}``."""
+    shapes: dict[str, list[int]] = {}
+    for item in filter(None, (text or "").split(";")):
+        name, sep, dims = item.rpartition(":")
+        try:
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise lite.InputError(f"--input-shapes entry {item!r} must look like name:1,3,224,224")
+    return shapes
+
+
+def random_inputs(tensors: list[lite.Tensor], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random data of the right dtype and shape for every input."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for tensor in tensors:
+        if -1 in tensor.shape:
+            raise lite.InputError(f"input {tensor.name!r} has a dynamic shape {tensor.shape}: give --input-shapes")
+        if tensor.dtype.kind == "f":
+            arrays[tensor.name] = rng.standard_normal(tensor.shape).astype(tensor.dtype)
+        elif tensor.dtype.kind == "b":
+            arrays[tensor.name] = rng.random(tensor.shape) < 0.5
+        else:
+            arrays[tensor.name] = rng.integers(0, 10, tensor.shape).astype(tensor.dtype)
+    return arrays
+
+
+def load_npz(path: str, names: list[str]) -> dict[str, np.ndarray]:
+    """Arrays by name from an .npz (arrays saved positionally as arr_0, ... map in order)."""
+    with np.load(path) as npz:
+        stored = dict(npz.items())
+    if all(n in stored for n in names):
+        return {n: stored[n] for n in names}
+    if len(stored) == len(names):
+        return dict(zip(names, stored.values(), strict=True))
+    raise lite.InputError(f"{path}: holds {sorted(stored)}, expected arrays named {names}")
+
+
+# ---- measuring ----------------------------------------------------------------------
+
+
+def accuracy(name: str, actual: np.ndarray, expected: np.ndarray) -> OutputAccuracy:
+    """Max abs error, mean relative error (mean |a-b| / mean |b|) and cosine similarity."""
+    if actual.shape != expected.shape:
+        raise lite.InputError(f"output {name!r}: shape {actual.shape} but the reference has {expected.shape}")
+    a, e = actual.astype(np.float64).ravel(), expected.astype(np.float64).ravel()
+    finite = bool(np.isfinite(a).all())
+    diff = np.abs(a - e)
+    scale = np.abs(e).mean() if e.size else 0.0
+    norms = np.linalg.norm(a) * np.linalg.norm(e)
+    return OutputAccuracy(
+        name, float(diff.max(initial=0.0)), float(diff.mean() / scale) if scale else float(diff.mean(initial=0.0)),
+        float(a @ e / norms) if norms else float(np.array_equal(a, e)), finite)
+
+
+class OnnxRuntimeEngine:
+    """The same ONNX model in onnxruntime (CPU, graph optimisations on, same thread count)."""
+
+    def __init__(self, onnx_model: Any, thread_num: int):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = thread_num
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(onnx_model.SerializeToString(), options,
+                                            providers=["CPUExecutionProvider"])
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(None, feeds)
+
+
+def timed(fn, *args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def measure(model: lite.Model, feeds: list[np.ndarray], ort: OnnxRuntimeEngine | None, ort_feeds: dict,
+            loops: int, warmup: int, pause: float) -> tuple[list[float], list[float]]:
+    """Interleaved run by run; ``pause`` seconds before each run lets the other engine's
+    spinning worker threads go idle, so neither slows the other."""
+    for _ in range(warmup):
+        model.predict(feeds)
+        if ort is not None:
+            ort.run(ort_feeds)
+    lite_times, ort_times = [], []
+    for _ in tqdm(range(loops), desc="benchmark", disable=None, leave=False, file=sys.stderr):
+        time.sleep(pause)
+        lite_times.append(timed(model.predict, feeds))
+        if ort is not None:
+            time.sleep(pause)
+            ort_times.append(timed(ort.run, ort_feeds))
+    return lite_times, ort_times
+
+
+def profile_rows(model: lite.Model, feeds: list[np.ndarray], loops: int) -> list[dict[str, Any]]:
+    """Per-kernel time over ``loops`` predicts (graph kernels one row each, named by delegate)."""
+    totals: dict[lite.Kernel, float] = {}
+    for _ in range(loops):
+        model.predict(feeds, profile=totals)
+    owner = {row.graph_kernel: row.runs_on for row in model.partition_report() if row.graph_kernel}
+    whole = sum(totals.values()) or 1.0
+    rows = [{"kernel": k.name, "op_type": k.type, "runs_on": owner.get(k.name, "native"),
+             "total_ms": t * 1e3, "avg_ms": t * 1e3 / loops, "percent": 100 * t / whole} for k, t in totals.items()]
+    return sorted(rows, key=lambda r: -r["total_ms"])
+
+
+def by_op_type(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Profile rows summed per op type (graph kernels grouped under their delegate)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = row["op_type"] if row["runs_on"] == "native" else f"{row['runs_on']} graph kernel"
+        group = groups.setdefault(key, {"op_type": key, "count": 0, "total_ms": 0.0, "percent": 0.0})
+        group["count"] += 1
+        group["total_ms"] += row["total_ms"]
+        group["percent"] += row["percent"]
+    return sorted(groups.values(), key=lambda g: -g["total_ms"])
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---- the run ------------------------------------------------------------------------
+
+
+def build_model(data: bytes, args: argparse.Namespace) -> lite.Model:
+    options = parse_options(args.delegate_option)
+    delegates = [d for d in (load_delegate(s, options) for s in args.delegate) if d is not None]
+    model = lite.Model()
+    with tqdm(total=1, desc="build", disable=None, leave=False, file=sys.stderr) as bar:
+        model.build(data, lite.ModelType.LITE, lite.Context(thread_num=args.thread_num, delegates=delegates))
+        bar.update()
+    return model
+
+
+def prepare_inputs(model: lite.Model, args: argparse.Namespace) -> dict[str, np.ndarray]:
+    inputs = model.get_inputs()
+    shapes = parse_input_shapes(args.input_shapes)
+    unknown = set(shapes) - {t.name for t in inputs}
+    if unknown:
+        names = [t.name for t in inputs]
+        raise lite.InputError(f"--input-shapes names {sorted(unknown)}; the model's inputs are {names}")
+    if shapes:
+        model.resize(inputs, [shapes.get(t.name, list(t.shape)) for t in inputs])
+    if args.in_data:
+        return load_npz(args.in_data, [t.name for t in inputs])
+    return random_inputs(inputs, args.seed)
+
+
+def reference_outputs(args, engine: OnnxRuntimeEngine | None, feeds, names) -> tuple[list[np.ndarray] | None, str]:
+    if args.benchmark_data:
+        stored = load_npz(args.benchmark_data, names)
+        return [stored[n] for n in names], args.benchmark_data
+    if engine is not None:
+        return engine.run(feeds), "onnxruntime"
+    return None, ""
+
+
+def run(args: argparse.Namespace) -> tuple[Report, bool]:
+    """Builds, checks accuracy, times and profiles; returns the report and whether accuracy passed."""
+    data, onnx_model, convert_seconds = load_source(args.model)
+    if args.compare == "onnxruntime" and onnx_model is None:
+        if not args.onnx:
+            raise lite.InputError("--compare onnxruntime needs the ONNX model: give an .onnx/zoo --model or --onnx")
+        import onnx
+
+        onnx_model = onnx.load(args.onnx)
+    model = build_model(data, args)
+    feeds = prepare_inputs(model, args)
+    ordered = [feeds[t.name] for t in model.get_inputs()]
+    outputs = [t.get_data_to_numpy() for t in model.predict(ordered)]
+    names = [t.name for t in model.get_outputs()]
+    report = Report(args.model, args.delegate or ["native"], args.thread_num,
+                    {t.name: list(t.shape) for t in model.get_inputs()},
+                    {"convert": convert_seconds, **model.build_timings})
+    engine = OnnxRuntimeEngine(onnx_model, args.thread_num) if args.compare == "onnxruntime" else None
+    expected, report.accuracy_reference = reference_outputs(args, engine, feeds, names)
+    if expected is not None:
+        report.accuracy = [accuracy(n, a, e) for n, a, e in zip(names, outputs, expected, strict=True)]
+    else:
+        report.accuracy = [accuracy(n, a, a) for n, a in zip(names, outputs, strict=True)]  # NaN/Inf check
+    lite_times, ort_times = measure(model, ordered, engine, feeds, args.loop_count, args.warmup, args.pause_ms / 1e3)
+    report.latency = Latency.of(lite_times)
+    if ort_times:
+        report.onnxruntime_latency = Latency.of(ort_times)
+        report.ratio_of_medians = report.latency.median / report.onnxruntime_latency.median
+    if args.time_profiling:
+        report.profile = profile_rows(model, ordered, max(args.loop_count, 1))
+    report.partition_summary = _partition_summary(model)
+    report.peak_rss_mib = peak_rss_mib()
+    return report, all(a.passes(args.accuracy_threshold) for a in report.accuracy)
+
+
+def _partition_summary(model: lite.Model) -> str:
+    from lite.tools.inspector import summary
+
+    return summary(model.partition_report())
+
+
+def print_report(report: Report, out=None) -> None:
+    w = (out or sys.stdout).write
+    w(f"model: {report.model}  delegates: {', '.join(report.delegates)}  threads: {report.thread_num}\n")
+    w(f"inputs: {report.input_shapes}\n{report.partition_summary}\n")
+    w("build: " + "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in report.build_seconds.items()) + "\n")
+    w(f"latency (lite):        {report.latency.row()}\n")
+    if report.onnxruntime_latency:
+        w(f"latency (onnxruntime): {report.onnxruntime_latency.row()}\n")
+        w(f"ratio of medians (lite / onnxruntime): {report.ratio_of_medians:.2f}\n")
+    if report.accuracy_reference:
+        w(f"accuracy against {report.accuracy_reference}:\n")
+    for acc in report.accuracy:
+        w(f"  {acc.name}: max abs error {acc.max_abs_error:.3g}  mean relative error {acc.mean_relative_error:.3g}"
+          f"  cosine similarity {acc.cosine_similarity:.6f}{'' if acc.finite else '  NaN/Inf in output!'}\n")
+    if report.profile:
+        _print_profile(report.profile, w)
+    w(f"peak RSS: {report.peak_rss_mib:.1f} MiB\n")
+
+
+def _print_profile(rows: list[dict[str, Any]], w) -> None:
+    w("per op type:\n")
+    for g in by_op_type(rows):
+        w(f"  {g['op_type']:<32} x{g['count']:<4} {g['total_ms']:10.3f} ms {g['percent']:6.1f}%\n")
+    w("per kernel (top 30):\n")
+    for r in rows[:30]:
+        where = "" if r["runs_on"] == "native" else f" [{r['runs_on']}]"
+        w(f"  {(r['kernel'] + where)[:48]:<48} {r['op_type']:<22} {r['avg_ms']:9.3f} ms {r['percent']:6.1f}%\n")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="lite-benchmark", description="Measure latency, accuracy and per-kernel time.",
+                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help=".lite, .onnx or zoo:NAME")
+    p.add_argument("--delegate", action="append", default=[],
+                   help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
+    p.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--thread-num", type=int, default=2)
+    p.add_argument("--loop-count", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--input-shapes", metavar="NAME:D,D,...;...")
+    p.add_argument("--in-data", metavar="FILE.npz", help="inputs by name (else seeded random inputs)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--benchmark-data", metavar="FILE.npz", help="reference outputs by name")
+    p.add_argument("--compare", choices=["onnxruntime"], help="run the same ONNX model in onnxruntime too")
+    p.add_argument("--onnx", metavar="FILE.onnx", help="the ONNX model for --compare when --model is .lite")
+    p.add_argument("--accuracy-threshold", type=float, metavar="MEAN_REL_ERR",
+                   help="fail (exit 1) when an output's mean relative error exceeds this")
+    p.add_argument("--time-profiling", action="store_true", help="per-kernel and per-op-type time table")
+    p.add_argument("--pause-ms", type=float, default=20.0,
+                   help="pause before each timed run so the other engine's threads go idle (default 20)")
+    p.add_argument("--json", type=Path, metavar="OUT.json")
+    p.add_argument("--suite", action="store_true", help="run the fixed model suite (see lite.tools.bench_suite)")
+    p.add_argument("--suite-dir", type=Path, default=Path("bench_out"))
+    p.add_argument("--suite-models", help="comma-separated subset of the suite's models")
+    args = p.parse_args(argv)
+    if not args.suite and not args.model:
+        p.error("--model is required (or --suite)")
+    if args.thread_num < 1 or args.loop_count < 1 or args.warmup < 0:
+        p.error("--thread-num and --loop-count must be >= 1, --warmup >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``lite-benchmark``."""
+    args = parse_args(argv)
+    if args.suite:
+        from lite.tools.bench_suite import run_suite
+
+        return run_suite(args)
+    try:
+        report, passed = run(args)
+    except (lite.LiteError, OSError) as exc:
+        print(f"lite-benchmark: {exc}", file=sys.stderr)
+        return 1
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(asdict(report), indent=2))
+    for acc in report.accuracy:
+        if not acc.passes(args.accuracy_threshold):
+            why = "NaN/Inf" if not acc.finite else f"mean relative error {acc.mean_relative_error:.3g}"
+            print(f"lite-benchmark: accuracy check failed for output {acc.name!r}: {why} "
+                  f"(threshold {args.accuracy_threshold})", file=sys.stderr)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
