@@ -3,11 +3,11 @@
 
 import numpy as np
 import pytest
-from lite.tools.converter import convert
 from onnx import TensorProto, helper, numpy_helper
 from threadpoolctl import threadpool_info
 
 import lite
+from lite.tools.converter import convert
 from tests.oracle import relative_l2, run_onnxruntime
 
 RNG = np.random.default_rng(11)

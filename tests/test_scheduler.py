@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from lite.schema.graph import GraphDef, NodeDef, TensorDef
 
 from lite.errors import ModelFormatError
 from lite.scheduler import _live_nodes, topological_order
+from lite.schema.graph import GraphDef, NodeDef, TensorDef
 
 F32 = np.dtype(np.float32)
 
