@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from lite.errors import InputError
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class Context:
     @thread_num.setter
     def thread_num(self, value: int) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"thread_num must be a positive int, got {value!r}")
+            raise InputError(f"thread_num must be a positive int, got {value!r}")
         self._thread_num = value
 
     @property

@@ -27,8 +27,8 @@ class UnsupportedOpError(LiteError):
         )
 
 
-class InputError(LiteError):
-    """Wrong input count, dtype or shape in predict/resize, or a call in the wrong state."""
+class InputError(LiteError, ValueError):
+    """Wrong input count, dtype or shape in predict/resize, a bad argument, or a call in the wrong state."""
 
 
 class NotSupportedError(LiteError):

@@ -15,6 +15,12 @@ class Kernel:
     and write ``self.outputs[j].data`` (preallocated, C-contiguous) or call
     ``set_data_from_numpy`` on an output.
 
+    Shapes: the runtime infers every tensor's shape, including tensors inside a
+    delegate's partition. When the model's input shapes are static, all shapes are set
+    before ``prepare()`` (plan for them there: no ``resize()`` follows at build); when
+    they are dynamic, shapes hold -1 at ``prepare()`` and are set before the
+    ``resize()`` that the first predict triggers.
+
     Args:
         inputs: tensors the kernel reads (None for an absent optional input).
         outputs: tensors the kernel writes.

@@ -2,7 +2,7 @@
 
 PyTorch models (``resnet18``, ``resnet50``, ``mobilenet_v2``, ``squeezenet``,
 ``inception_block``) come from the torch.nn definitions in ``lite.tools.zoo_nets``, in
-eval mode with randomised BatchNorm statistics, exported with the TorchScript exporter:
+eval mode with BatchNorm statistics calibrated on random inputs, exported with the TorchScript exporter:
 ``torch.onnx.export(..., dynamo=False, do_constant_folding=False)``. In torch 2.13 that
 path still works, takes well under a second, and keeps BatchNormalization nodes (the
 default constant folding merges them into the convolutions), so the converter's BN
@@ -34,6 +34,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 SEED = 0
+ZOO_VERSION = 3  # bump when a model's definition or weights change: it keys the cache
 
 
 def cache_dir() -> Path:
@@ -91,7 +92,7 @@ def _torch_model(name: str, args: dict[str, Any], build: Callable, sample_shape:
 
 def _cache_name(name: str, args: dict[str, Any]) -> str:
     key = "_".join(f"{k}={v}" for k, v in sorted(args.items()))
-    return f"{name}_{key}_torch{importlib.metadata.version('torch')}.onnx"
+    return f"{name}_{key}_v{ZOO_VERSION}_torch{importlib.metadata.version('torch')}.onnx"
 
 
 def _export(build: Callable, batch_size: int, sample_shape: tuple[int, ...], dynamic_batch: bool,
@@ -103,9 +104,8 @@ def _export(build: Callable, batch_size: int, sample_shape: tuple[int, ...], dyn
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
         module = build(zoo_nets)
-        zoo_nets.randomise_batchnorm(module)
+        zoo_nets.calibrate_batchnorm(module, sample_shape)
         sample = torch.randn(batch_size, *sample_shape)
-    module.eval()
     buffer = io.BytesIO()
     dynamic = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch else None
     with warnings.catch_warnings():

@@ -120,14 +120,28 @@ def _ceil_pool() -> nn.MaxPool2d:
 def squeezenet(num_classes: int = 1000) -> nn.Module:
     """SqueezeNet 1.1: fire modules between ceil-mode max pools, a conv classifier."""
     pool = _ceil_pool
-    return nn.Sequential(
+    return he_init(nn.Sequential(
         nn.Conv2d(3, 64, 3, 2), nn.ReLU(inplace=True), pool(),
         Fire(64, 16, 64, 64), Fire(128, 16, 64, 64), pool(),
         Fire(128, 32, 128, 128), Fire(256, 32, 128, 128), pool(),
         Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256), Fire(512, 64, 256, 256),
         nn.Dropout(0.5), nn.Conv2d(512, num_classes, 1), nn.ReLU(inplace=True),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(1),
-    )
+    ))
+
+
+@torch.no_grad()
+def he_init(module: nn.Module) -> nn.Module:
+    """He-normal conv weights and small biases.
+
+    # NOTE: without BatchNorm, PyTorch's default init shrinks the signal at every ReLU
+    # layer until the biases alone decide the output, which then ignores the input.
+    """
+    for m in module.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            m.bias.normal_(0.0, 0.01)
+    return module
 
 
 class InceptionBlock(nn.Module):
@@ -147,11 +161,21 @@ class InceptionBlock(nn.Module):
 
 
 @torch.no_grad()
-def randomise_batchnorm(module: nn.Module) -> None:
-    """Random affine parameters and running statistics, so folding them changes the weights."""
+def calibrate_batchnorm(module: nn.Module, sample_shape: tuple[int, ...], batches: int = 2) -> None:
+    """Random BatchNorm affine parameters, and running statistics measured on random inputs.
+
+    # NOTE: made-up running statistics let activations shrink or grow layer after layer,
+    # until a deep net's output no longer depends on its input (then a wrong kernel could
+    # still match the reference). Statistics measured in train mode keep every layer's
+    # output normalised, as in a trained network, and BN folding still changes the weights.
+    """
     for m in module.modules():
         if isinstance(m, nn.BatchNorm2d):
+            m.reset_running_stats()
+            m.momentum = None  # a plain average over the calibration batches
             m.weight.uniform_(0.5, 1.5)
             m.bias.normal_(0.0, 0.1)
-            m.running_mean.normal_(0.0, 0.1)
-            m.running_var.uniform_(0.5, 2.0)
+    module.train()
+    for _ in range(batches):
+        module(torch.randn(4, *sample_shape))
+    module.eval()

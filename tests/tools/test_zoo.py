@@ -1,3 +1,5 @@
+"""The deterministic model zoo."""
+
 import numpy as np
 import onnx
 import pytest
@@ -54,3 +56,14 @@ def test_models_table():
     assert set(zoo.MODELS) == {"resnet18", "resnet50", "mobilenet_v2", "squeezenet", "inception_block",
                                "old_style_opset9", "add_chain"}
     assert len(zoo.add_chain(n=7).graph.node) == 7
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "squeezenet", "inception_block"])
+def test_outputs_depend_on_the_input(name):
+    """A model whose output ignores its input would let a wrong kernel pass an accuracy test."""
+    model = getattr(zoo, name)()
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    rng = np.random.default_rng(1)
+    first, second = (run_onnxruntime(model, {"input": rng.standard_normal(dims).astype(np.float32)})[0]
+                     for _ in range(2))
+    assert np.linalg.norm(first - second) / np.linalg.norm(first) > 0.01

@@ -1,0 +1,597 @@
+"""An example custom-hardware delegate: a simulated NPU, written the way a vendor would write one.
+
+Read this file as a tutorial. It uses nothing but the public API (``import lite``) and numpy,
+so it is exactly what a hardware vendor can write outside the Delite source tree. Where a
+real delegate would call its driver, this one runs numpy code that behaves like a typical
+mobile NPU:
+
+- it works in **NHWC** layout (channels last), while Delite models are NCHW;
+- it stores every activation in **float16** and accumulates products in float32, so its
+  results match float32 references to about 1e-3 (relative), not bit for bit;
+- it runs a **subset of ops**: convolutions (regular, grouped, depthwise, with a fused
+  RELU/RELU6), additions, a few activations, pools and channel concatenation. Everything
+  else (fully connected layers, reshapes, softmax, ...) stays on Delite's native CPU
+  kernels, so a whole network runs *partly* delegated.
+
+Usage::
+
+    import lite
+    from lite.delegates.example_npu import ExampleNPUDelegate
+
+    model = lite.Model()
+    model.build_from_file("mobilenet_v2.lite", context=lite.Context(delegates=[ExampleNPUDelegate()]))
+    for row in model.partition_report():      # which node runs where, and why not on the NPU
+        print(row.node, row.op_type, row.runs_on, row.reason)
+
+The steps, in the order Delite calls them
+-----------------------------------------
+
+1. ``ExampleNPUDelegate.init()`` -- open the device. Runs once per ``Model.build``, before
+   anything else. Raise ``lite.NotSupportedError`` to decline (no device, driver too old,
+   switched off): the model then builds and runs without this delegate. Here the
+   environment variable ``DELITE_EXAMPLE_NPU=off`` plays the missing device.
+2. ``ExampleNPUDelegate.is_supported(kernel, primitive)`` -- for every native kernel, in
+   topological order: can the NPU run this op, with these attributes and these tensors?
+   Say ``True``, or return a reason string: it is shown in ``Model.partition_report()``,
+   which is the first thing a user reads when a model is slower than expected.
+3. ``ExampleNPUDelegate.create_graph_kernel(kernels, inputs, outputs)`` -- ``SimpleDelegate``
+   groups supported kernels into partitions (runs of at least ``min_nodes_per_partition``
+   kernels) and asks for one ``lite.Kernel`` per partition. This is the place to build the
+   device graph; here it compiles each kernel into an ``NPUOp``. Nothing heavy happens
+   yet: a graph kernel may still be dropped (per-partition fallback).
+4. ``NPUGraphKernel.prepare()`` -- once, at the end of ``Model.build``: convert and upload
+   the weights. After every ``prepare()`` the model frees constant data that no kernel
+   lists among its inputs, so this is the last chance to copy them.
+5. ``NPUGraphKernel.resize()`` -- after ``Model.resize`` (or a predict with new input
+   shapes): the runtime has already set the new shapes on every tensor; re-plan buffers.
+6. ``NPUGraphKernel.execute()`` -- in every ``Model.predict``: convert each input from NCHW
+   float32 to NHWC float16, run the ops on the device, convert each output back into the
+   array the runtime preallocated.
+
+See docs/example_npu.md for what to replace with real device calls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import lite
+
+ENV_SWITCH = "DELITE_EXAMPLE_NPU"
+OFF_VALUES = ("off", "0", "false", "no")
+NPU_DTYPE = np.float16  # how the NPU stores activations and weights
+ACC_DTYPE = np.float32  # how its multiply-accumulate units add up products
+FUSED_ACTIVATIONS = ("NO_ACTIVATION", "RELU", "RELU6")
+
+Read = Callable[[lite.Tensor], np.ndarray]  # a tensor of the partition -> its NHWC float16 buffer
+
+
+# ---- layouts: Delite tensors are NCHW float32, the NPU's are NHWC float16 -----------------
+
+def nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The NHWC shape of an NCHW shape."""
+    n, c, h, w = shape
+    return (n, h, w, c)
+
+
+def to_device(x: np.ndarray, buffer: np.ndarray) -> None:
+    """NCHW float32 -> NHWC float16, into ``buffer`` (a real NPU: a DMA with a layout transform)."""
+    np.copyto(buffer, x.transpose(0, 2, 3, 1), casting="same_kind")
+
+
+def to_host(buffer: np.ndarray, tensor: lite.Tensor) -> None:
+    """NHWC float16 -> NCHW float32, into the tensor's preallocated array."""
+    nchw = buffer.transpose(0, 3, 1, 2)
+    data = tensor.data
+    if data is not None and data.shape == nchw.shape and data.flags.writeable:
+        np.copyto(data, nchw)
+    else:  # NOTE: the runtime preallocates outputs; this keeps a graph kernel correct if it did not.
+        tensor.set_data_from_numpy(nchw.astype(np.float32))
+
+
+def device_constant(data: np.ndarray) -> np.ndarray:
+    """A 4-D NCHW float32 constant as the NPU keeps it: NHWC float16, our own copy."""
+    return np.ascontiguousarray(data.transpose(0, 2, 3, 1), dtype=NPU_DTYPE)
+
+
+# ---- the NPU's activation unit (in place, on float32 accumulators) ---------------------------
+
+def _hard_swish(x: np.ndarray, attrs: Mapping[str, Any]) -> None:
+    np.multiply(x, np.clip(x / 6 + 0.5, 0, 1), out=x)
+
+
+def _sigmoid(x: np.ndarray, attrs: Mapping[str, Any]) -> None:
+    np.multiply(x, 0.5, out=x)  # sigmoid(x) = (1 + tanh(x / 2)) / 2: no overflow for any x
+    np.tanh(x, out=x)
+    np.add(x, 1, out=x)
+    np.multiply(x, 0.5, out=x)
+
+
+ACTIVATIONS: dict[str, Callable[[np.ndarray, Mapping[str, Any]], None]] = {
+    "NO_ACTIVATION": lambda x, attrs: None,
+    "RELU": lambda x, attrs: np.maximum(x, 0, out=x),
+    "RELU6": lambda x, attrs: np.clip(x, 0, 6, out=x),
+    "CLIP": lambda x, attrs: np.clip(x, attrs["min_val"], attrs["max_val"], out=x),
+    "HARD_SWISH": _hard_swish,
+    "SIGMOID": _sigmoid,
+}
+
+
+# ---- sliding windows (convolutions and pools) --------------------------------------------
+
+def pair(values: Iterable[int] | None) -> tuple[int, int]:
+    """A per-axis attribute (stride, kernel size); an empty list means 1 on both axes."""
+    values = tuple(int(v) for v in values or ())
+    return values if values else (1, 1)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Where a convolution or pool reads for one input size: kernel, strides, pads, output size.
+
+    ``pads`` is (top, left, bottom, right), the order of ``pad_list`` in schema/ops.fbs.
+    """
+
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    out: tuple[int, int]
+
+    @classmethod
+    def plan(cls, attrs: Mapping[str, Any], size: tuple[int, int], kernel: tuple[int, int],
+             strides: tuple[int, int]) -> Window:
+        """The window for input (H, W) ``size``; output sizes round down (FLOOR)."""
+        pads = explicit_pads(attrs, size, kernel, strides)
+        out = tuple((n + pads[a] + pads[a + 2] - k) // s + 1
+                    for a, (n, k, s) in enumerate(zip(size, kernel, strides, strict=True)))
+        return cls(kernel, strides, pads, out)
+
+    def buffer(self, shape: tuple[int, ...], fill: float) -> np.ndarray:
+        """A float32 buffer for the padded NHWC input; the pads keep ``fill`` for good."""
+        n, h, w, c = shape
+        top, left, bottom, right = self.pads
+        return np.full((n, h + top + bottom, w + left + right, c), fill, ACC_DTYPE)
+
+    def load(self, x: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+        """Copies ``x`` inside the pads of ``buffer`` (widening float16 to float32)."""
+        top, left = self.pads[:2]
+        buffer[:, top:top + x.shape[1], left:left + x.shape[2]] = x
+        return buffer
+
+    def taps(self, padded: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(i, j, view): for each kernel tap, the (N, OH, OW, C) inputs it meets, as a strided view."""
+        (kh, kw), (sh, sw), (oh, ow) = self.kernel, self.strides, self.out
+        for i in range(kh):
+            for j in range(kw):
+                yield i, j, padded[:, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 window, stride 1, no pads: the input itself is the im2col matrix."""
+        return self.kernel == (1, 1) and self.strides == (1, 1) and not any(self.pads)
+
+
+def explicit_pads(attrs: Mapping[str, Any], size: tuple[int, int], kernel: tuple[int, int],
+                  strides: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) for ``pad_mode`` PAD (``pad_list``), VALID or SAME_* (ONNX auto_pad)."""
+    mode = attrs.get("pad_mode", "PAD")
+    if mode == "PAD":
+        return tuple(int(p) for p in attrs.get("pad_list") or ()) or (0, 0, 0, 0)
+    if mode == "VALID":
+        return (0, 0, 0, 0)
+    totals = [max(0, (-(-n // s) - 1) * s + k - n) for n, k, s in zip(size, kernel, strides, strict=True)]
+    begins = [t // 2 if mode == "SAME_UPPER" else t - t // 2 for t in totals]
+    return (begins[0], begins[1], totals[0] - begins[0], totals[1] - begins[1])
+
+
+# ---- the NPU's ops: one class per op type, each checks, loads, plans and runs itself ----------
+
+class NPUOp:
+    """One op of a partition, compiled for the NPU.
+
+    ``check`` says why the NPU cannot run an op (None when it can); ``load`` takes the op's
+    constants (in prepare); ``plan`` sizes buffers for the current shapes (in resize);
+    ``run`` reads NHWC float16 inputs and writes the NHWC float16 ``out`` buffer.
+    """
+
+    operand_count: int | None = None  # inputs that are activations (None: all of them)
+
+    def __init__(self, kernel: lite.Kernel, primitive: lite.Primitive):
+        self.name = kernel.name
+        self.attrs = primitive.attrs
+        self.operands = [t for t in kernel.inputs[:self.operand_count] if t is not None]
+        self.output = kernel.outputs[0]
+        self.consts: dict[lite.Tensor, np.ndarray] = {}
+
+    @classmethod
+    def check(cls, kernel: lite.Kernel, attrs: Mapping[str, Any]) -> str | None:
+        return None
+
+    def load(self) -> None:
+        for tensor in self.operands:
+            if tensor.is_const:
+                self.consts[tensor] = device_constant(tensor.data)
+
+    def plan(self) -> None:
+        pass
+
+    def run(self, read: Read, out: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def operand(self, index: int, read: Read) -> np.ndarray:
+        tensor = self.operands[index]
+        return self.consts[tensor] if tensor in self.consts else read(tensor)
+
+    def finish(self, acc: np.ndarray, out: np.ndarray, activation: str) -> None:
+        """Applies the activation to the float32 accumulators and stores them as float16."""
+        ACTIVATIONS[activation](acc, self.attrs)
+        out[...] = acc.reshape(out.shape)  # NOTE: the store rounds to float16, as the NPU's does
+
+
+class Conv(NPUOp):
+    """Conv2DFusion: im2col + one GEMM per group in NHWC; depthwise as a sum over kernel taps.
+
+    Weights become float16 in prepare: HWIO per group, (G, KH*KW*C/G, O/G), for the GEMM, and
+    (KH, KW, C, multiplier) for depthwise, so each tap is one broadcast multiply over channels.
+    """
+
+    operand_count = 1
+
+    def __init__(self, kernel: lite.Kernel, primitive: lite.Primitive):
+        super().__init__(kernel, primitive)
+        self.weight, self.bias_tensor = kernel.inputs[1], (kernel.inputs[2:] or [None])[0]
+
+    @classmethod
+    def check(cls, kernel: lite.Kernel, attrs: Mapping[str, Any]) -> str | None:
+        dilation = max(pair(attrs.get("dilation")))
+        if dilation != 1:
+            return f"Conv2DFusion with dilation {dilation}: not supported"
+        if any(t is not None and not t.is_const for t in kernel.inputs[1:]):
+            return "Conv2DFusion with computed weights: this NPU converts weights once, at prepare"
+        if attrs["activation_type"] not in FUSED_ACTIVATIONS:
+            return f"Conv2DFusion with fused {attrs['activation_type']}: not supported"
+        return None
+
+    def load(self) -> None:
+        super().load()
+        w = self.weight.data  # (O, C/G, KH, KW), the model's float32 copy: freed after prepare
+        out_c, per_group, kh, kw = w.shape
+        groups = int(self.attrs["group"])
+        self.depthwise = per_group == 1 and groups > 1
+        if self.depthwise:
+            hwio = w.reshape(groups, out_c // groups, kh, kw).transpose(2, 3, 0, 1)
+        else:
+            hwio = w.reshape(groups, out_c // groups, per_group, kh, kw).transpose(0, 3, 4, 2, 1)
+            hwio = hwio.reshape(groups, kh * kw * per_group, out_c // groups)
+        self.weights16 = np.ascontiguousarray(hwio, dtype=NPU_DTYPE)  # what a real NPU would upload
+        # NOTE: numpy has no float16 GEMM with float32 accumulation (its float16 matmul is slow and
+        # rounds as it goes), so the MAC array is simulated in float32 on the float16 values.
+        self.mac_weights = self.weights16.astype(ACC_DTYPE)
+        bias = self.bias_tensor.data if self.bias_tensor is not None else np.zeros(out_c, np.float32)
+        self.bias = bias.astype(NPU_DTYPE).astype(ACC_DTYPE)
+        self.groups, self.kernel = groups, (kh, kw)
+
+    def plan(self) -> None:
+        shape = nhwc(self.operands[0].shape)
+        self.window = Window.plan(self.attrs, shape[1:3], self.kernel, pair(self.attrs.get("stride")))
+        self.padded = self.window.buffer(shape, 0.0)
+        (n, oh, ow), c = (shape[0], *self.window.out), shape[3]
+        if not self.depthwise and not self.window.pointwise:
+            self.cols = np.empty((n, oh, ow, self.groups, *self.kernel, c // self.groups), ACC_DTYPE)
+
+    def run(self, read: Read, out: np.ndarray) -> None:
+        x = self.window.load(self.operand(0, read), self.padded)
+        acc = self.depthwise_taps(x) if self.depthwise else self.gemm(x)
+        acc = acc.reshape(-1, self.bias.size)
+        acc += self.bias
+        self.finish(acc, out, self.attrs["activation_type"])
+
+    def gemm(self, x: np.ndarray) -> np.ndarray:
+        """im2col in NHWC: columns (N*OH*OW, G, KH*KW*C/G), then (G, M, K) @ (G, K, O/G)."""
+        cols = x if self.window.pointwise else self.cols
+        if not self.window.pointwise:
+            for i, j, tap in self.window.taps(x):
+                cols[:, :, :, :, i, j] = tap.reshape(*tap.shape[:3], self.groups, -1)
+        m = cols.shape[0] * cols.shape[1] * cols.shape[2]
+        acc = np.matmul(cols.reshape(m, self.groups, -1).transpose(1, 0, 2), self.mac_weights)
+        return acc.transpose(1, 0, 2)
+
+    def depthwise_taps(self, x: np.ndarray) -> np.ndarray:
+        """Sum over the KH*KW taps of tap (N, OH, OW, C, 1) * weight (C, multiplier): no channel loop."""
+        acc = product = None
+        for i, j, tap in self.window.taps(x):
+            if acc is None:
+                acc = tap[..., None] * self.mac_weights[i, j]
+                product = np.empty_like(acc)
+            else:
+                np.multiply(tap[..., None], self.mac_weights[i, j], out=product)
+                acc += product
+        return acc
+
+
+def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    return len(shape) == 4 and shape[1] == out[1] and shape[2:] == (1, 1) and shape[0] in (1, out[0])
+
+
+class Add(NPUOp):
+    """AddFusion of two same-shape tensors, or of a tensor and a per-channel (N or 1, C, 1, 1) one."""
+
+    @classmethod
+    def check(cls, kernel: lite.Kernel, attrs: Mapping[str, Any]) -> str | None:
+        shapes, out = [t.shape for t in kernel.inputs], kernel.outputs[0].shape
+        if len(shapes) != 2 or any(s != out and not _per_channel(s, out) for s in shapes):
+            return f"AddFusion of shapes {shapes}: this NPU adds same-shape or per-channel tensors only"
+        if attrs["activation_type"] not in FUSED_ACTIVATIONS:
+            return f"AddFusion with fused {attrs['activation_type']}: not supported"
+        return None
+
+    def run(self, read: Read, out: np.ndarray) -> None:
+        acc = np.add(self.operand(0, read), self.operand(1, read), dtype=ACC_DTYPE)
+        self.finish(acc, out, self.attrs["activation_type"])
+
+
+class Activation(NPUOp):
+    """Activation: RELU, RELU6, CLIP, HARD_SWISH and SIGMOID."""
+
+    supported = ("RELU", "RELU6", "CLIP", "HARD_SWISH", "SIGMOID")
+
+    @classmethod
+    def check(cls, kernel: lite.Kernel, attrs: Mapping[str, Any]) -> str | None:
+        kind = attrs["activation_type"]
+        if kind not in cls.supported:
+            return f"Activation {kind}: this NPU's activation unit has {', '.join(cls.supported)}"
+        return None
+
+    def run(self, read: Read, out: np.ndarray) -> None:
+        self.finish(self.operand(0, read).astype(ACC_DTYPE), out, self.attrs["activation_type"])
+
+
+class Pool(NPUOp):
+    """MaxPoolFusion and AvgPoolFusion: windowed (FLOOR rounding) or global."""
+
+    fill = 0.0
+
+    @classmethod
+    def check(cls, kernel: lite.Kernel, attrs: Mapping[str, Any]) -> str | None:
+        name = kernel.type
+        if attrs["is_global"]:
+            return None
+        if attrs["round_mode"] != "FLOOR":
+            return f"{name} with {attrs['round_mode']} rounding: this NPU's pooling unit rounds down only"
+        if max(pair(attrs.get("dilation"))) != 1:
+            return f"{name} with dilation: not supported"
+        if not attrs.get("kernel_size"):
+            return f"{name} without kernel_size: not supported"
+        return None
+
+    def plan(self) -> None:
+        if self.attrs["is_global"]:
+            return
+        shape = nhwc(self.operands[0].shape)
+        self.window = Window.plan(self.attrs, shape[1:3], pair(self.attrs["kernel_size"]),
+                                  pair(self.attrs.get("strides")))
+        self.padded = self.window.buffer(shape, self.fill)
+
+    def run(self, read: Read, out: np.ndarray) -> None:
+        x = self.operand(0, read)
+        if self.attrs["is_global"]:
+            out[...] = self.global_pool(x)
+            return
+        taps = (tap for _, _, tap in self.window.taps(self.window.load(x, self.padded)))
+        acc = next(taps).copy()
+        for tap in taps:
+            self.combine(acc, tap)
+        self.finish(acc, out, "NO_ACTIVATION")
+
+
+class MaxPool(Pool):
+    """MaxPoolFusion; the pads hold -inf, so they never win."""
+
+    fill = -np.inf
+
+    def combine(self, acc: np.ndarray, tap: np.ndarray) -> None:
+        np.maximum(acc, tap, out=acc)
+
+    def global_pool(self, x: np.ndarray) -> np.ndarray:
+        return x.max(axis=(1, 2), keepdims=True)
+
+
+class AvgPool(Pool):
+    """AvgPoolFusion; the divisor counts the pads only when count_include_pad is set (ONNX)."""
+
+    def plan(self) -> None:
+        super().plan()
+        if not self.attrs["is_global"]:
+            size = self.operands[0].shape[2:]
+            counts = np.multiply.outer(*(self.counts(axis, size[axis]) for axis in (0, 1)))
+            self.scale = (1.0 / counts).astype(ACC_DTYPE)[..., None]
+
+    def counts(self, axis: int, size: int) -> np.ndarray:
+        """How many positions each output's window averages, along one axis."""
+        w = self.window
+        begin, end = w.pads[axis], w.pads[axis + 2]
+        starts = np.arange(w.out[axis]) * w.strides[axis] - begin
+        low, high = (-begin, size + end) if self.attrs["count_include_pad"] else (0, size)
+        return np.minimum(starts + w.kernel[axis], high) - np.maximum(starts, low)
+
+    def combine(self, acc: np.ndarray, tap: np.ndarray) -> None:
+        np.add(acc, tap, out=acc)
+
+    def finish(self, acc: np.ndarray, out: np.ndarray, activation: str) -> None:
+        super().finish(np.multiply(acc, self.scale, out=acc), out, activation)
+
+    def global_pool(self, x: np.ndarray) -> np.ndarray:
+        return x.mean(axis=(1, 2), keepdims=True, dtype=ACC_DTYPE)
+
+
+class Concat(NPUOp):
+    """Concat on the channel axis: axis 1 in NCHW is axis 3 in NHWC."""
+
+    @classmethod
+    def check(cls, kernel: lite.Kernel, attrs: Mapping[str, Any]) -> str | None:
+        if any(len(t.shape) != 4 for t in kernel.inputs):
+            return "Concat of tensors that are not 4-D: not supported"
+        if int(attrs["axis"]) % 4 != 1:
+            return f"Concat on axis {attrs['axis']}: this NPU concatenates channels (axis 1) only"
+        return None
+
+    def run(self, read: Read, out: np.ndarray) -> None:
+        np.concatenate([self.operand(i, read) for i in range(len(self.operands))], axis=3, out=out)
+
+
+NPU_OPS: dict[str, type[NPUOp]] = {
+    "Conv2DFusion": Conv, "AddFusion": Add, "Activation": Activation,
+    "MaxPoolFusion": MaxPool, "AvgPoolFusion": AvgPool, "Concat": Concat,
+}
+
+WHY_NOT = {  # reasons users see in the partition report for op types the NPU has no kernel for
+    "MatMulFusion": "this NPU has no matrix unit",
+    "FullConnection": "this NPU has no matrix unit",
+    "Reshape": "its result depends on NCHW element order; layout ops stay on the CPU",
+    "Flatten": "its result depends on NCHW element order; layout ops stay on the CPU",
+    "Softmax": "this NPU has no exponent/sum unit",
+}
+
+
+# ---- the graph kernel: one per partition ----------------------------------------------------
+
+class NPUGraphKernel(lite.Kernel):
+    """Runs one partition on the NPU: NCHW float32 at its boundary, NHWC float16 inside.
+
+    Tensors produced inside the partition never reach the runtime: they live in the
+    kernel's own NHWC float16 ``buffers`` (keyed by tensor), as they would in NPU memory.
+
+    Args:
+        ops: the partition's kernels compiled to ``NPUOp`` s, in topological order.
+        inputs: tensors the partition reads from outside it (``DelegateModel.subgraph_inputs``).
+        outputs: tensors read after it (``DelegateModel.subgraph_outputs``).
+        name: shown in reports and errors.
+    """
+
+    def __init__(self, ops: list[NPUOp], inputs: list[lite.Tensor], outputs: list[lite.Tensor], name: str):
+        # NOTE: weights are deliberately not listed among the inputs: prepare() takes its own copies,
+        # so the model may free its float32 ones.
+        super().__init__(inputs, outputs, name=name)
+        self.ops = ops
+        self.buffers: dict[lite.Tensor, np.ndarray] = {}
+        self.planned_for: list[tuple[int, ...]] | None = None
+
+    def prepare(self) -> None:
+        """Step 4: converts every op's weights to the NPU's float16 layouts; plans if shapes are known."""
+        # WHY here and not in create_graph_kernel: prepare runs once per partition that survives
+        # the build (a failure here makes Delite fall back to the native kernels for just this
+        # partition), and it is the last moment the model's float32 weights exist: after every
+        # prepare() the model frees constant data that no kernel lists among its inputs.
+        for op in self.ops:
+            op.load()
+        # WHY resize here: the runtime calls resize() only when shapes change later; a model with
+        # static shapes goes straight from prepare() to execute().
+        if all(-1 not in t.shape for t in self.inputs):
+            self.resize()
+
+    def resize(self) -> None:
+        """Step 5: re-plans buffers and windows for the current shapes.
+
+        The runtime has already propagated the new shapes to every tensor, the ones inside the
+        partition included, so a real NPU would recompile (or pick a cached program) here.
+        """
+        tensors = [*self.inputs, *(op.output for op in self.ops)]
+        self.buffers = {t: np.empty(nhwc(t.shape), NPU_DTYPE) for t in tensors}
+        for op in self.ops:
+            op.plan()
+        self.planned_for = [t.shape for t in self.inputs]
+
+    def execute(self) -> None:
+        """Step 6: NCHW float32 -> NHWC float16, every op on the NPU, NHWC float16 -> NCHW float32."""
+        if self.planned_for != [t.shape for t in self.inputs]:
+            self.resize()  # NOTE: defensive; the runtime calls resize() before a predict with new shapes
+        # WHY convert only at the boundary: native kernels before and after the partition read and
+        # write NCHW float32, but inside it every tensor stays in the NPU's layout and precision.
+        # Converting per op would cost a transpose and two casts per tensor, which on real hardware
+        # is often slower than running the op on the CPU.
+        for tensor in self.inputs:
+            to_device(tensor.data, self.buffers[tensor])
+        for op in self.ops:
+            op.run(self.buffers.__getitem__, self.buffers[op.output])
+        for tensor in self.outputs:  # only what is read after the partition (or a model output)
+            to_host(self.buffers[tensor], tensor)
+
+
+# ---- the delegate -----------------------------------------------------------------------
+
+class ExampleNPUDelegate(lite.SimpleDelegate):
+    """A simulated NPU: NHWC, float16, a subset of ops. See the module docstring for the walk-through.
+
+    Args:
+        min_nodes_per_partition: smaller runs of supported ops stay native (each partition
+            pays two layout conversions, so tiny ones rarely pay off).
+        ops: op types to take, a subset of ``NPU_OPS`` (default: all of them).
+
+    Raises:
+        lite.InputError: ``ops`` names an op type the NPU has no kernel for.
+
+    Example:
+        >>> import lite
+        >>> ctx = lite.Context(delegates=[ExampleNPUDelegate(ops={"Conv2DFusion", "AddFusion"})])
+    """
+
+    def __init__(self, min_nodes_per_partition: int = 2, ops: Iterable[str] | None = None):
+        self.min_nodes_per_partition = min_nodes_per_partition
+        self.ops = set(NPU_OPS) if ops is None else set(ops)
+        unknown = sorted(self.ops - set(NPU_OPS))
+        if unknown:
+            raise lite.InputError(f"ExampleNPUDelegate has no kernel for {unknown}; it supports {sorted(NPU_OPS)}")
+        self.graph_kernels: list[NPUGraphKernel] = []
+
+    def init(self) -> None:
+        """Step 1: opens the device; raises lite.NotSupportedError when DELITE_EXAMPLE_NPU=off."""
+        # A real delegate loads its driver here and queries the chip (version, memory), raising
+        # NotSupportedError when either is missing: declining is not an error, the model simply
+        # runs on the native kernels (and the build log says why).
+        switch = os.environ.get(ENV_SWITCH, "on").strip().lower()
+        if switch in OFF_VALUES:
+            raise lite.NotSupportedError(f"{ENV_SWITCH}={switch}: the example NPU is switched off")
+        self.graph_kernels = []
+
+    def is_supported(self, kernel: lite.Kernel, primitive: lite.Primitive) -> bool | str:
+        """Step 2: True when the NPU can run ``kernel``, else the reason shown in the partition report."""
+        # Be specific: "Conv2DFusion with dilation 2: not supported" tells a user what to change
+        # in their model; a bare False shows up as "not supported".
+        op = primitive.type
+        if op not in NPU_OPS:
+            return f"{op}: {WHY_NOT.get(op, 'this NPU has no kernel for it')}"
+        if op not in self.ops:
+            return f"{op}: left out by ExampleNPUDelegate(ops=...)"
+        return tensor_problem(kernel) or NPU_OPS[op].check(kernel, primitive.attrs) or True
+
+    def create_graph_kernel(self, kernels: list[lite.Kernel], inputs: list[lite.Tensor],
+                            outputs: list[lite.Tensor]) -> NPUGraphKernel:
+        """Step 3: one NPUGraphKernel for a partition; weights are not touched until its prepare()."""
+        # ``inputs`` and ``outputs`` are the partition's boundary (DelegateModel.subgraph_inputs /
+        # subgraph_outputs): tensors produced inside it and read only inside it never leave the NPU.
+        ops = [NPU_OPS[k.type](k, k.primitive) for k in kernels]
+        graph_kernel = NPUGraphKernel(ops, inputs, outputs, name=f"example_npu_{len(self.graph_kernels)}")
+        self.graph_kernels.append(graph_kernel)
+        return graph_kernel
+
+
+def tensor_problem(kernel: lite.Kernel) -> str | None:
+    """Why the NPU cannot hold the kernel's tensors (float32 model, static 4-D NCHW activations)."""
+    for tensor in [t for t in kernel.inputs if t is not None] + kernel.outputs:
+        if tensor.dtype != np.float32:
+            return f"{kernel.type}: tensor {tensor.name!r} is {tensor.dtype.name}; this NPU runs float32 models"
+        if tensor.is_const:
+            continue  # weights and biases: each op checks its own
+        if len(tensor.shape) != 4:
+            return f"{kernel.type}: {len(tensor.shape)}-D tensor {tensor.name!r}; this NPU works on 4-D images only"
+        if -1 in tensor.shape:
+            return (f"{kernel.type}: tensor {tensor.name!r} has dynamic shape {list(tensor.shape)}; this NPU "
+                    "compiles for static shapes (convert with input_shapes=... to fix them)")
+        if tensor.format != lite.Format.NCHW:
+            return f"{kernel.type}: tensor {tensor.name!r} is {tensor.format.name}; this delegate expects NCHW"
+    return None
