@@ -6,6 +6,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from lite.context import Context
 from lite.errors import DelegateError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
@@ -62,12 +63,13 @@ class DelegateModel(Sequence):
     """
 
     def __init__(self, kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor],
-                 delegate: Delegate, log: DelegationLog):
+                 delegate: Delegate, log: DelegationLog, context: Context):
         self._kernels = kernels
         self._delegate = delegate
         self._log = log
         self.inputs = list(inputs)
         self.outputs = list(outputs)
+        self.context = context  # the model's Context (e.g. thread_num for the graph kernels)
 
     def __len__(self) -> int:
         return len(self._kernels)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lite.aligned import ALIGNMENT, aligned_array, aligned_empty
 from lite.kernel import Kernel
-from lite.kernels.base import ALIGNMENT, aligned_empty
 from lite.tensor import Tensor
 
 
@@ -73,7 +73,7 @@ class MemoryPlan:
             tensor.data = view.view(tensor.dtype).reshape(tensor.shape)
         for tensor in keep:
             if tensor.data is None or tensor.data.shape != tensor.shape or not tensor.data.flags.writeable:
-                tensor.data = np.empty(tensor.shape, tensor.dtype)
+                tensor.data = aligned_array(tensor.shape, tensor.dtype)
 
     @property
     def nbytes(self) -> int:

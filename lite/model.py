@@ -167,7 +167,7 @@ class Model:
             return
         except Exception as exc:
             raise DelegateError(f"delegate {name} failed in init(): {type(exc).__name__}: {exc}") from exc
-        view = DelegateModel(self._kernels, self._inputs, self._outputs, delegate, self._log)
+        view = DelegateModel(self._kernels, self._inputs, self._outputs, delegate, self._log, self._context)
         try:
             delegate.build(view)
         except DelegateError:

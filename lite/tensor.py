@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lite.aligned import aligned_array
 from lite.errors import InputError
 from lite.schema.graph import Format
 
@@ -88,7 +89,8 @@ class Tensor:
 
     def _replace(self, array: np.ndarray) -> None:
         reshaped = array.shape != self.shape
-        self.data = np.array(array, copy=True, order="C")
+        self.data = aligned_array(array.shape, array.dtype)
+        np.copyto(self.data, array)
         self.shape = array.shape
         if reshaped and self._on_reshape is not None:
             self._on_reshape(self)

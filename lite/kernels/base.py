@@ -7,12 +7,11 @@ from typing import ClassVar, NoReturn
 
 import numpy as np
 
+from lite.aligned import aligned_empty
 from lite.errors import ModelFormatError
 from lite.kernel import Kernel
 from lite.primitive import Primitive
 from lite.tensor import Tensor
-
-ALIGNMENT = 64
 
 
 class Workspace:
@@ -33,13 +32,6 @@ class Workspace:
             buffer = aligned_empty(nbytes)
             self._buffers[slot] = buffer
         return buffer[:nbytes].view(dtype).reshape(shape)
-
-
-def aligned_empty(nbytes: int) -> np.ndarray:
-    """An uninitialised uint8 array of ``nbytes`` whose data is 64-byte aligned."""
-    storage = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-    start = -storage.ctypes.data % ALIGNMENT
-    return storage[start : start + nbytes]
 
 
 class NativeKernel(Kernel):

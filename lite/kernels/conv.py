@@ -1,0 +1,311 @@
+"""Convolution kernels: Conv2DFusion (im2col + one GEMM) and Conv2dTransposeFusion (GEMM + col2im).
+
+Both work on NCHW with the weight layouts of ONNX Conv / ConvTranspose; a group axis turns
+grouped and depthwise convolutions into one batched matmul.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lite.kernels.base import NativeKernel, Workspace
+from lite.kernels.elementwise import check_io
+from lite.kernels.fused import FUSED_ACTIVATIONS, apply_fused_activation
+from lite.kernels.registry import FLOATS, register
+from lite.kernels.window import (
+    Planes,
+    check_pads,
+    effective,
+    output_size,
+    strided_view,
+    window_list,
+    window_pads,
+)
+from lite.tensor import Tensor
+
+DEPTHWISE_CHUNK_BYTES = 1 << 20
+
+
+class ConvBase(NativeKernel):
+    """Attribute and shape checks, weight arrangement, bias and activation of both convolutions.
+
+    Subclasses define ``arrange`` (the weight as the GEMM operand; run once in prepare when the
+    weight is constant) and ``run(x, out)``, a method or the plan that resize picked.
+    """
+
+    def check_attrs(self) -> None:
+        check_io(self, 2, 1)
+        self.kernel_size = window_list(self, "kernel_size", empty_means=None)
+        self.strides = window_list(self, "stride")
+        self.dilations = window_list(self, "dilation")
+        check_pads(self)
+        self.group = int(self.attrs["group"])
+        if self.group < 1:
+            self.fail(f"group must be a positive integer, got {self.group}")
+        self.activation = self.attrs["activation_type"]
+        if self.activation not in FUSED_ACTIVATIONS:
+            self.fail(f"activation_type {self.activation!r} cannot be fused; expected one of {FUSED_ACTIVATIONS}")
+        self.weights: np.ndarray | None = None
+        self.planned: tuple[int, ...] | None = None
+
+    def check_weight(self, x: tuple[int, ...], w: tuple[int, ...], out_channels: int) -> None:
+        """Fails unless x and weight are 4-D and agree on groups, kernel size and bias length."""
+        if len(x) != 4 or len(w) != 4:
+            self.fail(f"expects a 4-D NCHW input and a 4-D weight, got {list(x)} and {list(w)}")
+        if min(w) < 1:
+            self.fail(f"weight shape {list(w)} has an empty dim")
+        if self.kernel_size and self.kernel_size != tuple(w[2:]):
+            self.fail(f"kernel_size {list(self.kernel_size)} does not match the weight shape {list(w)}")
+        if out_channels % self.group or x[1] % self.group:
+            self.fail(f"group {self.group} must divide the input ({x[1]}) and output ({out_channels}) channels")
+        bias = self.bias()
+        if bias is not None and bias.shape != (out_channels,):
+            self.fail(f"bias must have shape ({out_channels},), got {list(bias.shape)}")
+
+    def bias(self) -> Tensor | None:
+        """The bias tensor, or None."""
+        return self.inputs[2] if len(self.inputs) > 2 else None
+
+    def finish(self, out: np.ndarray) -> None:
+        """Adds the bias (if any) and applies the fused activation, in place."""
+        bias = self.bias()
+        if bias is not None:
+            n, c, h, w = out.shape
+            out3 = out.reshape(n, c, h * w)
+            np.add(out3, bias.data[:, None], out=out3)
+        apply_fused_activation(out, self.activation)
+
+    def prepare(self) -> None:
+        if self.inputs[1].is_const:
+            self.weights = self.arrange(self.inputs[1].data)
+
+    def weight_matrix(self) -> np.ndarray:
+        """The arranged weight: prepared for a constant, arranged now for a computed one."""
+        return self.weights if self.weights is not None else self.arrange(self.inputs[1].data)
+
+    def arrange(self, weight: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def execute(self) -> None:
+        x = self.inputs[0].data
+        if x.shape != self.planned:
+            self.resize()
+        self.run(x, self.outputs[0].data)
+
+    def run(self, x: np.ndarray, out: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+@register("Conv2DFusion", dtypes=FLOATS)
+class Conv2DFusion(ConvBase):
+    """2-D convolution (ONNX Conv): x (N,C,H,W), weight (O, C/group, KH, KW), bias (O,) optional.
+
+    resize picks one of three plans:
+
+    - direct: a 1x1 stride-1 unpadded conv is one matmul on the input view.
+    - im2col: the input is padded and split into stride phases (``Planes``) in a workspace
+      buffer, so each tap is a unit-stride window; the taps reading one phase are copied by one
+      strided view into columns laid out (N, C, KH, KW, OH, OW), and one matmul of weight
+      (group, O/group, K) by columns (N, group, K, OH*OW) writes the output.
+    - depthwise (one input channel per group): the same, except each tap is copied as OH full
+      rows of its plane (long contiguous runs), a chunk of channels at a time; the matmul
+      (C, O/C, KH*KW) by (N, C, KH*KW, OH * plane width) fills a buffer whose valid columns,
+      plus the bias, are the output.
+    """
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        x, w = self.input_shape(0), self.input_shape(1)
+        self.check_weight(x, w, w[0] if len(w) == 4 else 0)
+        if w[1] * self.group != x[1]:
+            self.fail(f"input has {x[1]} channels, but weight {list(w)} with group {self.group} "
+                      f"expects {w[1] * self.group}")
+        out_h, out_w = self.geometry(x, w)[2]
+        if out_h < 1 or out_w < 1:
+            self.fail(f"input {list(x)} is smaller than the padded kernel {list(w[2:])}")
+        return [(x[0], w[0], out_h, out_w)]
+
+    def geometry(self, x: tuple[int, ...], w: tuple[int, ...]):
+        """(begins, ends, (OH, OW)) for input shape x and weight shape w."""
+        begins, ends = window_pads(self.attrs["pad_mode"], self.attrs["pad_list"], x[2:], w[2:],
+                                   self.strides, self.dilations)
+        sizes = tuple(output_size(*args) for args in zip(x[2:], w[2:], self.strides, self.dilations,
+                                                          begins, ends, strict=True))
+        return begins, ends, sizes
+
+    def arrange(self, weight: np.ndarray) -> np.ndarray:
+        return weight.reshape(self.group, weight.shape[0] // self.group, -1)
+
+    def resize(self) -> None:
+        x, w = self.input_shape(0), self.input_shape(1)
+        self.planned = x
+        n, (out_c, per_group, kh, kw) = x[0], w
+        begins, ends, (out_h, out_w) = self.geometry(x, w)
+        g = self.group
+        self.gemm_out = (n, g, out_c // g, out_h * out_w)
+        if (kh, kw, *self.strides, *begins, *ends) == (1, 1, 1, 1, 0, 0, 0, 0):
+            self.run, self.gemm_cols = self.run_direct, (n, g, per_group, out_h * out_w)
+        elif per_group == 1 and g > 1:
+            self.plan_depthwise(x, w, begins, (out_h, out_w))
+        else:
+            self.plan_im2col(x, w, begins, (out_h, out_w))
+
+    def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, int],
+                    out_sizes: tuple[int, int]) -> None:
+        (n, c, _, _), (_, per_group, kh, kw), (out_h, out_w) = x, w, out_sizes
+        self.run = self.run_im2col
+        self.gemm_cols = (n, self.group, per_group * kh * kw, out_h * out_w)
+        self.planes = planes = Planes(x, begins, (kh, kw), self.strides, self.dilations, out_sizes)
+        self.scratch = Scratch(planes.shape, (n, c, kh, kw, out_h, out_w))
+        item, plane = self.inputs[0].dtype.itemsize, planes.height * planes.width
+        self.gathers = [(phase, (slice(None), slice(None), rows, cols),
+                         (n, c, count(rows), count(cols), out_h, out_w),
+                         tuple(item * s for s in (c * plane, plane, *steps, planes.width, 1)), item * first)
+                        for phase, rows, cols, first, steps in planes.tap_groups(kh, kw)]
+
+    def plan_depthwise(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, int],
+                       out_sizes: tuple[int, int]) -> None:
+        (n, c, h, wd), (out_c, _, kh, kw), (out_h, out_w) = x, w, out_sizes
+        self.run, multiplier = self.run_depthwise, out_c // c
+        planes = Planes((n, 1, h, wd), begins, (kh, kw), self.strides, self.dilations, out_sizes, True)
+        length = out_h * planes.width
+        # NOTE: channels go in chunks whose columns stay in cache between the copies and the matmul.
+        per = max(1, min(c, DEPTHWISE_CHUNK_BYTES // max(1, n * kh * kw * length * self.inputs[0].dtype.itemsize)))
+        self.chunks = [slice(start, min(c, start + per)) for start in range(0, c, per)]
+        self.planes = Planes((n, per, h, wd), begins, (kh, kw), self.strides, self.dilations, out_sizes, True)
+        self.scratch = Scratch(self.planes.shape, (n, per, kh, kw, length), (n, per, multiplier, out_h, planes.width))
+        item, plane = self.inputs[0].dtype.itemsize, planes.height * planes.width
+        self.gathers = [(phase, (slice(None), slice(None), rows, cols), (count(rows), count(cols)),
+                         tuple(item * s for s in (per * plane, plane, *steps, 1)), item * first)
+                        for phase, rows, cols, first, steps in planes.tap_groups(kh, kw)]
+        self.out_shape = (n, c, multiplier, out_h, out_w)
+
+    def run_direct(self, x: np.ndarray, out: np.ndarray) -> None:
+        np.matmul(self.weight_matrix(), x.reshape(self.gemm_cols), out=out.reshape(self.gemm_out))
+        self.finish(out)
+
+    def run_im2col(self, x: np.ndarray, out: np.ndarray) -> None:
+        planes, cols = self.scratch.arrays(self.workspace, x.dtype)
+        planes = self.planes.fill(x, planes, 0)
+        for phase, target, shape, strides, first in self.gathers:
+            np.copyto(cols[target], strided_view(planes[phase], shape, strides, first))
+        np.matmul(self.weight_matrix(), cols.reshape(self.gemm_cols), out=out.reshape(self.gemm_out))
+        self.finish(out)
+
+    def run_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
+        planes, cols, wide = self.scratch.arrays(self.workspace, x.dtype)
+        weights, bias = self.weight_matrix(), self.bias()
+        out = out.reshape(self.out_shape)
+        n, taps, length, multiplier = x.shape[0], cols.shape[2] * cols.shape[3], cols.shape[4], wide.shape[2]
+        for chunk in self.chunks:
+            count = chunk.stop - chunk.start
+            self.planes.fill(x[:, chunk], planes[:, :, :, :count], 0)
+            chunk_cols, chunk_wide = cols[:, :count], wide[:, :count]
+            for phase, target, grid, strides, first in self.gathers:
+                source = strided_view(planes[phase], (n, count, *grid, length), strides, first)
+                np.copyto(chunk_cols[target], source)
+            np.matmul(weights[chunk], chunk_cols.reshape(n, count, taps, length),
+                      out=chunk_wide.reshape(n, count, multiplier, length))
+            target = out[:, chunk]
+            if bias is None:
+                np.copyto(target, chunk_wide[..., : out.shape[4]])
+            else:
+                np.add(chunk_wide[..., : out.shape[4]], bias.data.reshape(out.shape[1:3])[chunk, :, None, None],
+                       out=target)
+            apply_fused_activation(target, self.activation)
+
+
+def count(taps: slice) -> int:
+    """Number of kernel taps in a tap slice."""
+    return len(range(taps.start, taps.stop, taps.step))
+
+
+class Scratch:
+    """Workspace arrays of several shapes carved from one request (each request has a fixed cost)."""
+
+    def __init__(self, *shapes: tuple[int, ...]):
+        self.parts, self.total = [], 0
+        for shape in shapes:
+            size = math.prod(shape)
+            self.parts.append((self.total, size, shape))
+            self.total += -(-size // 16) * 16  # NOTE: keeps every part 64-byte aligned for float32
+        self.total = max(self.total, 1)
+
+    def arrays(self, workspace: Workspace, dtype: np.dtype) -> list[np.ndarray]:
+        buffer = workspace.array((self.total,), dtype)
+        return [buffer[start:start + size].reshape(shape) for start, size, shape in self.parts]
+
+
+@register("Conv2dTransposeFusion", dtypes=FLOATS)
+class Conv2dTransposeFusion(ConvBase):
+    """2-D transposed convolution (ONNX ConvTranspose): x (N,C,H,W), weight (C, O/group, KH, KW).
+
+    One matmul computes every tap's contribution, (N, group, O/group*KH*KW, H*W); col2im then
+    adds each tap into a strided window of the output (or of a larger buffer, cropped by the
+    pads), and bias and activation follow.
+    """
+
+    def check_attrs(self) -> None:
+        super().check_attrs()
+        self.output_paddings = tuple(int(v) for v in self.attrs["output_paddings"] or ()) or (0, 0)
+        if len(self.output_paddings) != 2 or min(self.output_paddings) < 0:
+            self.fail(f"output_paddings must be 2 non-negative integers, got {list(self.output_paddings)}")
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        x, w = self.input_shape(0), self.input_shape(1)
+        out_c = w[1] * self.group if len(w) == 4 else 0
+        self.check_weight(x, w, out_c)
+        if w[0] != x[1]:
+            self.fail(f"input has {x[1]} channels, but the weight {list(w)} expects {w[0]}")
+        out_h, out_w = self.geometry(x, w)[2]
+        if out_h < 1 or out_w < 1:
+            self.fail(f"output would be {out_h}x{out_w}: pads exceed the output of input {list(x)}")
+        return [(x[0], out_c, out_h, out_w)]
+
+    def geometry(self, x: tuple[int, ...], w: tuple[int, ...]):
+        """(begins, ends, (OH, OW)); SAME pads make the output input * stride (ONNX)."""
+        full = [s * (size - 1) + p + effective(k, d) for size, k, s, d, p in
+                zip(x[2:], w[2:], self.strides, self.dilations, self.output_paddings, strict=True)]
+        mode = self.attrs["pad_mode"]
+        if mode in ("SAME_UPPER", "SAME_LOWER"):
+            totals = [max(0, f - size * s) for f, size, s in zip(full, x[2:], self.strides, strict=True)]
+            small = [t // 2 for t in totals]
+            begins = small if mode == "SAME_UPPER" else [t - b for t, b in zip(totals, small, strict=True)]
+            ends = [t - b for t, b in zip(totals, begins, strict=True)]
+        else:
+            begins, ends = window_pads(mode, self.attrs["pad_list"], x[2:], w[2:], self.strides, self.dilations)
+        sizes = tuple(f - b - e for f, b, e in zip(full, begins, ends, strict=True))
+        return tuple(begins), tuple(ends), sizes
+
+    def arrange(self, weight: np.ndarray) -> np.ndarray:
+        return weight.reshape(self.group, weight.shape[0] // self.group, -1).transpose(0, 2, 1)
+
+    def resize(self) -> None:
+        x, w = self.input_shape(0), self.input_shape(1)
+        self.planned = x
+        (n, c, h, wd), (_, per_group, kh, kw) = x, w
+        (top, left), _, (out_h, out_w) = self.geometry(x, w)
+        (sh, sw), (dh, dw) = self.strides, self.dilations
+        self.gemm_in = (n, self.group, c // self.group, h * wd)
+        self.cols_shape = (n, self.group, per_group * kh * kw, h * wd)
+        self.tap_cols = (n, self.group * per_group, kh, kw, h, wd)
+        self.taps = [(i, j, (Ellipsis, slice(i * dh, i * dh + (h - 1) * sh + 1, sh),
+                             slice(j * dw, j * dw + (wd - 1) * sw + 1, sw))) for i in range(kh) for j in range(kw)]
+        reach = ((h - 1) * sh + effective(kh, dh), (wd - 1) * sw + effective(kw, dw))
+        self.full_shape = (n, self.group * per_group, max(reach[0], top + out_h), max(reach[1], left + out_w))
+        self.crop = None if self.full_shape[2:] == (out_h, out_w) else (
+            Ellipsis, slice(top, top + out_h), slice(left, left + out_w))
+
+    def run(self, x: np.ndarray, out: np.ndarray) -> None:
+        cols = self.workspace.array(self.cols_shape, x.dtype, 1)
+        np.matmul(self.weight_matrix(), x.reshape(self.gemm_in), out=cols)
+        cols = cols.reshape(self.tap_cols)
+        full = out if self.crop is None else self.workspace.array(self.full_shape, x.dtype, 0)
+        full.fill(0)
+        for i, j, index in self.taps:
+            window = full[index]
+            np.add(window, cols[:, :, i, j], out=window)
+        if self.crop is not None:
+            np.copyto(out, full[self.crop])
+        self.finish(out)

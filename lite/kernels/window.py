@@ -1,0 +1,161 @@
+"""Sliding-window geometry shared by convolutions and pools: attribute lists, pads, output sizes.
+
+Pads follow ONNX: ``pad_list`` is [begin of each spatial axis..., end of each...] (for 2-D
+[top, left, bottom, right]); SAME_UPPER/SAME_LOWER are ONNX's auto_pad, computed from the
+input size so that the output size is ceil(input / stride).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite.kernels.base import NativeKernel
+
+PAD_MODES = ("PAD", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def window_list(kernel: NativeKernel, name: str, rank: int = 2, empty_means: int | None = 1) -> tuple[int, ...]:
+    """A positive per-spatial-axis attribute (kernel size, stride, dilation).
+
+    An empty list becomes ``empty_means`` on every axis, or ``()`` when that is None.
+    """
+    values = tuple(int(v) for v in kernel.attrs.get(name) or ())
+    if not values:
+        return () if empty_means is None else (empty_means,) * rank
+    if len(values) != rank or min(values) < 1:
+        kernel.fail(f"{name} must be {rank} positive integers, got {list(values)}")
+    return values
+
+
+def check_pads(kernel: NativeKernel, rank: int = 2) -> None:
+    """Fails for an unknown pad_mode or a pad_list that is not 2 * rank non-negative integers."""
+    if kernel.attrs["pad_mode"] not in PAD_MODES:
+        kernel.fail(f"unknown pad_mode {kernel.attrs['pad_mode']!r}; expected one of {PAD_MODES}")
+    pads = tuple(kernel.attrs.get("pad_list") or ())
+    if pads and (len(pads) != 2 * rank or min(pads) < 0):
+        kernel.fail(f"pad_list must be {2 * rank} non-negative integers [begins..., ends...], got {list(pads)}")
+
+
+def effective(kernel_size: int, dilation: int) -> int:
+    """The extent of a dilated kernel."""
+    return (kernel_size - 1) * dilation + 1
+
+
+def window_pads(pad_mode: str, pad_list: tuple[int, ...], sizes: tuple[int, ...], kernel_size: tuple[int, ...],
+                strides: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(begins, ends): the pads of every spatial axis for ``pad_mode`` (ONNX auto_pad semantics)."""
+    rank = len(sizes)
+    if pad_mode == "PAD":
+        pads = tuple(pad_list) or (0,) * (2 * rank)
+        return tuple(pads[:rank]), tuple(pads[rank:])
+    if pad_mode == "VALID":
+        return (0,) * rank, (0,) * rank
+    totals = [max(0, (-(-size // s) - 1) * s + effective(k, d) - size)
+              for size, k, s, d in zip(sizes, kernel_size, strides, dilations, strict=True)]
+    if pad_mode == "SAME_UPPER":
+        begins = tuple(total // 2 for total in totals)
+    else:
+        begins = tuple(total - total // 2 for total in totals)
+    return begins, tuple(total - begin for total, begin in zip(totals, begins, strict=True))
+
+
+def output_size(size: int, kernel_size: int, stride: int, dilation: int, begin: int, end: int,
+                ceil: bool = False) -> int:
+    """Number of window positions along one axis (ONNX; ``ceil`` drops a window starting in the end pad)."""
+    span = size + begin + end - effective(kernel_size, dilation)
+    if span < 0:
+        return 0
+    if not ceil:
+        return span // stride + 1
+    count = -(-span // stride) + 1
+    return count - 1 if (count - 1) * stride >= size + begin else count
+
+
+class Planes:
+    """An NCHW input, padded with a fill value and split into stride phases.
+
+    Phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ..., so every tap of a
+    strided, dilated window is a unit-stride slice of one phase: ``tap(i, j)`` says which, and
+    from which row and column. Planes are exactly as large as the windows reach, plus one
+    spare row when ``spare_row`` (a tap flattened over full rows then stays inside its plane).
+    """
+
+    def __init__(self, x: tuple[int, ...], begins: tuple[int, int], kernel_size: tuple[int, int],
+                 strides: tuple[int, int], dilations: tuple[int, int], out_sizes: tuple[int, int],
+                 spare_row: bool = False):
+        self.strides, self.dilations = strides, dilations
+        height, self.width = ((k - 1) * d // s + o for k, d, s, o in
+                              zip(kernel_size, dilations, strides, out_sizes, strict=True))
+        self.height = height + spare_row
+        self.shape = (*strides, x[0], x[1], self.height, self.width)
+        self.identity = strides == (1, 1) and begins == (0, 0) and (self.height, self.width) == tuple(x[2:])
+        self.copies = []
+        for a in range(strides[0]):
+            for b in range(strides[1]):
+                rows = phase_span(x[2], begins[0], a, strides[0], self.height)
+                cols = phase_span(x[3], begins[1], b, strides[1], self.width)
+                if rows and cols:
+                    self.copies.append(((a, b, slice(None), slice(None), rows[0], cols[0]),
+                                        (slice(None), slice(None), rows[1], cols[1])))
+
+    def taps(self, kernel_h: int, kernel_w: int) -> list[tuple[tuple[int, int], int, int]]:
+        """((phase a, phase b), row, column) where each tap of the window at output (0, 0) reads, row-major."""
+        (dh, dw), (sh, sw) = self.dilations, self.strides
+        return [((i * dh % sh, j * dw % sw), i * dh // sh, j * dw // sw)
+                for i in range(kernel_h) for j in range(kernel_w)]
+
+    def tap_groups(self, kernel_h: int, kernel_w: int) -> list[tuple[tuple[int, int], slice, slice, int, int]]:
+        """The taps grouped by the phase they read, each group a regular grid.
+
+        Returns ((a, b), tap rows, tap columns, first element, (row step, column step)):
+        the kernel rows and columns of the group as slices, the plane element (row * width +
+        column) the first tap reads and the plane offsets between neighbouring taps.
+        """
+        rows = axis_groups(kernel_h, self.dilations[0], self.strides[0])
+        cols = axis_groups(kernel_w, self.dilations[1], self.strides[1])
+        return [((a, b), row_taps, col_taps, row * self.width + col, (row_step * self.width, col_step))
+                for a, row_taps, row, row_step in rows for b, col_taps, col, col_step in cols]
+
+    def fill(self, x: np.ndarray, buffer: np.ndarray, value: float) -> np.ndarray:
+        """The planes of x in ``buffer`` (of ``self.shape``); x itself, viewed, when nothing changes."""
+        if self.identity:
+            return x[None, None]
+        buffer.fill(value)
+        for target, source in self.copies:
+            buffer[target] = x[source]
+        return buffer
+
+
+def axis_groups(kernel: int, dilation: int, stride: int) -> list[tuple[int, slice, int, int]]:
+    """Along one axis: (phase, kernel taps, first plane index, plane step) of each phase read.
+
+    The taps i with i * dilation = phase (mod stride) are evenly spaced, so each group is a slice.
+    """
+    groups: dict[int, list[int]] = {}
+    for i in range(kernel):
+        groups.setdefault(i * dilation % stride, []).append(i)
+    result = []
+    for phase, taps in groups.items():
+        step = taps[1] - taps[0] if len(taps) > 1 else 1
+        result.append((phase, slice(taps[0], taps[-1] + 1, step), taps[0] * dilation // stride,
+                       step * dilation // stride))
+    return result
+
+
+def strided_view(array: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> np.ndarray:
+    """A view of the C-contiguous ``array`` with ``shape``; ``strides`` and ``offset`` in bytes."""
+    return np.ndarray(shape, array.dtype, array, offset, strides)
+
+
+def phase_span(size: int, begin: int, phase: int, stride: int, count: int) -> tuple[slice, slice] | None:
+    """(plane slice, input slice) of the input positions along one axis that land in ``phase``.
+
+    Plane index r holds padded position phase + stride * r, i.e. input position
+    phase + stride * r - begin; None when no input position lands in the first ``count``.
+    """
+    first = max(0, -(-(begin - phase) // stride))
+    stop = min(count, -(-(size + begin - phase) // stride))
+    if stop <= first:
+        return None
+    start = phase + stride * first - begin
+    return slice(first, stop), slice(start, start + (stop - first - 1) * stride + 1, stride)
