@@ -17,12 +17,13 @@ from lite.errors import (
 from lite.kernel import Kernel
 from lite.model import Model, ModelType, PartitionRow
 from lite.primitive import Primitive
+from lite.runner import ModelParallelRunner
 from lite.schema.graph import Format
 from lite.tensor import Tensor
 
 __all__ = [
     "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "LiteError", "Model",
-    "ModelFormatError", "ModelType", "NotSupportedError", "PartitionRow", "Primitive",
+    "ModelFormatError", "ModelParallelRunner", "ModelType", "NotSupportedError", "PartitionRow", "Primitive",
     "SimpleDelegate", "Tensor",
     "UnsupportedOpError",
 ]

@@ -266,7 +266,8 @@ class Model:
                 keyed by kernel (graph kernels are one entry each).
 
         Returns:
-            The output tensors (read them with ``get_data_to_numpy()``).
+            Tensors holding this call's outputs (copies: another thread's predict cannot
+            change them; ``get_outputs()`` holds the latest results).
 
         Raises:
             InputError: wrong input count, dtype or shape, or an input with no data; the
@@ -282,7 +283,7 @@ class Model:
             if self._shapes_dirty:
                 self._apply_shapes()
             self._run(profile)
-            return list(self._outputs)
+            return [t.snapshot() for t in self._outputs]
 
     def resize(self, inputs: Sequence[Tensor], dims: Sequence[Sequence[int]]) -> None:
         """Gives the graph inputs new shapes; every kernel's ``resize()`` then runs.

@@ -68,6 +68,11 @@ class Tensor:
         else:
             np.copyto(self.data, array)
 
+    def snapshot(self) -> Tensor:
+        """A new Tensor with the same name, dtype, shape and format and a copy of the data."""
+        data = None if self.data is None else np.array(self.data, copy=True)
+        return Tensor(self.name, self.dtype, self.shape, self.format, data=data, is_const=self.is_const)
+
     def get_data_to_numpy(self) -> np.ndarray | None:
         """Returns a copy of the tensor's data (None when it has none)."""
         return None if self.data is None else np.array(self.data, copy=True)

@@ -1,6 +1,9 @@
 """Model: build, predict, resize, input errors, threads and memory."""
 
 
+import threading
+import time
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -151,3 +154,25 @@ def test_constants_are_not_copied_and_activations_share_an_arena(cnn_file):
     activations = [t for k in model._kernels for t in k.outputs if t not in model.get_outputs()]
     total = sum(t.data.nbytes for t in activations)
     assert model._memory.nbytes < total
+
+
+def test_concurrent_predicts_on_one_model_never_mix_results(cnn_file):
+    model = built(cnn_file, thread_num=1)
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal((2, 3, 8, 8)).astype(np.float32) for _ in range(6)]
+    expected = [run_onnxruntime(small_cnn(), {"x": x})[0] for x in inputs]
+    wrong = []
+
+    def client(k: int) -> None:
+        for _ in range(50):
+            (y,) = model.predict([inputs[k]])
+            time.sleep(0.0005)  # let another thread predict before this one reads its result
+            if not np.allclose(y.get_data_to_numpy(), expected[k], rtol=1e-4, atol=1e-5):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []

@@ -1,0 +1,81 @@
+"""ModelParallelRunner: thread-safe predict from a pool of models that share their weights."""
+
+from __future__ import annotations
+
+import os
+import queue
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from lite.context import Context
+from lite.errors import InputError
+from lite.model import Model, ModelType
+from lite.schema.reader import aligned_copy
+
+
+class ModelParallelRunner:
+    """Serves concurrent ``predict`` calls from a pool of ``workers`` copies of one model.
+
+    The copies are built from one 64-byte aligned buffer of the model file, so their
+    constant weights are views into the same memory: N workers cost one copy of the
+    weights plus N sets of activation buffers. Each call borrows an idle copy, so up to
+    ``workers`` predictions run at once (numpy releases the GIL in BLAS and most ufuncs);
+    more callers wait for a free copy.
+
+    Args:
+        model_path: a ``.lite`` or ``.onnx`` file (an ONNX file is converted once).
+        context: threads and delegates for every copy (each copy gets its own delegates'
+            graph kernels; the delegate objects themselves are shared).
+        workers: number of model copies.
+
+    Example:
+        >>> runner = lite.ModelParallelRunner("model.lite", lite.Context(thread_num=1), workers=4)  # doctest: +SKIP
+        >>> outputs = runner.predict([x])  # list of numpy arrays, from any thread          # doctest: +SKIP
+    """
+
+    def __init__(self, model_path: str | os.PathLike, context: Context | None = None, workers: int = 2):
+        if not isinstance(workers, int) or workers < 1:
+            raise InputError(f"workers must be a positive int, got {workers!r}")
+        buffer = aligned_copy(_lite_bytes(Path(model_path)))
+        self.workers = workers
+        self._idle: queue.SimpleQueue[Model] = queue.SimpleQueue()
+        self._models = []
+        for _ in range(workers):
+            model = Model()
+            model.build(buffer, ModelType.LITE, context or Context())
+            self._models.append(model)
+            self._idle.put(model)
+
+    def get_inputs(self):
+        """The input tensors of one copy (names, dtypes, shapes; do not set their data)."""
+        return self._models[0].get_inputs()
+
+    def get_outputs(self):
+        """The output tensors of one copy (names, dtypes)."""
+        return self._models[0].get_outputs()
+
+    def predict(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Runs one request on an idle copy; returns copies of the outputs. Thread-safe.
+
+        Raises:
+            InputError: as ``Model.predict``; the copy stays usable.
+        """
+        model = self._idle.get()
+        try:
+            return [t.get_data_to_numpy() for t in model.predict(list(inputs))]
+        finally:
+            self._idle.put(model)
+
+
+def _lite_bytes(path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read model file {str(path)!r}: {exc.strerror or exc}") from exc
+    if path.suffix.lower() == ".onnx":
+        from lite.tools.converter import convert
+
+        return convert(data)
+    return data
