@@ -72,7 +72,8 @@ class MemoryPlan:
             view = self.arena[offset : offset + _nbytes(tensor)]
             tensor.data = view.view(tensor.dtype).reshape(tensor.shape)
         for tensor in keep:
-            if tensor.data is None or tensor.data.shape != tensor.shape or not tensor.data.flags.writeable:
+            data = tensor.data
+            if data is None or data.shape != tensor.shape or data.dtype != tensor.dtype or not data.flags.writeable:
                 tensor.data = aligned_array(tensor.shape, tensor.dtype)
 
     @property

@@ -282,7 +282,11 @@ class Model:
                 raise InputError(f"inputs {missing} have no data: set them before predict")
             if self._shapes_dirty:
                 self._apply_shapes()
-            self._run(profile)
+            try:
+                self._run(profile)
+            except LiteError:
+                self._plan()  # a failed run may have left outputs rebound to foreign arrays
+                raise
             return [t.snapshot() for t in self._outputs]
 
     def resize(self, inputs: Sequence[Tensor], dims: Sequence[Sequence[int]]) -> None:

@@ -243,3 +243,41 @@ def test_replaced_kernels_weights_are_released():
     model = build(onnx_model, delegate)
     assert delegate.weight.is_const and delegate.weight.data is None
     assert_matches_onnxruntime(model, onnx_model)
+
+
+class Misbehaves(CountingDelegate):
+    """Its graph kernel misbehaves on chosen calls: raises, or writes a wrong shape/dtype."""
+
+    def __init__(self, how: str, on_calls: set[int]):
+        super().__init__({"AddFusion", "Activation", "MulFusion"})
+        self.how, self.on_calls, self.calls = how, on_calls, 0
+
+    def create_graph_kernel(self, kernels, inputs, outputs):
+        kernel = super().create_graph_kernel(kernels, inputs, outputs)
+        run = kernel.execute
+
+        def execute():
+            self.calls += 1
+            run()
+            if self.calls in self.on_calls:
+                if self.how == "raise":
+                    raise RuntimeError("device lost")
+                out = kernel.outputs[0]
+                out.data = out.data[:1] if self.how == "shape" else out.data.astype(np.float64)
+
+        kernel.execute = execute
+        return kernel
+
+
+@pytest.mark.parametrize("how, message", [
+    ("raise", "Misbehaves: graph kernel 'counting_0' failed in execute\\(\\): RuntimeError: device lost"),
+    ("shape", "Misbehaves: graph kernel 'counting_0' wrote float32\\[1, 8\\] to 'b', expected float32\\[2, 8\\]"),
+    ("dtype", "Misbehaves: graph kernel 'counting_0' wrote float64\\[2, 8\\] to 'b', expected float32\\[2, 8\\]"),
+])
+def test_graph_kernel_misbehaving_at_run_time_is_a_delegate_error_and_model_recovers(how, message):
+    onnx_model = chain_model()
+    model = build(onnx_model, Misbehaves(how, on_calls={2}))
+    assert_matches_onnxruntime(model, onnx_model)
+    with pytest.raises(lite.DelegateError, match=message):
+        model.predict([RNG.standard_normal((2, 8)).astype(np.float32)])
+    assert_matches_onnxruntime(model, onnx_model)

@@ -176,3 +176,26 @@ def test_concurrent_predicts_on_one_model_never_mix_results(cnn_file):
     for t in threads:
         t.join()
     assert wrong == []
+
+
+def test_non_contiguous_and_read_only_inputs_work(cnn_file):
+    model = built(cnn_file)
+    x = RNG.standard_normal((2, 8, 8, 3)).astype(np.float32).transpose(0, 3, 1, 2)  # a strided view
+    assert not x.flags.c_contiguous
+    (y,) = model.predict([x])
+    np.testing.assert_allclose(y.get_data_to_numpy(), run_onnxruntime(small_cnn(), {"x": np.ascontiguousarray(x)})[0],
+                               rtol=1e-4, atol=1e-5)
+    frozen = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    frozen.flags.writeable = False
+    check(model, small_cnn(), batch=2)
+    model.predict([frozen])
+
+
+def test_nan_and_inf_inputs_are_computed_not_refused(cnn_file):
+    model = built(cnn_file)
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    x[0, 0, 0, 0], x[0, 1, 2, 3] = np.nan, np.inf
+    (y,) = model.predict([x])
+    want = run_onnxruntime(small_cnn(), {"x": x})[0]
+    np.testing.assert_array_equal(np.isnan(y.get_data_to_numpy()), np.isnan(want))
+    check(model, small_cnn(), batch=1)
