@@ -9,6 +9,9 @@ import numpy as np
 
 from lite.errors import LiteError, ModelFormatError
 from lite.kernels.base import NativeKernel
+from lite.scheduler import schedule
+from lite.schema.graph import GraphDef
+from lite.tensor import Tensor
 
 
 def foldable_kernels(kernels: list[NativeKernel]) -> list[NativeKernel]:
@@ -23,6 +26,20 @@ def foldable_kernels(kernels: list[NativeKernel]) -> list[NativeKernel]:
             for tensor in kernel.outputs:
                 tensor.value_known = True
     return folded
+
+
+def validate_graph(graph: GraphDef, memory_limit: int) -> None:
+    """Checks a graph the way ``Model.build`` would: kernels exist, and (for static input
+    shapes) every node's shapes and dtypes work out. Allocates only shape-derived values.
+
+    Raises:
+        UnsupportedOpError, ModelFormatError: naming the node at fault.
+    """
+    tensors = [Tensor(t.name, t.dtype, t.shape, t.format, data=t.data, is_const=t.is_const) for t in graph.tensors]
+    kernels = schedule(graph, tensors)
+    folded = set(foldable_kernels(kernels))
+    if all(-1 not in tensors[i].shape for i in graph.inputs):
+        propagate(kernels, folded, memory_limit)
 
 
 def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_limit: int) -> None:

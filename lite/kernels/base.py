@@ -8,7 +8,7 @@ from typing import ClassVar, NoReturn
 import numpy as np
 
 from lite.aligned import aligned_empty
-from lite.errors import ModelFormatError
+from lite.errors import ModelFormatError, UnsupportedOpError
 from lite.kernel import Kernel
 from lite.primitive import Primitive
 from lite.tensor import Tensor
@@ -78,8 +78,9 @@ class NativeKernel(Kernel):
         if tensor is None:
             return None
         if not tensor.value_known:
-            self.fail(f"needs the value of input {tensor.name!r} to infer shapes, but it is "
-                      "computed from input data (data-dependent shapes are not supported)")
+            raise UnsupportedOpError([(self.type, self.name, None, (
+                f"its output shape depends on the values of input {tensor.name!r}, which are computed from "
+                "input data (data-dependent shapes are not supported; make that input a constant)"))])
         return tensor.data
 
     def shape_inputs(self) -> list[Tensor]:

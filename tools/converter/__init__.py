@@ -24,7 +24,9 @@ import onnx
 
 from lite.errors import ModelFormatError, UnsupportedOpError
 from lite.schema.graph import GraphDef
+from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 from lite.schema.writer import write_model
+from lite.shapes import validate_graph
 from lite.tools.converter import mappers  # noqa: F401  (registers every mapper)
 from lite.tools.converter.context import GraphBuilder, NodeContext, Unsupported
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, OnnxGraph, from_model, infer_shapes, load_model
@@ -106,10 +108,13 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True,
     report = ConversionReport(opset=g.opset, onnx_nodes=len(g.nodes))
     _onnx_passes(g, report, fusion)
     graph = _map_graph(g)
+    if g.shape_error:
+        raise ModelFormatError(f"the model's shapes do not agree (ONNX strict shape inference): {g.shape_error}")
     if fusion:
         fuse_activations(graph, report)
     report.pruned_tensors = prune_tensors(graph)
     report.lite_nodes = len(graph.nodes)
+    validate_graph(graph, DEFAULT_MEMORY_LIMIT)  # the runtime's own shape inference, as Model.build runs it
     return graph, report
 
 

@@ -56,6 +56,7 @@ class OnnxGraph:
     model: onnx.ModelProto  # the source model's metadata: opset imports, IR version, graph name
     info: dict[str, TensorInfo] = field(default_factory=dict)
     taken: set[str] = field(default_factory=set)
+    shape_error: str = ""  # what strict shape inference found wrong (shapes that do not agree)
 
     @property
     def output_names(self) -> list[str]:
@@ -273,11 +274,21 @@ def infer_shapes(g: OnnxGraph) -> None:
     model = helper.make_model(graph, opset_imports=g.model.opset_import, ir_version=max(g.model.ir_version, 4))
     model.functions.extend(g.model.functions)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph
+    except onnx.shape_inference.InferenceError as exc:
+        g.shape_error = str(exc).strip()  # raised once mapping has listed any unsupported ops
+        inferred = _lenient_inference(model)
+    except (RuntimeError, ValueError) as exc:
         raise ModelFormatError(f"ONNX shape inference rejects the model: {exc}") from exc
     g.info = {v.name: _value_info(v) for v in [*inferred.input, *inferred.value_info, *inferred.output]}
     _fill_missing_types(g)
+
+
+def _lenient_inference(model: onnx.ModelProto) -> onnx.GraphProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True).graph
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+        raise ModelFormatError(f"ONNX shape inference rejects the model: {exc}") from exc
 
 
 def _fill_missing_types(g: OnnxGraph) -> None:

@@ -290,9 +290,14 @@ def test_reshape_attribute_form_becomes_shape_input():
 
 
 def test_reshape_input_form_and_allowzero():
-    graph = convert_node("Reshape", {"x": random(2, 3, 4), "s": np.array([0, 12])}, 14, allowzero=1)
+    graph = convert_node("Reshape", {"x": random(2, 3, 4)}, 14, initializers={"s": np.array([2, 12])}, allowzero=1)
     node = only_node(graph)
     assert node.attrs == {"allowzero": True} and graph.tensors[node.inputs[1]].dtype == np.int64
+
+
+def test_reshape_to_a_shape_computed_from_input_data_is_unsupported():
+    with pytest.raises(UnsupportedOpError, match="Reshape.*depends on the values of input 's'"):
+        convert_node("Reshape", {"x": random(2, 3, 4), "s": np.array([2, 12])}, 14)
 
 
 def test_flatten_and_transpose():
@@ -380,17 +385,21 @@ def test_split_opset18_uneven_num_outputs():
 def test_gather_expand_shape_constant_of_shape():
     assert only_node(convert_node("Gather", {"x": random(4, 5), "i": np.array([0, 2])}, 13, axis=1)).attrs == {
         "axis": 1}
-    assert only_node(convert_node("Expand", {"x": random(3, 1), "s": np.array([2, 3, 4])}, 13)).op_type == (
-        "BroadcastTo")
+    assert only_node(convert_node("Expand", {"x": random(3, 1)}, 13, initializers={"s": np.array([2, 3, 4])})
+                     ).op_type == "BroadcastTo"
     model = graph_model([helper.make_node("Shape", ["x"], ["s"], name="shape", start=1, end=-1)],
                         {"x": ["batch", 3, 4]}, ["s"], opset=15)
     graph, _ = convert_to_graph(model)
     node = only_node(graph)
     assert node.attrs == {"start": 1, "end": -1} and graph.tensors[node.outputs[0]].dtype == np.int64
     value = helper.make_tensor("v", TensorProto.INT32, [1], [7])
-    graph = convert_node("ConstantOfShape", {"s": np.array([2, 3])}, 13, value=value)
-    assert only_node(graph).attrs == {"data_type": "INT32", "value": 7.0}
-    assert graph.tensors[only_node(graph).outputs[0]].dtype == np.int32
+    model = graph_model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                         helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill", value=value)],
+                        {"x": ["batch", 3]}, ["y"], opset=13)  # a dynamic shape, so nothing folds
+    graph, _ = convert_to_graph(model)
+    fill = graph.nodes[1]
+    assert fill.op_type == "ConstantOfShape" and fill.attrs == {"data_type": "INT32", "value": 7.0}
+    assert graph.tensors[fill.outputs[0]].dtype == np.int32
 
 
 @pytest.mark.parametrize(("opset", "to", "expected"), [(1, "FLOAT16", "FLOAT16"), (6, TensorProto.INT32, "INT32"),
