@@ -20,8 +20,9 @@ class Context:
         fallback: when a delegate's graph kernel fails ``prepare``, run the native
             kernels it covered instead of failing the build.
         delegates: delegates in priority order (highest first).
-        memory_limit: the most bytes one tensor may need; a model whose tensors would
-            need more is refused before anything is allocated.
+        memory_limit: the most bytes one tensor, or all activations together, may need;
+            a model (or an input shape) that would need more is refused before anything
+            is allocated.
 
     Example:
         >>> ctx = Context(thread_num=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lite.aligned import ALIGNMENT, aligned_array, aligned_empty
+from lite.errors import ModelFormatError
 from lite.kernel import Kernel
 from lite.tensor import Tensor
 
@@ -64,8 +65,17 @@ class MemoryPlan:
     def __init__(self) -> None:
         self.arena = np.empty(0, dtype=np.uint8)
 
-    def apply(self, kernels: list[Kernel], keep: set[Tensor]) -> None:
+    def apply(self, kernels: list[Kernel], keep: set[Tensor], limit: int) -> None:
+        """Plans and assigns the arrays.
+
+        Raises:
+            ModelFormatError: the plan would need more than ``limit`` bytes (nothing is allocated).
+        """
         offsets, size = plan_offsets(lifetimes(kernels, keep))
+        total = size + sum(_nbytes(t) for t in keep)
+        if total > limit:
+            raise ModelFormatError(f"the model's activations would need {total} bytes, more than the memory "
+                                   f"limit of {limit} bytes (Context.memory_limit)")
         if self.arena.size < size:
             self.arena = aligned_empty(size)
         for tensor, offset in offsets.items():

@@ -363,17 +363,17 @@ class Model:
     def _apply_shapes(self) -> None:
         try:
             propagate(self._shape_kernels, self._folded, self._memory_limit)
+            self._plan()
         except ModelFormatError as exc:
             shapes = {t.name: t.shape for t in self._inputs}
             raise InputError(f"the model cannot run with input shapes {shapes}: {exc}") from exc
         for kernel in self._kernels:
             kernel.resize()
-        self._plan()
         self._shapes_dirty = False
 
     def _plan(self) -> None:
         keep = {t for t in self._outputs if not t.value_known and t not in self._inputs}
-        self._memory.apply(self._kernels, keep)
+        self._memory.apply(self._kernels, keep, self._memory_limit)
 
     def _run(self, profile: dict[Kernel, float] | None) -> None:
         limit_blas_threads(self._context.thread_num)

@@ -1,7 +1,9 @@
 """The activation arena: tensors alive together never overlap; dead slots are reused."""
 
 import numpy as np
+import pytest
 
+from lite.errors import ModelFormatError
 from lite.kernel import Kernel
 from lite.memory import MemoryPlan, lifetimes, plan_offsets
 from lite.tensor import Tensor
@@ -41,7 +43,15 @@ def test_chain_reuses_memory():
 def test_kept_tensors_get_their_own_arrays():
     kernels, tensors = chain([16, 16, 16])
     plan = MemoryPlan()
-    plan.apply(kernels, keep={tensors[-1]})
+    plan.apply(kernels, keep={tensors[-1]}, limit=1 << 20)
     assert tensors[-1].data.shape == (16,)
     assert not np.shares_memory(tensors[-1].data, plan.arena)
     assert np.shares_memory(tensors[1].data, plan.arena)
+
+
+def test_plan_over_the_limit_allocates_nothing():
+    kernels, tensors = chain([1024] * 4)
+    plan = MemoryPlan()
+    with pytest.raises(ModelFormatError, match="memory limit of 4096"):
+        plan.apply(kernels, keep={tensors[-1]}, limit=4096)
+    assert plan.nbytes == 0 and tensors[1].data is None

@@ -199,3 +199,17 @@ def test_nan_and_inf_inputs_are_computed_not_refused(cnn_file):
     want = run_onnxruntime(small_cnn(), {"x": x})[0]
     np.testing.assert_array_equal(np.isnan(y.get_data_to_numpy()), np.isnan(want))
     check(model, small_cnn(), batch=1)
+
+
+def test_memory_limit_refuses_big_models_and_big_resizes(cnn_file):
+    with pytest.raises(lite.ModelFormatError, match="memory limit"):
+        lite.Model().build(small_cnn_static_bytes(), lite.ModelType.LITE, lite.Context(memory_limit=1000))
+    model = built(cnn_file, memory_limit=200_000)
+    check(model, small_cnn(), batch=1)
+    with pytest.raises(lite.InputError, match="memory limit"):
+        model.resize(model.get_inputs(), [[400, 3, 8, 8]])
+    check(model, small_cnn(), batch=1)
+
+
+def small_cnn_static_bytes() -> bytes:
+    return convert(small_cnn(batch=1))
