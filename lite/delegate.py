@@ -164,10 +164,13 @@ class SimpleDelegate(Delegate):
     Attributes:
         min_nodes_per_partition: smaller runs stay native.
         max_partitions: keep only the largest this many partitions (0 = unlimited).
+        context: during ``build``, the model's ``lite.Context`` (e.g. its thread_num), so
+            ``create_graph_kernel`` can read it. Graph kernels are created in execution order.
     """
 
     min_nodes_per_partition: int = 1
     max_partitions: int = 0
+    context: Context | None = None
 
     def is_supported(self, kernel: Kernel, primitive: Primitive) -> bool | str:
         """True to take ``kernel``; False or a reason string to leave it native."""
@@ -185,11 +188,12 @@ class SimpleDelegate(Delegate):
         if len(_runs_in(grouped, model, supported)) < len(runs):
             model._reorder(grouped)
             runs = _runs(model, supported)
-        for start, end in sorted(self._chosen(model, runs), reverse=True):
-            kernels = list(model[start:end])
-            graph_kernel = self.create_graph_kernel(
-                kernels, model.subgraph_inputs(start, end), model.subgraph_outputs(start, end))
-            model.replace(start, end, graph_kernel)
+        self.context = model.context
+        chosen = sorted(self._chosen(model, runs))
+        made = [self.create_graph_kernel(list(model[start:end]), model.subgraph_inputs(start, end),
+                                         model.subgraph_outputs(start, end)) for start, end in chosen]
+        for (start, end), graph_kernel in reversed(list(zip(chosen, made, strict=True))):
+            model.replace(start, end, graph_kernel)  # last first, so earlier indices stay valid
 
     def _supported_kernels(self, model: DelegateModel) -> set[Kernel]:
         supported = set()

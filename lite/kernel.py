@@ -21,6 +21,10 @@ class Kernel:
     they are dynamic, shapes hold -1 at ``prepare()`` and are set before the
     ``resize()`` that the first predict triggers.
 
+    Arrays: the runtime assigns output arrays after ``prepare()`` and before each
+    ``resize()``; read ``tensor.data`` in ``execute()`` rather than keeping it from
+    ``prepare()``.
+
     Args:
         inputs: tensors the kernel reads (None for an absent optional input).
         outputs: tensors the kernel writes.

@@ -243,6 +243,15 @@ class Model:
             rows.append(PartitionRow(kernel.name, kernel.type, where, graph, reason))
         return rows
 
+    def graph_kernels(self) -> list[Kernel]:
+        """The delegates' graph kernels, in execution order (a partition that fell back is not one).
+
+        Their names are the ``graph_kernel`` column of ``partition_report()``; tools use this to
+        reach delegate-specific methods, e.g. ``lite-inspect --dump-partitions`` calls ``dump``.
+        """
+        self._check_built()
+        return [k for k in self._kernels if k in self._log.partitions]
+
     # ---- running ----------------------------------------------------------------
 
     def get_inputs(self) -> list[Tensor]:

@@ -18,6 +18,7 @@ EXAMPLES = """examples:
   lite-inspect model.lite
   lite-inspect model.onnx --delegate example_npu --html partitions.html
   lite-inspect model.lite --delegate tvm --delegate-option target=llvm --svg graph.svg
+  lite-inspect model.onnx --delegate ort --dump-partitions partitions/
 """
 
 
@@ -124,6 +125,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="constructor option for the delegates (repeatable)")
     parser.add_argument("--html", type=Path, help="write a self-contained HTML page with the picture")
     parser.add_argument("--svg", type=Path, help="write the picture as SVG")
+    parser.add_argument("--dump-partitions", type=Path, metavar="DIR",
+                        help="write what each graph kernel runs (for ort: <graph kernel>.onnx) into DIR")
     return parser.parse_args(argv)
 
 
@@ -146,4 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         args.html.write_text(render_html(graph, rows, args.model.name))
     if args.svg:
         args.svg.write_text(render_svg(graph, rows))
+    if args.dump_partitions:
+        for path in dump_partitions(model, rows, args.dump_partitions):
+            print(f"wrote {path}")
     return 0
+
+
+def dump_partitions(model: lite.Model, rows: list[PartitionRow], directory: Path) -> list[Path]:
+    """Calls ``dump(directory)`` on every graph kernel that has one, in partition-report order."""
+    kernels = {k.name: k for k in model.graph_kernels()}
+    names = dict.fromkeys(r.graph_kernel for r in rows if r.graph_kernel)
+    dumps = [getattr(kernels[name], "dump", None) for name in names]
+    return [path for dump in dumps if dump is not None for path in dump(directory)]

@@ -1,0 +1,198 @@
+"""Writes a partition's kernels back as an ONNX model (opset 17) with the registered emitters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from lite.delegates.onnxruntime import emitters  # noqa: F401  (registers every emitter)
+from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
+from lite.delegates.onnxruntime.emitters.registry import REGISTRY
+from lite.kernel import Kernel
+from lite.tensor import Tensor
+
+OPSET = 17
+PRODUCER = "delite ORTDelegate"
+
+
+class Unsupported(Exception):
+    """Raised by an emitter that cannot express a kernel's attribute values; the message says why."""
+
+
+class GraphBuilder:
+    """The ONNX nodes, initializers and unique names of one partition being emitted.
+
+    Args:
+        previous: initializers of an earlier emission of the same partition, by name: used
+            for constants whose data the model has released since.
+        dry: only check that every kernel can be emitted (constants are not converted).
+    """
+
+    def __init__(self, previous: Mapping[str, TensorProto] | None = None, dry: bool = False):
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[TensorProto] = []
+        self.previous = previous or {}
+        self.dry = dry
+        self.specialized = False  # an emitter used a concrete dim: the graph fits only these shapes
+        self._names: dict[Tensor, str] = {}
+        self._taken: set[str] = set()
+        self._node_names: set[str] = set()
+
+    def name_of(self, tensor: Tensor) -> str:
+        """The ONNX name of ``tensor``; a constant becomes an initializer on first use."""
+        name = self._names.get(tensor)
+        if name is None:
+            name = self._names[tensor] = self.unique(tensor.name)
+            if tensor.is_const and not self.dry:
+                self.initializers.append(self._initializer(tensor, name))
+        return name
+
+    def unique(self, hint: str) -> str:
+        """A tensor name not used yet in this graph, based on ``hint``."""
+        return _unique(hint or "t", self._taken)
+
+    def constant(self, value: np.ndarray, hint: str) -> str:
+        """A new initializer holding ``value``; returns its name."""
+        name = self.unique(hint)
+        if not self.dry:
+            self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def add_node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], hint: str,
+                 **attrs: Any) -> None:
+        name = _unique(hint, self._node_names)
+        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
+
+    def _initializer(self, tensor: Tensor, name: str) -> TensorProto:
+        if name in self.previous:
+            return self.previous[name]
+        if tensor.data is None:
+            raise RuntimeError(f"the data of constant {tensor.name!r} was released before it was emitted")
+        return numpy_helper.from_array(tensor.data, name)
+
+
+def _unique(hint: str, taken: set[str]) -> str:
+    name, k = hint, 0
+    while name in taken:
+        k += 1
+        name = f"{hint}_{k}"
+    taken.add(name)
+    return name
+
+
+class NodeContext:
+    """What an emitter sees: one kernel, its primitive's attributes, and ways to add ONNX nodes.
+
+    Emitters read ``attrs``, name the kernel's tensors with ``input``/``output``, add nodes
+    with ``node``/``op`` and constants with ``const``, and call ``unsupported`` for
+    attribute values ONNX cannot express.
+    """
+
+    def __init__(self, builder: GraphBuilder, kernel: Kernel):
+        self.builder = builder
+        self.kernel = kernel
+        self.attrs = kernel.primitive.attrs
+        self.name = kernel.name
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.kernel.inputs) and self.kernel.inputs[i] is not None
+
+    def input(self, i: int) -> str:
+        """The ONNX name of input ``i`` ("" when absent, as ONNX writes an omitted optional input)."""
+        return self.builder.name_of(self.kernel.inputs[i]) if self.has_input(i) else ""
+
+    def inputs(self) -> list[str]:
+        """Every input's name, trailing absent ones dropped."""
+        names = [self.input(i) for i in range(len(self.kernel.inputs))]
+        while names and not names[-1]:
+            names.pop()
+        return names
+
+    def output(self, j: int = 0) -> str:
+        return self.builder.name_of(self.kernel.outputs[j])
+
+    def outputs(self) -> list[str]:
+        return [self.output(j) for j in range(len(self.kernel.outputs))]
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        """Input ``i``'s current shape (-1 for a dim not known yet)."""
+        return self.kernel.inputs[i].shape
+
+    def rank(self, i: int) -> int:
+        return len(self.shape(i))
+
+    def dim(self, i: int, axis: int) -> int:
+        """A current dim of input ``i`` (-1 if not known yet); the graph then holds for these shapes only."""
+        self.builder.specialized = True
+        return self.shape(i)[axis]
+
+    def out_dtype(self, j: int = 0) -> np.dtype:
+        return self.kernel.outputs[j].dtype
+
+    def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str] | None = None,
+             **attrs: Any) -> list[str]:
+        """Adds an ONNX node; ``outputs`` None: one fresh output. Returns the output names."""
+        outputs = list(outputs) if outputs is not None else [self.builder.unique(f"{self.name}_{op_type}")]
+        self.builder.add_node(op_type, inputs, outputs, self.name, **attrs)
+        return outputs
+
+    def op(self, op_type: str, inputs: Sequence[str], output: str | None = None, **attrs: Any) -> str:
+        """Adds a one-output node; returns its output name."""
+        return self.node(op_type, inputs, None if output is None else [output], **attrs)[0]
+
+    def const(self, value: Any, hint: str, dtype: np.dtype | type | None = None) -> str:
+        """A constant (an initializer named after this kernel and ``hint``)."""
+        return self.builder.constant(np.asarray(value, dtype=dtype), f"{self.name}_{hint}")
+
+    def unsupported(self, reason: str) -> NoReturn:
+        raise Unsupported(reason)
+
+
+def why_not(kernel: Kernel) -> str | None:
+    """Why ``kernel`` cannot be emitted as ONNX (None when it can)."""
+    op_type = kernel.primitive.type
+    entry = REGISTRY.find(op_type)
+    if entry is None:
+        return f"{op_type}: no ONNX emitter for this primitive"
+    dtype = next((t.dtype for t in kernel.inputs if t is not None), kernel.outputs[0].dtype)
+    if dtype not in entry.dtypes:
+        names = ", ".join(sorted(d.name for d in entry.dtypes))
+        return f"{op_type} on {dtype.name}: emitted for {names} inputs only"
+    try:
+        entry.fn(NodeContext(GraphBuilder(dry=True), kernel))
+    except Unsupported as exc:
+        return f"{op_type}: {exc}"
+    return None
+
+
+def emit_partition(kernels: Sequence[Kernel], inputs: Sequence[Tensor], outputs: Sequence[Tensor], name: str,
+                   previous: Mapping[str, TensorProto] | None = None) -> tuple[onnx.ModelProto, bool]:
+    """The ONNX model computing ``outputs`` from ``inputs`` as ``kernels`` do, and whether it is
+    specialized (an emitter used a concrete dim, so it holds for the current shapes only).
+
+    Constants become initializers; ``inputs`` and ``outputs`` become the graph inputs and
+    outputs with their dtypes and current shapes, unknown (-1) dims symbolic, and dim 0 (the
+    batch) symbolic too unless the model is specialized.
+    """
+    builder = GraphBuilder(previous)
+    for kernel in kernels:
+        REGISTRY.find(kernel.primitive.type).fn(NodeContext(builder, kernel))
+    batch = not builder.specialized
+    graph_inputs = [value_info(builder.name_of(t), t, batch) for t in inputs]
+    graph_outputs = [value_info(builder.name_of(t), t, batch) for t in outputs]
+    graph = helper.make_graph(builder.nodes, name, graph_inputs, graph_outputs, builder.initializers)
+    model = helper.make_model_gen_version(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                          producer_name=PRODUCER)
+    return model, builder.specialized
+
+
+def value_info(name: str, tensor: Tensor, symbolic_batch: bool) -> onnx.ValueInfoProto:
+    """A graph input/output: unknown dims, and dim 0 when ``symbolic_batch``, get a dim_param."""
+    dims = [f"{name}_dim{axis}" if d < 0 or (axis == 0 and symbolic_batch) else d
+            for axis, d in enumerate(tensor.shape)]
+    return helper.make_tensor_value_info(name, ONNX_TYPES[tensor.dtype], dims)
+

@@ -1,0 +1,121 @@
+"""ORTDelegate: partitions of the model emitted as ONNX graphs and run by ONNX Runtime."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import lite
+from lite.delegates.onnxruntime.builder import why_not
+from lite.delegates.onnxruntime.emitters.registry import REGISTRY
+from lite.delegates.onnxruntime.graph_kernel import ORTGraphKernel
+
+logger = logging.getLogger("lite")
+
+Provider = str | tuple[str, dict[str, Any]]
+
+
+class ORTDelegate(lite.SimpleDelegate):
+    """Runs every run of supported kernels as one ONNX Runtime session (a third-party framework).
+
+    Each partition is written back as an ONNX graph (opset 17), one emitter per primitive
+    type (``lite.delegates.onnxruntime.emitters``): fused activations become real Relu / Clip
+    nodes, constants become initializers, and the partition's boundary tensors its inputs and
+    outputs. A primitive without an emitter, or with attribute values ONNX cannot express,
+    stays native with the reason in ``Model.partition_report()``.
+
+    Args:
+        providers: execution providers in priority order: names, or (name, options) pairs as
+            onnxruntime takes them; a comma-separated string also works. Default: the CPU.
+            Unavailable ones are skipped; ``init()`` declines when none is available.
+        session_options: an ``onnxruntime.SessionOptions`` for every session (graph optimisation
+            level, profiling, ...). Its ``intra_op_num_threads``, if left at 0, is set to the
+            Context's ``thread_num``. Default: thread_num intra-op threads, 1 inter-op thread.
+        ops: primitive types to take (default: every type with an emitter).
+        min_nodes_per_partition: smaller runs of supported kernels stay native.
+
+    Raises:
+        lite.InputError: ``ops`` names a primitive type without an emitter.
+
+    Example:
+        >>> import lite
+        >>> from lite.delegates.onnxruntime import ORTDelegate
+        >>> ctx = lite.Context(thread_num=2, delegates=[ORTDelegate()])
+        >>> model = lite.Model()
+        >>> model.build_from_file("resnet18.lite", context=ctx)  # doctest: +SKIP
+        >>> model.graph_kernels()[0].onnx_model.graph.node[0].op_type  # doctest: +SKIP
+        'Conv'
+    """
+
+    def __init__(self, providers: Sequence[Provider] | str | None = None, session_options: Any = None,
+                 ops: Iterable[str] | None = None, min_nodes_per_partition: int = 1):
+        if isinstance(providers, str):
+            providers = [p.strip() for p in providers.split(",") if p.strip()]
+        self.providers = list(providers or ["CPUExecutionProvider"])
+        self.session_options = session_options
+        self.ops = set(REGISTRY.supported_types() if ops is None else ops)
+        unknown = sorted(self.ops - set(REGISTRY.supported_types()))
+        if unknown:
+            raise lite.InputError(f"ORTDelegate has no emitter for {unknown}; it emits {REGISTRY.supported_types()}")
+        self.min_nodes_per_partition = min_nodes_per_partition
+        self.graph_kernels: list[ORTGraphKernel] = []
+        self._available: list[Provider] = []
+
+    def init(self) -> None:
+        """Checks that onnxruntime imports and offers one of the providers; else raises NotSupportedError."""
+        try:
+            import onnxruntime
+        except ImportError as exc:
+            raise lite.NotSupportedError(f"onnxruntime cannot be imported ({exc}); pip install onnxruntime") from exc
+        offered = onnxruntime.get_available_providers()
+        self._available = [p for p in self.providers if _provider_name(p) in offered]
+        if not self._available:
+            raise lite.NotSupportedError(f"none of the providers {[_provider_name(p) for p in self.providers]} is "
+                                         f"available; onnxruntime {onnxruntime.__version__} offers {offered}")
+        skipped = [_provider_name(p) for p in self.providers if p not in self._available]
+        if skipped:
+            logger.info("ORTDelegate: providers %s are not available; using %s", skipped, self._available)
+
+    def build(self, model: lite.DelegateModel) -> None:
+        """Takes the supported runs; graph kernels are named onnxruntime_0, 1, ... in execution order."""
+        self.graph_kernels = []
+        self._new_session = functools.partial(_new_session, options=self._options(model.context.thread_num),
+                                              providers=self._available)
+        super().build(model)  # SimpleDelegate creates graph kernels in execution order
+
+    def is_supported(self, kernel: lite.Kernel, primitive: lite.Primitive) -> bool | str:
+        """True when the kernel can be emitted as ONNX, else the reason it stays native."""
+        if primitive.type not in self.ops and REGISTRY.find(primitive.type) is not None:
+            return f"{primitive.type}: left out by ORTDelegate(ops=...)"
+        return why_not(kernel) or True
+
+    def create_graph_kernel(self, kernels: list[lite.Kernel], inputs: list[lite.Tensor],
+                            outputs: list[lite.Tensor]) -> ORTGraphKernel:
+        """Emits the partition as ONNX (checked with onnx.checker); the session is created in prepare."""
+        kernel = ORTGraphKernel(kernels, inputs, outputs, f"onnxruntime_{len(self.graph_kernels)}",
+                                self._new_session)
+        self.graph_kernels.append(kernel)
+        return kernel
+
+    def _options(self, thread_num: int) -> Any:
+        import onnxruntime
+
+        options = self.session_options
+        if options is None:
+            options = onnxruntime.SessionOptions()
+            options.inter_op_num_threads = 1
+        if options.intra_op_num_threads == 0:
+            options.intra_op_num_threads = thread_num
+        return options
+
+
+def _provider_name(provider: Provider) -> str:
+    return provider if isinstance(provider, str) else provider[0]
+
+
+def _new_session(model: bytes, options: Any, providers: list[Provider]) -> Any:
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(model, sess_options=options, providers=providers)

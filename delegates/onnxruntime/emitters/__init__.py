@@ -1,0 +1,13 @@
+"""ONNX emitters, one module per primitive family; importing this registers them all."""
+
+from lite.delegates.onnxruntime.emitters import (  # noqa: F401
+    activation,
+    conv,
+    elementwise,
+    matmul,
+    norm,
+    pool,
+    reduce,
+    resize,
+    shape,
+)

@@ -1,0 +1,33 @@
+"""MatMulFusion -> Gemm (both operands 2-D) or Transpose + MatMul + Add, then its fused activation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lite.delegates.onnxruntime.emitters.activation import with_activation
+from lite.delegates.onnxruntime.emitters.registry import FLOATS, emitter
+
+if TYPE_CHECKING:
+    from lite.delegates.onnxruntime.builder import NodeContext
+
+
+@emitter("MatMulFusion", FLOATS)
+def matmul(ctx: NodeContext) -> None:
+    trans_a, trans_b = bool(ctx.attrs["transpose_a"]), bool(ctx.attrs["transpose_b"])
+    if ctx.rank(0) == 2 and ctx.rank(1) == 2:
+        with_activation(ctx, "Gemm", ctx.inputs(), transA=int(trans_a), transB=int(trans_b))
+        return
+    a, b = _transposed(ctx, 0, trans_a), _transposed(ctx, 1, trans_b)
+    if ctx.has_input(2):
+        with_activation(ctx, "Add", [ctx.op("MatMul", [a, b]), ctx.input(2)])
+    else:
+        with_activation(ctx, "MatMul", [a, b])
+
+
+def _transposed(ctx: NodeContext, i: int, flag: bool) -> str:
+    """Input ``i`` with its last two axes swapped when ``flag`` is set and it has two or more."""
+    rank = ctx.rank(i)
+    if not flag or rank < 2:
+        return ctx.input(i)
+    perm = [*range(rank - 2), rank - 1, rank - 2]
+    return ctx.op("Transpose", [ctx.input(i)], perm=perm)

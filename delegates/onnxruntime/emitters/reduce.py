@@ -1,0 +1,59 @@
+"""ReduceFusion -> ReduceMean/Max/Min/Sum/Prod; Softmax / LogSoftmax over one axis, or several
+(decomposed: x - max, Exp, ReduceSum, then Div or Log + Sub, as the native kernels compute it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lite.delegates.onnxruntime.emitters.registry import FLOATS, emitter
+
+if TYPE_CHECKING:
+    from lite.delegates.onnxruntime.builder import NodeContext
+
+_REDUCE = {"MEAN": "ReduceMean", "MAX": "ReduceMax", "MIN": "ReduceMin", "SUM": "ReduceSum", "PROD": "ReduceProd"}
+
+
+@emitter("ReduceFusion", FLOATS)
+def reduce(ctx: NodeContext) -> None:
+    """Opset 17: ReduceSum takes its axes as an input, the others as an attribute."""
+    mode, axes = ctx.attrs["reduce_mode"], [int(a) for a in ctx.attrs["axes"]]
+    if mode not in _REDUCE:
+        ctx.unsupported(f"reduce_mode {mode!r} is not one of {sorted(_REDUCE)}")
+    if not axes and ctx.attrs["noop_with_empty_axes"]:
+        ctx.op("Identity", [ctx.input(0)], ctx.output())
+        return
+    keepdims = int(bool(ctx.attrs["keep_dims"]))
+    if mode == "SUM":
+        inputs = [ctx.input(0)] + ([ctx.const(axes, "axes", np.int64)] if axes else [])
+        ctx.op("ReduceSum", inputs, ctx.output(), keepdims=keepdims)
+    else:
+        ctx.op(_REDUCE[mode], [ctx.input(0)], ctx.output(), keepdims=keepdims, **({"axes": axes} if axes else {}))
+
+
+def _normalization(ctx: NodeContext, log: bool) -> None:
+    axes = [int(a) for a in ctx.attrs["axis"]]
+    if not axes:
+        ctx.unsupported("axis lists no axis to normalise over")
+    op_type = "LogSoftmax" if log else "Softmax"
+    if len(axes) == 1:
+        ctx.op(op_type, [ctx.input(0)], ctx.output(), axis=axes[0])
+        return
+    shifted = ctx.op("Sub", [ctx.input(0), ctx.op("ReduceMax", [ctx.input(0)], axes=axes, keepdims=1)])
+    exps = ctx.op("Exp", [shifted])
+    total = ctx.op("ReduceSum", [exps, ctx.const(axes, "axes", np.int64)], keepdims=1)
+    if log:
+        ctx.op("Sub", [shifted, ctx.op("Log", [total])], ctx.output())
+    else:
+        ctx.op("Div", [exps, total], ctx.output())
+
+
+@emitter("Softmax", FLOATS)
+def softmax(ctx: NodeContext) -> None:
+    _normalization(ctx, log=False)
+
+
+@emitter("LogSoftmax", FLOATS)
+def log_softmax(ctx: NodeContext) -> None:
+    _normalization(ctx, log=True)

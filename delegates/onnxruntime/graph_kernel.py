@@ -1,0 +1,111 @@
+"""ORTGraphKernel: one partition, emitted as an ONNX model and run by an onnxruntime session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+import lite
+from lite.delegates.onnxruntime.builder import emit_partition
+
+SessionFactory = Callable[[bytes], Any]  # serialized ONNX model -> onnxruntime.InferenceSession
+
+
+class ORTGraphKernel(lite.Kernel):
+    """Runs one partition in onnxruntime.
+
+    Built in ``ORTDelegate.create_graph_kernel``, where the partition is emitted as ONNX
+    (``onnx_model``, checked with onnx.checker; constants become initializers, so the model
+    may release its own copies after prepare). ``prepare`` creates the session.
+    ``resize`` keeps the session when only symbolic dims changed (dim 0, the batch, and
+    dims unknown at build, unless an emitter specialized the graph to the current dims, as
+    a Split into uneven equal parts does); other changes re-emit the model for the new
+    shapes and create a new session. ``execute`` runs with IO binding: onnxruntime reads the input arrays and
+    writes straight into the runtime's preallocated output arrays, without copies.
+
+    Args:
+        kernels: the partition's native kernels, in topological order.
+        inputs: tensors it reads from outside (``DelegateModel.subgraph_inputs``).
+        outputs: tensors read after it (``DelegateModel.subgraph_outputs``).
+        name: the kernel's name, also the ONNX graph's.
+        new_session: creates an InferenceSession from serialized ONNX model bytes.
+
+    Attributes:
+        onnx_model: the emitted ``onnx.ModelProto`` (opset 17).
+        session: the ``onnxruntime.InferenceSession``; None before ``prepare``.
+    """
+
+    def __init__(self, kernels: Sequence[lite.Kernel], inputs: list[lite.Tensor], outputs: list[lite.Tensor],
+                 name: str, new_session: SessionFactory):
+        super().__init__(inputs, outputs, name=name)
+        self.kernels = list(kernels)
+        self.new_session = new_session
+        self.session = None
+        self._binding = None
+        self._bound: list[np.ndarray | None] = []
+        self.onnx_model = self._emit({})
+
+    def prepare(self) -> None:
+        """Creates the InferenceSession for the emitted model."""
+        self.session = self.new_session(self.onnx_model.SerializeToString())
+        self._binding = None
+
+    def resize(self) -> None:
+        """Keeps the session if the new shapes fit the emitted model, else re-emits and re-creates it."""
+        if not self._fits():
+            previous = {tensor.name: tensor for tensor in self.onnx_model.graph.initializer}
+            self.onnx_model = self._emit(previous)
+            self.prepare()
+
+    def execute(self) -> None:
+        """Runs the session; rebinds first if the runtime gave a tensor a new array (after a resize)."""
+        arrays = [t.data for t in self.inputs] + [t.data for t in self.outputs]
+        if self._binding is None or any(a is not b for a, b in zip(arrays, self._bound, strict=True)):
+            self._bind(arrays)
+        self.session.run_with_iobinding(self._binding)
+
+    def dump(self, directory: str | os.PathLike) -> list[Path]:
+        """Writes the emitted model to ``directory/<name>.onnx``; returns the paths written."""
+        path = Path(directory) / f"{self.name}.onnx"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save_model(self.onnx_model, path)
+        return [path]
+
+    def _emit(self, previous: Mapping[str, onnx.TensorProto]) -> onnx.ModelProto:
+        model, specialized = emit_partition(self.kernels, self.inputs, self.outputs, self.name, previous)
+        onnx.checker.check_model(model)
+        values = [*model.graph.input, *model.graph.output]
+        self._names = [v.name for v in values]
+        tensors = [*self.inputs, *self.outputs]
+        self._planned = [list(t.shape) for t in tensors] if specialized else [_planned_dims(v) for v in values]
+        return model
+
+    def _fits(self) -> bool:
+        """Whether every boundary tensor's shape fits the shapes the model was emitted for (None: any)."""
+        for dims, tensor in zip(self._planned, [*self.inputs, *self.outputs], strict=True):
+            if len(dims) != len(tensor.shape):
+                return False
+            if any(d is not None and d != s for d, s in zip(dims, tensor.shape, strict=True)):
+                return False
+        return True
+
+    def _bind(self, arrays: list[np.ndarray | None]) -> None:
+        from onnxruntime import OrtValue
+
+        binding = self.session.io_binding()
+        count = len(self.inputs)
+        for k, (name, array) in enumerate(zip(self._names, arrays, strict=True)):
+            # NOTE: an OrtValue made from a numpy array on the CPU wraps its buffer: no copy.
+            value = OrtValue.ortvalue_from_numpy(array)
+            (binding.bind_ortvalue_input if k < count else binding.bind_ortvalue_output)(name, value)
+        self._binding, self._bound = binding, arrays
+
+
+def _planned_dims(info: onnx.ValueInfoProto) -> list[int | None]:
+    """The emitted dims of a graph input/output, None where symbolic."""
+    return [d.dim_value if d.HasField("dim_value") else None for d in info.type.tensor_type.shape.dim]
