@@ -16,6 +16,7 @@ from lite.errors import (
 )
 from lite.kernel import Kernel
 from lite.model import Model, ModelType, PartitionRow
+from lite.pipeline import PipelineConfig, PipelineExecutor, split_model
 from lite.primitive import Primitive
 from lite.runner import ModelParallelRunner
 from lite.schema.graph import Format
@@ -23,8 +24,9 @@ from lite.tensor import Tensor
 
 __all__ = [
     "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "LiteError", "Model",
-    "ModelFormatError", "ModelParallelRunner", "ModelType", "NotSupportedError", "PartitionRow", "Primitive",
+    "ModelFormatError", "ModelParallelRunner", "ModelType", "NotSupportedError", "PartitionRow", "PipelineConfig",
+    "PipelineExecutor", "Primitive",
     "SimpleDelegate", "Tensor",
-    "UnsupportedOpError",
+    "UnsupportedOpError", "split_model",
 ]
 __version__ = "0.1.0"
