@@ -18,7 +18,7 @@ from lite.context import Context
 from lite.delegate import Delegate, DelegateModel, DelegationLog, Partition
 from lite.errors import DelegateError, InputError, LiteError, ModelFormatError, NotSupportedError
 from lite.kernel import Kernel
-from lite.kernels.base import NativeKernel
+from lite.kernels.base import NativeKernel, Workspace
 from lite.memory import MemoryPlan
 from lite.scheduler import schedule
 from lite.schema.graph import GraphDef
@@ -140,6 +140,9 @@ class Model:
             self._context = context
             self._memory_limit = context.memory_limit
             self._shape_kernels = schedule(graph, tensors)
+            workspace = Workspace(context.memory_limit)  # kernels run one at a time: one scratch pool
+            for kernel in self._shape_kernels:
+                kernel.workspace = workspace
             self._folded = set(foldable_kernels(self._shape_kernels))
             self._kernels = [k for k in self._shape_kernels if k not in self._folded]
             for tensor in self._inputs:

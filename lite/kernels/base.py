@@ -17,18 +17,23 @@ from lite.tensor import Tensor
 class Workspace:
     """Scratch memory shared by the kernels of one model (they run one at a time).
 
-    A kernel asks for ``array(shape, dtype, slot)`` inside ``execute``; the buffer of a
-    slot only grows, so after the first predict no call allocates.
+    A kernel asks for ``array(shape, dtype, slot)`` inside ``execute`` and must not rely on
+    what the array held before; the buffer of a slot only grows, so after the first
+    predict no call allocates. A request above ``limit`` bytes is refused.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self._buffers: dict[int, np.ndarray] = {}
+        self.limit = limit
 
     def array(self, shape: tuple[int, ...], dtype: np.dtype | type, slot: int = 0) -> np.ndarray:
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
         buffer = self._buffers.get(slot)
         if buffer is None or buffer.size < nbytes:
+            if self.limit is not None and nbytes > self.limit:
+                raise ModelFormatError(f"a kernel needs {nbytes} bytes of scratch memory, more than the memory "
+                                       f"limit of {self.limit} bytes (Context.memory_limit)")
             buffer = aligned_empty(nbytes)
             self._buffers[slot] = buffer
         return buffer[:nbytes].view(dtype).reshape(shape)
