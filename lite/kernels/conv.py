@@ -105,9 +105,9 @@ class Conv2DFusion(ConvBase):
     resize picks one of three plans:
 
     - direct: a 1x1 stride-1 unpadded conv is one matmul on the input view.
-    - im2col: the input is padded and split into stride phases (``Planes``) in a workspace
-      buffer, so each tap is a unit-stride window; the taps reading one phase are copied by one
-      strided view into columns laid out (N, C, KH, KW, OH, OW), and one matmul of weight
+    - im2col: the input is padded (and, for overlapping strided windows, split into stride
+      phases: ``Planes``) in a workspace buffer; the taps reading one plane are copied through
+      one strided view into columns laid out (N, C, KH, KW, OH, OW), and one matmul of weight
       (group, O/group, K) by columns (N, group, K, OH*OW) writes the output.
     - depthwise (one input channel per group): the same, except each tap is copied as OH full
       rows of its plane (long contiguous runs), a chunk of channels at a time; the matmul
@@ -158,28 +158,30 @@ class Conv2DFusion(ConvBase):
         self.gemm_cols = (n, self.group, per_group * kh * kw, out_h * out_w)
         self.planes = planes = Planes(x, begins, (kh, kw), self.strides, self.dilations, out_sizes)
         self.scratch = Scratch(planes.shape, (n, c, kh, kw, out_h, out_w))
-        item, plane = self.inputs[0].dtype.itemsize, planes.height * planes.width
+        item, plane, (step_h, step_w) = self.inputs[0].dtype.itemsize, planes.height * planes.width, planes.steps
         self.gathers = [(phase, (slice(None), slice(None), rows, cols),
                          (n, c, count(rows), count(cols), out_h, out_w),
-                         tuple(item * s for s in (c * plane, plane, *steps, planes.width, 1)), item * first)
-                        for phase, rows, cols, first, steps in planes.tap_groups(kh, kw)]
+                         tuple(item * s for s in (c * plane, plane, *steps, step_h * planes.width, step_w)),
+                         item * first)
+                        for phase, rows, cols, first, steps in planes.tap_groups()]
 
     def plan_depthwise(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, int],
                        out_sizes: tuple[int, int]) -> None:
         (n, c, h, wd), (out_c, _, kh, kw), (out_h, out_w) = x, w, out_sizes
-        self.run, multiplier = self.run_depthwise, out_c // c
-        planes = Planes((n, 1, h, wd), begins, (kh, kw), self.strides, self.dilations, out_sizes, True)
-        length = out_h * planes.width
+        item, geometry = self.inputs[0].dtype.itemsize, (begins, (kh, kw), self.strides, self.dilations, out_sizes)
+        width = Planes((n, 1, h, wd), *geometry, spare_row=True, split=True).width
+        length = out_h * width
         # NOTE: channels go in chunks whose columns stay in cache between the copies and the matmul.
-        per = max(1, min(c, DEPTHWISE_CHUNK_BYTES // max(1, n * kh * kw * length * self.inputs[0].dtype.itemsize)))
+        per = max(1, min(c, DEPTHWISE_CHUNK_BYTES // max(1, n * kh * kw * length * item)))
         self.chunks = [slice(start, min(c, start + per)) for start in range(0, c, per)]
-        self.planes = Planes((n, per, h, wd), begins, (kh, kw), self.strides, self.dilations, out_sizes, True)
-        self.scratch = Scratch(self.planes.shape, (n, per, kh, kw, length), (n, per, multiplier, out_h, planes.width))
-        item, plane = self.inputs[0].dtype.itemsize, planes.height * planes.width
+        self.planes = planes = Planes((n, per, h, wd), *geometry, spare_row=True, split=True)
+        self.scratch = Scratch(planes.shape, (n, per, kh, kw, length), (n, per, out_c // c, out_h, width))
+        plane = planes.height * width
         self.gathers = [(phase, (slice(None), slice(None), rows, cols), (count(rows), count(cols)),
                          tuple(item * s for s in (per * plane, plane, *steps, 1)), item * first)
-                        for phase, rows, cols, first, steps in planes.tap_groups(kh, kw)]
-        self.out_shape = (n, c, multiplier, out_h, out_w)
+                        for phase, rows, cols, first, steps in planes.tap_groups()]
+        self.out_shape = (n, c, out_c // c, out_h, out_w)
+        self.run = self.run_depthwise
 
     def run_direct(self, x: np.ndarray, out: np.ndarray) -> None:
         np.matmul(self.weight_matrix(), x.reshape(self.gemm_cols), out=out.reshape(self.gemm_out))
@@ -194,27 +196,28 @@ class Conv2DFusion(ConvBase):
         self.finish(out)
 
     def run_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
-        planes, cols, wide = self.scratch.arrays(self.workspace, x.dtype)
-        weights, bias = self.weight_matrix(), self.bias()
-        out = out.reshape(self.out_shape)
-        n, taps, length, multiplier = x.shape[0], cols.shape[2] * cols.shape[3], cols.shape[4], wide.shape[2]
+        buffers = self.scratch.arrays(self.workspace, x.dtype)
+        weights, bias, out = self.weight_matrix(), self.bias(), out.reshape(self.out_shape)
         for chunk in self.chunks:
-            count = chunk.stop - chunk.start
-            self.planes.fill(x[:, chunk], planes[:, :, :, :count], 0)
-            chunk_cols, chunk_wide = cols[:, :count], wide[:, :count]
-            for phase, target, grid, strides, first in self.gathers:
-                source = strided_view(planes[phase], (n, count, *grid, length), strides, first)
-                np.copyto(chunk_cols[target], source)
-            np.matmul(weights[chunk], chunk_cols.reshape(n, count, taps, length),
-                      out=chunk_wide.reshape(n, count, multiplier, length))
             target = out[:, chunk]
+            wide = self.depthwise_chunk(x[:, chunk], weights[chunk], *buffers)
             if bias is None:
-                np.copyto(target, chunk_wide[..., : out.shape[4]])
+                np.copyto(target, wide[..., :target.shape[4]])
             else:
-                np.add(chunk_wide[..., : out.shape[4]], bias.data.reshape(out.shape[1:3])[chunk, :, None, None],
-                       out=target)
+                channel_bias = bias.data.reshape(out.shape[1:3])[chunk, :, None, None]
+                np.add(wide[..., :target.shape[4]], channel_bias, out=target)
             apply_fused_activation(target, self.activation)
 
+    def depthwise_chunk(self, x: np.ndarray, weights: np.ndarray, planes: np.ndarray, cols: np.ndarray,
+                        wide: np.ndarray) -> np.ndarray:
+        """The full-width output (N, count, O/C, OH, plane width) of a chunk of ``count`` channels."""
+        (n, count, *_), (_, _, kh, kw, length) = x.shape, cols.shape
+        self.planes.fill(x, planes[:, :, :, :count], 0)
+        cols, wide = cols[:, :count], wide[:, :count]
+        for phase, target, grid, strides, first in self.gathers:
+            np.copyto(cols[target], strided_view(planes[phase], (n, count, *grid, length), strides, first))
+        np.matmul(weights, cols.reshape(n, count, kh * kw, length), out=wide.reshape(n, count, wide.shape[2], length))
+        return wide
 
 def count(taps: slice) -> int:
     """Number of kernel taps in a tap slice."""

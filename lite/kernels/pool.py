@@ -1,8 +1,8 @@
 """Pooling kernels: MaxPoolFusion and AvgPoolFusion on NCHW, vectorised over the window taps.
 
-The input is padded once into a workspace buffer (with -inf for max, 0 for average), then
-every tap of the window is one strided view combined into the output with np.maximum or
-np.add; a global pool is a single reduction.
+The input is padded (with -inf for max, 0 for average) and, for overlapping strided windows,
+split into stride phases in a workspace buffer (``Planes``); every tap of the window is then
+one view combined into the output with np.maximum or np.add. A global pool is one reduction.
 """
 
 from __future__ import annotations
@@ -75,12 +75,10 @@ class Pool(NativeKernel):
         self.planned = x
         if self.is_global:
             return
-        begins, _, (out_h, out_w) = self.geometry(x)
-        kh, kw = self.kernel_size
+        begins, _, out_sizes = self.geometry(x)
         # NOTE: the planes reach as far as the windows do, past the end pads for CEIL windows.
-        self.planes = Planes(x, begins, self.kernel_size, self.strides, self.dilations, (out_h, out_w))
-        self.taps = [(*phase, Ellipsis, slice(row, row + out_h), slice(col, col + out_w))
-                     for phase, row, col in self.planes.taps(kh, kw)]
+        self.planes = Planes(x, begins, self.kernel_size, self.strides, self.dilations, out_sizes)
+        self.taps = self.planes.windows(out_sizes)
 
     def execute(self) -> None:
         x, out = self.inputs[0].data, self.outputs[0].data

@@ -1,4 +1,5 @@
-"""Sliding-window geometry shared by convolutions and pools: attribute lists, pads, output sizes.
+"""Sliding windows shared by convolutions and pools: attribute checks, pads, output sizes, and
+``Planes``, the padded (and stride-phase split) input every window tap reads from.
 
 Pads follow ONNX: ``pad_list`` is [begin of each spatial axis..., end of each...] (for 2-D
 [top, left, bottom, right]); SAME_UPPER/SAME_LOWER are ONNX's auto_pad, computed from the
@@ -6,6 +7,8 @@ input size so that the output size is ceil(input / stride).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -72,47 +75,56 @@ def output_size(size: int, kernel_size: int, stride: int, dilation: int, begin: 
 
 
 class Planes:
-    """An NCHW input, padded with a fill value and split into stride phases.
+    """An NCHW input padded with a fill value and, when that pays, split into stride phases.
 
-    Phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ..., so every tap of a
-    strided, dilated window is a unit-stride slice of one phase: ``tap(i, j)`` says which, and
-    from which row and column. Planes are exactly as large as the windows reach, plus one
-    spare row when ``spare_row`` (a tap flattened over full rows then stays inside its plane).
+    Split, phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ..., so every
+    tap of a strided window is a unit-stride window of one phase (worth one strided copy of
+    the input when the kernel has more taps than the stride has phases). Unsplit, there is
+    one plane and a tap steps by the stride. Planes are as large as the windows reach, plus
+    one spare row when ``spare_row`` (a tap flattened over full rows then stays inside).
     """
 
     def __init__(self, x: tuple[int, ...], begins: tuple[int, int], kernel_size: tuple[int, int],
                  strides: tuple[int, int], dilations: tuple[int, int], out_sizes: tuple[int, int],
-                 spare_row: bool = False):
-        self.strides, self.dilations = strides, dilations
-        height, self.width = ((k - 1) * d // s + o for k, d, s, o in
-                              zip(kernel_size, dilations, strides, out_sizes, strict=True))
+                 spare_row: bool = False, split: bool | None = None):
+        if split is None:
+            split = math.prod(kernel_size) > math.prod(strides)
+        self.phases = strides if split else (1, 1)
+        self.steps = (1, 1) if split else strides
+        self.dilations, self.kernel_size = dilations, kernel_size
+        height, self.width = ((k - 1) * d // p + (o - 1) * s + 1 for k, d, p, o, s in
+                              zip(kernel_size, dilations, self.phases, out_sizes, self.steps, strict=True))
         self.height = height + spare_row
-        self.shape = (*strides, x[0], x[1], self.height, self.width)
-        self.identity = strides == (1, 1) and begins == (0, 0) and (self.height, self.width) == tuple(x[2:])
+        self.shape = (*self.phases, x[0], x[1], self.height, self.width)
+        self.identity = begins == (0, 0) and self.shape[:2] == (1, 1) and (self.height, self.width) == tuple(x[2:])
         self.copies = []
-        for a in range(strides[0]):
-            for b in range(strides[1]):
-                rows = phase_span(x[2], begins[0], a, strides[0], self.height)
-                cols = phase_span(x[3], begins[1], b, strides[1], self.width)
-                if rows and cols:
-                    self.copies.append(((a, b, slice(None), slice(None), rows[0], cols[0]),
-                                        (slice(None), slice(None), rows[1], cols[1])))
+        for a, b in {phase for phase, _, _ in self.taps()}:
+            rows = phase_span(x[2], begins[0], a, self.phases[0], self.height)
+            cols = phase_span(x[3], begins[1], b, self.phases[1], self.width)
+            if rows and cols:
+                self.copies.append(((a, b, slice(None), slice(None), rows[0], cols[0]),
+                                    (slice(None), slice(None), rows[1], cols[1])))
 
-    def taps(self, kernel_h: int, kernel_w: int) -> list[tuple[tuple[int, int], int, int]]:
+    def taps(self) -> list[tuple[tuple[int, int], int, int]]:
         """((phase a, phase b), row, column) where each tap of the window at output (0, 0) reads, row-major."""
-        (dh, dw), (sh, sw) = self.dilations, self.strides
-        return [((i * dh % sh, j * dw % sw), i * dh // sh, j * dw // sw)
-                for i in range(kernel_h) for j in range(kernel_w)]
+        (kh, kw), (dh, dw), (ph, pw) = self.kernel_size, self.dilations, self.phases
+        return [((i * dh % ph, j * dw % pw), i * dh // ph, j * dw // pw) for i in range(kh) for j in range(kw)]
 
-    def tap_groups(self, kernel_h: int, kernel_w: int) -> list[tuple[tuple[int, int], slice, slice, int, int]]:
+    def windows(self, out_sizes: tuple[int, int]) -> list[tuple[int, ...]]:
+        """Per tap, row-major, the index of its (N, C, OH, OW) window in the planes."""
+        (out_h, out_w), (sh, sw) = out_sizes, self.steps
+        return [(*phase, Ellipsis, slice(row, row + (out_h - 1) * sh + 1, sh),
+                 slice(col, col + (out_w - 1) * sw + 1, sw)) for phase, row, col in self.taps()]
+
+    def tap_groups(self) -> list[tuple[tuple[int, int], slice, slice, int, tuple[int, int]]]:
         """The taps grouped by the phase they read, each group a regular grid.
 
         Returns ((a, b), tap rows, tap columns, first element, (row step, column step)):
         the kernel rows and columns of the group as slices, the plane element (row * width +
         column) the first tap reads and the plane offsets between neighbouring taps.
         """
-        rows = axis_groups(kernel_h, self.dilations[0], self.strides[0])
-        cols = axis_groups(kernel_w, self.dilations[1], self.strides[1])
+        rows = axis_groups(self.kernel_size[0], self.dilations[0], self.phases[0])
+        cols = axis_groups(self.kernel_size[1], self.dilations[1], self.phases[1])
         return [((a, b), row_taps, col_taps, row * self.width + col, (row_step * self.width, col_step))
                 for a, row_taps, row, row_step in rows for b, col_taps, col, col_step in cols]
 

@@ -1,0 +1,211 @@
+"""Conv2DFusion and Conv2dTransposeFusion against onnxruntime's Conv and ConvTranspose."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.errors import ModelFormatError
+from lite.kernels import conv
+from lite.kernels.registry import find_kernel
+from lite.primitive import Primitive
+from lite.schema.primitives import default_attrs
+from lite.tensor import Tensor
+from tests.kernels.harness import run_kernel
+from tests.oracle import onnx_type, run_onnxruntime, single_node_model
+
+AUTO_PADS = {"PAD": "NOTSET", "SAME_UPPER": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}
+ACTIVATIONS = {"NO_ACTIVATION": lambda y: y, "RELU": lambda y: np.maximum(y, 0), "RELU6": lambda y: np.clip(y, 0, 6)}
+
+
+def onnx_reference(op_type: str, x: np.ndarray, initializers: dict[str, np.ndarray], **attrs) -> np.ndarray:
+    model = single_node_model(op_type, {"x": x}, initializers=initializers, **attrs)
+    model.graph.output[0].type.tensor_type.elem_type = onnx_type(x.dtype)  # onnxruntime needs a typed output
+    return run_onnxruntime(model, {"x": x})[0]
+
+
+def conv_inputs(seed: int, x_shape, w_shape, out_channels: int, bias: bool):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)
+    b = rng.standard_normal(out_channels).astype(np.float32) if bias else None
+    return x, w, b
+
+
+def onnx_attrs(attrs: dict) -> dict:
+    """ONNX Conv/ConvTranspose attributes for primitive attrs."""
+    out = {"group": attrs.get("group", 1), "auto_pad": AUTO_PADS[attrs.get("pad_mode", "PAD")]}
+    for ours, theirs in (("stride", "strides"), ("dilation", "dilations"), ("output_paddings", "output_padding")):
+        if attrs.get(ours):
+            out[theirs] = list(attrs[ours])
+    if attrs.get("pad_list") and out["auto_pad"] == "NOTSET":
+        out["pads"] = list(attrs["pad_list"])
+    return out
+
+
+def check(op_type: str, onnx_op: str, x, w, b, attrs: dict) -> None:
+    initializers = {"w": w} if b is None else {"w": w, "b": b}
+    expected = ACTIVATIONS[attrs.get("activation_type", "NO_ACTIVATION")](
+        onnx_reference(onnx_op, x, initializers, **onnx_attrs(attrs)))
+    actual = run_kernel(op_type, attrs, [x, w] if b is None else [x, w, b])[0]
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+CONV_CASES = [
+    # (x shape, weight shape, attrs)
+    ((1, 3, 8, 8), (4, 3, 3, 3), {"pad_list": (1, 1, 1, 1)}),
+    ((1, 16, 7, 9), (8, 16, 1, 1), {}),
+    ((2, 16, 7, 9), (8, 16, 1, 1), {"stride": (2, 2)}),
+    ((1, 3, 23, 23), (8, 3, 7, 7), {"stride": (2, 2), "pad_list": (3, 3, 3, 3)}),
+    ((1, 4, 9, 7), (6, 4, 3, 2), {"stride": (2, 1), "pad_list": (0, 1, 2, 1)}),
+    ((1, 4, 12, 11), (5, 4, 3, 3), {"dilation": (2, 3), "pad_list": (2, 1, 0, 3)}),
+    ((1, 3, 12, 11), (4, 3, 3, 2), {"stride": (3, 2), "pad_list": (1, 0, 1, 1)}),
+    ((1, 3, 12, 11), (4, 3, 2, 2), {"stride": (2, 2), "dilation": (2, 3), "pad_list": (1, 1, 0, 0)}),
+    ((1, 4, 11, 10), (6, 4, 4, 4), {"stride": (2, 2), "pad_mode": "SAME_UPPER"}),
+    ((1, 4, 11, 10), (6, 4, 4, 4), {"stride": (2, 2), "pad_mode": "SAME_LOWER"}),
+    ((1, 4, 11, 10), (6, 4, 3, 3), {"stride": (3, 2), "pad_mode": "SAME_UPPER"}),
+    ((1, 4, 11, 10), (6, 4, 3, 3), {"stride": (2, 2), "pad_mode": "VALID", "pad_list": (1, 1, 1, 1)}),
+    ((3, 6, 8, 8), (4, 3, 3, 3), {"group": 2, "pad_list": (1, 1, 1, 1)}),
+    ((2, 8, 9, 9), (12, 2, 3, 3), {"group": 4, "stride": (2, 2), "pad_list": (1, 0, 1, 0)}),
+    ((1, 8, 10, 10), (8, 1, 3, 3), {"group": 8, "pad_list": (1, 1, 1, 1)}),
+    ((2, 8, 10, 10), (8, 1, 3, 3), {"group": 8, "stride": (2, 2), "pad_list": (1, 1, 1, 1)}),
+    ((1, 8, 10, 10), (16, 1, 3, 3), {"group": 8, "dilation": (2, 2), "pad_list": (2, 2, 2, 2)}),
+    ((1, 6, 9, 9), (6, 1, 5, 5), {"group": 6, "stride": (2, 2), "pad_mode": "SAME_LOWER"}),
+    ((2, 4, 9, 8), (8, 1, 3, 3), {"group": 4, "stride": (2, 1), "dilation": (1, 2), "pad_list": (0, 1, 1, 0)}),
+    ((1, 5, 7, 7), (5, 1, 3, 3), {"group": 5}),
+    ((1, 3, 8, 8), (4, 3, 3, 3), {"kernel_size": (3, 3), "pad_list": (1, 1, 1, 1), "activation_type": "RELU"}),
+    ((1, 8, 6, 6), (8, 1, 3, 3), {"group": 8, "pad_list": (1, 1, 1, 1), "activation_type": "RELU6"}),
+]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CONV_CASES)
+def test_conv2d_matches_onnxruntime(x_shape, w_shape, attrs, bias):
+    x, w, b = conv_inputs(len(x_shape) + sum(w_shape), x_shape, w_shape, w_shape[0], bias)
+    check("Conv2DFusion", "Conv", x, w, b, attrs)
+
+
+DEPTHWISE_CASES = [case for case in CONV_CASES if case[2].get("group") == case[0][1]]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), DEPTHWISE_CASES)
+def test_depthwise_conv_one_channel_per_chunk(monkeypatch, x_shape, w_shape, attrs):
+    monkeypatch.setattr(conv, "DEPTHWISE_CHUNK_BYTES", 1)
+    x, w, b = conv_inputs(sum(x_shape), x_shape, w_shape, w_shape[0], True)
+    check("Conv2DFusion", "Conv", x, w, b, attrs)
+
+
+@pytest.mark.parametrize("activation", ["RELU", "RELU6"])
+def test_conv2d_fused_activation_scaled(activation):
+    x, w, b = conv_inputs(7, (2, 4, 8, 8), (6, 4, 3, 3), 6, True)
+    check("Conv2DFusion", "Conv", x * 8, w, b * 4, {"pad_list": (1, 1, 1, 1), "activation_type": activation})
+
+
+TRANSPOSE_CASES = [
+    ((1, 4, 5, 6), (4, 3, 3, 3), {}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"stride": (2, 2), "pad_list": (1, 0, 1, 2)}),
+    ((2, 4, 5, 6), (4, 3, 3, 3), {"group": 2, "stride": (2, 3), "pad_list": (1, 0, 0, 2), "output_paddings": (1, 1)}),
+    ((1, 4, 5, 6), (4, 2, 4, 4), {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "output_paddings": (1, 0)}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"stride": (2, 2), "dilation": (2, 1)}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"stride": (2, 2), "pad_mode": "SAME_UPPER"}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"stride": (2, 2), "pad_mode": "SAME_LOWER"}),
+    ((1, 4, 5, 6), (4, 3, 3, 2), {"stride": (1, 2), "pad_mode": "VALID"}),
+    ((1, 6, 4, 4), (6, 1, 3, 3), {"group": 6, "stride": (2, 2), "pad_list": (1, 1, 1, 1)}),
+    ((1, 4, 5, 6), (4, 3, 2, 2), {"stride": (2, 2), "activation_type": "RELU"}),
+    ((1, 4, 5, 6), (4, 3, 2, 2), {"stride": (2, 2), "activation_type": "RELU6"}),
+]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), TRANSPOSE_CASES)
+def test_conv_transpose_matches_onnxruntime(x_shape, w_shape, attrs, bias):
+    group = attrs.get("group", 1)
+    x, w, b = conv_inputs(sum(w_shape), x_shape, w_shape, w_shape[1] * group, bias)
+    check("Conv2dTransposeFusion", "ConvTranspose", x, w, b, attrs)
+
+
+def build(op_type: str, attrs: dict, arrays: list[np.ndarray]):
+    """A kernel whose weight and bias are constants, with shapes inferred and outputs allocated."""
+    tensors = [Tensor(f"in{i}", a.dtype, a.shape, data=a, is_const=i > 0) for i, a in enumerate(arrays)]
+    kernel = find_kernel(op_type, np.float32)(
+        tensors, [Tensor("y", np.float32, ())], Primitive(op_type, {**default_attrs(op_type), **attrs}), "node")
+    kernel.outputs[0].shape = kernel.infer_shapes()[0]
+    kernel.outputs[0].data = np.empty(kernel.outputs[0].shape, np.float32)
+    return kernel
+
+
+@pytest.mark.parametrize(("op_type", "onnx_op", "w_shape"), [
+    ("Conv2DFusion", "Conv", (6, 4, 3, 3)), ("Conv2DFusion", "Conv", (4, 1, 3, 3)),
+    ("Conv2dTransposeFusion", "ConvTranspose", (4, 6, 3, 3))])
+@pytest.mark.parametrize("call_resize", [True, False])
+def test_const_weights_repeated_runs_and_new_shapes(op_type, onnx_op, w_shape, call_resize):
+    rng = np.random.default_rng(3)
+    attrs = {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "group": 4 if w_shape[1] == 1 else 1}
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(4 if w_shape[1] == 1 else 6).astype(np.float32)
+    kernel = build(op_type, attrs, [rng.standard_normal((1, 4, 9, 9)).astype(np.float32), w, b])
+    kernel.prepare()
+    for shape in [(1, 4, 9, 9), (1, 4, 9, 9), (2, 4, 12, 7)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        kernel.inputs[0].data, kernel.inputs[0].shape = x, shape
+        kernel.outputs[0].shape = kernel.infer_shapes()[0]
+        kernel.outputs[0].data = np.empty(kernel.outputs[0].shape, np.float32)
+        if call_resize:
+            kernel.resize()
+        kernel.execute()
+        expected = onnx_reference(onnx_op, x, {"w": w, "b": b}, **onnx_attrs(attrs))
+        np.testing.assert_allclose(kernel.outputs[0].data, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_conv2d_float64_matches_float32_reference():
+    x, w, b = conv_inputs(5, (1, 4, 7, 7), (6, 2, 3, 3), 6, True)
+    attrs = {"group": 2, "pad_list": (1, 1, 1, 1)}
+    expected = onnx_reference("Conv", x, {"w": w, "b": b}, **onnx_attrs(attrs))
+    actual = run_kernel("Conv2DFusion", attrs, [a.astype(np.float64) for a in (x, w, b)])[0]
+    assert actual.dtype == np.float64
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("op_type", "w_shape", "attrs", "out_shape"), [
+    ("Conv2DFusion", (6, 4, 3, 3), {"pad_list": (1, 1, 1, 1)}, (0, 6, 5, 5)),
+    ("Conv2DFusion", (8, 1, 3, 3), {"group": 4, "stride": (2, 2)}, (0, 8, 2, 2)),
+    ("Conv2DFusion", (6, 4, 1, 1), {}, (0, 6, 5, 5)),
+    ("Conv2dTransposeFusion", (4, 3, 2, 2), {"stride": (2, 2)}, (0, 3, 10, 10)),
+])
+def test_empty_batch(op_type, w_shape, attrs, out_shape):
+    x, w, b = conv_inputs(0, (0, 4, 5, 5), w_shape, out_shape[1], True)
+    assert run_kernel(op_type, attrs, [x, w, b])[0].shape == out_shape
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "message"), [
+    ((1, 6, 8, 8), (4, 4, 3, 3), {"group": 4}, "group"),
+    ((1, 6, 8, 8), (6, 4, 3, 3), {"group": 1}, "channels"),
+    ((1, 6, 8, 8), (6, 3, 3, 3), {"group": 0}, "group"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"stride": (0, 1)}, "stride"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"stride": (1, 1, 1)}, "stride"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"dilation": (-1, 1)}, "dilation"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"pad_list": (1, 1, 1)}, "pad_list"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"pad_list": (1, -1, 1, 1)}, "pad_list"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"pad_mode": "REFLECT"}, "pad_mode"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"kernel_size": (5, 5)}, "kernel_size"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"activation_type": "SIGMOID"}, "activation"),
+    ((1, 4, 2, 2), (6, 4, 3, 3), {}, "smaller"),
+    ((4, 8, 8), (6, 4, 3, 3), {}, "4-D"),
+])
+def test_conv2d_rejects_invalid_attributes(x_shape, w_shape, attrs, message):
+    x, w, b = conv_inputs(0, x_shape, w_shape, w_shape[0], True)
+    with pytest.raises(ModelFormatError, match=message):
+        run_kernel("Conv2DFusion", attrs, [x, w, b])
+
+
+@pytest.mark.parametrize(("w_shape", "bias", "attrs", "message"), [
+    ((4, 3, 3, 3), 5, {}, "bias"),
+    ((4, 3, 3, 3), 3, {"group": 3}, "group"),
+    ((4, 3, 3, 3), 3, {"output_paddings": (-1, 0)}, "output_paddings"),
+    ((4, 3, 3, 3), 3, {"pad_list": (5, 5, 5, 5)}, "pads exceed"),
+])
+def test_conv_transpose_rejects_invalid_attributes(w_shape, bias, attrs, message):
+    x, w, b = conv_inputs(0, (1, 4, 3, 3), w_shape, bias, True)
+    with pytest.raises(ModelFormatError, match=message):
+        run_kernel("Conv2dTransposeFusion", attrs, [x, w, b])

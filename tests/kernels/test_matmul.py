@@ -1,0 +1,82 @@
+"""MatMulFusion against onnxruntime's MatMul and Gemm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.errors import ModelFormatError
+from tests.kernels.harness import run_kernel
+from tests.oracle import onnx_type, run_onnxruntime, single_node_model
+
+
+def onnx_reference(op_type: str, inputs: dict[str, np.ndarray], **attrs) -> np.ndarray:
+    model = single_node_model(op_type, inputs, **attrs)
+    model.graph.output[0].type.tensor_type.elem_type = onnx_type(np.float32)  # onnxruntime needs a typed output
+    return run_onnxruntime(model, inputs)[0]
+
+
+def random(shape, rng) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def swap(x: np.ndarray, flag: bool) -> np.ndarray:
+    return np.ascontiguousarray(x.swapaxes(-1, -2)) if flag and x.ndim >= 2 else x
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), [
+    ((4, 5), (5, 6)),
+    ((2, 3, 4, 5), (5, 6)),
+    ((3, 1, 4, 5), (2, 5, 6)),
+    ((4, 5), (2, 3, 5, 6)),
+    ((5,), (5, 6)),
+    ((5,), (2, 5, 6)),
+    ((2, 3, 4, 5), (5,)),
+    ((5,), (5,)),
+    ((1, 7), (7, 1)),
+])
+@pytest.mark.parametrize(("transpose_a", "transpose_b"), [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_matches_onnxruntime(a_shape, b_shape, transpose_a, transpose_b):
+    rng = np.random.default_rng(len(a_shape) * 10 + len(b_shape))
+    a, b = random(a_shape, rng), random(b_shape, rng)
+    expected = onnx_reference("MatMul", {"a": a, "b": b})
+    attrs = {"transpose_a": transpose_a, "transpose_b": transpose_b}
+    actual = run_kernel("MatMulFusion", attrs, [swap(a, transpose_a), swap(b, transpose_b)])[0]
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias_shape", [(6,), (4, 1), (4, 6), (1, 6)])
+@pytest.mark.parametrize(("trans_a", "trans_b"), [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_gemm_like_transposes_with_bias_match_onnxruntime_gemm(bias_shape, trans_a, trans_b):
+    rng = np.random.default_rng(17)
+    a, b, c = random((5, 4) if trans_a else (4, 5), rng), random((6, 5) if trans_b else (5, 6), rng), random(
+        bias_shape, rng)
+    expected = onnx_reference("Gemm", {"a": a, "b": b, "c": c}, transA=trans_a, transB=trans_b)
+    actual = run_kernel("MatMulFusion", {"transpose_a": bool(trans_a), "transpose_b": bool(trans_b)}, [a, b, c])[0]
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("activation", "function"), [
+    ("NO_ACTIVATION", lambda y: y), ("RELU", lambda y: np.maximum(y, 0)), ("RELU6", lambda y: np.clip(y, 0, 6))])
+def test_batched_matmul_bias_and_activation(activation, function):
+    rng = np.random.default_rng(23)
+    a, b, bias = random((2, 3, 4, 8), rng) * 2, random((3, 8, 6), rng) * 2, random((6,), rng)
+    expected = function(onnx_reference("MatMul", {"a": a, "b": b}) + bias)
+    actual = run_kernel("MatMulFusion", {"activation_type": activation}, [a, b, bias])[0]
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("shapes", "attrs", "message"), [
+    ([(4, 5), (6, 7)], {}, "inner dims"),
+    ([(4, 5), (4, 6)], {"transpose_b": True}, "inner dims"),
+    ([(2, 4, 5), (3, 5, 6)], {}, "broadcast"),
+    ([(4, 5), (5, 6), (5,)], {}, "bias"),
+    ([(4, 5), (5, 6), (2, 4, 6)], {}, "bias"),
+    ([(), (5, 6)], {}, "at least one dim"),
+    ([(4, 5), (5, 6)], {"activation_type": "TANH"}, "activation"),
+])
+def test_matmul_rejects_invalid_inputs(shapes, attrs, message):
+    rng = np.random.default_rng(0)
+    with pytest.raises(ModelFormatError, match=message):
+        run_kernel("MatMulFusion", attrs, [random(shape, rng) for shape in shapes])

@@ -1,0 +1,102 @@
+"""BatchNorm and LRN against onnxruntime's BatchNormalization and LRN."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.errors import ModelFormatError
+from lite.kernels.registry import find_kernel
+from lite.primitive import Primitive
+from lite.schema.primitives import default_attrs
+from lite.tensor import Tensor
+from tests.kernels.harness import run_kernel
+from tests.oracle import onnx_type, run_onnxruntime, single_node_model
+
+
+def onnx_reference(op_type: str, x: np.ndarray, initializers: dict | None = None, **attrs) -> np.ndarray:
+    model = single_node_model(op_type, {"x": x}, initializers=initializers, **attrs)
+    model.graph.output[0].type.tensor_type.elem_type = onnx_type(x.dtype)  # onnxruntime needs a typed output
+    return run_onnxruntime(model, {"x": x})[0]
+
+
+def batch_norm_inputs(shape, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    channels = shape[1]
+    x = rng.standard_normal(shape).astype(np.float32)
+    scale, bias, mean = (rng.standard_normal(channels).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.2, 2.0, channels).astype(np.float32)
+    return [x, scale, bias, mean, var]
+
+
+def batch_norm_reference(inputs: list[np.ndarray], epsilon: float) -> np.ndarray:
+    x, *params = inputs
+    names = ["scale", "bias", "mean", "var"]
+    return onnx_reference("BatchNormalization", x, dict(zip(names, params, strict=True)), epsilon=epsilon)
+
+
+@pytest.mark.parametrize("shape", [(2, 5), (2, 4, 7), (1, 8, 6, 5), (3, 4, 2, 3, 4)])
+@pytest.mark.parametrize("epsilon", [1e-5, 1e-3])
+def test_batch_norm_matches_onnxruntime(shape, epsilon):
+    inputs = batch_norm_inputs(shape, sum(shape))
+    expected = batch_norm_reference(inputs, epsilon)
+    actual = run_kernel("BatchNorm", {"epsilon": epsilon}, inputs)[0]
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_const_statistics_fold_once():
+    inputs = batch_norm_inputs((2, 6, 5, 5), 3)
+    tensors = [Tensor(f"in{i}", a.dtype, a.shape, data=a, is_const=i > 0) for i, a in enumerate(inputs)]
+    output = Tensor("y", np.float32, inputs[0].shape, data=np.empty_like(inputs[0]))
+    kernel = find_kernel("BatchNorm", np.float32)(tensors, [output], Primitive("BatchNorm", default_attrs("BatchNorm")))
+    kernel.prepare()
+    for seed in (4, 5):
+        tensors[0].data = np.random.default_rng(seed).standard_normal(inputs[0].shape).astype(np.float32)
+        kernel.execute()
+        expected = batch_norm_reference([tensors[0].data, *inputs[1:]], 1e-5)
+        np.testing.assert_allclose(output.data, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("shapes", "attrs", "message"), [
+    ([(2, 4, 3), (4,), (4,), (3,), (4,)], {}, "channels"),
+    ([(2, 4, 3), (4, 1), (4,), (4,), (4,)], {}, "channels"),
+    ([(4,), (4,), (4,), (4,), (4,)], {}, "rank 2"),
+    ([(2, 4, 3), (4,), (4,), (4,)], {}, "inputs"),
+    ([(2, 4, 3), (4,), (4,), (4,), (4,)], {"epsilon": -1.0}, "epsilon"),
+])
+def test_batch_norm_rejects_invalid_inputs(shapes, attrs, message):
+    rng = np.random.default_rng(0)
+    with pytest.raises(ModelFormatError, match=message):
+        run_kernel("BatchNorm", attrs, [rng.standard_normal(s).astype(np.float32) for s in shapes])
+
+
+def lrn_by_definition(x: np.ndarray, size: int, alpha: float, beta: float, bias: float) -> np.ndarray:
+    """ONNX's LRN formula channel by channel (onnxruntime only runs odd sizes)."""
+    channels = x.shape[1]
+    square_sum = np.stack([np.sum(x[:, max(0, c - (size - 1) // 2):min(channels, c + size // 2 + 1)] ** 2, axis=1)
+                           for c in range(channels)], axis=1)
+    return x / (bias + alpha / size * square_sum) ** beta
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 6, 11, 40])
+@pytest.mark.parametrize("shape", [(1, 7, 5, 5), (2, 16, 3, 4)])
+def test_lrn_matches_onnxruntime_and_definition(shape, size):
+    x = np.random.default_rng(size).standard_normal(shape).astype(np.float32)
+    attrs = {"size": size, "alpha": 0.02, "beta": 0.75, "bias": 1.5}
+    expected = lrn_by_definition(x.astype(np.float64), **attrs)
+    if size % 2:
+        np.testing.assert_allclose(onnx_reference("LRN", x, **attrs), expected, rtol=1e-4, atol=1e-5)
+    actual = run_kernel("LRN", attrs, [x])[0]
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_lrn_default_attributes_match_onnxruntime():
+    x = np.random.default_rng(1).standard_normal((1, 9, 6, 6)).astype(np.float32) * 10
+    expected = onnx_reference("LRN", x, size=5)
+    np.testing.assert_allclose(run_kernel("LRN", {"size": 5}, [x])[0], expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [0, -3])
+def test_lrn_rejects_non_positive_size(size):
+    with pytest.raises(ModelFormatError, match="size"):
+        run_kernel("LRN", {"size": size}, [np.ones((1, 3, 2, 2), np.float32)])
