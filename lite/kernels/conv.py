@@ -17,6 +17,7 @@ from lite.kernels.registry import FLOATS, register
 from lite.kernels.window import (
     Planes,
     check_pads,
+    check_window_taps,
     effective,
     output_size,
     strided_view,
@@ -58,6 +59,7 @@ class ConvBase(NativeKernel):
             self.fail(f"weight shape {list(w)} has an empty dim")
         if self.kernel_size and self.kernel_size != tuple(w[2:]):
             self.fail(f"kernel_size {list(self.kernel_size)} does not match the weight shape {list(w)}")
+        check_window_taps(self, tuple(w[2:]))
         if out_channels % self.group or x[1] % self.group:
             self.fail(f"group {self.group} must divide the input ({x[1]}) and output ({out_channels}) channels")
         bias = self.bias()

@@ -14,7 +14,15 @@ import numpy as np
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import FLOATS, register
-from lite.kernels.window import Planes, check_pads, effective, output_size, window_list, window_pads
+from lite.kernels.window import (
+    Planes,
+    check_pads,
+    check_window_taps,
+    effective,
+    output_size,
+    window_list,
+    window_pads,
+)
 
 ROUND_MODES = ("FLOOR", "CEIL")
 
@@ -32,6 +40,7 @@ class Pool(NativeKernel):
         check_io(self, 1)
         self.is_global = bool(self.attrs["is_global"])
         self.kernel_size = window_list(self, "kernel_size", empty_means=None)
+        check_window_taps(self, self.kernel_size)
         if not self.kernel_size and not self.is_global:
             self.fail("kernel_size is required unless is_global is set")
         self.strides = window_list(self, "strides")

@@ -12,9 +12,20 @@ import math
 
 import numpy as np
 
+from lite.errors import UnsupportedOpError
 from lite.kernels.base import NativeKernel
 
 PAD_MODES = ("PAD", "SAME_UPPER", "SAME_LOWER", "VALID")
+MAX_WINDOW_TAPS = 1 << 16  # a 256 x 256 window; global pooling has its own flag
+
+
+def check_window_taps(kernel: NativeKernel, kernel_size: tuple[int, ...]) -> None:
+    """Refuses windows of more than MAX_WINDOW_TAPS taps (each tap costs one numpy call)."""
+    taps = math.prod(kernel_size)
+    if taps > MAX_WINDOW_TAPS:
+        raise UnsupportedOpError([(kernel.type, kernel.name, None, (
+            f"a {'x'.join(map(str, kernel_size))} window has {taps} taps, more than the {MAX_WINDOW_TAPS} "
+            "this runtime supports (use a global pool, or a smaller window)"))])
 
 
 def window_list(kernel: NativeKernel, name: str, rank: int = 2, empty_means: int | None = 1) -> tuple[int, ...]:
