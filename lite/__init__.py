@@ -12,6 +12,7 @@ from lite.errors import (
     LiteError,
     ModelFormatError,
     NotSupportedError,
+    OutOfMemoryError,
     UnsupportedOpError,
 )
 from lite.kernel import Kernel
@@ -23,10 +24,9 @@ from lite.schema.graph import Format
 from lite.tensor import Tensor
 
 __all__ = [
-    "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "LiteError", "Model",
-    "ModelFormatError", "ModelParallelRunner", "ModelType", "NotSupportedError", "PartitionRow", "PipelineConfig",
-    "PipelineExecutor", "Primitive",
-    "SimpleDelegate", "Tensor",
+    "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "LiteError",
+    "Model", "ModelFormatError", "ModelParallelRunner", "ModelType", "NotSupportedError", "OutOfMemoryError",
+    "PartitionRow", "PipelineConfig", "PipelineExecutor", "Primitive", "SimpleDelegate", "Tensor",
     "UnsupportedOpError", "split_model",
 ]
 __version__ = "0.1.0"

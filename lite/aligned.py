@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from lite.errors import OutOfMemoryError
+
 ALIGNMENT = 64
 
 
 def aligned_empty(nbytes: int) -> np.ndarray:
-    """An uninitialised uint8 array of ``nbytes`` whose data is 64-byte aligned."""
-    storage = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    """An uninitialised uint8 array of ``nbytes`` whose data is 64-byte aligned.
+
+    Raises:
+        OutOfMemoryError: the system refused the allocation.
+    """
+    try:
+        storage = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    except MemoryError as exc:
+        raise OutOfMemoryError(f"could not allocate {nbytes} bytes; use smaller input shapes, or a lower "
+                               "Context.memory_limit to refuse such models up front") from exc
     start = -storage.ctypes.data % ALIGNMENT
     return storage[start : start + nbytes]
 

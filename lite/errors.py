@@ -37,3 +37,7 @@ class NotSupportedError(LiteError):
 
 class DelegateError(LiteError):
     """A delegate failed; the message names the delegate and the kernel."""
+
+
+class OutOfMemoryError(LiteError, MemoryError):
+    """The system could not allocate memory the model needs (below Context.memory_limit)."""

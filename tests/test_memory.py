@@ -1,5 +1,8 @@
 """The activation arena: tensors alive together never overlap; dead slots are reused."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -55,3 +58,26 @@ def test_plan_over_the_limit_allocates_nothing():
     with pytest.raises(ModelFormatError, match="memory limit of 4096"):
         plan.apply(kernels, keep={tensors[-1]}, limit=4096)
     assert plan.nbytes == 0 and tensors[1].data is None
+
+
+BOMB = """
+import resource, numpy as np, lite
+from lite.schema.graph import GraphDef, NodeDef, TensorDef
+from lite.schema.writer import write_model
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+f32 = np.dtype(np.float32)
+tensors = [TensorDef("x", f32, (1, 1)), TensorDef("s", np.dtype(np.int64), (2,), data=np.array([30000, 30000])),
+           TensorDef("y", f32, (30000, 30000))]
+data = write_model(GraphDef(tensors, [NodeDef("bomb", "BroadcastTo", {}, [0, 1], [2])], [0], [2]))
+try:
+    lite.Model().build(data, lite.ModelType.LITE, lite.Context())
+except lite.OutOfMemoryError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_an_allocation_the_system_refuses_is_a_lite_error():
+    """3.6 GB is under the default memory limit, but not under this child's 2 GiB address space."""
+    result = subprocess.run([sys.executable, "-c", BOMB], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("refused: could not allocate 3600000000 bytes")

@@ -24,10 +24,14 @@ import contextlib
 import copy
 import functools
 import math
+import resource
 import signal
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,6 +49,8 @@ from tests.oracle import single_node_model
 CASES_DEFAULT = 2000  # of each family, byte and structured
 CASES_SLOW = 20000
 CHUNK = 250
+CHILD_ADDRESS_SPACE = 8 << 30  # virtual memory of a fuzzing child (numpy and BLAS reserve some)
+REPO = Path(__file__).resolve().parents[2]
 CASE_SECONDS = 5.0
 MAX_INPUT_ELEMENTS = 1 << 20
 KINDS = ("truncate", "bit_flips", "overwrite_8", "insert", "random_bytes")
@@ -379,23 +385,38 @@ def test_case_timer_interrupts_a_hang():
             pass
 
 
-@pytest.mark.parametrize("first", range(0, CASES_DEFAULT, CHUNK))
-def test_byte_mutations_work_or_raise_lite_errors(first):
-    run_chunk(first, CHUNK, byte_case)
+def in_child(first: int, count: int, case: str) -> None:
+    """Runs ``run_chunk`` in a child process whose address space is capped at CHILD_ADDRESS_SPACE.
+
+    An allocation bomb then fails inside the child (and the test) instead of taking the
+    machine's memory, and a crash (a signal) is reported as a failure, not lost.
+    """
+    code = f"from tests.e2e.test_fuzz import run_chunk, {case}; run_chunk({first}, {count}, {case})"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                            preexec_fn=_cap_address_space, timeout=count * (CASE_SECONDS + 1))
+    assert result.returncode == 0, (
+        f"{case} seeds {first}..{first + count - 1}: the child "
+        f"{'was killed by signal ' + str(-result.returncode) if result.returncode < 0 else 'failed'}:\n"
+        f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    print(result.stdout.strip())
 
 
-@pytest.mark.parametrize("first", range(0, CASES_DEFAULT, CHUNK))
-def test_structured_mutations_work_or_raise_lite_errors(first):
-    run_chunk(first, CHUNK, structured_case)
+def _cap_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE))
+
+
+@pytest.mark.parametrize("case", ["byte_case", "structured_case"])
+def test_mutations_work_or_raise_lite_errors(case):
+    in_child(0, CASES_DEFAULT, case)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("first", range(CASES_DEFAULT, CASES_DEFAULT + CASES_SLOW, 10 * CHUNK))
 def test_byte_mutations_long(first):
-    run_chunk(first, 10 * CHUNK, byte_case)
+    in_child(first, 10 * CHUNK, "byte_case")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("first", range(CASES_DEFAULT, CASES_DEFAULT + 2 * CASES_SLOW, 10 * CHUNK))
 def test_structured_mutations_long(first):
-    run_chunk(first, 10 * CHUNK, structured_case)
+    in_child(first, 10 * CHUNK, "structured_case")
