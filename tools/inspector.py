@@ -161,3 +161,7 @@ def dump_partitions(model: lite.Model, rows: list[PartitionRow], directory: Path
     names = dict.fromkeys(r.graph_kernel for r in rows if r.graph_kernel)
     dumps = [getattr(kernels[name], "dump", None) for name in names]
     return [path for dump in dumps if dump is not None for path in dump(directory)]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""The TVM delegate: partitions compiled by Apache TVM (Relax) for CPU (llvm), GPU (cuda) or any TVM target.
+
+Layout, in pipeline order: ``ops/`` (the support table: primitive type -> Relax emitter),
+``lowering.py`` (a partition -> one Relax function with a symbolic batch), ``compiler.py``
+(targets, pipelines, tuned compilation), ``cache.py`` (compiled modules on disk),
+``kernel.py`` (the graph kernel: prepare / resize / execute), ``delegate.py`` (the
+SimpleDelegate), ``tuning.py`` (MetaSchedule tuning, behind ``lite-tune``).
+
+Importing this package does not import tvm; ``TVMDelegate.init()`` does, and declines
+(lite.NotSupportedError) when it is missing or the target's device is absent.
+
+Example:
+    >>> import lite
+    >>> from lite.delegates.tvm import TVMDelegate
+    >>> ctx = lite.Context(thread_num=2, delegates=[TVMDelegate("llvm", tuning_db=None)])
+"""
+
+from lite.delegates.tvm.delegate import TVMDelegate
+
+__all__ = ["TVMDelegate"]

@@ -1,0 +1,96 @@
+"""Conv2DFusion and Conv2dTransposeFusion -> relax.op.nn.conv2d / conv2d_transpose (NCHW).
+
+Pads follow the native kernels (lite.kernels.window): ``pad_list`` is [top, left, bottom,
+right], SAME_* pads are computed from the static spatial size; Relax takes the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tvm import relax
+
+from lite.delegates.tvm.ops import Node, activate, emitter, fused_activation
+from lite.kernel import Kernel
+from lite.kernels.window import effective, window_pads
+
+
+def pair(attrs: Mapping[str, Any], name: str) -> tuple[int, int]:
+    """A per-axis attribute (stride, dilation); empty means 1 on both axes."""
+    values = tuple(int(v) for v in attrs.get(name) or ())
+    return values if values else (1, 1)
+
+
+def check_conv(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
+    if len(kernel.inputs[0].shape) != 4:
+        return f"{kernel.type} of a {len(kernel.inputs[0].shape)}-D input: only 2-D NCHW convolutions compile"
+    return fused_activation(kernel, attrs)
+
+
+def with_bias(node: Node, y: relax.Expr) -> relax.Expr:
+    """y + bias per output channel (when the kernel has a bias), then the fused activation."""
+    if node.has(2):
+        y = relax.op.add(y, relax.op.reshape(node.x(2), (1, -1, 1, 1)))
+    return activate(y, node.attrs["activation_type"])
+
+
+@emitter("Conv2DFusion", check=check_conv)
+def conv2d(node: Node) -> relax.Expr:
+    """Grouped and depthwise convolutions are conv2d with ``groups``; bias and activation follow."""
+    g, attrs = node.g, node.attrs
+    size = [g.static(d, "a convolution's spatial size") for d in node.shape(0)[2:]]
+    weight = [g.static(d, "a convolution weight's shape") for d in node.shape(1)]
+    strides, dilation = pair(attrs, "stride"), pair(attrs, "dilation")
+    begins, ends = window_pads(attrs["pad_mode"], attrs["pad_list"], size, weight[2:], strides, dilation)
+    y = relax.op.nn.conv2d(node.x(0), node.x(1), strides=strides, padding=(*begins, *ends), dilation=dilation,
+                           groups=int(attrs["group"]))
+    return with_bias(node, y)
+
+
+def transpose_pads(attrs: Mapping[str, Any], size: list[int], kernel: list[int], strides: tuple[int, int],
+                   dilation: tuple[int, int], output_padding: tuple[int, int]) -> tuple[list[int], list[int]]:
+    """(begins, ends) of a transposed convolution; SAME pads make the output input * stride (ONNX)."""
+    mode = attrs["pad_mode"]
+    if mode not in ("SAME_UPPER", "SAME_LOWER"):
+        begins, ends = window_pads(mode, attrs["pad_list"], size, kernel, strides, dilation)
+        return list(begins), list(ends)
+    full = [s * (n - 1) + p + effective(k, d)
+            for n, k, s, d, p in zip(size, kernel, strides, dilation, output_padding, strict=True)]
+    totals = [max(0, f - n * s) for f, n, s in zip(full, size, strides, strict=True)]
+    begins = [t // 2 if mode == "SAME_UPPER" else t - t // 2 for t in totals]
+    return begins, [t - b for t, b in zip(totals, begins, strict=True)]
+
+
+@emitter("Conv2dTransposeFusion", check=check_conv)
+def conv2d_transpose(node: Node) -> relax.Expr:
+    """Weight (C, O/group, KH, KW) is Relax's IOHW layout."""
+    g, attrs = node.g, node.attrs
+    size = [g.static(d, "a convolution's spatial size") for d in node.shape(0)[2:]]
+    weight = [g.static(d, "a convolution weight's shape") for d in node.shape(1)]
+    strides, dilation = pair(attrs, "stride"), pair(attrs, "dilation")
+    output_padding = tuple(int(v) for v in attrs.get("output_paddings") or ()) or (0, 0)
+    begins, ends = transpose_pads(attrs, size, weight[2:], strides, dilation, output_padding)
+    y = relax.op.nn.conv2d_transpose(node.x(0), node.x(1), strides=strides, padding=(*begins, *ends),
+                                     output_padding=output_padding, dilation=dilation,
+                                     groups=int(attrs["group"]), kernel_layout="IOHW")
+    return with_bias(node, y)
+
+
+@emitter("MatMulFusion", check=fused_activation)
+def matmul(node: Node) -> relax.Expr:
+    """op(a) @ op(b) + bias: Relax matmul broadcasts batch dims and handles 1-D operands as numpy does."""
+    a, b = node.x(0), node.x(1)
+    if node.attrs["transpose_a"] and len(node.shape(0)) >= 2:
+        a = swap_last(a, len(node.shape(0)))
+    if node.attrs["transpose_b"] and len(node.shape(1)) >= 2:
+        b = swap_last(b, len(node.shape(1)))
+    y = relax.op.matmul(a, b)
+    if node.has(2):
+        y = relax.op.add(y, node.x(2))
+    return activate(y, node.attrs["activation_type"])
+
+
+def swap_last(x: relax.Expr, rank: int) -> relax.Expr:
+    """``x`` with its last two axes swapped."""
+    return relax.op.permute_dims(x, [*range(rank - 2), rank - 1, rank - 2])

@@ -1,0 +1,57 @@
+"""BatchNorm (inference form) and LRN, channel axis 1."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from tvm import relax
+
+from lite.delegates.tvm.ops import Node, emitter
+from lite.kernel import Kernel
+
+
+def check_channels(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
+    if len(kernel.inputs[0].shape) < 2:
+        return f"{kernel.type} of a {len(kernel.inputs[0].shape)}-D input: needs (N, C, ...)"
+    return None
+
+
+@emitter("BatchNorm", check=check_channels)
+def batch_norm(node: Node) -> relax.Expr:
+    """x * multiplier + offset per channel; constant statistics fold in float64 as the native kernel does."""
+    rank, eps = len(node.shape(0)), float(node.attrs["epsilon"])
+    channel = (1, -1) + (1,) * (rank - 2)
+    values = [node.value(i) for i in range(1, 5)]
+    if all(t.is_const for t in node.kernel.inputs[1:]):
+        scale, bias, mean, var = (v.astype(np.float64) for v in values)
+        multiplier = scale / np.sqrt(var + eps)
+        mul, off = node.g.const(multiplier.reshape(channel)), node.g.const((bias - mean * multiplier).reshape(channel))
+    else:
+        scale, bias, mean, var = (relax.op.reshape(node.x(i), channel) for i in range(1, 5))
+        mul = relax.op.divide(scale, relax.op.sqrt(relax.op.add(var, node.g.const(eps))))
+        off = relax.op.subtract(bias, relax.op.multiply(mean, mul))
+    return relax.op.add(relax.op.multiply(node.x(0), mul), off)
+
+
+@emitter("LRN", check=check_channels)
+def lrn(node: Node) -> relax.Expr:
+    """x / (bias + alpha / size * window sum of x^2) ** beta, the window sum as an average pool.
+
+    The squares are viewed as (N, 1, C, rest) and pooled over C with a (size, 1) window padded
+    (size - 1) // 2 before and size // 2 after; counting the pads, the average is sum / size.
+    """
+    g, attrs = node.g, node.attrs
+    shape = node.shape(0)
+    channels = g.static(shape[1], "LRN's channel count")
+    rest = math.prod(g.static(d, "LRN's spatial size") for d in shape[2:])
+    size = int(attrs["size"])
+    x = node.x(0)
+    squares = relax.op.reshape(relax.op.multiply(x, x), (shape[0], 1, channels, rest))
+    window = relax.op.nn.avg_pool2d(squares, (size, 1), (1, 1), ((size - 1) // 2, 0, size // 2, 0),
+                                    count_include_pad=True)
+    window = relax.op.reshape(window, shape)
+    base = relax.op.add(relax.op.multiply(window, g.const(float(attrs["alpha"]))), g.const(float(attrs["bias"])))
+    return relax.op.multiply(x, relax.op.power(base, g.const(-float(attrs["beta"]))))

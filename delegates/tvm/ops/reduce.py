@@ -1,0 +1,56 @@
+"""ReduceFusion, and Softmax / LogSoftmax over a set of axes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tvm import relax
+
+from lite.delegates.tvm.ops import Node, emitter
+from lite.kernel import Kernel
+
+REDUCTIONS = {"MEAN": relax.op.mean, "MAX": relax.op.max, "MIN": relax.op.min, "SUM": relax.op.sum,
+              "PROD": relax.op.prod}
+
+
+def axes_of(values, rank: int) -> list[int]:
+    return sorted(int(a) % rank for a in values)
+
+
+def check_reduce(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
+    if attrs["reduce_mode"] not in REDUCTIONS:
+        return f"ReduceFusion {attrs['reduce_mode']}: unknown reduce mode"
+    if 0 in kernel.inputs[0].shape:
+        return "ReduceFusion of an empty tensor: not compiled"
+    return None
+
+
+@emitter("ReduceFusion", check=check_reduce)
+def reduce(node: Node) -> relax.Expr:
+    """reduce_mode over ``axes`` (empty: every axis, or none with noop_with_empty_axes)."""
+    attrs, rank = node.attrs, len(node.shape(0))
+    if not attrs["axes"] and attrs["noop_with_empty_axes"]:
+        return node.x(0)
+    axes = axes_of(attrs["axes"], rank) if attrs["axes"] else list(range(rank))
+    return REDUCTIONS[attrs["reduce_mode"]](node.x(0), axis=axes, keepdims=bool(attrs["keep_dims"]))
+
+
+def check_normalization(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
+    if 0 in kernel.inputs[0].shape:
+        return f"{kernel.type} of an empty tensor: not compiled"
+    return None
+
+
+@emitter("Softmax", "LogSoftmax", check=check_normalization)
+def softmax(node: Node) -> relax.Expr:
+    """One axis: Relax's (log_)softmax; several: shifted by the max, normalised over all of them."""
+    x, rank = node.x(0), len(node.shape(0))
+    axes = axes_of(node.attrs["axis"], rank)
+    log = node.kernel.type == "LogSoftmax"
+    if len(axes) == 1:
+        return (relax.op.nn.log_softmax if log else relax.op.nn.softmax)(x, axis=axes[0])
+    shifted = node.g.bb.emit(relax.op.subtract(x, relax.op.max(x, axis=axes, keepdims=True)))
+    exps = relax.op.exp(shifted)
+    total = relax.op.sum(exps, axis=axes, keepdims=True)
+    return relax.op.subtract(shifted, relax.op.log(total)) if log else relax.op.divide(exps, total)
