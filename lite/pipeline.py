@@ -10,11 +10,15 @@ Context, so one stage can run native kernels on one core while another runs on a
   returns results in submission order.
 - ``split_model`` cuts one model into balanced stages and returns a ready config.
 
-Threads: numpy releases the GIL inside BLAS calls and most large array operations, so
-stages in different threads really do run at the same time; the Python code between those
-calls (kernel dispatch, small ops) still takes turns on the GIL. Each stage uses its own
-Context's ``thread_num`` threads (native kernels split large matrix products across them,
-each piece on single-threaded BLAS), so keep the sum over the stages within your cores.
+Threads and BLAS: numpy releases the GIL inside BLAS calls and most large array operations,
+so stages in different threads really do run at the same time; the Python code between
+those calls (kernel dispatch, small ops) still takes turns on the GIL. The BLAS thread pool
+is process-wide (``lite.threads.limit_blas_threads``): every ``Model.predict`` sets it to its
+own Context's ``thread_num``. Stages that all use the same ``thread_num`` (``split_model``
+gives every default stage ``thread_num=1``) agree, and the pool stays as it is; stages with
+different values switch the pool on every predict, and a stage's GEMMs then run with
+whichever value another stage set last. Give every stage the same ``thread_num``, and keep
+the sum of the stages' threads within the cores you have.
 """
 
 from __future__ import annotations
@@ -322,7 +326,8 @@ class PipelineExecutor:
     producer that outruns its consumer is slowed down instead of filling memory (collect
     results from another thread then, or ``run()`` waits for ever).
 
-    Threads: each stage uses its Context's ``thread_num`` (see the module docstring).
+    Threads: give every stage the same ``thread_num`` (see the module docstring: the BLAS
+    pool is process-wide).
 
     Args:
         config: the stages and their wiring; checked with ``config.validate()``.

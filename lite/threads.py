@@ -14,8 +14,8 @@ _current: int | None = None
 def limit_blas_threads(thread_num: int) -> None:
     """Sets the BLAS thread pool to ``thread_num`` threads, process-wide, from any thread.
 
-    OpenBLAS (pthreads build) has one pool for the whole process. ``Model.predict`` keeps
-    it at 1 thread and splits large products across its own threads instead.
+    OpenBLAS (pthreads build) has one pool for the whole process, so the last model to
+    predict sets it; give models that run at the same time the same ``thread_num``.
 
     # NOTE: creating a ThreadpoolController scans the loaded libraries (milliseconds),
     # so one is kept, and the limit is only set when it changes: a predict pays nothing.
