@@ -16,8 +16,7 @@ class Context:
     """Options for building and running a Model.
 
     Args:
-        thread_num: threads for native kernels (at least 1): large matrix products are split
-            across them, each piece on single-threaded BLAS.
+        thread_num: threads for native kernels and BLAS (at least 1).
         fallback: when a delegate's graph kernel fails ``prepare``, run the native
             kernels it covered instead of failing the build.
         delegates: delegates in priority order (highest first).

@@ -19,7 +19,6 @@ from lite.delegate import Delegate, DelegateModel, DelegationLog, Partition
 from lite.errors import DelegateError, InputError, LiteError, ModelFormatError, NotSupportedError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel, Workspace
-from lite.kernels.parallel import KernelThreads
 from lite.memory import MemoryPlan
 from lite.scheduler import schedule
 from lite.schema.graph import GraphDef
@@ -142,9 +141,8 @@ class Model:
             self._memory_limit = context.memory_limit
             self._shape_kernels = schedule(graph, tensors)
             workspace = Workspace(context.memory_limit)  # kernels run one at a time: one scratch pool
-            threads = KernelThreads(context.thread_num)
             for kernel in self._shape_kernels:
-                kernel.workspace, kernel.threads = workspace, threads
+                kernel.workspace = workspace
             self._folded = set(foldable_kernels(self._shape_kernels))
             self._kernels = [k for k in self._shape_kernels if k not in self._folded]
             for tensor in self._inputs:
@@ -390,7 +388,7 @@ class Model:
         self._memory.apply(self._kernels, keep, self._memory_limit)
 
     def _run(self, profile: dict[Kernel, float] | None) -> None:
-        limit_blas_threads(1)  # native kernels split their large matmuls across KernelThreads instead
+        limit_blas_threads(self._context.thread_num)
         kernel = None
         try:
             with np.errstate(all="ignore"):  # IEEE results (NaN, inf) as onnxruntime gives them, no warnings

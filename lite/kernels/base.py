@@ -10,7 +10,6 @@ import numpy as np
 from lite.aligned import aligned_empty
 from lite.errors import ModelFormatError, UnsupportedOpError
 from lite.kernel import Kernel
-from lite.kernels.parallel import SINGLE_THREAD
 from lite.primitive import Primitive
 from lite.tensor import Tensor
 
@@ -64,7 +63,6 @@ class NativeKernel(Kernel):
         super().__init__(inputs, outputs, primitive, name)
         self.attrs = primitive.attrs
         self.workspace = Workspace()
-        self.threads = SINGLE_THREAD  # the model's KernelThreads: large matmuls split across them
         self.check_attrs()
 
     def check_attrs(self) -> None:

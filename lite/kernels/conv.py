@@ -186,7 +186,7 @@ class Conv2DFusion(ConvBase):
         self.run = self.run_depthwise
 
     def run_direct(self, x: np.ndarray, out: np.ndarray) -> None:
-        self.threads.matmul(self.weight_matrix(), x.reshape(self.gemm_cols), out.reshape(self.gemm_out))
+        np.matmul(self.weight_matrix(), x.reshape(self.gemm_cols), out=out.reshape(self.gemm_out))
         self.finish(out)
 
     def run_im2col(self, x: np.ndarray, out: np.ndarray) -> None:
@@ -194,7 +194,7 @@ class Conv2DFusion(ConvBase):
         planes = self.planes.fill(x, planes, 0)
         for phase, target, shape, strides, first in self.gathers:
             np.copyto(cols[target], strided_view(planes[phase], shape, strides, first))
-        self.threads.matmul(self.weight_matrix(), cols.reshape(self.gemm_cols), out.reshape(self.gemm_out))
+        np.matmul(self.weight_matrix(), cols.reshape(self.gemm_cols), out=out.reshape(self.gemm_out))
         self.finish(out)
 
     def run_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
@@ -304,7 +304,7 @@ class Conv2dTransposeFusion(ConvBase):
 
     def run(self, x: np.ndarray, out: np.ndarray) -> None:
         cols = self.workspace.array(self.cols_shape, x.dtype, 1)
-        self.threads.matmul(self.weight_matrix(), x.reshape(self.gemm_in), cols)
+        np.matmul(self.weight_matrix(), x.reshape(self.gemm_in), out=cols)
         cols = cols.reshape(self.tap_cols)
         full = out if self.crop is None else self.workspace.array(self.full_shape, x.dtype, 0)
         full.fill(0)

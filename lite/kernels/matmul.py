@@ -67,7 +67,7 @@ class MatMulFusion(NativeKernel):
         if self.transpose_b and b.ndim >= 2:
             b = b.swapaxes(-1, -2)
         out = self.outputs[0].data
-        self.threads.matmul(a, b, out)
+        np.matmul(a, b, out=out)
         if len(self.inputs) > 2 and self.inputs[2] is not None:
             np.add(out, self.inputs[2].data, out=out)
         apply_fused_activation(out, self.activation)
