@@ -21,7 +21,8 @@ MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet", "inception_block
 RSS_MODELS = ["resnet50"]
 
 _RSS_SCRIPT = """
-import resource, sys, numpy as np
+import sys, numpy as np
+from lite.tools.benchmark import peak_rss_mib
 path, engine, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if engine == "lite":
     import lite
@@ -39,7 +40,7 @@ else:
              for i in session.get_inputs()}
     for _ in range(3):
         session.run(None, feeds)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(peak_rss_mib())
 """
 
 

@@ -229,6 +229,14 @@ def by_op_type(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM; ru_maxrss would include a forking parent's)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -357,8 +365,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--accuracy-threshold", type=float, metavar="MEAN_REL_ERR",
                    help="fail (exit 1) when an output's mean relative error exceeds this")
     p.add_argument("--time-profiling", action="store_true", help="per-kernel and per-op-type time table")
-    p.add_argument("--pause-ms", type=float, default=20.0,
-                   help="pause before each timed run so the other engine's threads go idle (default 20)")
+    p.add_argument("--pause-ms", type=float, default=200.0,
+                   help="pause before each timed run so the other engine's threads go idle (default 200)")
     p.add_argument("--json", type=Path, metavar="OUT.json")
     p.add_argument("--suite", action="store_true", help="run the fixed model suite (see lite.tools.bench_suite)")
     p.add_argument("--suite-dir", type=Path, default=Path("bench_out"))
