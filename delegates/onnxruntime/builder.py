@@ -14,6 +14,7 @@ from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY
 from lite.kernel import Kernel
 from lite.tensor import Tensor
+from lite.tools.converter.onnx_graph import unique_name
 
 OPSET = 17
 PRODUCER = "delite ORTDelegate"
@@ -53,7 +54,7 @@ class GraphBuilder:
 
     def unique(self, hint: str) -> str:
         """A tensor name not used yet in this graph, based on ``hint``."""
-        return _unique(hint or "t", self._taken)
+        return unique_name(hint or "t", self._taken)
 
     def constant(self, value: np.ndarray, hint: str) -> str:
         """A new initializer holding ``value``; returns its name."""
@@ -64,7 +65,7 @@ class GraphBuilder:
 
     def add_node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], hint: str,
                  **attrs: Any) -> None:
-        name = _unique(hint, self._node_names)
+        name = unique_name(hint, self._node_names)
         self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
 
     def _initializer(self, tensor: Tensor, name: str) -> TensorProto:
@@ -73,15 +74,6 @@ class GraphBuilder:
         if tensor.data is None:
             raise RuntimeError(f"the data of constant {tensor.name!r} was released before it was emitted")
         return numpy_helper.from_array(tensor.data, name)
-
-
-def _unique(hint: str, taken: set[str]) -> str:
-    name, k = hint, 0
-    while name in taken:
-        k += 1
-        name = f"{hint}_{k}"
-    taken.add(name)
-    return name
 
 
 class NodeContext:

@@ -15,7 +15,7 @@ import lite
 from lite.delegates import load_delegate
 from lite.delegates.example_npu import ENV_SWITCH, ExampleNPUDelegate, NPUGraphKernel
 from lite.tools import zoo
-from lite.tools.converter import convert
+from tests.delegates.support import build, feeds_for
 from tests.oracle import relative_l2, run_onnxruntime
 
 RNG = np.random.default_rng(2024)
@@ -41,20 +41,6 @@ def node(op_type: str, inputs: list[str], output: str = "y", **attrs) -> onnx.No
 def weight(*shape: int) -> np.ndarray:
     fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
     return (RNG.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
-
-
-def build(onnx_model: onnx.ModelProto, delegate: lite.Delegate | None = None, **convert_args) -> lite.Model:
-    model = lite.Model()
-    context = lite.Context(thread_num=1, delegates=[delegate] if delegate else [])
-    model.build(convert(onnx_model, **convert_args), lite.ModelType.LITE, context)
-    return model
-
-
-def feeds_for(onnx_model: onnx.ModelProto, shapes: dict[str, tuple] | None = None) -> dict[str, np.ndarray]:
-    """Fresh random inputs (never zeros or ones), scaled to exercise RELU6/CLIP bounds."""
-    shapes = shapes or {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim)
-                        for i in onnx_model.graph.input}
-    return {name: (3 * RNG.standard_normal(shape)).astype(np.float32) for name, shape in shapes.items()}
 
 
 def assert_matches(model: lite.Model, onnx_model: onnx.ModelProto, feeds: dict[str, np.ndarray],

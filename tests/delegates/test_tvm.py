@@ -9,6 +9,7 @@ except a small whole model (ResNet-18 at 64x64 px) kept in the default run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 import lite
 from lite.tools import zoo
 from lite.tools.converter import convert
+from tests.delegates.support import build, feeds_for
 from tests.oracle import relative_l2, run_onnxruntime
 
 tvm = pytest.importorskip("tvm")
@@ -62,19 +64,7 @@ def ints(*values: int) -> np.ndarray:
     return np.array(values, np.int64)
 
 
-def build(onnx_model: onnx.ModelProto, delegate: lite.Delegate | None = None, thread_num: int = 2,
-          **convert_args) -> lite.Model:
-    model = lite.Model()
-    context = lite.Context(thread_num=thread_num, delegates=[delegate] if delegate else [])
-    model.build(convert(onnx_model, **convert_args), lite.ModelType.LITE, context)
-    return model
-
-
-def feeds_for(onnx_model: onnx.ModelProto, shapes: dict[str, tuple] | None = None) -> dict[str, np.ndarray]:
-    """Fresh random inputs (never zeros or ones), scaled to exercise RELU6/CLIP bounds."""
-    shapes = shapes or {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim)
-                        for i in onnx_model.graph.input}
-    return {name: (3 * RNG.standard_normal(shape)).astype(np.float32) for name, shape in shapes.items()}
+build = functools.partial(build, thread_num=2)
 
 
 def assert_matches(model: lite.Model, onnx_model: onnx.ModelProto, feeds: dict[str, np.ndarray],

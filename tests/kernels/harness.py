@@ -32,3 +32,12 @@ def run_kernel(op_type: str, attrs: dict, inputs: list[np.ndarray | None],
     kernel.resize()
     kernel.execute()
     return [t.data for t in outputs]
+
+
+def assert_matches(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Same dtype and shape; floats within rtol 1e-4 / atol 1e-6, everything else exact."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if actual.dtype.kind == "f":
+        np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(actual, expected)

@@ -9,7 +9,7 @@ import pytest
 
 from lite.errors import ModelFormatError
 from lite.kernels.elementwise import erf_float32, erf_float64
-from tests.kernels.harness import run_kernel
+from tests.kernels.harness import assert_matches, run_kernel
 from tests.oracle import run_onnxruntime, single_node_model
 
 SHAPE_PAIRS = [
@@ -36,14 +36,6 @@ def onnx_reference(op: str, arrays: list[np.ndarray], **attrs) -> np.ndarray:
     feeds = {f"x{i}": a for i, a in enumerate(arrays)}
     model = single_node_model(op, feeds, **attrs)
     return run_onnxruntime(model, feeds)[0]
-
-
-def assert_matches(actual: np.ndarray, expected: np.ndarray) -> None:
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    if actual.dtype.kind == "f":
-        np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-6)
-    else:
-        np.testing.assert_array_equal(actual, expected)
 
 
 def check(op_type: str, onnx_op: str, arrays: list[np.ndarray], attrs: dict | None = None) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lite.errors import ModelFormatError
-from tests.kernels.harness import run_kernel
+from tests.kernels.harness import assert_matches, run_kernel
 from tests.oracle import run_onnxruntime, single_node_model
 
 MODES = {"MEAN": "ReduceMean", "MAX": "ReduceMax", "MIN": "ReduceMin", "SUM": "ReduceSum", "PROD": "ReduceProd"}
@@ -23,14 +23,6 @@ def onnx_reference(op: str, inputs: list[np.ndarray], opset: int, **attrs) -> np
     feeds = {f"x{i}": a for i, a in enumerate(inputs)}
     model = single_node_model(op, feeds, opset=opset, **attrs)
     return run_onnxruntime(model, feeds)[0]
-
-
-def assert_matches(actual: np.ndarray, expected: np.ndarray) -> None:
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    if actual.dtype.kind == "f":
-        np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-6)
-    else:
-        np.testing.assert_array_equal(actual, expected)
 
 
 @pytest.mark.parametrize("mode", list(MODES))
