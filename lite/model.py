@@ -80,7 +80,6 @@ class Model:
         self._shapes_dirty = False
         self._memory_limit = 0
         self._log = DelegationLog()
-        self._declined: list[tuple[str, str]] = []
         self.build_timings: dict[str, float] = {}
 
     # ---- building ---------------------------------------------------------------
@@ -126,15 +125,11 @@ class Model:
         path = Path(model_path)
         if model_type is None:
             model_type = ModelType.ONNX if path.suffix.lower() == ".onnx" else ModelType.LITE
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read model file {str(path)!r}: {exc.strerror or exc}") from exc
-        self.build(data, model_type, context)
+        self.build(_read_file(path), model_type, context)
 
     def _build_graph(self, graph: GraphDef, context: Context, timer: _StageTimer) -> None:
         with timer("schedule"):
-            tensors = [_make_tensor(t) for t in graph.tensors]
+            tensors = [Tensor.from_def(t) for t in graph.tensors]
             self._inputs = [tensors[i] for i in graph.inputs]
             self._outputs = [tensors[i] for i in graph.outputs]
             self._context = context
@@ -166,7 +161,6 @@ class Model:
             delegate.init()
         except NotSupportedError as exc:
             logger.info("delegate %s declined: %s", name, exc)
-            self._declined.append((name, str(exc)))
             return
         except Exception as exc:
             raise DelegateError(f"delegate {name} failed in init(): {type(exc).__name__}: {exc}") from exc
@@ -443,8 +437,26 @@ class _StageTimer:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
-def _make_tensor(t) -> Tensor:
-    return Tensor(t.name, t.dtype, t.shape, t.format, data=t.data, is_const=t.data is not None)
+def lite_bytes_from_file(model_path: str | os.PathLike) -> bytes:
+    """The .lite bytes of a ``.lite`` file, or of an ``.onnx`` file converted in memory.
+
+    Raises:
+        InputError: the file cannot be read.
+        ModelFormatError, UnsupportedOpError: the ONNX model does not convert.
+    """
+    path = Path(model_path)
+    if path.suffix.lower() != ".onnx":
+        return _read_file(path)
+    from lite.tools.converter import convert
+
+    return convert(str(path))  # from the path, so external data beside the model resolves
+
+
+def _read_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read model file {str(path)!r}: {exc.strerror or exc}") from exc
 
 
 def _convert_onnx(model_data: bytes | bytearray | memoryview) -> bytes:

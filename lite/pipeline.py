@@ -37,7 +37,7 @@ import numpy as np
 
 from lite.context import Context
 from lite.errors import InputError, LiteError
-from lite.model import Model, ModelType
+from lite.model import Model, ModelType, lite_bytes_from_file
 from lite.schema.graph import GraphDef, TensorDef
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model
@@ -645,14 +645,11 @@ def _model_bytes(model: str | os.PathLike | bytes | bytearray | onnx.ModelProto)
     """.lite bytes from a path (.lite or .onnx), bytes, or an onnx.ModelProto."""
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model)
-    if hasattr(model, "SerializeToString") or Path(model).suffix.lower() == ".onnx":
+    if hasattr(model, "SerializeToString"):
         from lite.tools.converter import convert  # the converter (and onnx) load only when needed
 
         return convert(model)
-    try:
-        return Path(model).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read model file {str(model)!r}: {exc.strerror or exc}") from exc
+    return lite_bytes_from_file(model)
 
 
 def _check_splittable(graph: GraphDef) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import queue
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from lite.context import Context
 from lite.errors import InputError
-from lite.model import Model, ModelType
+from lite.model import Model, ModelType, lite_bytes_from_file
 from lite.schema.reader import aligned_copy
 
 
@@ -38,7 +37,7 @@ class ModelParallelRunner:
     def __init__(self, model_path: str | os.PathLike, context: Context | None = None, workers: int = 2):
         if not isinstance(workers, int) or workers < 1:
             raise InputError(f"workers must be a positive int, got {workers!r}")
-        buffer = aligned_copy(_lite_bytes(Path(model_path)))
+        buffer = aligned_copy(lite_bytes_from_file(model_path))
         self.workers = workers
         self._idle: queue.SimpleQueue[Model] = queue.SimpleQueue()
         self._models = []
@@ -68,14 +67,3 @@ class ModelParallelRunner:
         finally:
             self._idle.put(model)
 
-
-def _lite_bytes(path: Path) -> bytes:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read model file {str(path)!r}: {exc.strerror or exc}") from exc
-    if path.suffix.lower() == ".onnx":
-        from lite.tools.converter import convert
-
-        return convert(data)
-    return data

@@ -35,7 +35,7 @@ def validate_graph(graph: GraphDef, memory_limit: int) -> None:
     Raises:
         UnsupportedOpError, ModelFormatError: naming the node at fault.
     """
-    tensors = [Tensor(t.name, t.dtype, t.shape, t.format, data=t.data, is_const=t.is_const) for t in graph.tensors]
+    tensors = [Tensor.from_def(t) for t in graph.tensors]
     kernels = schedule(graph, tensors)
     folded = set(foldable_kernels(kernels))
     if all(-1 not in tensors[i].shape for i in graph.inputs):

@@ -8,7 +8,7 @@ import numpy as np
 
 from lite.aligned import aligned_array
 from lite.errors import InputError
-from lite.schema.graph import Format
+from lite.schema.graph import Format, TensorDef
 
 
 class Tensor:
@@ -67,6 +67,11 @@ class Tensor:
             self._replace(array)
         else:
             np.copyto(self.data, array)
+
+    @classmethod
+    def from_def(cls, tensor: TensorDef) -> Tensor:
+        """The runtime tensor of a model file's tensor (constants keep viewing the file's data)."""
+        return cls(tensor.name, tensor.dtype, tensor.shape, tensor.format, data=tensor.data, is_const=tensor.is_const)
 
     def snapshot(self) -> Tensor:
         """A new Tensor with the same name, dtype, shape and format and a copy of the data."""

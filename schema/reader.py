@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from lite.aligned import aligned_empty
 from lite.errors import ModelFormatError
 from lite.schema.fb.DataType import DataType
 from lite.schema.fb.Model import Model as FbModel
@@ -39,9 +40,7 @@ _PARSE_ERRORS = (
 def aligned_copy(buf: bytes | bytearray | memoryview | np.ndarray) -> np.ndarray:
     """Copies ``buf`` into a uint8 array whose first byte is 64-byte aligned."""
     raw = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.view(np.uint8).ravel()
-    storage = np.empty(raw.size + DATA_ALIGNMENT, dtype=np.uint8)
-    start = -storage.ctypes.data % DATA_ALIGNMENT
-    aligned = storage[start : start + raw.size]
+    aligned = aligned_empty(raw.size)
     aligned[:] = raw
     return aligned
 

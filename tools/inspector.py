@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lite
 from lite.delegates import load_delegate, parse_options
-from lite.model import PartitionRow
+from lite.model import PartitionRow, lite_bytes_from_file
 from lite.schema.graph import GraphDef
 from lite.schema.reader import read_model
 
@@ -20,15 +20,6 @@ EXAMPLES = """examples:
   lite-inspect model.lite --delegate tvm --delegate-option target=llvm --svg graph.svg
   lite-inspect model.onnx --delegate ort --dump-partitions partitions/
 """
-
-
-def model_bytes(path: Path) -> bytes:
-    """The .lite bytes of a .lite or .onnx file."""
-    if path.suffix.lower() == ".onnx":
-        from lite.tools.converter import convert
-
-        return convert(str(path))
-    return path.read_bytes()
 
 
 def format_table(rows: list[PartitionRow]) -> str:
@@ -134,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lite-inspect``."""
     args = parse_args(argv)
     try:
-        data = model_bytes(args.model)
+        data = lite_bytes_from_file(args.model)
         options = parse_options(args.delegate_option)
         delegates = [d for d in (load_delegate(s, options) for s in args.delegate) if d is not None]
         model = lite.Model()
