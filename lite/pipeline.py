@@ -555,11 +555,16 @@ def split_model(model: str | os.PathLike | bytes | bytearray | onnx.ModelProto, 
 
     The model is built once natively (one thread) and run ``profile_runs`` times on random
     inputs; each kernel's cost is its fastest time. The cut points minimise the most expensive
-    stage. Every tensor crossing a cut becomes an output of the piece that makes it and an
-    input of each later piece that reads it; constants go with the nodes that read them;
-    values the runtime computes from shapes alone become constants of the pieces that read
-    them. Graph outputs made early are wired from their piece straight to the pipeline
-    outputs. Tensor names stay as they are, so the wiring reads ``connect((0, "t"), (1, "t"))``.
+    stage; then the pieces are profiled the same way, since a kernel costs a little different
+    in a piece than in the whole model (caches, the arena), and the cuts are re-balanced on
+    those costs a few times, keeping the cuts whose slowest piece measured fastest.
+
+    Every tensor crossing a cut becomes an output of the piece that makes it and an input of
+    each later piece that reads it; constants go with the nodes that read them; values the
+    runtime computes from shapes alone become constants of the pieces that read them. Graph
+    outputs made early are wired from their piece straight to the pipeline outputs. Tensor
+    names stay as they are, so the wiring reads ``connect((0, "t"), (1, "t"))``.
+
     Costs are those of the native kernels: a piece whose Context has a delegate may run
     faster or slower than its share.
 
@@ -592,14 +597,56 @@ def split_model(model: str | os.PathLike | bytes | bytearray | onnx.ModelProto, 
     _check_splittable(graph)
     costs, known = _profile(data, profile_runs)
     producers = _producers(graph)
-    order, seconds = [producers[name] for name in costs], list(costs.values())
+    order = [producers[name] for name in costs]
     if num_stages > len(order):
         raise InputError(f"cannot cut {len(order)} running kernel(s) into {num_stages} stages")
-    spans = list(itertools.pairwise([0, *balance(seconds, num_stages), len(order)]))
-    logger.info("split_model: stage costs %s ms", [round(sum(seconds[a:b]) * 1e3, 3) for a, b in spans])
-    graphs = _pieces(graph, [order[a:b] for a, b in spans], known)
+    cuts = _Cutter(graph, order, known, profile_runs).refine(list(costs), list(costs.values()), num_stages)
+    graphs = _pieces(graph, _groups(order, cuts), known)
     pieces = [_build_piece(graphs[i], i, contexts[i], save_dir) for i in range(num_stages)]
     return pieces, _wire(graph, graphs, pieces)
+
+
+class _Cutter:
+    """Balances cut points on kernel costs measured inside the pieces the cuts make."""
+
+    ROUNDS = 3
+
+    def __init__(self, graph: GraphDef, order: list[int], known: dict[str, np.ndarray], runs: int):
+        self.graph, self.order, self.known, self.runs = graph, order, known, runs
+
+    def refine(self, names: list[str], seconds: list[float], parts: int) -> list[int]:
+        """The cuts, of those tried, whose slowest piece measured fastest.
+
+        Starts from ``balance`` on the whole-model costs; each round profiles the pieces of the
+        current cuts, takes each kernel's cost from its piece, and balances again, until the
+        cuts repeat or ``ROUNDS`` rounds have run.
+        """
+        cuts, slowest = balance(seconds, parts), {}
+        for _ in range(self.ROUNDS if parts > 1 else 0):
+            if tuple(cuts) in slowest:
+                break
+            measured = self.piece_costs(cuts)
+            seconds = [measured.get(name, old) for name, old in zip(names, seconds, strict=True)]
+            stages = [sum(seconds[a:b]) for a, b in _spans(cuts, len(seconds))]
+            logger.info("split_model: cuts %s measure %s ms per stage", cuts, [round(s * 1e3, 3) for s in stages])
+            slowest[tuple(cuts)] = max(stages)
+            cuts = balance(seconds, parts)
+        return list(min(slowest, key=slowest.get)) if slowest else cuts
+
+    def piece_costs(self, cuts: list[int]) -> dict[str, float]:
+        """Each running kernel's cost (by first output name) profiled inside its piece."""
+        costs: dict[str, float] = {}
+        for piece in _pieces(self.graph, _groups(self.order, cuts), self.known):
+            costs.update(_profile(write_model(piece), self.runs)[0])
+        return costs
+
+
+def _spans(cuts: list[int], length: int) -> list[tuple[int, int]]:
+    return list(itertools.pairwise([0, *cuts, length]))
+
+
+def _groups(order: list[int], cuts: list[int]) -> list[list[int]]:
+    return [order[a:b] for a, b in _spans(cuts, len(order))]
 
 
 def balance(costs: Sequence[float], parts: int) -> list[int]:

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.delegates.example_npu import ExampleNPUDelegate
-from lite.pipeline import StageError, balance
+from lite.pipeline import StageError, _Cutter, balance
 from lite.schema.graph import GraphDef, NodeDef, TensorDef
 from lite.schema.writer import write_model
 from lite.tools import zoo
@@ -287,6 +287,22 @@ def test_balance_minimises_the_largest_stage(seed):
     best = min(worst(c) for c in itertools.combinations(range(1, len(costs)), parts - 1))
     assert worst(cuts) == pytest.approx(best)
 
+
+
+def test_cuts_rebalance_on_the_costs_measured_in_the_pieces(monkeypatch):
+    """The whole-model profile says even; inside their piece the first three kernels cost 3x."""
+    inside = {"a": 3.0, "b": 3.0, "c": 3.0, "d": 1.0, "e": 1.0, "f": 1.0}
+    cutter, measured = _Cutter(GraphDef(), list(range(6)), {}, runs=1), []
+    monkeypatch.setattr(cutter, "piece_costs", lambda cuts: measured.append(cuts) or inside)
+    assert cutter.refine(list("abcdef"), [1.0] * 6, 2) == [2]
+    assert measured == [[3], [2]]  # the even cut, then the re-balanced one; it repeats, so it stops
+
+
+def test_split_model_profiles_the_pieces_of_each_cut_it_tries(caplog):
+    with caplog.at_level("INFO", logger="lite"):
+        lite.split_model(zoo.add_chain(30), 3, profile_runs=2)
+    rounds = [line for line in caplog.messages if "measure" in line]
+    assert 1 <= len(rounds) <= _Cutter.ROUNDS
 
 # ---- wiring ---------------------------------------------------------------------------------
 

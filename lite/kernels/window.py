@@ -91,8 +91,9 @@ class Planes:
     Split, phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ..., so every
     tap of a strided window is a unit-stride window of one phase (worth one strided copy of
     the input when the kernel has more taps than the stride has phases). Unsplit, there is
-    one plane and a tap steps by the stride. Planes are as large as the windows reach, plus
-    one spare row when ``spare_row`` (a tap flattened over full rows then stays inside).
+    one plane and a tap steps by the stride; when no window reaches past x, x is that plane.
+    Planes are as large as the windows reach, plus one spare row when ``spare_row`` (a tap
+    flattened over full rows then stays inside).
     """
 
     def __init__(self, x: tuple[int, ...], begins: tuple[int, int], kernel_size: tuple[int, int],
@@ -105,6 +106,8 @@ class Planes:
         self.dilations, self.kernel_size = dilations, kernel_size
         height, self.width = ((k - 1) * d // p + (o - 1) * s + 1 for k, d, p, o, s in
                               zip(kernel_size, dilations, self.phases, out_sizes, self.steps, strict=True))
+        if self.phases == (1, 1) and not spare_row and begins == (0, 0) and height <= x[2] and self.width <= x[3]:
+            height, self.width = x[2], x[3]  # NOTE: every window lies inside x: x itself is the plane, uncopied
         self.height = height + spare_row
         self.shape = (*self.phases, x[0], x[1], self.height, self.width)
         self.identity = begins == (0, 0) and self.shape[:2] == (1, 1) and (self.height, self.width) == tuple(x[2:])
