@@ -40,7 +40,7 @@ class Activation(NativeKernel):
         np.copyto(out, x)
 
     def relu(self, x: np.ndarray, out: np.ndarray) -> None:
-        np.maximum(x, 0, out=out)
+        np.clip(x, 0, np.inf, out=out)  # NOTE: faster than np.maximum(x, 0); NaN stays NaN
 
     def relu6(self, x: np.ndarray, out: np.ndarray) -> None:
         np.clip(x, 0, 6, out=out)
