@@ -7,12 +7,15 @@ grouped and depthwise convolutions into one batched matmul.
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import FUSED_ACTIVATIONS, apply_fused_activation
+from lite.kernels.fused import FUSED_ACTIVATIONS, activation_step
 from lite.kernels.registry import FLOATS, register
 from lite.kernels.window import (
     Planes,
@@ -50,6 +53,7 @@ class ConvBase(NativeKernel):
             self.fail(f"activation_type {self.activation!r} cannot be fused; expected one of {FUSED_ACTIVATIONS}")
         self.weights: np.ndarray | None = None
         self.planned: tuple[int, ...] | None = None
+        self.steps_key: tuple | None = None
 
     def check_weight(self, x: tuple[int, ...], w: tuple[int, ...], out_channels: int) -> None:
         """Fails unless x and weight are 4-D and agree on groups, kernel size and bias length."""
@@ -72,12 +76,18 @@ class ConvBase(NativeKernel):
 
     def finish(self, out: np.ndarray) -> None:
         """Adds the bias (if any) and applies the fused activation, in place."""
-        bias = self.bias()
+        for step in self.finish_steps(out, self.bias()):
+            step()
+
+    def finish_steps(self, out: np.ndarray, bias: Tensor | None) -> list[Callable[[], object]]:
+        """The calls of ``finish`` with their arrays bound."""
+        steps: list[Callable[[], object]] = []
         if bias is not None:
             n, c, h, w = out.shape
             out3 = out.reshape(n, c, h * w)
-            np.add(out3, bias.data[:, None], out=out3)
-        apply_fused_activation(out, self.activation)
+            steps.append(partial(np.add, out3, bias.data[:, None], out=out3))
+        activation = activation_step(out, self.activation)
+        return steps if activation is None else [*steps, activation]
 
     def prepare(self) -> None:
         if self.inputs[1].is_const:
@@ -146,8 +156,9 @@ class Conv2DFusion(ConvBase):
         begins, ends, (out_h, out_w) = self.geometry(x, w)
         g = self.group
         self.gemm_out = (n, g, out_c // g, out_h * out_w)
+        self.steps_key, self.scratch = None, None
         if (kh, kw, *self.strides, *begins, *ends) == (1, 1, 1, 1, 0, 0, 0, 0):
-            self.run, self.gemm_cols = self.run_direct, (n, g, per_group, out_h * out_w)
+            self.plan_steps, self.gemm_cols = self.direct_steps, (n, g, per_group, out_h * out_w)
         elif per_group == 1 and g > 1:
             self.plan_depthwise(x, w, begins, (out_h, out_w))
         else:
@@ -156,7 +167,7 @@ class Conv2DFusion(ConvBase):
     def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, int],
                     out_sizes: tuple[int, int]) -> None:
         (n, c, _, _), (_, per_group, kh, kw), (out_h, out_w) = x, w, out_sizes
-        self.run = self.run_im2col
+        self.plan_steps = self.im2col_steps
         self.gemm_cols = (n, self.group, per_group * kh * kw, out_h * out_w)
         self.planes = planes = Planes(x, begins, (kh, kw), self.strides, self.dilations, out_sizes)
         self.scratch = Scratch(planes.shape, (n, c, kh, kw, out_h, out_w))
@@ -183,43 +194,74 @@ class Conv2DFusion(ConvBase):
                          tuple(item * s for s in (per * plane, plane, *steps, 1)), item * first)
                         for phase, rows, cols, first, steps in planes.tap_groups()]
         self.out_shape = (n, c, out_c // c, out_h, out_w)
-        self.run = self.run_depthwise
+        self.plan_steps = self.depthwise_steps
 
-    def run_direct(self, x: np.ndarray, out: np.ndarray) -> None:
-        np.matmul(self.weight_matrix(), x.reshape(self.gemm_cols), out=out.reshape(self.gemm_out))
-        self.finish(out)
+    def run(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Runs the plan's numpy calls, their array views bound once and rebound when a buffer changes.
 
-    def run_im2col(self, x: np.ndarray, out: np.ndarray) -> None:
-        planes, cols = self.scratch.arrays(self.workspace, x.dtype)
-        planes = self.planes.fill(x, planes, 0)
-        for phase, target, shape, strides, first in self.gathers:
-            np.copyto(cols[target], strided_view(planes[phase], shape, strides, first))
-        np.matmul(self.weight_matrix(), cols.reshape(self.gemm_cols), out=out.reshape(self.gemm_out))
-        self.finish(out)
+        # NOTE: slicing a dozen views per depthwise chunk on every run held the GIL long enough
+        # to slow models that predict in parallel threads (pipelines, runners).
+        """
+        buffers = self.scratch.arrays(self.workspace, x.dtype) if self.scratch else []
+        weights, bias = self.weight_matrix(), self.bias()
+        key = (x, out, buffers[0].base if buffers else None, weights, None if bias is None else bias.data)
+        if self.steps_key is None or not all(map(operator.is_, key, self.steps_key)):
+            self.steps_key, self.steps = key, self.plan_steps(x, out, buffers, weights, bias)
+        for step in self.steps:
+            step()
 
-    def run_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
-        buffers = self.scratch.arrays(self.workspace, x.dtype)
-        weights, bias, out = self.weight_matrix(), self.bias(), out.reshape(self.out_shape)
+    def direct_steps(self, x: np.ndarray, out: np.ndarray, _buffers: list[np.ndarray], weights: np.ndarray,
+                     bias: Tensor | None) -> list[Callable[[], object]]:
+        """One matmul of the weight by the input itself, then bias and activation."""
+        return [partial(np.matmul, weights, x.reshape(self.gemm_cols), out=out.reshape(self.gemm_out)),
+                *self.finish_steps(out, bias)]
+
+    def im2col_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
+                     bias: Tensor | None) -> list[Callable[[], object]]:
+        """Pad into the planes (unless x is the plane), gather the taps into columns, one matmul."""
+        (planes, cols), steps = buffers, []
+        if self.planes.identity:
+            planes = x[None, None]
+        else:
+            steps.append(partial(planes.fill, 0))
+            steps += [copy_step(planes[into], x[source]) for into, source in self.planes.copies]
+        steps += [copy_step(cols[into], strided_view(planes[phase], shape, strides, first))
+                  for phase, into, shape, strides, first in self.gathers]
+        steps.append(partial(np.matmul, weights, cols.reshape(self.gemm_cols), out=out.reshape(self.gemm_out)))
+        return steps + self.finish_steps(out, bias)
+
+    def depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
+                        bias: Tensor | None) -> list[Callable[[], object]]:
+        """Per chunk: copy its channels into the padded planes, gather the taps, one matmul, then
+        the valid columns plus bias into the output, and the activation. The pad border is
+        filled once per run: the chunks only write inside it."""
+        (planes, cols, wide), out = buffers, out.reshape(self.out_shape)
+        (n, _, out_per_channel, _, out_w), (*_, kh, kw, length) = self.out_shape, cols.shape
+        channel_bias = None if bias is None else bias.data.reshape(out.shape[1:3])[:, :, None, None]
+        steps: list[Callable[[], object]] = [partial(planes.fill, 0)]
         for chunk in self.chunks:
-            target = out[:, chunk]
-            wide = self.depthwise_chunk(x[:, chunk], weights[chunk], *buffers)
-            if bias is None:
-                np.copyto(target, wide[..., :target.shape[4]])
-            else:
-                channel_bias = bias.data.reshape(out.shape[1:3])[chunk, :, None, None]
-                np.add(wide[..., :target.shape[4]], channel_bias, out=target)
-            apply_fused_activation(target, self.activation)
+            count, target = chunk.stop - chunk.start, out[:, chunk]
+            chunk_cols, chunk_wide = cols[:, :count], wide[:, :count]
+            steps += [copy_step(planes[:, :, :, :count][into], x[:, chunk][source])
+                      for into, source in self.planes.copies]
+            steps += [copy_step(chunk_cols[into],
+                                strided_view(planes[phase], (n, count, *grid, length), strides, first))
+                      for phase, into, grid, strides, first in self.gathers]
+            steps.append(partial(np.matmul, weights[chunk], chunk_cols.reshape(n, count, kh * kw, length),
+                                 out=chunk_wide.reshape(n, count, out_per_channel, length)))
+            valid = chunk_wide[..., :out_w]
+            steps.append(copy_step(target, valid) if channel_bias is None
+                         else partial(np.add, valid, channel_bias[chunk], out=target))
+            activation = activation_step(target, self.activation)
+            if activation is not None:
+                steps.append(activation)
+        return steps
 
-    def depthwise_chunk(self, x: np.ndarray, weights: np.ndarray, planes: np.ndarray, cols: np.ndarray,
-                        wide: np.ndarray) -> np.ndarray:
-        """The full-width output (N, count, O/C, OH, plane width) of a chunk of ``count`` channels."""
-        (n, count, *_), (_, _, kh, kw, length) = x.shape, cols.shape
-        self.planes.fill(x, planes[:, :, :, :count], 0)
-        cols, wide = cols[:, :count], wide[:, :count]
-        for phase, target, grid, strides, first in self.gathers:
-            np.copyto(cols[target], strided_view(planes[phase], (n, count, *grid, length), strides, first))
-        np.matmul(weights, cols.reshape(n, count, kh * kw, length), out=wide.reshape(n, count, wide.shape[2], length))
-        return wide
+
+def copy_step(target: np.ndarray, source: np.ndarray) -> Callable[[], object]:
+    """A call copying ``source`` into ``target`` (ndarray assignment: no np.copyto dispatch layer)."""
+    return partial(target.__setitem__, Ellipsis, source)
+
 
 def count(taps: slice) -> int:
     """Number of kernel taps in a tap slice."""

@@ -161,6 +161,36 @@ def test_const_weights_repeated_runs_and_new_shapes(op_type, onnx_op, w_shape, c
         np.testing.assert_allclose(kernel.outputs[0].data, expected, rtol=1e-4, atol=1e-5)
 
 
+
+@pytest.mark.parametrize(("w_shape", "attrs"), [
+    ((6, 4, 1, 1), {}), ((6, 4, 3, 3), {"pad_list": (1, 1, 1, 1), "activation_type": "RELU"}),
+    ((4, 1, 3, 3), {"group": 4, "stride": (2, 2), "pad_list": (1, 1, 1, 1), "activation_type": "RELU6"})])
+@pytest.mark.parametrize("const_weight", [True, False])
+def test_bound_calls_read_each_runs_values(w_shape, attrs, const_weight):
+    """Conv2DFusion binds its numpy calls to array views once: new values in the same arrays, new
+    arrays (a computed weight is a new array on every run) and a regrown scratch buffer must all
+    show up in the next run."""
+    rng = np.random.default_rng(11)
+    arrays = [rng.standard_normal(shape).astype(np.float32) for shape in ((1, 4, 8, 8), w_shape, w_shape[:1])]
+    kernel = build("Conv2DFusion", attrs, arrays)
+    kernel.inputs[1].is_const = const_weight
+    kernel.prepare()
+    kernel.resize()
+    for run in range(4):
+        if run % 2:
+            kernel.inputs[0].data = np.empty_like(kernel.inputs[0].data)
+        if not const_weight:
+            kernel.inputs[1].data = rng.standard_normal(w_shape).astype(np.float32)
+        x, w, b = (t.data for t in kernel.inputs)
+        x[...] = rng.standard_normal(x.shape)
+        if run == 2:
+            kernel.workspace.array((1 << 20,), np.float32)  # another kernel grows the shared scratch
+        kernel.execute()
+        expected = ACTIVATIONS[attrs.get("activation_type", "NO_ACTIVATION")](
+            onnx_reference("Conv", x, {"w": w, "b": b}, **onnx_attrs(attrs)))
+        np.testing.assert_allclose(kernel.outputs[0].data, expected, rtol=1e-4, atol=1e-5)
+
+
 def test_conv2d_float64_matches_float32_reference():
     x, w, b = conv_inputs(5, (1, 4, 7, 7), (6, 2, 3, 3), 6, True)
     attrs = {"group": 2, "pad_list": (1, 1, 1, 1)}
