@@ -188,7 +188,7 @@ class Conv2DFusion(ConvBase):
         per = max(1, min(c, DEPTHWISE_CHUNK_BYTES // max(1, n * kh * kw * length * item)))
         self.chunks = [slice(start, min(c, start + per)) for start in range(0, c, per)]
         self.planes = planes = Planes((n, per, h, wd), *geometry, spare_row=True, split=True)
-        self.scratch = Scratch(planes.shape, (n, per, kh, kw, length), (n, per, out_c // c, out_h, width))
+        self.scratch = Scratch(planes.shape, (n, per, kh * kw + 1, length), (n, per, out_c // c, out_h, width))
         plane = planes.height * width
         self.gathers = [(phase, (slice(None), slice(None), rows, cols), (count(rows), count(cols)),
                          tuple(item * s for s in (per * plane, plane, *steps, 1)), item * first)
@@ -232,29 +232,29 @@ class Conv2DFusion(ConvBase):
 
     def depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                         bias: Tensor | None) -> list[Callable[[], object]]:
-        """Per chunk: copy its channels into the padded planes, gather the taps, one matmul, then
-        the valid columns plus bias into the output, and the activation. The pad border is
-        filled once per run: the chunks only write inside it."""
+        """Per chunk: copy its channels into the padded planes, gather the taps into columns, one
+        matmul whose last column of weights is the bias (against a row of ones under the taps),
+        then the valid columns into the output, clipped there by the activation. The pad border
+        and the row of ones are written once per run: the chunks only write inside them."""
         (planes, cols, wide), out = buffers, out.reshape(self.out_shape)
-        (n, _, out_per_channel, _, out_w), (*_, kh, kw, length) = self.out_shape, cols.shape
-        channel_bias = None if bias is None else bias.data.reshape(out.shape[1:3])[:, :, None, None]
-        steps: list[Callable[[], object]] = [partial(planes.fill, 0)]
+        (n, channels, out_per_channel, _, out_w), (*_, taps, length) = self.out_shape, cols.shape
+        (kh, kw), ones = self.planes.kernel_size, cols[:, :, taps - 1]
+        grid = cols[:, :, :taps - 1].reshape(n, cols.shape[1], kh, kw, length)
+        column = np.zeros((channels, out_per_channel, 1), weights.dtype) if bias is None else \
+            bias.data.reshape(channels, out_per_channel, 1)
+        weights = np.concatenate([weights, column], axis=2)
+        steps: list[Callable[[], object]] = [partial(planes.fill, 0), partial(ones.fill, 1)]
         for chunk in self.chunks:
             count, target = chunk.stop - chunk.start, out[:, chunk]
-            chunk_cols, chunk_wide = cols[:, :count], wide[:, :count]
             steps += [copy_step(planes[:, :, :, :count][into], x[:, chunk][source])
                       for into, source in self.planes.copies]
-            steps += [copy_step(chunk_cols[into],
-                                strided_view(planes[phase], (n, count, *grid, length), strides, first))
-                      for phase, into, grid, strides, first in self.gathers]
-            steps.append(partial(np.matmul, weights[chunk], chunk_cols.reshape(n, count, kh * kw, length),
+            steps += [copy_step(grid[:, :count][into],
+                                strided_view(planes[phase], (n, count, *tap_grid, length), strides, first))
+                      for phase, into, tap_grid, strides, first in self.gathers]
+            chunk_wide = wide[:, :count]
+            steps.append(partial(np.matmul, weights[chunk], cols[:, :count],
                                  out=chunk_wide.reshape(n, count, out_per_channel, length)))
-            valid = chunk_wide[..., :out_w]
-            steps.append(copy_step(target, valid) if channel_bias is None
-                         else partial(np.add, valid, channel_bias[chunk], out=target))
-            activation = activation_step(target, self.activation)
-            if activation is not None:
-                steps.append(activation)
+            steps.append(activation_step(target, self.activation, chunk_wide[..., :out_w]))
         return steps
 
 

@@ -23,7 +23,13 @@ def apply_fused_activation(out: np.ndarray, activation_type: str) -> None:
         clip_ufunc(out, *bounds, out=out)
 
 
-def activation_step(out: np.ndarray, activation_type: str) -> Callable[[], object] | None:
-    """A call applying the fused activation to ``out`` in place; None for NO_ACTIVATION."""
+def activation_step(out: np.ndarray, activation_type: str, source: np.ndarray | None = None
+                    ) -> Callable[[], object] | None:
+    """A call writing the fused activation of ``source`` (default: ``out`` itself) into ``out``.
+
+    None for NO_ACTIVATION in place (nothing to do); with another source, a plain copy.
+    """
     bounds = _BOUNDS.get(activation_type)
-    return None if bounds is None else partial(clip_ufunc, out, *bounds, out=out)
+    if bounds is not None:
+        return partial(clip_ufunc, out if source is None else source, *bounds, out=out)
+    return None if source is None else partial(out.__setitem__, Ellipsis, source)
