@@ -555,9 +555,10 @@ def split_model(model: str | os.PathLike | bytes | bytearray | onnx.ModelProto, 
 
     The model is built once natively (one thread) and run ``profile_runs`` times on random
     inputs; each kernel's cost is its fastest time. The cut points minimise the most expensive
-    stage; then the pieces are profiled the same way, since a kernel costs a little different
-    in a piece than in the whole model (caches, the arena), and the cuts are re-balanced on
-    those costs a few times, keeping the cuts whose slowest piece measured fastest.
+    stage. Then the pieces are profiled predicting all at once, each in its own thread, as
+    the pipeline runs them (sharing the cores, the caches and the GIL slows some kernels more
+    than others), and the cuts are re-balanced on those costs a few times, keeping the cuts
+    whose slowest piece measured fastest.
 
     Every tensor crossing a cut becomes an output of the piece that makes it and an input of
     each later piece that reads it; constants go with the nodes that read them; values the
@@ -634,11 +635,9 @@ class _Cutter:
         return list(min(slowest, key=slowest.get)) if slowest else cuts
 
     def piece_costs(self, cuts: list[int]) -> dict[str, float]:
-        """Each running kernel's cost (by first output name) profiled inside its piece."""
-        costs: dict[str, float] = {}
-        for piece in _pieces(self.graph, _groups(self.order, cuts), self.known):
-            costs.update(_profile(write_model(piece), self.runs)[0])
-        return costs
+        """Each running kernel's cost (by first output name) inside its piece, the pieces predicting together."""
+        return _profile_together([write_model(p) for p in _pieces(self.graph, _groups(self.order, cuts), self.known)],
+                                 self.runs)
 
 
 def _spans(cuts: list[int], length: int) -> list[tuple[int, int]]:
@@ -717,10 +716,7 @@ def _profile(data: bytes, runs: int) -> tuple[dict[str, float], dict[str, np.nda
     the values computed from shapes alone that running kernels read (by tensor name)."""
     if not isinstance(runs, int) or runs < 1:
         raise InputError(f"profile_runs must be a positive int, got {runs!r}")
-    model = Model()
-    model.build(data, ModelType.LITE, Context(thread_num=1))
-    rng = np.random.default_rng(0)
-    feeds = [_random_input(t, rng) for t in model.get_inputs()]
+    model, feeds = _profiling_model(data)
     model.predict(feeds)
     timings = []
     for _ in range(runs):
@@ -731,6 +727,47 @@ def _profile(data: bytes, runs: int) -> tuple[dict[str, float], dict[str, np.nda
     read = [t for k in timings[0] for t in k.inputs if t is not None] + model.get_outputs()
     known = {t.name: np.array(t.data) for t in read if t.value_known and not t.is_const}
     return costs, known
+
+
+def _profile_together(pieces: list[bytes], runs: int) -> dict[str, float]:
+    """Per running kernel (by first output name): its median time over ``runs`` profiled
+    predicts while every piece predicts at the same time in its own thread. A piece that
+    finishes its runs first goes on predicting until all have, so all runs see contention."""
+    models = [_profiling_model(data) for data in pieces]
+    timings: list[list[dict]] = [[] for _ in models]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(models))
+
+    def work(index: int) -> None:
+        model, feeds = models[index]
+        try:
+            model.predict(feeds)
+            start.wait()
+            while not errors and any(len(t) < runs for t in timings):
+                profile: dict = {}
+                model.predict(feeds, profile=profile)
+                if len(timings[index]) < runs:
+                    timings[index].append(profile)
+        except BaseException as exc:  # NOTE: re-raised below, in the caller's thread
+            errors.append(exc)
+            start.abort()
+
+    threads = [threading.Thread(target=work, args=(i,), name=f"lite-split-profile-{i}") for i in range(len(models))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return {k.outputs[0].name: float(np.median([t[k] for t in piece])) for piece in timings for k in piece[0]}
+
+
+def _profiling_model(data: bytes) -> tuple[Model, list[np.ndarray]]:
+    """A native one-thread model of ``data`` and random inputs for it."""
+    model = Model()
+    model.build(data, ModelType.LITE, Context(thread_num=1))
+    rng = np.random.default_rng(0)
+    return model, [_random_input(t, rng) for t in model.get_inputs()]
 
 
 def _random_input(tensor: Tensor, rng: np.random.Generator) -> np.ndarray:
