@@ -37,7 +37,7 @@ from lite.tools.converter import convert
 EXAMPLES = """examples:
   python -m lite.tools.pipeline_bench
   python -m lite.tools.pipeline_bench --models mobilenet_v2 --requests 100 --stages 3
-  python -m lite.tools.pipeline_bench --rounds 5 --image-size 112 --queue-size 2
+  python -m lite.tools.pipeline_bench --rounds 5 --image-size 112 --queue-size 1
 """
 
 
@@ -207,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=200, help="requests in the measured stream")
     parser.add_argument("--warmup", type=int, default=5, help="requests run before measuring")
     parser.add_argument("--stages", type=int, default=2, help="pipeline stages (thread_num=1 each)")
-    parser.add_argument("--queue-size", type=int, default=1, help="requests each stage queue holds")
+    parser.add_argument("--queue-size", type=int, default=2,
+                        help="requests each stage queue holds (PipelineExecutor's default)")
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--rounds", type=int, default=1,
                         help="split the stream into rounds, each running t=1, t=2 and the pipeline in turn")
