@@ -9,6 +9,7 @@ import argparse
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -37,13 +38,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--thread-num", type=int, default=1)
     args = p.parse_args(argv)
     data, _, _ = load_source(args.model)
-    with tempfile.NamedTemporaryFile(suffix=".lite", delete=False) as f:
-        f.write(data)
-    path = f.name
-    context = lite.Context(thread_num=args.thread_num)
-    model = lite.Model()
-    model.build_from_file(path, context=context)
-    runner = lite.ModelParallelRunner(path, context, workers=args.workers)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "model.lite"
+        path.write_bytes(data)
+        context = lite.Context(thread_num=args.thread_num)
+        model = lite.Model()
+        model.build_from_file(path, context=context)
+        runner = lite.ModelParallelRunner(path, context, workers=args.workers)
     shape = model.get_inputs()[0].shape
     requests = [np.random.default_rng(i).standard_normal(shape).astype(np.float32) for i in range(args.requests)]
     runner.predict([requests[0]]), model.predict([requests[0]])  # warm up
@@ -51,7 +52,6 @@ def main(argv: list[str] | None = None) -> None:
     pool = serve(runner.predict, requests, args.clients)
     print(f"{args.model}: one Model {one:.1f} req/s, ModelParallelRunner({args.workers} workers) {pool:.1f} req/s "
           f"({pool / one:.2f}x), {args.clients} client threads, thread_num={args.thread_num}")
-
 
 if __name__ == "__main__":
     main()
