@@ -79,6 +79,8 @@ class Report:
     profile: list[dict[str, Any]] = field(default_factory=list)
     partition_summary: str = ""
     peak_rss_mib: float = 0.0
+    matmul_count: int = 0
+    matmul_floor_ms: float | None = None
 
 
 # ---- model loading ----------------------------------------------------------------
@@ -216,6 +218,20 @@ def profile_rows(model: lite.Model, feeds: list[np.ndarray], loops: int) -> list
     return sorted(rows, key=lambda r: -r["total_ms"])
 
 
+def matmul_floor(model: lite.Model, feeds: list[np.ndarray], repeats: int = 7) -> tuple[int, float]:
+    """(count, seconds): the native kernels' matmuls, each timed alone on random operands of its
+    shapes (warm, median of ``repeats``), summed: the least time those kernels can take."""
+    executed: dict[lite.Kernel, float] = {}
+    model.predict(feeds, profile=executed)  # NOTE: also sets the BLAS pool to the model's thread_num
+    shapes = [shape for kernel in executed for shape in getattr(kernel, "matmul_shapes", list)()]
+    rng, total = np.random.default_rng(0), 0.0
+    for a_shape, b_shape in shapes:
+        a, b = (rng.standard_normal(shape, dtype=np.float32) for shape in (a_shape, b_shape))
+        out = np.matmul(a, b)
+        total += float(np.median([timed(np.matmul, a, b, out) for _ in range(repeats)]))
+    return len(shapes), total
+
+
 def by_op_type(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Profile rows summed per op type (graph kernels grouped under their delegate)."""
     groups: dict[str, dict[str, Any]] = {}
@@ -306,6 +322,10 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
         report.ratio_of_medians = report.latency.median / report.onnxruntime_latency.median
     if args.time_profiling:
         report.profile = profile_rows(model, ordered, max(args.loop_count, 1))
+    if args.gemm_floor:
+        time.sleep(args.pause_ms / 1e3)  # NOTE: onnxruntime's threads spin a while after its last run
+        report.matmul_count, seconds = matmul_floor(model, ordered)
+        report.matmul_floor_ms = seconds * 1e3
     report.partition_summary = _partition_summary(model)
     report.peak_rss_mib = peak_rss_mib()
     return report, all(a.passes(args.accuracy_threshold) for a in report.accuracy)
@@ -326,6 +346,12 @@ def print_report(report: Report, out=None) -> None:
     if report.onnxruntime_latency:
         w(f"latency (onnxruntime): {report.onnxruntime_latency.row()}\n")
         w(f"ratio of medians (lite / onnxruntime): {report.ratio_of_medians:.2f}\n")
+    if report.matmul_floor_ms is not None:
+        w(f"matmul floor: the native kernels' {report.matmul_count} matmuls alone (warm): "
+          f"{report.matmul_floor_ms:.3f} ms")
+        if report.onnxruntime_latency:
+            w(f" = {report.matmul_floor_ms / report.onnxruntime_latency.median:.2f} x onnxruntime's median")
+        w("\n")
     if report.accuracy_reference:
         w(f"accuracy against {report.accuracy_reference}:\n")
     for acc in report.accuracy:
@@ -365,6 +391,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--accuracy-threshold", type=float, metavar="MEAN_REL_ERR",
                    help="fail (exit 1) when an output's mean relative error exceeds this")
     p.add_argument("--time-profiling", action="store_true", help="per-kernel and per-op-type time table")
+    p.add_argument("--gemm-floor", action="store_true",
+                   help="time the native kernels' matmuls alone: the least time those kernels can take")
     p.add_argument("--pause-ms", type=float, default=200.0,
                    help="pause before each timed run so the other engine's threads go idle (default 200)")
     p.add_argument("--json", type=Path, metavar="OUT.json")

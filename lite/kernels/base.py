@@ -92,6 +92,13 @@ class NativeKernel(Kernel):
         """The present inputs listed in ``value_inputs``."""
         return [self.inputs[i] for i in self.value_inputs if i < len(self.inputs) and self.inputs[i] is not None]
 
+    def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Operand shapes of the matmuls one ``execute`` runs, once it has run (none by default).
+
+        ``lite-benchmark --gemm-floor`` times them alone: the least time the kernels can take.
+        """
+        return []
+
     def fail(self, message: str) -> NoReturn:
         """Raises ModelFormatError prefixed with this node's name and op type."""
         raise ModelFormatError(f"node {self.name!r} ({self.type}): {message}")

@@ -210,6 +210,10 @@ class Conv2DFusion(ConvBase):
         for step in self.steps:
             step()
 
+    def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        steps = getattr(self, "steps", [])
+        return [(step.args[0].shape, step.args[1].shape) for step in steps if step.func is np.matmul]
+
     def direct_steps(self, x: np.ndarray, out: np.ndarray, _buffers: list[np.ndarray], weights: np.ndarray,
                      bias: Tensor | None) -> list[Callable[[], object]]:
         """One matmul of the weight by the input itself, then bias and activation."""
@@ -343,6 +347,9 @@ class Conv2dTransposeFusion(ConvBase):
         self.full_shape = (n, self.group * per_group, max(reach[0], top + out_h), max(reach[1], left + out_w))
         self.crop = None if self.full_shape[2:] == (out_h, out_w) else (
             Ellipsis, slice(top, top + out_h), slice(left, left + out_w))
+
+    def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        return [(self.weight_matrix().shape, self.gemm_in)] if self.planned else []
 
     def run(self, x: np.ndarray, out: np.ndarray) -> None:
         cols = self.workspace.array(self.cols_shape, x.dtype, 1)

@@ -60,6 +60,9 @@ class MatMulFusion(NativeKernel):
         if not fits:
             self.fail(f"bias of shape {list(bias)} does not broadcast to the result shape {list(shape)}")
 
+    def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        return [(transposed(self.input_shape(0), self.transpose_a), transposed(self.input_shape(1), self.transpose_b))]
+
     def execute(self) -> None:
         a, b = self.inputs[0].data, self.inputs[1].data
         if self.transpose_a and a.ndim >= 2:

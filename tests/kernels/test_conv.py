@@ -191,6 +191,23 @@ def test_bound_calls_read_each_runs_values(w_shape, attrs, const_weight):
         np.testing.assert_allclose(kernel.outputs[0].data, expected, rtol=1e-4, atol=1e-5)
 
 
+
+@pytest.mark.parametrize(("w_shape", "attrs", "expected"), [
+    ((6, 4, 1, 1), {}, [((1, 6, 4), (2, 1, 4, 64))]),
+    ((6, 2, 3, 3), {"group": 2, "pad_list": (1, 1, 1, 1)}, [((2, 3, 18), (2, 2, 18, 64))]),
+    ((4, 1, 3, 3), {"group": 4, "pad_list": (1, 1, 1, 1)}, [((2, 1, 10), (2, 2, 10, 80))] * 2)])
+def test_matmul_shapes_are_those_execute_runs(monkeypatch, w_shape, attrs, expected):
+    """Direct, im2col and depthwise plans (two chunks of two channels; taps plus the bias row)."""
+    monkeypatch.setattr(conv, "DEPTHWISE_CHUNK_BYTES", 2 * 10 * 80 * 4 * 2)
+    rng = np.random.default_rng(5)
+    kernel = build("Conv2DFusion", attrs, [rng.standard_normal(s).astype(np.float32)
+                                           for s in ((2, 4, 8, 8), w_shape, w_shape[:1])])
+    kernel.prepare()
+    kernel.resize()
+    assert kernel.matmul_shapes() == []  # nothing has run yet
+    kernel.execute()
+    assert kernel.matmul_shapes() == expected
+
 def test_conv2d_float64_matches_float32_reference():
     x, w, b = conv_inputs(5, (1, 4, 7, 7), (6, 2, 3, 3), 6, True)
     attrs = {"group": 2, "pad_list": (1, 1, 1, 1)}

@@ -6,6 +6,10 @@ import numpy as np
 import pytest
 
 from lite.errors import ModelFormatError
+from lite.kernels.registry import find_kernel
+from lite.primitive import Primitive
+from lite.schema.primitives import default_attrs
+from lite.tensor import Tensor
 from tests.kernels.harness import run_kernel
 from tests.oracle import onnx_type, run_onnxruntime, single_node_model
 
@@ -80,3 +84,13 @@ def test_matmul_rejects_invalid_inputs(shapes, attrs, message):
     rng = np.random.default_rng(0)
     with pytest.raises(ModelFormatError, match=message):
         run_kernel("MatMulFusion", attrs, [random(shape, rng) for shape in shapes])
+
+
+def test_matmul_shapes_are_the_operands_after_their_transposes():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 5, 3)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+    tensors = [Tensor(name, x.dtype, x.shape, data=x, is_const=True) for name, x in (("a", a), ("b", b))]
+    kernel = find_kernel("MatMulFusion", np.float32)(
+        tensors, [Tensor("y", np.float32, ())],
+        Primitive("MatMulFusion", {**default_attrs("MatMulFusion"), "transpose_a": True, "transpose_b": True}), "mm")
+    assert kernel.matmul_shapes() == [((2, 3, 5), (5, 4))]

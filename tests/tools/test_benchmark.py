@@ -46,6 +46,15 @@ def test_compare_with_onnxruntime_profile_and_json(files, capsys):
     assert abs(sum(r["percent"] for r in report["profile"]) - 100) < 1e-6
 
 
+
+def test_gemm_floor_times_each_native_matmul(files, capsys):
+    out = files / "floor.json"
+    assert main(["--model", str(files / "cnn.onnx"), "--compare", "onnxruntime", "--gemm-floor",
+                 "--json", str(out), *FAST]) == 0
+    assert "matmul floor: the native kernels' 1 matmuls alone (warm)" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["matmul_count"] == 1 and 0 < report["matmul_floor_ms"] < 1e3
+
 def test_lite_file_with_onnx_for_comparison_and_a_delegate(files, capsys):
     argv = ["--model", str(files / "cnn.lite"), "--onnx", str(files / "cnn.onnx"), "--compare", "onnxruntime",
             "--delegate", "tests.delegate_support:ConvAndConcat", "--delegate-option", "label=acc",
