@@ -53,5 +53,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.model}: one Model {one:.1f} req/s, ModelParallelRunner({args.workers} workers) {pool:.1f} req/s "
           f"({pool / one:.2f}x), {args.clients} client threads, thread_num={args.thread_num}")
 
+
 if __name__ == "__main__":
     main()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import ClassVar, NoReturn
 
 import numpy as np
@@ -12,6 +14,13 @@ from lite.errors import ModelFormatError, UnsupportedOpError
 from lite.kernel import Kernel
 from lite.primitive import Primitive
 from lite.tensor import Tensor
+
+Step = Callable[[], object]  # one numpy call with its arrays bound (functools.partial)
+
+
+def copy_step(target: np.ndarray, source: np.ndarray) -> Step:
+    """A call copying ``source`` into ``target`` (ndarray assignment: no np.copyto dispatch layer)."""
+    return partial(target.__setitem__, Ellipsis, source)
 
 
 class Workspace:

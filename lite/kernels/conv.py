@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
 from functools import partial
 
 import numpy as np
 
-from lite.kernels.base import NativeKernel, Workspace
+from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
 from lite.kernels.fused import FUSED_ACTIVATIONS, activation_step
 from lite.kernels.registry import FLOATS, register
@@ -54,6 +53,7 @@ class ConvBase(NativeKernel):
         self.weights: np.ndarray | None = None
         self.planned: tuple[int, ...] | None = None
         self.steps_key: tuple | None = None
+        self.steps: list[Step] = []
 
     def check_weight(self, x: tuple[int, ...], w: tuple[int, ...], out_channels: int) -> None:
         """Fails unless x and weight are 4-D and agree on groups, kernel size and bias length."""
@@ -79,9 +79,9 @@ class ConvBase(NativeKernel):
         for step in self.finish_steps(out, self.bias()):
             step()
 
-    def finish_steps(self, out: np.ndarray, bias: Tensor | None) -> list[Callable[[], object]]:
+    def finish_steps(self, out: np.ndarray, bias: Tensor | None) -> list[Step]:
         """The calls of ``finish`` with their arrays bound."""
-        steps: list[Callable[[], object]] = []
+        steps: list[Step] = []
         if bias is not None:
             n, c, h, w = out.shape
             out3 = out.reshape(n, c, h * w)
@@ -156,7 +156,7 @@ class Conv2DFusion(ConvBase):
         begins, ends, (out_h, out_w) = self.geometry(x, w)
         g = self.group
         self.gemm_out = (n, g, out_c // g, out_h * out_w)
-        self.steps_key, self.scratch = None, None
+        self.steps_key, self.steps, self.scratch = None, [], None
         if (kh, kw, *self.strides, *begins, *ends) == (1, 1, 1, 1, 0, 0, 0, 0):
             self.plan_steps, self.gemm_cols = self.direct_steps, (n, g, per_group, out_h * out_w)
         elif per_group == 1 and g > 1:
@@ -197,11 +197,9 @@ class Conv2DFusion(ConvBase):
         self.plan_steps = self.depthwise_steps
 
     def run(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Runs the plan's numpy calls, their array views bound once and rebound when a buffer changes.
-
+        """Runs the plan's numpy calls, their array views bound once and rebound when a buffer changes."""
         # NOTE: slicing a dozen views per depthwise chunk on every run held the GIL long enough
         # to slow models that predict in parallel threads (pipelines, runners).
-        """
         buffers = self.scratch.arrays(self.workspace, x.dtype) if self.scratch else []
         weights, bias = self.weight_matrix(), self.bias()
         key = (x, out, buffers[0].base if buffers else None, weights, None if bias is None else bias.data)
@@ -211,31 +209,26 @@ class Conv2DFusion(ConvBase):
             step()
 
     def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        steps = getattr(self, "steps", [])
-        return [(step.args[0].shape, step.args[1].shape) for step in steps if step.func is np.matmul]
+        return [(step.args[0].shape, step.args[1].shape) for step in self.steps if step.func is np.matmul]
 
     def direct_steps(self, x: np.ndarray, out: np.ndarray, _buffers: list[np.ndarray], weights: np.ndarray,
-                     bias: Tensor | None) -> list[Callable[[], object]]:
+                     bias: Tensor | None) -> list[Step]:
         """One matmul of the weight by the input itself, then bias and activation."""
         return [partial(np.matmul, weights, x.reshape(self.gemm_cols), out=out.reshape(self.gemm_out)),
                 *self.finish_steps(out, bias)]
 
     def im2col_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
-                     bias: Tensor | None) -> list[Callable[[], object]]:
+                     bias: Tensor | None) -> list[Step]:
         """Pad into the planes (unless x is the plane), gather the taps into columns, one matmul."""
-        (planes, cols), steps = buffers, []
-        if self.planes.identity:
-            planes = x[None, None]
-        else:
-            steps.append(partial(planes.fill, 0))
-            steps += [copy_step(planes[into], x[source]) for into, source in self.planes.copies]
+        planes, steps = self.planes.fill_steps(x, buffers[0], 0)
+        cols = buffers[1]
         steps += [copy_step(cols[into], strided_view(planes[phase], shape, strides, first))
                   for phase, into, shape, strides, first in self.gathers]
         steps.append(partial(np.matmul, weights, cols.reshape(self.gemm_cols), out=out.reshape(self.gemm_out)))
         return steps + self.finish_steps(out, bias)
 
     def depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
-                        bias: Tensor | None) -> list[Callable[[], object]]:
+                        bias: Tensor | None) -> list[Step]:
         """Per chunk: copy its channels into the padded planes, gather the taps into columns, one
         matmul whose last column of weights is the bias (against a row of ones under the taps),
         then the valid columns into the output, clipped there by the activation. The pad border
@@ -247,7 +240,7 @@ class Conv2DFusion(ConvBase):
         column = np.zeros((channels, out_per_channel, 1), weights.dtype) if bias is None else \
             bias.data.reshape(channels, out_per_channel, 1)
         weights = np.concatenate([weights, column], axis=2)
-        steps: list[Callable[[], object]] = [partial(planes.fill, 0), partial(ones.fill, 1)]
+        steps: list[Step] = [partial(planes.fill, 0), partial(ones.fill, 1)]
         for chunk in self.chunks:
             count, target = chunk.stop - chunk.start, out[:, chunk]
             steps += [copy_step(planes[:, :, :, :count][into], x[:, chunk][source])
@@ -260,11 +253,6 @@ class Conv2DFusion(ConvBase):
                                  out=chunk_wide.reshape(n, count, out_per_channel, length)))
             steps.append(activation_step(target, self.activation, chunk_wide[..., :out_w]))
         return steps
-
-
-def copy_step(target: np.ndarray, source: np.ndarray) -> Callable[[], object]:
-    """A call copying ``source`` into ``target`` (ndarray assignment: no np.copyto dispatch layer)."""
-    return partial(target.__setitem__, Ellipsis, source)
 
 
 def count(taps: slice) -> int:

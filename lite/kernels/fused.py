@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 
 import numpy as np
+
+from lite.kernels.base import Step, copy_step
 
 try:  # NOTE: the ufunc np.clip dispatches to; calling it skips np.clip's three Python wrapper layers
     from numpy._core.umath import clip as clip_ufunc
@@ -18,13 +19,12 @@ _BOUNDS = {"RELU": (0, np.inf), "RELU6": (0, 6)}  # NOTE: ReLU as a clip runs fa
 
 def apply_fused_activation(out: np.ndarray, activation_type: str) -> None:
     """Applies a fused activation to ``out`` in place."""
-    bounds = _BOUNDS.get(activation_type)
-    if bounds is not None:
-        clip_ufunc(out, *bounds, out=out)
+    step = activation_step(out, activation_type)
+    if step is not None:
+        step()
 
 
-def activation_step(out: np.ndarray, activation_type: str, source: np.ndarray | None = None
-                    ) -> Callable[[], object] | None:
+def activation_step(out: np.ndarray, activation_type: str, source: np.ndarray | None = None) -> Step | None:
     """A call writing the fused activation of ``source`` (default: ``out`` itself) into ``out``.
 
     None for NO_ACTIVATION in place (nothing to do); with another source, a plain copy.
@@ -32,4 +32,4 @@ def activation_step(out: np.ndarray, activation_type: str, source: np.ndarray | 
     bounds = _BOUNDS.get(activation_type)
     if bounds is not None:
         return partial(clip_ufunc, out if source is None else source, *bounds, out=out)
-    return None if source is None else partial(out.__setitem__, Ellipsis, source)
+    return None if source is None else copy_step(out, source)

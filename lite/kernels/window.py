@@ -9,11 +9,12 @@ input size so that the output size is ceil(input / stride).
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
 from lite.errors import UnsupportedOpError
-from lite.kernels.base import NativeKernel
+from lite.kernels.base import NativeKernel, Step, copy_step
 
 PAD_MODES = ("PAD", "SAME_UPPER", "SAME_LOWER", "VALID")
 MAX_WINDOW_TAPS = 1 << 16  # a 256 x 256 window; global pooling has its own flag
@@ -144,12 +145,17 @@ class Planes:
 
     def fill(self, x: np.ndarray, buffer: np.ndarray, value: float) -> np.ndarray:
         """The planes of x in ``buffer`` (of ``self.shape``); x itself, viewed, when nothing changes."""
+        planes, steps = self.fill_steps(x, buffer, value)
+        for step in steps:
+            step()
+        return planes
+
+    def fill_steps(self, x: np.ndarray, buffer: np.ndarray, value: float) -> tuple[np.ndarray, list[Step]]:
+        """The planes ``fill`` returns, and the calls that fill them (none when x is the plane)."""
         if self.identity:
-            return x[None, None]
-        buffer.fill(value)
-        for target, source in self.copies:
-            buffer[target] = x[source]
-        return buffer
+            return x[None, None], []
+        return buffer, [partial(buffer.fill, value), *(copy_step(buffer[target], x[source])
+                                                       for target, source in self.copies)]
 
 
 def axis_groups(kernel: int, dilation: int, stride: int) -> list[tuple[int, slice, int, int]]:
