@@ -257,7 +257,7 @@ class StridedSlice(DataMovement):
                       "length, and steps no 0")
         slices = [slice(None)] * len(shape)
         for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
-            slices[axis] = _clamped_slice(start, end, step, shape[axis])
+            slices[axis] = clamped_slice(start, end, step, shape[axis])
         return tuple(slices)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
@@ -270,7 +270,7 @@ class StridedSlice(DataMovement):
         np.copyto(self.outputs[0].data, self.inputs[0].data[self.slices])
 
 
-def _clamped_slice(start: int, end: int, step: int, dim: int) -> slice:
+def clamped_slice(start: int, end: int, step: int, dim: int) -> slice:
     """The python slice for ONNX Slice bounds (negative bounds count from the end, then clamp)."""
     start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
     if step > 0:

@@ -35,13 +35,18 @@ def with_bias(node: Node, y: relax.Expr) -> relax.Expr:
     return activate(y, node.attrs["activation_type"])
 
 
+def geometry(node: Node) -> tuple[list[int], list[int], tuple[int, int], tuple[int, int]]:
+    """A convolution's static spatial input size, weight shape, strides and dilation."""
+    size = [node.g.static(d, "a convolution's spatial size") for d in node.shape(0)[2:]]
+    weight = [node.g.static(d, "a convolution weight's shape") for d in node.shape(1)]
+    return size, weight, pair(node.attrs, "stride"), pair(node.attrs, "dilation")
+
+
 @emitter("Conv2DFusion", check=check_conv)
 def conv2d(node: Node) -> relax.Expr:
     """Grouped and depthwise convolutions are conv2d with ``groups``; bias and activation follow."""
-    g, attrs = node.g, node.attrs
-    size = [g.static(d, "a convolution's spatial size") for d in node.shape(0)[2:]]
-    weight = [g.static(d, "a convolution weight's shape") for d in node.shape(1)]
-    strides, dilation = pair(attrs, "stride"), pair(attrs, "dilation")
+    attrs = node.attrs
+    size, weight, strides, dilation = geometry(node)
     begins, ends = window_pads(attrs["pad_mode"], attrs["pad_list"], size, weight[2:], strides, dilation)
     y = relax.op.nn.conv2d(node.x(0), node.x(1), strides=strides, padding=(*begins, *ends), dilation=dilation,
                            groups=int(attrs["group"]))
@@ -65,10 +70,8 @@ def transpose_pads(attrs: Mapping[str, Any], size: list[int], kernel: list[int],
 @emitter("Conv2dTransposeFusion", check=check_conv)
 def conv2d_transpose(node: Node) -> relax.Expr:
     """Weight (C, O/group, KH, KW) is Relax's IOHW layout."""
-    g, attrs = node.g, node.attrs
-    size = [g.static(d, "a convolution's spatial size") for d in node.shape(0)[2:]]
-    weight = [g.static(d, "a convolution weight's shape") for d in node.shape(1)]
-    strides, dilation = pair(attrs, "stride"), pair(attrs, "dilation")
+    attrs = node.attrs
+    size, weight, strides, dilation = geometry(node)
     output_padding = tuple(int(v) for v in attrs.get("output_paddings") or ()) or (0, 0)
     begins, ends = transpose_pads(attrs, size, weight[2:], strides, dilation, output_padding)
     y = relax.op.nn.conv2d_transpose(node.x(0), node.x(1), strides=strides, padding=(*begins, *ends),

@@ -17,6 +17,7 @@ from tvm import relax, tirx, topi
 
 from lite.delegates.tvm.ops import Dim, Node, emitter
 from lite.kernel import Kernel
+from lite.kernels.shape import clamped_slice
 
 
 def is_batch(node: Node, dim: Dim) -> bool:
@@ -147,15 +148,6 @@ def strided_slice(node: Node) -> relax.Expr:
             x = relax.op.take(x, node.g.const(np.array(picked, np.int64), "int64"), axis=axis, mode="clip")
         x = node.g.bb.emit(x)
     return x
-
-
-def clamped_slice(start: int, end: int, step: int, dim: int) -> slice:
-    """The python slice for ONNX Slice bounds (negative bounds count from the end, then clamp)."""
-    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
-    if step > 0:
-        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
-    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-    return slice(start, None if end < 0 else end, step)
 
 
 @emitter("Split")
