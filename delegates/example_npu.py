@@ -546,7 +546,8 @@ class ExampleNPUDelegate(lite.SimpleDelegate):
         unknown = sorted(self.ops - set(NPU_OPS))
         if unknown:
             raise lite.InputError(f"ExampleNPUDelegate has no kernel for {unknown}; it supports {sorted(NPU_OPS)}")
-        self.graph_kernels: list[NPUGraphKernel] = []
+        # NOTE: nothing of a build is kept here: one delegate object may build many models at once,
+        # and each model owns the graph kernels made for it (Model.graph_kernels()).
 
     def init(self) -> None:
         """Step 1: opens the device; raises lite.NotSupportedError when DELITE_EXAMPLE_NPU=off."""
@@ -556,7 +557,6 @@ class ExampleNPUDelegate(lite.SimpleDelegate):
         switch = os.environ.get(ENV_SWITCH, "on").strip().lower()
         if switch in OFF_VALUES:
             raise lite.NotSupportedError(f"{ENV_SWITCH}={switch}: the example NPU is switched off")
-        self.graph_kernels = []
 
     def is_supported(self, kernel: lite.Kernel, primitive: lite.Primitive) -> bool | str:
         """Step 2: True when the NPU can run ``kernel``, else the reason shown in the partition report."""
@@ -570,14 +570,14 @@ class ExampleNPUDelegate(lite.SimpleDelegate):
         return tensor_problem(kernel) or NPU_OPS[op].check(kernel, primitive.attrs) or True
 
     def create_graph_kernel(self, kernels: list[lite.Kernel], inputs: list[lite.Tensor],
-                            outputs: list[lite.Tensor]) -> NPUGraphKernel:
+                            outputs: list[lite.Tensor], model: lite.DelegateModel) -> NPUGraphKernel:
         """Step 3: one NPUGraphKernel for a partition; weights are not touched until its prepare()."""
         # ``inputs`` and ``outputs`` are the partition's boundary (DelegateModel.subgraph_inputs /
         # subgraph_outputs): tensors produced inside it and read only inside it never leave the NPU.
+        # ``model`` is this build's DelegateModel: its kernel_name() numbers the partitions of this
+        # model only, and its context is this model's lite.Context.
         ops = [NPU_OPS[k.type](k, k.primitive) for k in kernels]
-        graph_kernel = NPUGraphKernel(ops, inputs, outputs, name=f"example_npu_{len(self.graph_kernels)}")
-        self.graph_kernels.append(graph_kernel)
-        return graph_kernel
+        return NPUGraphKernel(ops, inputs, outputs, name=model.kernel_name("example_npu"))
 
 
 def tensor_problem(kernel: lite.Kernel) -> str | None:

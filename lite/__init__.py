@@ -9,14 +9,19 @@ from lite.delegate import Delegate, DelegateModel, SimpleDelegate
 from lite.errors import (
     DelegateError,
     InputError,
+    KernelError,
     LiteError,
+    MemoryLimitError,
+    ModelFileError,
     ModelFormatError,
     NotSupportedError,
     OutOfMemoryError,
+    StageError,
     UnsupportedOpError,
 )
 from lite.kernel import Kernel
-from lite.model import Model, ModelType, PartitionRow
+from lite.loader import ModelType
+from lite.model import Model, PartitionRow
 from lite.pipeline import PipelineConfig, PipelineExecutor, split_model
 from lite.primitive import Primitive
 from lite.runner import ModelParallelRunner
@@ -24,9 +29,9 @@ from lite.schema.graph import Format
 from lite.tensor import Tensor
 
 __all__ = [
-    "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "LiteError",
-    "Model", "ModelFormatError", "ModelParallelRunner", "ModelType", "NotSupportedError", "OutOfMemoryError",
-    "PartitionRow", "PipelineConfig", "PipelineExecutor", "Primitive", "SimpleDelegate", "Tensor",
-    "UnsupportedOpError", "split_model",
+    "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "KernelError",
+    "LiteError", "MemoryLimitError", "Model", "ModelFileError", "ModelFormatError", "ModelParallelRunner",
+    "ModelType", "NotSupportedError", "OutOfMemoryError", "PartitionRow", "PipelineConfig", "PipelineExecutor",
+    "Primitive", "SimpleDelegate", "StageError", "Tensor", "UnsupportedOpError", "split_model",
 ]
 __version__ = "0.1.0"

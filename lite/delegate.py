@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import heapq
+import inspect
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 from lite.context import Context
+from lite.delegation import DelegationLog, Partition
 from lite.errors import DelegateError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
 from lite.primitive import Primitive
+from lite.scheduler import kahn_order
 from lite.tensor import Tensor
 
 
@@ -22,10 +23,15 @@ class Delegate:
     topologically sorted kernels of a ``DelegateModel`` and calls ``model.replace`` for
     each run it takes over.
 
-    Weights: after every kernel's ``prepare()``, the model drops the constant data that
-    no remaining kernel lists among its inputs. A graph kernel therefore takes (copies,
-    converts, uploads) the weights it needs in ``prepare()``, or lists the constant
-    tensors among its own inputs to keep reading them.
+    A delegate is a factory: it holds options, and one instance may build many models, even
+    at once (``ModelParallelRunner`` shares it between its copies). What a build makes, its
+    graph kernels, belongs to that model (``Model.graph_kernels()``); keep nothing of a build
+    on the delegate. ``init()`` runs before every build, so it must be idempotent.
+
+    Weights: after every kernel's ``prepare()``, the model releases the constant data no
+    kernel reads any more. A graph kernel takes (copies, converts, uploads) the weights it
+    needs in ``prepare()``, or names the constants it reads later in ``lite.Kernel``'s
+    ``constants`` argument.
     """
 
     def init(self) -> None:
@@ -34,26 +40,6 @@ class Delegate:
     def build(self, model: DelegateModel) -> None:
         """Replaces runs of supported kernels with graph kernels."""
         raise NotImplementedError(f"{type(self).__name__}.build")
-
-
-@dataclass
-class Partition:
-    """One graph kernel a delegate made, and the native kernels it replaced."""
-
-    delegate: Delegate
-    kernel: Kernel
-    covered: list[NativeKernel]
-
-
-@dataclass
-class DelegationLog:
-    """What the delegates did in one build: partitions and reasons for saying no."""
-
-    partitions: dict[Kernel, Partition] = field(default_factory=dict)
-    reasons: dict[NativeKernel, list[str]] = field(default_factory=dict)
-
-    def note(self, kernel: NativeKernel, delegate: Delegate, reason: str) -> None:
-        self.reasons.setdefault(kernel, []).append(f"{type(delegate).__name__}: {reason}")
 
 
 class DelegateModel(Sequence):
@@ -70,6 +56,7 @@ class DelegateModel(Sequence):
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.context = context  # the model's Context (e.g. thread_num for the graph kernels)
+        self._names_given = 0
 
     def __len__(self) -> int:
         return len(self._kernels)
@@ -83,6 +70,12 @@ class DelegateModel(Sequence):
     @property
     def kernels(self) -> list[Kernel]:
         return self._kernels
+
+    def kernel_name(self, prefix: str) -> str:
+        """``prefix_0``, ``prefix_1``, ...: a fresh graph kernel name for each call in this build."""
+        name = f"{prefix}_{self._names_given}"
+        self._names_given += 1
+        return name
 
     def get_primitive(self, kernel: Kernel) -> Primitive | None:
         """The primitive of a native kernel (None for a graph kernel)."""
@@ -161,16 +154,17 @@ class SimpleDelegate(Delegate):
     topologically) so supported kernels on parallel branches share a partition when
     that gives fewer partitions.
 
+    Graph kernels are created in execution order. ``create_graph_kernel`` may take a fourth
+    argument, the build's ``DelegateModel``: its ``context`` (the model's ``lite.Context``) and
+    ``kernel_name(prefix)`` serve that build only.
+
     Attributes:
         min_nodes_per_partition: smaller runs stay native.
         max_partitions: keep only the largest this many partitions (0 = unlimited).
-        context: during ``build``, the model's ``lite.Context`` (e.g. its thread_num), so
-            ``create_graph_kernel`` can read it. Graph kernels are created in execution order.
     """
 
     min_nodes_per_partition: int = 1
     max_partitions: int = 0
-    context: Context | None = None
 
     def is_supported(self, kernel: Kernel, primitive: Primitive) -> bool | str:
         """True to take ``kernel``; False or a reason string to leave it native."""
@@ -178,7 +172,10 @@ class SimpleDelegate(Delegate):
 
     def create_graph_kernel(self, kernels: list[Kernel], inputs: list[Tensor],
                             outputs: list[Tensor]) -> Kernel:
-        """Returns one kernel computing ``outputs`` from ``inputs`` as ``kernels`` would."""
+        """Returns one kernel computing ``outputs`` from ``inputs`` as ``kernels`` would.
+
+        An override may add a fourth parameter to receive the build's ``DelegateModel``.
+        """
         raise NotImplementedError(f"{type(self).__name__}.create_graph_kernel")
 
     def build(self, model: DelegateModel) -> None:
@@ -188,12 +185,16 @@ class SimpleDelegate(Delegate):
         if len(_runs_in(grouped, model, supported)) < len(runs):
             model._reorder(grouped)
             runs = _runs(model, supported)
-        self.context = model.context
         chosen = sorted(self._chosen(model, runs))
-        made = [self.create_graph_kernel(list(model[start:end]), model.subgraph_inputs(start, end),
-                                         model.subgraph_outputs(start, end)) for start, end in chosen]
+        made = [self._create(model, start, end) for start, end in chosen]
         for (start, end), graph_kernel in reversed(list(zip(chosen, made, strict=True))):
             model.replace(start, end, graph_kernel)  # last first, so earlier indices stay valid
+
+    def _create(self, model: DelegateModel, start: int, end: int) -> Kernel:
+        arguments = [list(model[start:end]), model.subgraph_inputs(start, end), model.subgraph_outputs(start, end)]
+        if _takes_build_argument(self.create_graph_kernel):
+            arguments.append(model)
+        return self.create_graph_kernel(*arguments)
 
     def _supported_kernels(self, model: DelegateModel) -> set[Kernel]:
         supported = set()
@@ -239,6 +240,12 @@ def _runs_in(order, model: DelegateModel, supported: set[Kernel]) -> list[tuple[
     return runs
 
 
+def _takes_build_argument(method) -> bool:
+    parameters = inspect.signature(method).parameters.values()
+    kinds = [p.kind for p in parameters]
+    return inspect.Parameter.VAR_POSITIONAL in kinds or len(kinds) >= 4
+
+
 def grouped_order(model: DelegateModel, supported: set[Kernel]) -> list[int]:
     """A topological order of ``model`` that keeps supported kernels together.
 
@@ -251,26 +258,11 @@ def grouped_order(model: DelegateModel, supported: set[Kernel]) -> list[int]:
     producer = {t: i for i, k in enumerate(kernels) for t in k.outputs}
     deps = [{producer[t] for t in k.inputs if t in producer} for k in kernels]
     feeds_unsupported = _ancestors(deps, [i for i, k in enumerate(kernels) if k not in supported])
-    waiting = [len(d) for d in deps]
-    users: list[list[int]] = [[] for _ in kernels]
-    for i, d in enumerate(deps):
-        for j in d:
-            users[j].append(i)
 
     def rank(i: int) -> tuple[int, int]:
         return (0 if kernels[i] not in supported else 1 if i in feeds_unsupported else 2, i)
 
-    ready = [rank(i) for i, count in enumerate(waiting) if count == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, i = heapq.heappop(ready)
-        order.append(i)
-        for user in users[i]:
-            waiting[user] -= 1
-            if waiting[user] == 0:
-                heapq.heappush(ready, rank(user))
-    return order
+    return kahn_order(deps, rank)
 
 
 def _ancestors(deps: list[set[int]], roots: list[int]) -> set[int]:

@@ -31,12 +31,42 @@ class InputError(LiteError, ValueError):
     """Wrong input count, dtype or shape in predict/resize, a bad argument, or a call in the wrong state."""
 
 
+class ModelFileError(ModelFormatError, InputError):
+    """A model file (or its external data) cannot be opened or read: missing, unreadable, not a regular file."""
+
+
 class NotSupportedError(LiteError):
     """Raised by ``Delegate.init()`` to decline; the model then runs without that delegate."""
 
 
 class DelegateError(LiteError):
     """A delegate failed; the message names the delegate and the kernel."""
+
+
+class KernelError(LiteError):
+    """A native kernel failed while the model ran (names the kernel); the model stays usable."""
+
+
+class MemoryLimitError(LiteError):
+    """The model, an input shape or a model file needs more bytes than ``Context.memory_limit``.
+
+    Nothing was allocated: raise the limit, or use smaller inputs.
+    """
+
+
+class StageError(LiteError):
+    """A pipeline stage failed on one request (the original error is ``__cause__``).
+
+    Attributes:
+        stage: the index of the stage that failed.
+        request: the request's number (``PipelineExecutor.run`` returned it).
+    """
+
+    def __init__(self, stage: int, request: int, error: Exception):
+        super().__init__(f"pipeline stage {stage} failed on request {request}: {type(error).__name__}: {error}")
+        self.stage = stage
+        self.request = request
+        self.__cause__ = error
 
 
 class OutOfMemoryError(LiteError, MemoryError):

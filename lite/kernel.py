@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from lite.primitive import Primitive
 from lite.tensor import Tensor
 
@@ -25,19 +27,28 @@ class Kernel:
     ``resize()``; read ``tensor.data`` in ``execute()`` rather than keeping it from
     ``prepare()``.
 
+    Weights: after every kernel's ``prepare()``, the model releases the constant data that
+    no kernel reads any more, including the weights of the native kernels a graph kernel
+    replaced. A graph kernel takes (copies, converts, uploads) what it needs in ``prepare()``;
+    one that reads constants later (to recompile in ``resize()``, say) names them in
+    ``constants``: the model keeps those, and can also fall back to the native kernels when
+    such a graph kernel fails in ``resize()``.
+
     Args:
         inputs: tensors the kernel reads (None for an absent optional input).
         outputs: tensors the kernel writes.
         primitive: the op's Primitive for a native kernel; usually None for a graph kernel.
         name: a name shown in reports and errors.
+        constants: constant tensors the kernel reads after ``prepare()`` (kept by the model).
     """
 
     def __init__(self, inputs: list[Tensor | None], outputs: list[Tensor],
-                 primitive: Primitive | None = None, name: str = ""):
+                 primitive: Primitive | None = None, name: str = "", constants: Iterable[Tensor] = ()):
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.primitive = primitive
         self.name = name or type(self).__name__
+        self.constants = [t for t in constants if t is not None and t.is_const]
 
     @property
     def type(self) -> str:

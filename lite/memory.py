@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lite.aligned import ALIGNMENT, aligned_array, aligned_empty
-from lite.errors import ModelFormatError
+from lite.errors import MemoryLimitError
 from lite.kernel import Kernel
 from lite.tensor import Tensor
 
@@ -69,12 +69,12 @@ class MemoryPlan:
         """Plans and assigns the arrays.
 
         Raises:
-            ModelFormatError: the plan would need more than ``limit`` bytes (nothing is allocated).
+            MemoryLimitError: the plan would need more than ``limit`` bytes (nothing is allocated).
         """
         offsets, size = plan_offsets(lifetimes(kernels, keep))
         total = size + sum(_nbytes(t) for t in keep)
         if total > limit:
-            raise ModelFormatError(f"the model's activations would need {total} bytes, more than the memory "
+            raise MemoryLimitError(f"the model's activations would need {total} bytes, more than the memory "
                                    f"limit of {limit} bytes (Context.memory_limit)")
         if self.arena.size < size:
             self.arena = aligned_empty(size)

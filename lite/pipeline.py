@@ -36,15 +36,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lite.context import Context
-from lite.errors import InputError, LiteError
-from lite.model import Model, ModelType, lite_bytes_from_file
+from lite.errors import InputError, StageError
+from lite.loader import ModelSource, ModelType, load_lite_bytes
+from lite.model import Model
 from lite.schema.graph import GraphDef, TensorDef
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tensor import Tensor
 
 if TYPE_CHECKING:
-    import onnx
+    pass
 
 logger = logging.getLogger("lite")
 
@@ -225,21 +226,6 @@ class PipelineConfig:
 
 
 # ---- execution ------------------------------------------------------------------------------
-
-class StageError(LiteError):
-    """A pipeline stage failed on one request (the original error is ``__cause__``).
-
-    Attributes:
-        stage: the index of the stage that failed.
-        request: the request's number (``PipelineExecutor.run`` returned it).
-    """
-
-    def __init__(self, stage: int, request: int, error: Exception):
-        super().__init__(f"pipeline stage {stage} failed on request {request}: {type(error).__name__}: {error}")
-        self.stage = stage
-        self.request = request
-        self.__cause__ = error
-
 
 @dataclass
 class _Request:
@@ -548,7 +534,7 @@ def _plan_stages(config: PipelineConfig) -> list[_StagePlan]:
 
 # ---- splitting a model ----------------------------------------------------------------------
 
-def split_model(model: str | os.PathLike | bytes | bytearray | onnx.ModelProto, num_stages: int,
+def split_model(model: ModelSource, num_stages: int,
                 contexts: Sequence[Context] | None = None, *, profile_runs: int = 5,
                 save_dir: str | os.PathLike | None = None) -> tuple[list[Model], PipelineConfig]:
     """Cuts a model into ``num_stages`` consecutive pieces of its topological order, balanced by cost.
@@ -593,7 +579,7 @@ def split_model(model: str | os.PathLike | bytes | bytearray | onnx.ModelProto, 
         (3, ['x'], ['y'])
     """
     contexts = _stage_contexts(num_stages, contexts)
-    data = _model_bytes(model)
+    data = load_lite_bytes(model)
     graph = read_model(data)
     _check_splittable(graph)
     costs, known = _profile(data, profile_runs)
@@ -685,17 +671,6 @@ def _stage_contexts(num_stages: int, contexts: Sequence[Context] | None) -> list
     if len(contexts) != num_stages:
         raise InputError(f"split_model got {len(contexts)} contexts for {num_stages} stages; give one per stage")
     return list(contexts)
-
-
-def _model_bytes(model: str | os.PathLike | bytes | bytearray | onnx.ModelProto) -> bytes:
-    """.lite bytes from a path (.lite or .onnx), bytes, or an onnx.ModelProto."""
-    if isinstance(model, (bytes, bytearray, memoryview)):
-        return bytes(model)
-    if hasattr(model, "SerializeToString"):
-        from lite.tools.converter import convert  # the converter (and onnx) load only when needed
-
-        return convert(model)
-    return lite_bytes_from_file(model)
 
 
 def _check_splittable(graph: GraphDef) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import queue
 from collections.abc import Sequence
 
@@ -10,8 +9,10 @@ import numpy as np
 
 from lite.context import Context
 from lite.errors import InputError
-from lite.model import Model, ModelType, lite_bytes_from_file
+from lite.loader import ModelSource, ModelType, load_lite_bytes
+from lite.model import Model
 from lite.schema.reader import aligned_copy
+from lite.tensor import Tensor
 
 
 class ModelParallelRunner:
@@ -24,26 +25,28 @@ class ModelParallelRunner:
     more callers wait for a free copy.
 
     Args:
-        model_path: a ``.lite`` or ``.onnx`` file (an ONNX file is converted once).
+        model_path: a ``.lite`` or ``.onnx`` file (an ONNX file is converted once), or the
+            model as bytes or an ``onnx.ModelProto`` (see ``lite.loader``).
         context: threads and delegates for every copy (each copy gets its own delegates'
             graph kernels; the delegate objects themselves are shared).
         workers: number of model copies.
 
     Example:
         >>> runner = lite.ModelParallelRunner("model.lite", lite.Context(thread_num=1), workers=4)  # doctest: +SKIP
-        >>> outputs = runner.predict([x])  # list of numpy arrays, from any thread          # doctest: +SKIP
+        >>> outputs = runner.predict([x])  # list of lite.Tensor, from any thread          # doctest: +SKIP
     """
 
-    def __init__(self, model_path: str | os.PathLike, context: Context | None = None, workers: int = 2):
+    def __init__(self, model_path: ModelSource, context: Context | None = None, workers: int = 2):
         if not isinstance(workers, int) or workers < 1:
             raise InputError(f"workers must be a positive int, got {workers!r}")
-        buffer = aligned_copy(lite_bytes_from_file(model_path))
+        context = context or Context()
+        buffer = aligned_copy(load_lite_bytes(model_path, size_limit=context.memory_limit))
         self.workers = workers
         self._idle: queue.SimpleQueue[Model] = queue.SimpleQueue()
         self._models = []
         for _ in range(workers):
             model = Model()
-            model.build(buffer, ModelType.LITE, context or Context())
+            model.build(buffer, ModelType.LITE, context)
             self._models.append(model)
             self._idle.put(model)
 
@@ -55,15 +58,15 @@ class ModelParallelRunner:
         """The output tensors of one copy (names, dtypes)."""
         return self._models[0].get_outputs()
 
-    def predict(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Runs one request on an idle copy; returns copies of the outputs. Thread-safe.
+    def predict(self, inputs: Sequence[Tensor | np.ndarray]) -> list[Tensor]:
+        """Runs one request on an idle copy; returns what ``Model.predict`` returns. Thread-safe.
 
         Raises:
             InputError: as ``Model.predict``; the copy stays usable.
         """
         model = self._idle.get()
         try:
-            return [t.get_data_to_numpy() for t in model.predict(list(inputs))]
+            return model.predict(list(inputs))
         finally:
             self._idle.put(model)
 

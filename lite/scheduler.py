@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
+from typing import Any
 
 from lite.errors import ModelFormatError, UnsupportedOpError
 from lite.kernels.base import NativeKernel
@@ -52,32 +54,48 @@ def _kernel_class(graph: GraphDef, index: int) -> tuple[type[NativeKernel] | Non
 
 
 def topological_order(graph: GraphDef) -> list[int]:
-    """Kahn's algorithm; ties go to the node that comes first in the file."""
+    """Kahn's algorithm; ties go to the node that comes first in the file.
+
+    Raises:
+        ModelFormatError: a cycle, or a node or graph output reading a tensor nothing produces.
+    """
     producer = {t: n for n, node in enumerate(graph.nodes) for t in node.outputs}
     available = set(graph.inputs) | {i for i, t in enumerate(graph.tensors) if t.is_const}
-    waiting_on: list[int] = []
-    consumers: dict[int, list[int]] = {}
-    for n, node in enumerate(graph.nodes):
-        deps = {producer[t] for t in node.inputs if t >= 0 and t not in available and t in producer}
+    deps = []
+    for node in graph.nodes:
         _check_dangling(graph, node, producer, available)
-        waiting_on.append(len(deps))
-        for dep in deps:
-            consumers.setdefault(dep, []).append(n)
-    ready = [n for n, count in enumerate(waiting_on) if count == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        n = heapq.heappop(ready)
-        order.append(n)
-        for consumer in consumers.get(n, ()):
-            waiting_on[consumer] -= 1
-            if waiting_on[consumer] == 0:
-                heapq.heappush(ready, consumer)
+        deps.append({producer[t] for t in node.inputs if t >= 0 and t not in available and t in producer})
+    order = kahn_order(deps)
     if len(order) < len(graph.nodes):
         stuck = sorted(set(range(len(graph.nodes))) - set(order))
         names = ", ".join(repr(graph.nodes[n].name) for n in stuck[:10])
         raise ModelFormatError(f"the graph has a cycle through {len(stuck)} node(s): {names}")
     _check_outputs(graph, producer, available)
+    return order
+
+
+def kahn_order(deps: list[set[int]], rank: Callable[[int], Any] | None = None) -> list[int]:
+    """A topological order of items ``0..n-1`` given each one's dependencies (Kahn's algorithm).
+
+    Among ready items the one with the lowest ``rank(i)`` comes first (default: the index).
+    Items on a cycle are left out, so a short result means a cycle.
+    """
+    rank = rank or (lambda i: i)
+    waiting = [len(d) for d in deps]
+    users: list[list[int]] = [[] for _ in deps]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    ready = [(rank(i), i) for i, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for user in users[i]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, (rank(user), user))
     return order
 
 

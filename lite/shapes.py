@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from lite.errors import LiteError, ModelFormatError
+from lite.errors import LiteError, MemoryLimitError, ModelFormatError
 from lite.kernels.base import NativeKernel
 from lite.scheduler import schedule
 from lite.schema.graph import GraphDef
@@ -70,8 +70,8 @@ def _set_outputs(kernel: NativeKernel, memory_limit: int) -> None:
         if any(d < 0 for d in shape):
             kernel.fail(f"output {tensor.name!r} would have invalid shape {shape}")
         if int(np.prod(shape, dtype=np.float64)) * tensor.dtype.itemsize > memory_limit:
-            kernel.fail(f"output {tensor.name!r} of shape {shape} would exceed the memory limit "
-                        f"of {memory_limit} bytes")
+            raise MemoryLimitError(f"node {kernel.name!r} ({kernel.type}): output {tensor.name!r} of shape "
+                                   f"{shape} would exceed the memory limit of {memory_limit} bytes")
         tensor.shape = tensor.declared_shape = shape
 
 

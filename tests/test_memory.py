@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from lite.errors import ModelFormatError
+from lite.errors import MemoryLimitError
 from lite.kernel import Kernel
 from lite.memory import MemoryPlan, lifetimes, plan_offsets
 from lite.tensor import Tensor
@@ -55,7 +55,7 @@ def test_kept_tensors_get_their_own_arrays():
 def test_plan_over_the_limit_allocates_nothing():
     kernels, tensors = chain([1024] * 4)
     plan = MemoryPlan()
-    with pytest.raises(ModelFormatError, match="memory limit of 4096"):
+    with pytest.raises(MemoryLimitError, match="memory limit of 4096"):
         plan.apply(kernels, keep={tensors[-1]}, limit=4096)
     assert plan.nbytes == 0 and tensors[1].data is None
 

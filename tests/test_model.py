@@ -149,11 +149,11 @@ def test_thread_num_bounds_blas_threads(cnn_file):
 def test_constants_are_not_copied_and_activations_share_an_arena(cnn_file):
     model = built(cnn_file)
     check(model, small_cnn(), batch=2)
-    weights = [t for k in model._kernels for t in k.inputs if t is not None and t.is_const]
+    weights = [t for k in model._engine.kernels for t in k.inputs if t is not None and t.is_const]
     assert weights and all(not t.data.flags.owndata for t in weights)
-    activations = [t for k in model._kernels for t in k.outputs if t not in model.get_outputs()]
+    activations = [t for k in model._engine.kernels for t in k.outputs if t not in model.get_outputs()]
     total = sum(t.data.nbytes for t in activations)
-    assert model._memory.nbytes < total
+    assert model._engine.memory.nbytes < total
 
 
 def test_concurrent_predicts_on_one_model_never_mix_results(cnn_file):

@@ -28,7 +28,8 @@ def test_eight_threads_by_200_calls_all_correct(cnn_path):
     def client(seed: int) -> None:
         picks = np.random.default_rng(seed).integers(0, len(inputs), 200)
         for i in picks:
-            (y,) = runner.predict([inputs[i]])
+            (out,) = runner.predict([inputs[i]])
+            y = out.get_data_to_numpy()
             if y.shape != expected[i].shape or not np.allclose(y, expected[i], rtol=1e-4, atol=1e-5):
                 failures.append((seed, int(i)))
             done.append(1)
@@ -43,7 +44,7 @@ def test_eight_threads_by_200_calls_all_correct(cnn_path):
 
 def test_copies_share_constant_weights(cnn_path):
     runner = lite.ModelParallelRunner(cnn_path, workers=3)
-    weights = [[t for k in m._kernels for t in k.inputs if t is not None and t.is_const] for m in runner._models]
+    weights = [[t for k in m._engine.kernels for t in k.inputs if t is not None and t.is_const] for m in runner._models]
     assert weights[0]
     for a, b in zip(weights[0], weights[2], strict=True):
         assert a is not b and np.shares_memory(a.data, b.data)
@@ -54,7 +55,7 @@ def test_bad_input_leaves_the_runner_usable(cnn_path):
     with pytest.raises(lite.InputError):
         runner.predict([np.zeros((1, 4, 8, 8), np.float32)])
     x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
-    np.testing.assert_allclose(runner.predict([x])[0], run_onnxruntime(small_cnn(), {"x": x})[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(runner.predict([x])[0].get_data_to_numpy(), run_onnxruntime(small_cnn(), {"x": x})[0], rtol=1e-4, atol=1e-5)
 
 
 def test_bad_arguments(cnn_path, tmp_path):

@@ -87,10 +87,12 @@ class Report:
 
 
 def load_source(spec: str) -> tuple[bytes, Any, float]:
-    """(.lite bytes, the ONNX ModelProto if there is one, seconds spent converting)."""
-    import onnx
+    """(.lite bytes, the ONNX ModelProto if there is one, seconds spent converting).
 
-    from lite.tools.converter import convert
+    ``spec`` is ``zoo:NAME`` or a path; paths load through ``lite.loader`` (external data
+    resolves against the model's folder).
+    """
+    from lite.loader import ModelType, load_lite_bytes, load_onnx, model_type_of
 
     if spec.startswith("zoo:"):
         from lite.tools import zoo
@@ -99,12 +101,12 @@ def load_source(spec: str) -> tuple[bytes, Any, float]:
         if builder is None or spec[4:].startswith("_"):
             raise lite.InputError(f"unknown zoo model {spec!r}")
         onnx_model = builder()
-    elif spec.lower().endswith(".onnx"):
-        onnx_model = onnx.load(spec)
+    elif model_type_of(spec) is ModelType.ONNX:
+        onnx_model = load_onnx(spec)
     else:
-        return Path(spec).read_bytes(), None, 0.0
+        return load_lite_bytes(spec), None, 0.0
     start = time.perf_counter()
-    data = convert(onnx_model)
+    data = load_lite_bytes(onnx_model)
     return data, onnx_model, time.perf_counter() - start
 
 
@@ -298,9 +300,9 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
     if args.compare == "onnxruntime" and onnx_model is None:
         if not args.onnx:
             raise lite.InputError("--compare onnxruntime needs the ONNX model: give an .onnx/zoo --model or --onnx")
-        import onnx
+        from lite.loader import load_onnx
 
-        onnx_model = onnx.load(args.onnx)
+        onnx_model = load_onnx(args.onnx)
     model = build_model(data, args)
     feeds = prepare_inputs(model, args)
     ordered = [feeds[t.name] for t in model.get_inputs()]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import lite
 from lite.delegates import load_delegate, parse_options
-from lite.model import PartitionRow, lite_bytes_from_file
+from lite.loader import load_lite_bytes
+from lite.model import PartitionRow
 from lite.schema.graph import GraphDef
 from lite.schema.reader import read_model
 
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lite-inspect``."""
     args = parse_args(argv)
     try:
-        data = lite_bytes_from_file(args.model)
+        data = load_lite_bytes(args.model)
         options = parse_options(args.delegate_option)
         delegates = [d for d in (load_delegate(s, options) for s in args.delegate) if d is not None]
         model = lite.Model()

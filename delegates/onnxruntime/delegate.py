@@ -60,8 +60,7 @@ class ORTDelegate(lite.SimpleDelegate):
         if unknown:
             raise lite.InputError(f"ORTDelegate has no emitter for {unknown}; it emits {REGISTRY.supported_types()}")
         self.min_nodes_per_partition = min_nodes_per_partition
-        self.graph_kernels: list[ORTGraphKernel] = []
-        self._available: list[Provider] = []
+        self._available: list[Provider] = []  # the providers init() found (the same for every build)
 
     def init(self) -> None:
         """Checks that onnxruntime imports and offers one of the providers; else raises NotSupportedError."""
@@ -78,13 +77,6 @@ class ORTDelegate(lite.SimpleDelegate):
         if skipped:
             logger.info("ORTDelegate: providers %s are not available; using %s", skipped, self._available)
 
-    def build(self, model: lite.DelegateModel) -> None:
-        """Takes the supported runs; graph kernels are named onnxruntime_0, 1, ... in execution order."""
-        self.graph_kernels = []
-        self._new_session = functools.partial(_new_session, options=self._options(model.context.thread_num),
-                                              providers=self._available)
-        super().build(model)  # SimpleDelegate creates graph kernels in execution order
-
     def is_supported(self, kernel: lite.Kernel, primitive: lite.Primitive) -> bool | str:
         """True when the kernel can be emitted as ONNX, else the reason it stays native."""
         if primitive.type not in self.ops and REGISTRY.find(primitive.type) is not None:
@@ -92,12 +84,14 @@ class ORTDelegate(lite.SimpleDelegate):
         return why_not(kernel) or True
 
     def create_graph_kernel(self, kernels: list[lite.Kernel], inputs: list[lite.Tensor],
-                            outputs: list[lite.Tensor]) -> ORTGraphKernel:
-        """Emits the partition as ONNX (checked with onnx.checker); the session is created in prepare."""
-        kernel = ORTGraphKernel(kernels, inputs, outputs, f"onnxruntime_{len(self.graph_kernels)}",
-                                self._new_session)
-        self.graph_kernels.append(kernel)
-        return kernel
+                            outputs: list[lite.Tensor], model: lite.DelegateModel) -> ORTGraphKernel:
+        """Emits the partition as ONNX (checked with onnx.checker); the session is created in prepare.
+
+        Graph kernels are named onnxruntime_0, 1, ... in execution order, per model.
+        """
+        new_session = functools.partial(_new_session, options=self._options(model.context.thread_num),
+                                        providers=list(self._available))
+        return ORTGraphKernel(kernels, inputs, outputs, model.kernel_name("onnxruntime"), new_session)
 
     def _options(self, thread_num: int) -> Any:
         import onnxruntime

@@ -15,6 +15,6 @@ Example:
     >>> ctx = lite.Context(thread_num=2, delegates=[TVMDelegate("llvm", tuning_db=None)])
 """
 
-from lite.delegates.tvm.delegate import TVMDelegate
+from lite.delegates.tvm.delegate import TVMDelegate, module_sources
 
-__all__ = ["TVMDelegate"]
+__all__ = ["TVMDelegate", "module_sources"]

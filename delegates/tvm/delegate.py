@@ -6,7 +6,6 @@ import importlib
 import logging
 import os
 from collections import Counter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lite
@@ -68,10 +67,10 @@ class TVMDelegate(lite.SimpleDelegate):
         self.symbolic_batch = tuning_db is None if symbolic_batch is None else bool(symbolic_batch)
         self.min_nodes_per_partition = min_nodes_per_partition
         self.max_partitions = max_partitions
+        # NOTE: what init() resolves from the options (the same for every build); nothing of a build is kept
+        # here: each model owns its graph kernels (Model.graph_kernels()), and one delegate may build many.
         self.target = self.device = self.cache = self.database = None
         self.on_cpu = True
-        self.graph_kernels: list[TVMGraphKernel] = []
-        self.stats: Counter[str] = Counter()  # modules "compiled", loaded from the disk "cache", or from "memory"
 
     def init(self) -> None:
         """Imports TVM and checks the target's device; raises lite.NotSupportedError when either is missing."""
@@ -90,7 +89,6 @@ class TVMDelegate(lite.SimpleDelegate):
             directory = None  # NOTE: also "none"/"off" given as text (lite-benchmark --delegate-option cache_dir=off)
         self.cache = cache.ModuleCache(directory) if directory is not None else None
         self.database = compiler.open_database(self.tuning_db) if self.tuning_db is not None else None
-        self.graph_kernels = []
 
     def build(self, model: lite.DelegateModel) -> None:
         """Sets TVM's thread count from the model's Context, then partitions (SimpleDelegate)."""
@@ -109,14 +107,15 @@ class TVMDelegate(lite.SimpleDelegate):
         return why_not(kernel) or True
 
     def create_graph_kernel(self, kernels: list[lite.Kernel], inputs: list[lite.Tensor],
-                            outputs: list[lite.Tensor]) -> TVMGraphKernel:
-        """One TVMGraphKernel per partition; nothing is compiled before its prepare()."""
+                            outputs: list[lite.Tensor], model: lite.DelegateModel) -> TVMGraphKernel:
+        """One TVMGraphKernel per partition (tvm_0, tvm_1, ... per model); nothing is compiled before its prepare()."""
         from lite.delegates.tvm.kernel import TVMGraphKernel
 
-        kernel = TVMGraphKernel(self, kernels, inputs, outputs, name=f"tvm_{len(self.graph_kernels)}")
-        self.graph_kernels.append(kernel)
-        return kernel
+        return TVMGraphKernel(self, kernels, inputs, outputs, name=model.kernel_name("tvm"))
 
-    def dump(self, directory: str | os.PathLike) -> list[Path]:
-        """Writes every graph kernel's Relax script into ``directory``; returns the files."""
-        return [path for kernel in self.graph_kernels for path in kernel.dump(directory)]
+
+def module_sources(model: lite.Model) -> Counter[str]:
+    """How a model's TVM graph kernels obtained their modules: "compiled", from the disk "cache", or "memory"."""
+    from lite.delegates.tvm.kernel import TVMGraphKernel
+
+    return Counter(source for k in model.graph_kernels() if isinstance(k, TVMGraphKernel) for source, _ in k.events)

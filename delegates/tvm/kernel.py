@@ -57,10 +57,10 @@ class TVMGraphKernel(Kernel):
 
     def __init__(self, delegate: TVMDelegate, kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor],
                  name: str):
-        constants = list({t: None for k in kernels for t in k.inputs if t is not None and t.is_const})
-        # NOTE: the weights are listed among the inputs so the model keeps them: a resize that changes more
-        # than the batch lowers the partition again and needs them.
-        super().__init__(inputs + constants, outputs, name=name)
+        # NOTE: the model keeps the weights named in ``constants``: a resize that changes more than the batch
+        # lowers the partition again and needs them (and the runtime's fallback does too).
+        constants = {t: None for k in kernels for t in k.inputs if t is not None and t.is_const}
+        super().__init__(inputs, outputs, name=name, constants=constants)
         self.delegate = delegate
         self.kernels = kernels
         self.arguments = [t for t in inputs if not t.value_known]
@@ -69,8 +69,6 @@ class TVMGraphKernel(Kernel):
         self.events: list[tuple[str, float]] = []
         self.lower_only = False  # set by lite-tune, which needs the Relax modules and no compilation
         self.lowered: Lowered | None = None
-        self.native = False  # True while the partition runs on its native kernels (see resize)
-        self._native_prepared = False
         self._staging: dict[Tensor, np.ndarray] = {}
         self._shapes: list[tuple[int, ...]] = []
 
@@ -94,25 +92,16 @@ class TVMGraphKernel(Kernel):
     def resize(self) -> None:
         """Keeps the module if it serves the new shapes, else lowers and compiles for them.
 
-        When TVM cannot compile for the new shapes, the partition runs on its native kernels
-        (with a warning) until the next resize: the runtime has no fallback after the build.
+        A failure propagates: with ``Context(fallback=True)`` the runtime then runs the
+        partition's native kernels.
         """
-        try:
-            self._compile_for_current_shapes()
-            self.native = False
-        except Exception as exc:
-            if self.lower_only:
-                raise
-            logger.warning("TVM %s: cannot compile for input shapes %s (%s: %s); running its %d kernels natively",
-                           self.name, [t.shape for t in self.arguments], type(exc).__name__, exc, len(self.kernels))
-            self._use_native()
+        self._compile_for_current_shapes()
 
     def _compile_for_current_shapes(self) -> None:
         if self.compiled is not None and self.compiled.lowered.serves():
             self._shapes = [t.shape for t in self.arguments]
             return
-        self.lowered = lower(self.kernels, [t for t in self.inputs if not t.is_const], self.outputs,
-                             self.delegate.symbolic_batch)
+        self.lowered = lower(self.kernels, self.inputs, self.outputs, self.delegate.symbolic_batch)
         if self.lower_only:
             return
         try:
@@ -122,24 +111,10 @@ class TVMGraphKernel(Kernel):
                 raise
             logger.info("TVM %s: compiling with a symbolic batch failed (%s: %s); compiling static shapes",
                         self.name, type(exc).__name__, exc)
-            self.lowered = lower(self.kernels, [t for t in self.inputs if not t.is_const], self.outputs, False)
+            self.lowered = lower(self.kernels, self.inputs, self.outputs, False)
             self.compiled = self._obtain(self.lowered)
         self._shapes = [t.shape for t in self.arguments]
         self._staging = {}
-
-    def _use_native(self) -> None:
-        """Runs the partition's native kernels: private buffers for its inner tensors, then their resize."""
-        if not self._native_prepared:
-            for kernel in self.kernels:
-                kernel.prepare()
-            self._native_prepared = True
-        outputs = set(self.outputs)
-        for tensor in [t for k in self.kernels for t in k.outputs if t not in outputs]:
-            tensor.data = aligned_array(tensor.shape, tensor.dtype)
-        for kernel in self.kernels:
-            kernel.resize()
-        self.native = True
-        self._shapes = [t.shape for t in self.arguments]
 
     def _obtain(self, lowered: Lowered) -> Compiled:
         start = time.perf_counter()
@@ -164,19 +139,14 @@ class TVMGraphKernel(Kernel):
         compiled.lowered = lowered
         seconds = time.perf_counter() - start
         self.events.append((source, seconds))
-        delegate.stats[source] += 1
         logger.info("TVM %s: %s module (%s batch) in %.3f s", self.name, source,
                     "symbolic" if lowered.symbolic else "static", seconds)
         return compiled
 
     def execute(self) -> None:
         """Inputs to the VM (zero-copy where aligned), run, results into the output arrays."""
-        if (self.compiled is None and not self.native) or [t.shape for t in self.arguments] != self._shapes:
+        if self.compiled is None or [t.shape for t in self.arguments] != self._shapes:
             self.resize()  # NOTE: defensive; the runtime calls resize() before a predict with new shapes
-        if self.native:
-            for kernel in self.kernels:
-                kernel.execute()
-            return
         result = self.compiled.function(*[self._argument(t) for t in self.arguments])
         results = [result] if len(self.outputs) == 1 else list(result)
         for tensor, value in zip(self.outputs, results, strict=True):
@@ -231,8 +201,7 @@ class TVMGraphKernel(Kernel):
         if lowered is None:
             if not self.shapes_known():
                 return []
-            lowered = self.lowered = lower(self.kernels, [t for t in self.inputs if not t.is_const], self.outputs,
-                                           self.delegate.symbolic_batch)
+            lowered = self.lowered = lower(self.kernels, self.inputs, self.outputs, self.delegate.symbolic_batch)
         path = Path(directory) / f"{self.name}.relax.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         header = (f"# {self.name}: {len(self.kernels)} kernels ({', '.join(k.name for k in self.kernels[:8])}"

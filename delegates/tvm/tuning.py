@@ -64,7 +64,7 @@ def partition_modules(data: bytes, target: str | dict[str, Any] = "llvm",
     if dynamic:
         raise lite.InputError(f"inputs {dynamic} have dynamic shapes; MetaSchedule tunes static shapes: give them "
                               "with --input-shapes name:1,3,224,224")
-    return delegate, [(k.name, k.lowered.mod) for k in delegate.graph_kernels if k.lowered is not None]
+    return delegate, [(k.name, k.lowered.mod) for k in model.graph_kernels() if k.lowered is not None]
 
 
 @dataclass

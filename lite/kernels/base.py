@@ -10,7 +10,7 @@ from typing import ClassVar, NoReturn
 import numpy as np
 
 from lite.aligned import aligned_empty
-from lite.errors import ModelFormatError, UnsupportedOpError
+from lite.errors import MemoryLimitError, ModelFormatError, UnsupportedOpError
 from lite.kernel import Kernel
 from lite.primitive import Primitive
 from lite.tensor import Tensor
@@ -41,7 +41,7 @@ class Workspace:
         buffer = self._buffers.get(slot)
         if buffer is None or buffer.size < nbytes:
             if self.limit is not None and nbytes > self.limit:
-                raise ModelFormatError(f"a kernel needs {nbytes} bytes of scratch memory, more than the memory "
+                raise MemoryLimitError(f"a kernel needs {nbytes} bytes of scratch memory, more than the memory "
                                        f"limit of {self.limit} bytes (Context.memory_limit)")
             buffer = aligned_empty(nbytes)
             self._buffers[slot] = buffer

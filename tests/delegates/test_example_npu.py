@@ -206,7 +206,7 @@ def test_weights_are_copied_in_prepare_and_activations_stay_float16_nhwc():
     delegate = ExampleNPUDelegate()
     onnx_model = block_model()
     model = build(onnx_model, delegate)
-    (graph_kernel,) = delegate.graph_kernels
+    (graph_kernel,) = model.graph_kernels()
     assert isinstance(graph_kernel, NPUGraphKernel)
     conv = graph_kernel.ops[0]
     assert conv.weight.data is None  # the model freed its float32 copy: the NPU holds its own

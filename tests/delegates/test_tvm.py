@@ -30,7 +30,7 @@ from tests.oracle import relative_l2, run_onnxruntime
 
 tvm = pytest.importorskip("tvm")
 
-from lite.delegates.tvm import TVMDelegate  # noqa: E402
+from lite.delegates.tvm import TVMDelegate, module_sources  # noqa: E402
 from lite.delegates.tvm.ops import EMITTERS, emitter  # noqa: E402
 
 RNG = np.random.default_rng(7)
@@ -469,7 +469,7 @@ def test_a_model_mixing_supported_and_unsupported_ops_runs_in_several_partitions
     report = model.partition_report()
     native = {r.op_type for r in report if r.runs_on == "native"}
     assert native == {"Greater", "Where"}
-    assert len({r.graph_kernel for r in report if r.runs_on == TVM}) == 2 == len(delegate.graph_kernels)
+    assert len({r.graph_kernel for r in report if r.runs_on == TVM}) == 2 == len(model.graph_kernels())
     for _ in range(2):
         assert_matches(model, onnx_model, feeds_for(onnx_model))
 
@@ -528,7 +528,7 @@ def check_whole_model(onnx_model: onnx.ModelProto, cache_dir: Path) -> tuple[lit
     model = build(onnx_model, delegate)
     report = model.partition_report()
     assert {r.runs_on for r in report} == {TVM}, [r for r in report if r.runs_on != TVM]
-    assert len(delegate.graph_kernels) == 1
+    assert len(model.graph_kernels()) == 1
     for _ in range(2):
         assert_matches(model, onnx_model, feeds_for(onnx_model))
     return model, delegate
@@ -560,21 +560,21 @@ def block_model(batch: int | str = "N", size: int = 16) -> onnx.ModelProto:
     return onnx_graph(nodes, {"x": [batch, 3, size, size]}, ["y"], inits)
 
 
-def compilations(delegate: TVMDelegate) -> int:
-    return sum(k.compilations for k in delegate.graph_kernels)
+def compilations(model: lite.Model) -> int:
+    return sum(k.compilations for k in model.graph_kernels())
 
 
 def test_resize_batch_1_to_4_recompiles_nothing():
     onnx_model = block_model()
     delegate = tvm_delegate()
     model = build(onnx_model, delegate, input_shapes={"x": [1, 3, 16, 16]})
-    assert model.get_inputs()[0].shape == (1, 3, 16, 16) and compilations(delegate) == 1
-    (kernel,) = delegate.graph_kernels
+    assert model.get_inputs()[0].shape == (1, 3, 16, 16) and compilations(model) == 1
+    (kernel,) = model.graph_kernels()
     assert kernel.compiled.lowered.symbolic
     assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (1, 3, 16, 16)}))
     model.resize(model.get_inputs(), [[4, 3, 16, 16]])
     assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (4, 3, 16, 16)}))
-    assert compilations(delegate) == 1 and len(kernel.events) == 1
+    assert compilations(model) == 1 and len(kernel.events) == 1
 
 
 def test_other_shape_changes_recompile_and_earlier_modules_stay_in_memory():
@@ -582,7 +582,7 @@ def test_other_shape_changes_recompile_and_earlier_modules_stay_in_memory():
                             {i.name: numpy_helper.to_array(i) for i in block_model().graph.initializer})
     delegate = tvm_delegate()
     model = build(onnx_model, delegate, input_shapes={"x": [2, 3, 16, 16]})
-    (kernel,) = delegate.graph_kernels
+    (kernel,) = model.graph_kernels()
     for shape in ([2, 3, 12, 20], [5, 3, 16, 16], [3, 3, 12, 20]):
         model.resize(model.get_inputs(), [shape])
         assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": tuple(shape)}))
@@ -593,10 +593,10 @@ def test_dynamic_batch_compiles_at_the_first_predict_then_serves_every_batch():
     onnx_model = block_model()
     delegate = tvm_delegate()
     model = build(onnx_model, delegate)
-    assert model.get_inputs()[0].shape == (-1, 3, 16, 16) and compilations(delegate) == 0
+    assert model.get_inputs()[0].shape == (-1, 3, 16, 16) and compilations(model) == 0
     for batch in (2, 5, 1):
         assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (batch, 3, 16, 16)}))
-    assert compilations(delegate) == 1
+    assert compilations(model) == 1
 
 
 def test_a_batch_computed_from_shapes_follows_the_symbolic_batch():
@@ -611,7 +611,7 @@ def test_a_batch_computed_from_shapes_follows_the_symbolic_batch():
     model = build(onnx_model, delegate)
     for batch in (1, 3, 2):
         assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (batch, 3, 5, 5)}))
-    assert compilations(delegate) == 1
+    assert compilations(model) == 1
 
 
 def test_ops_whose_meaning_depends_on_the_batch_compile_static_shapes():
@@ -619,11 +619,11 @@ def test_ops_whose_meaning_depends_on_the_batch_compile_static_shapes():
     onnx_model = onnx_graph([node("Squeeze", ["x"], "s"), node("Relu", ["s"])], {"x": ["N", 1, 4]}, ["y"])
     delegate = tvm_delegate()
     model = build(onnx_model, delegate, input_shapes={"x": [1, 1, 4]})
-    assert not delegate.graph_kernels[0].compiled.lowered.symbolic
+    assert not model.graph_kernels()[0].compiled.lowered.symbolic
     assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (1, 1, 4)}))
     model.resize(model.get_inputs(), [[3, 1, 4]])
     assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (3, 1, 4)}))
-    assert compilations(delegate) == 2
+    assert compilations(model) == 2
 
 
 # ---- the compile cache ---------------------------------------------------------------------
@@ -634,12 +634,10 @@ def cache_files(directory: Path) -> list[Path]:
 
 def test_a_second_build_loads_every_partition_from_the_cache(tmp_path):
     onnx_model = mixed_model()
-    first = TVMDelegate("llvm", cache_dir=tmp_path)
-    build(onnx_model, first)
-    assert first.stats == {"compiled": 2} and len(cache_files(tmp_path)) == 2
-    second = TVMDelegate("llvm", cache_dir=tmp_path)
-    model = build(onnx_model, second)
-    assert second.stats == {"cache": 2}
+    first = build(onnx_model, TVMDelegate("llvm", cache_dir=tmp_path))
+    assert module_sources(first) == {"compiled": 2} and len(cache_files(tmp_path)) == 2
+    model = build(onnx_model, TVMDelegate("llvm", cache_dir=tmp_path))
+    assert module_sources(model) == {"cache": 2}
     assert_matches(model, onnx_model, feeds_for(onnx_model))
 
 
@@ -677,11 +675,10 @@ def test_a_bad_cache_entry_is_recompiled_and_rewritten(tmp_path, corrupt, caplog
     delegate = TVMDelegate("llvm", cache_dir=tmp_path)
     with caplog.at_level("WARNING", logger="lite"):
         model = build(onnx_model, delegate)
-    assert delegate.stats == {"compiled": 1} and "recompiling" in caplog.text
+    assert module_sources(model) == {"compiled": 1} and "recompiling" in caplog.text
     assert_matches(model, onnx_model, feeds_for(onnx_model))
-    again = TVMDelegate("llvm", cache_dir=tmp_path)
-    build(onnx_model, again)
-    assert again.stats == {"cache": 1}
+    again = build(onnx_model, TVMDelegate("llvm", cache_dir=tmp_path))
+    assert module_sources(again) == {"cache": 1}
 
 
 def test_different_weights_get_different_cache_entries(tmp_path):
@@ -709,7 +706,7 @@ BUILD_SCRIPT = textwrap.dedent("""
     import json, sys, time
     import tvm  # NOTE: imported before timing: importing TVM (and torch, which it imports) is not the build
     import numpy as np, lite
-    from lite.delegates.tvm import TVMDelegate
+    from lite.delegates.tvm import TVMDelegate, module_sources
     data, cache_dir, inputs = open(sys.argv[1], "rb").read(), sys.argv[2], np.load(sys.argv[3])
     delegate = TVMDelegate("llvm", cache_dir=cache_dir)
     start = time.perf_counter()
@@ -717,7 +714,7 @@ BUILD_SCRIPT = textwrap.dedent("""
     model.build(data, lite.ModelType.LITE, lite.Context(thread_num=2, delegates=[delegate]))
     seconds = time.perf_counter() - start
     y = model.predict([inputs])[0].get_data_to_numpy()
-    print(json.dumps({"seconds": seconds, "stats": dict(delegate.stats), "timings": model.build_timings,
+    print(json.dumps({"seconds": seconds, "stats": dict(module_sources(model)), "timings": model.build_timings,
                       "y": y.tolist()}))
 """)
 
@@ -771,7 +768,7 @@ def test_misaligned_inputs_are_copied_to_an_aligned_buffer():
     onnx_model = onnx_graph([node("Relu", ["x"], "r"), node("Exp", ["r"])], {"x": [3, 17]}, ["y"])
     delegate = tvm_delegate()
     model = build(onnx_model, delegate)
-    (kernel,) = delegate.graph_kernels
+    (kernel,) = model.graph_kernels()
     (tensor,) = kernel.arguments
     from lite.aligned import aligned_array
 
@@ -790,7 +787,7 @@ def test_aligned_inputs_cross_without_a_copy():
     delegate = tvm_delegate()
     model = build(onnx_model, delegate)
     model.predict([feeds_for(onnx_model)["x"]])
-    (kernel,) = delegate.graph_kernels
+    (kernel,) = model.graph_kernels()
     tensor = kernel.arguments[0]
     assert np.from_dlpack(kernel._argument(tensor)).ctypes.data == tensor.data.ctypes.data
 
@@ -802,9 +799,8 @@ def test_build_sets_tvm_threads_from_the_context(monkeypatch):
 
 
 def test_dump_writes_the_relax_script_of_each_partition(tmp_path):
-    delegate = tvm_delegate()
-    build(mixed_model(), delegate)
-    paths = delegate.dump(tmp_path)
+    model = build(mixed_model(), tvm_delegate())
+    paths = [path for kernel in model.graph_kernels() for path in kernel.dump(tmp_path)]
     assert [p.name for p in paths] == ["tvm_0.relax.py", "tvm_1.relax.py"]
     scripts = "".join(p.read_text() for p in paths)
     assert "def main" in scripts and "R.nn.conv2d" in scripts and "R.nn.softmax" in scripts
@@ -818,7 +814,7 @@ def test_per_call_overhead_is_small():
     delegate = tvm_delegate()
     model = build(onnx_model, delegate)
     model.predict([feeds_for(onnx_model)["x"]])
-    (kernel,) = delegate.graph_kernels
+    (kernel,) = model.graph_kernels()
     runs = 2000
     start = time.perf_counter()
     for _ in range(runs):
@@ -862,21 +858,19 @@ def test_lite_tune_writes_a_resumable_database_that_the_delegate_applies(tmp_pat
     assert again.already_measured >= 2 and again.tuned_trials == 0  # resumed: nothing left to do
     delegate = TVMDelegate("llvm", cache_dir=tmp_path / "cache", tuning_db=db)
     model = build(onnx_model, delegate)
-    (kernel,) = delegate.graph_kernels
+    (kernel,) = model.graph_kernels()
     assert not kernel.compiled.lowered.symbolic  # tuned kernels are per static shape
     assert_matches(model, onnx_model, feeds_for(onnx_model))
-    untuned = TVMDelegate("llvm", cache_dir=tmp_path / "cache", symbolic_batch=False)
-    build(onnx_model, untuned)
-    assert untuned.stats == {"compiled": 1}  # the database is part of the cache key
+    untuned = build(onnx_model, TVMDelegate("llvm", cache_dir=tmp_path / "cache", symbolic_batch=False))
+    assert module_sources(untuned) == {"compiled": 1}  # the database is part of the cache key
 
 
-def test_a_failed_compilation_on_resize_runs_the_partition_natively(monkeypatch, caplog):
+def test_a_failed_compilation_on_resize_falls_back_to_the_native_kernels(monkeypatch, caplog):
     from lite.delegates.tvm import kernel as tvm_kernel
 
     onnx_model = onnx_graph(block_model().graph.node, {"x": ["N", 3, "H", "W"]}, ["y"],
                             {i.name: numpy_helper.to_array(i) for i in block_model().graph.initializer})
-    delegate = tvm_delegate()
-    model = build(onnx_model, delegate, input_shapes={"x": [2, 3, 16, 16]})
+    model = build(onnx_model, tvm_delegate(), input_shapes={"x": [2, 3, 16, 16]})
 
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler today")
@@ -884,27 +878,24 @@ def test_a_failed_compilation_on_resize_runs_the_partition_natively(monkeypatch,
     monkeypatch.setattr(tvm_kernel, "compile_module", broken)
     with caplog.at_level("WARNING", logger="lite"):
         model.resize(model.get_inputs(), [[2, 3, 12, 20]])
-    assert "running its 7 kernels natively" in caplog.text and delegate.graph_kernels[0].native
+    assert "running its 7 kernels natively" in caplog.text and model.graph_kernels() == []
+    assert {r.runs_on for r in model.partition_report()} == {"native"}
+    assert all("failed in resize()" in r.reason for r in model.partition_report())
     assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (2, 3, 12, 20)}))
-    model.resize(model.get_inputs(), [[4, 3, 16, 16]])  # the first module serves this again
-    assert not delegate.graph_kernels[0].native
+    model.resize(model.get_inputs(), [[4, 3, 16, 16]])
     assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (4, 3, 16, 16)}))
 
 
-def test_a_symbolic_module_that_fails_to_compile_is_compiled_with_static_shapes(monkeypatch):
+def test_a_failed_compilation_on_resize_without_fallback_is_a_delegate_error(monkeypatch):
     from lite.delegates.tvm import kernel as tvm_kernel
 
-    compile_module, calls = tvm_kernel.compile_module, []
-
-    def fails_first(mod, target, database=None):
-        calls.append(mod)
-        if len(calls) == 1:
-            raise RuntimeError("this target cannot compile symbolic shapes")
-        return compile_module(mod, target, database)
-
-    monkeypatch.setattr(tvm_kernel, "compile_module", fails_first)
-    onnx_model = block_model(batch=2)
-    delegate = tvm_delegate()
-    model = build(onnx_model, delegate)
-    assert len(calls) == 2 and not delegate.graph_kernels[0].compiled.lowered.symbolic
-    assert_matches(model, onnx_model, feeds_for(onnx_model))
+    onnx_model = onnx_graph(block_model().graph.node, {"x": ["N", 3, "H", "W"]}, ["y"],
+                            {i.name: numpy_helper.to_array(i) for i in block_model().graph.initializer})
+    model = lite.Model()
+    model.build(convert(onnx_model, input_shapes={"x": [2, 3, 16, 16]}), lite.ModelType.LITE,
+                lite.Context(thread_num=1, fallback=False, delegates=[tvm_delegate()]))
+    monkeypatch.setattr(tvm_kernel, "compile_module", lambda *args, **kwargs: 1 / 0)
+    with pytest.raises(lite.DelegateError, match="TVMDelegate: graph kernel 'tvm_0' failed in resize"):
+        model.resize(model.get_inputs(), [[2, 3, 12, 20]])
+    assert model.get_inputs()[0].shape == (2, 3, 16, 16)  # the previous shapes stay in force
+    assert_matches(model, onnx_model, feeds_for(onnx_model, {"x": (2, 3, 16, 16)}))

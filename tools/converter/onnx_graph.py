@@ -17,6 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from lite.errors import InputError, ModelFormatError
+from lite.loader import load_onnx
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Element types a .lite file can store, as numpy dtypes.
@@ -109,21 +110,9 @@ def unique_name(hint: str, taken: set[str]) -> str:
 
 
 def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
-    """Reads an ONNX model from a path or serialized bytes; a ModelProto is returned as is."""
-    if isinstance(model, onnx.ModelProto):
-        return model
-    try:
-        if isinstance(model, (bytes, bytearray, memoryview)):
-            return onnx.load_model_from_string(bytes(model))
-        return onnx.load_model(os.fspath(model))
-    except OSError as exc:
-        raise ModelFormatError(f"cannot read ONNX model {_describe(model)}: {exc}") from exc
-    except Exception as exc:  # protobuf and onnx raise many types for corrupt files
-        raise ModelFormatError(f"not a valid ONNX model: {_describe(model)}: {exc}") from exc
-
-
-def _describe(model) -> str:
-    return f"{len(model)} bytes" if isinstance(model, (bytes, bytearray, memoryview)) else repr(str(model))
+    """Reads an ONNX model from a path or serialized bytes (``lite.loader.load_onnx``: external
+    data resolves against the model's folder only); a ModelProto is returned as is."""
+    return load_onnx(model)
 
 
 def from_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> OnnxGraph:

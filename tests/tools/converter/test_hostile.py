@@ -30,7 +30,7 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path, location):
     folder.mkdir()
     path = folder / "m.onnx"
     path.write_bytes(external_weight(location).SerializeToString())
-    with pytest.raises(ModelFormatError, match="should be (file inside|a relative path)"):
+    with pytest.raises(ModelFormatError, match="should be (a )?(file inside|a relative path)"):
         convert(str(path))
     with pytest.raises(ModelFormatError):
         convert(external_weight(location))

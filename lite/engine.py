@@ -1,0 +1,220 @@
+"""Engine: what one build of a model made, and the policies that run it.
+
+``Model`` is the facade users call; the Engine holds its tensors and kernels and carries
+out the build steps (schedule, delegation, prepare with fallback, weight release, memory
+planning), shape changes (propagation, kernel ``resize()`` with fallback) and runs.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+import numpy as np
+
+from lite.context import Context
+from lite.delegate import Delegate, DelegateModel
+from lite.delegation import DelegationLog, Partition, logger
+from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
+from lite.kernel import Kernel
+from lite.kernels.base import NativeKernel, Workspace
+from lite.memory import MemoryPlan
+from lite.scheduler import schedule
+from lite.schema.graph import GraphDef
+from lite.shapes import blame, foldable_kernels, propagate
+from lite.tensor import Tensor
+from lite.threads import limit_blas_threads
+
+
+class Engine:
+    """The tensors, kernels (native and delegated) and memory plan of one built model.
+
+    Attributes:
+        inputs, outputs: the graph's input and output tensors.
+        kernels: what runs, in order (graph kernels and native kernels).
+        shape_kernels: every native kernel in topological order (shape inference runs on them).
+        folded: native kernels computed from shapes alone (never in ``kernels``).
+        log: the delegates' partitions and reasons.
+        shapes_dirty: input shapes changed since the last propagation.
+    """
+
+    def __init__(self, graph: GraphDef, context: Context) -> None:
+        self.context = context
+        self.tensors = [Tensor.from_def(t) for t in graph.tensors]
+        self.inputs = [self.tensors[i] for i in graph.inputs]
+        self.outputs = [self.tensors[i] for i in graph.outputs]
+        self.shape_kernels = schedule(graph, self.tensors)
+        workspace = Workspace(context.memory_limit)  # kernels run one at a time: one scratch pool
+        for kernel in self.shape_kernels:
+            kernel.workspace = workspace
+        self.folded = set(foldable_kernels(self.shape_kernels))
+        self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
+        self.log = DelegationLog()
+        self.memory = MemoryPlan()
+        reshaped = weakref.WeakMethod(self._input_reshaped)  # NOTE: inputs must not keep the model alive
+        for tensor in self.inputs:
+            tensor._on_reshape = lambda _tensor, reshaped=reshaped: reshaped()()
+        self.shapes_dirty = any(-1 in t.shape for t in self.inputs)
+        if not self.shapes_dirty:
+            propagate(self.shape_kernels, self.folded, context.memory_limit)
+
+    # ---- build --------------------------------------------------------------------------
+
+    def delegate(self, delegate: Delegate) -> None:
+        """Lets ``delegate`` replace runs of kernels (its ``init()``, then ``build()``)."""
+        name = type(delegate).__name__
+        try:
+            delegate.init()
+        except NotSupportedError as exc:
+            logger.info("delegate %s declined: %s", name, exc)
+            return
+        except Exception as exc:
+            raise DelegateError(f"delegate {name} failed in init(): {type(exc).__name__}: {exc}") from exc
+        view = DelegateModel(self.kernels, self.inputs, self.outputs, delegate, self.log, self.context)
+        try:
+            delegate.build(view)
+        except DelegateError:
+            raise
+        except Exception as exc:
+            raise DelegateError(f"delegate {name} failed in build(): {type(exc).__name__}: {exc}") from exc
+
+    def prepare(self) -> None:
+        """Prepares every kernel (a failing graph kernel falls back), releases dead weights, plans."""
+        prepared: list[Kernel] = []
+        for kernel in self.kernels:
+            partition = self.log.partitions.get(kernel)
+            if partition is None:
+                self._prepare_native(kernel)
+                prepared.append(kernel)
+            elif self._prepare_graph_kernel(partition):
+                prepared.append(kernel)
+            else:
+                prepared.extend(partition.covered)
+        self.kernels = prepared
+        self._release_unused_constants()
+        if not self.shapes_dirty:
+            self.plan()
+
+    def _prepare_native(self, kernel: Kernel) -> None:
+        """prepare(), then resize() when shapes are known: native kernels plan for shapes there."""
+        with blame(kernel, "prepare failed"):
+            kernel.prepare()
+            if not self.shapes_dirty:
+                kernel.resize()
+
+    def _prepare_graph_kernel(self, partition: Partition) -> bool:
+        """Prepares a graph kernel; False when it failed and its native kernels run instead."""
+        partition.remember_weights()
+        try:
+            partition.kernel.prepare()
+            return True
+        except Exception as exc:
+            self.log.fall_back(partition, "prepare", exc, self.context.fallback)
+        for native in partition.covered:
+            self._prepare_native(native)
+        return False
+
+    def _release_unused_constants(self) -> None:
+        """Drops const data no kernel can read any more (replaced or dead kernels' weights)."""
+        needed = {t for k in self.kernels for t in [*k.inputs, *k.constants]}
+        for kernel in self.shape_kernels:  # what shape inference and folding read on resize
+            needed.update(kernel.inputs if kernel in self.folded else kernel.shape_inputs())
+        needed.update(self.outputs)
+        for tensor in self.tensors:
+            if tensor.is_const and tensor not in needed:
+                tensor.data = None
+
+    # ---- shapes and memory ---------------------------------------------------------------
+
+    def _input_reshaped(self) -> None:
+        self.shapes_dirty = True
+
+    def plan(self) -> None:
+        """Gives every activation its array (outputs get arrays of their own)."""
+        keep = {t for t in self.outputs if not t.value_known and t not in self.inputs}
+        self.memory.apply(self.kernels, keep, self.context.memory_limit)
+
+    def apply_shapes(self) -> None:
+        """Propagates the input shapes, re-plans memory and resizes every kernel.
+
+        A graph kernel failing in ``resize()`` falls back to its native kernels (or raises
+        DelegateError when ``Context.fallback`` is off).
+        """
+        propagate(self.shape_kernels, self.folded, self.context.memory_limit)
+        self.plan()
+        fallen = [p for k in list(self.kernels) if (p := self._resize(k)) is not None]
+        if fallen:
+            self._swap_in_natives(fallen)
+        self.shapes_dirty = False
+
+    def _resize(self, kernel: Kernel) -> Partition | None:
+        """Resizes one kernel; the partition it gave up, if a graph kernel failed."""
+        partition = self.log.partitions.get(kernel)
+        if partition is None:
+            kernel.resize()
+            return None
+        try:
+            kernel.resize()
+        except Exception as exc:
+            self.log.fall_back(partition, "resize", exc, self.context.fallback)
+            return partition
+        return None
+
+    def _swap_in_natives(self, partitions: list[Partition]) -> None:
+        for partition in partitions:
+            at = self.kernels.index(partition.kernel)
+            self.kernels[at : at + 1] = partition.covered
+            for native in partition.covered:
+                with blame(native, "prepare failed"):
+                    native.prepare()
+        self.plan()
+        for partition in partitions:
+            for native in partition.covered:
+                native.resize()
+
+    # ---- running -----------------------------------------------------------------------
+
+    def run(self, profile: dict[Kernel, float] | None) -> None:
+        """Executes every kernel; any failure becomes a LiteError naming the kernel."""
+        limit_blas_threads(self.context.thread_num)
+        kernel = None
+        try:
+            with np.errstate(all="ignore"):  # IEEE results (NaN, inf) as onnxruntime gives them, no warnings
+                if profile is None:
+                    for kernel in self.kernels:
+                        kernel.execute()
+                else:
+                    for kernel in self.kernels:
+                        start = time.perf_counter()
+                        kernel.execute()
+                        profile[kernel] = profile.get(kernel, 0.0) + time.perf_counter() - start
+        except Exception as exc:
+            raise self._execute_error(kernel, exc) from exc
+        for partition in self.log.partitions.values():
+            self._check_graph_outputs(partition)
+
+    def _execute_error(self, kernel: Kernel, exc: Exception) -> LiteError:
+        partition = self.log.partitions.get(kernel)
+        if partition is not None:
+            return partition.error("execute", exc)
+        if isinstance(exc, LiteError):
+            return exc
+        return KernelError(f"kernel {kernel.name!r} ({kernel.type}) failed: {type(exc).__name__}: {exc}")
+
+    def _check_graph_outputs(self, partition: Partition) -> None:
+        for tensor in partition.kernel.outputs:
+            data = tensor.data
+            if data is None or data.shape != tensor.shape or data.dtype != tensor.dtype:
+                got = "nothing" if data is None else f"{data.dtype.name}{list(data.shape)}"
+                raise DelegateError(
+                    f"delegate {partition.delegate_name}: graph kernel {partition.kernel.name!r} "
+                    f"wrote {got} to {tensor.name!r}, expected {tensor.dtype.name}{list(tensor.shape)}")
+
+    # ---- reports -----------------------------------------------------------------------
+
+    def owner(self) -> dict[NativeKernel, Partition]:
+        """The partition each delegated native kernel belongs to."""
+        return {k: p for p in self.log.partitions.values() for k in p.covered}
+
+    def graph_kernels(self) -> list[Kernel]:
+        return [k for k in self.kernels if k in self.log.partitions]
