@@ -45,6 +45,10 @@ class Partition:
     def remember_weights(self) -> None:
         self.weights = {t: t.data for t in self.constants()}
 
+    def forget_weights(self, kept: set[Tensor]) -> None:
+        """Drops the remembered arrays of constants the model released (so their memory is freed)."""
+        self.weights = {t: data for t, data in self.weights.items() if t in kept}
+
     def restore_weights(self) -> None:
         for tensor, data in self.weights.items():
             tensor.data = data

@@ -123,6 +123,8 @@ class Engine:
         for tensor in self.tensors:
             if tensor.is_const and tensor not in needed:
                 tensor.data = None
+        for partition in self.log.partitions.values():
+            partition.forget_weights(needed)
 
     # ---- shapes and memory ---------------------------------------------------------------
 

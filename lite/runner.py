@@ -50,6 +50,11 @@ class ModelParallelRunner:
             self._models.append(model)
             self._idle.put(model)
 
+    @property
+    def models(self) -> tuple[Model, ...]:
+        """The model copies (for reports: ``partition_report()``, ``graph_kernels()``; predict through the runner)."""
+        return tuple(self._models)
+
     def get_inputs(self):
         """The input tensors of one copy (names, dtypes, shapes; do not set their data)."""
         return self._models[0].get_inputs()

@@ -281,3 +281,102 @@ def test_graph_kernel_misbehaving_at_run_time_is_a_delegate_error_and_model_reco
     with pytest.raises(lite.DelegateError, match=message):
         model.predict([RNG.standard_normal((2, 8)).astype(np.float32)])
     assert_matches_onnxruntime(model, onnx_model)
+
+
+class FailsInResize(CountingDelegate):
+    """Its graph kernels raise in resize() once the batch reaches ``from_batch``."""
+
+    def __init__(self, ops: set[str], from_batch: int = 3):
+        super().__init__(ops)
+        self.from_batch = from_batch
+
+    def create_graph_kernel(self, kernels, inputs, outputs):
+        kernel = super().create_graph_kernel(kernels, inputs, outputs)
+        resize = kernel.resize
+
+        def failing_resize():
+            if kernel.inputs[0].shape[0] >= self.from_batch:
+                raise RuntimeError("no program for this shape")
+            resize()
+
+        kernel.resize = failing_resize
+        return kernel
+
+
+def test_resize_failure_falls_back_to_the_native_kernels():
+    onnx_model = chain_model(dynamic_batch=True)
+    model = build(onnx_model, FailsInResize({"AddFusion", "Activation", "MulFusion"}))
+    assert_matches_onnxruntime(model, onnx_model, batch=2)
+    assert {row.runs_on for row in model.partition_report()} == {"FailsInResize"}
+    model.resize(model.get_inputs(), [[4, 8]])
+    rows = model.partition_report()
+    assert {row.runs_on for row in rows} == {"native"} and model.graph_kernels() == []
+    assert any("failed in resize(): no program for this shape" in row.reason for row in rows)
+    for batch in (4, 1, 5):
+        assert_matches_onnxruntime(model, onnx_model, batch=batch)
+
+
+def test_resize_failure_without_fallback_is_a_delegate_error_and_keeps_the_old_shapes():
+    onnx_model = chain_model(dynamic_batch=True)
+    model = build(onnx_model, FailsInResize({"AddFusion", "Activation", "MulFusion"}), fallback=False)
+    assert_matches_onnxruntime(model, onnx_model, batch=2)
+    with pytest.raises(lite.DelegateError, match="FailsInResize: graph kernel 'counting_0' failed in resize"):
+        model.resize(model.get_inputs(), [[4, 8]])
+    assert model.get_inputs()[0].shape == (2, 8)
+    assert_matches_onnxruntime(model, onnx_model, batch=2)
+
+
+class DropsWeights(OwnMul):
+    """OwnMul (which copies its weight and lets the model release it) failing in resize() from batch 3."""
+
+    def create_graph_kernel(self, kernels, inputs, outputs):
+        kernel = super().create_graph_kernel(kernels, inputs, outputs)
+
+        def resize():
+            if inputs[0].shape[0] >= 3:
+                raise RuntimeError("no program for this shape")
+
+        kernel.resize = resize
+        return kernel
+
+
+def test_fallback_after_the_weights_were_released_says_how_to_keep_them():
+    model = build(chain_model(dynamic_batch=True), DropsWeights())
+    model.predict([RNG.standard_normal((2, 8)).astype(np.float32)])
+    with pytest.raises(lite.DelegateError, match="were released.*constants="):
+        model.resize(model.get_inputs(), [[4, 8]])
+
+
+class ReplacesWeights(CountingDelegate):
+    """Converts the weights in place (as a device upload might) and then fails in prepare()."""
+
+    def create_graph_kernel(self, kernels, inputs, outputs):
+        kernel = super().create_graph_kernel(kernels, inputs, outputs)
+
+        def prepare():
+            for tensor in kernel.constants:
+                tensor.data = tensor.data.astype(np.float16)
+            raise RuntimeError("compiler crashed")
+
+        kernel.prepare = prepare
+        return kernel
+
+
+def test_fallback_after_prepare_runs_on_the_original_weights():
+    onnx_model = chain_model()
+    model = build(onnx_model, ReplacesWeights({"AddFusion", "Activation", "MulFusion"}))
+    assert {row.runs_on for row in model.partition_report()} == {"native"}
+    assert_matches_onnxruntime(model, onnx_model)
+
+
+def test_a_delegate_keeping_its_graph_kernels_does_not_keep_models_alive():
+    import gc
+    import weakref
+
+    delegate = CountingDelegate({"AddFusion", "Activation", "MulFusion"})
+    model = build(chain_model(dynamic_batch=True), delegate)
+    model.predict([RNG.standard_normal((2, 8)).astype(np.float32)])
+    engine = weakref.ref(model._engine)
+    del model
+    gc.collect()
+    assert delegate.made and engine() is None

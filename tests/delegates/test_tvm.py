@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 import lite
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.delegates.support import build, feeds_for
+from tests.delegates.support import build, feeds_for, mixed_model, node, onnx_graph, weight
 from tests.oracle import relative_l2, run_onnxruntime
 
 tvm = pytest.importorskip("tvm")
@@ -40,25 +40,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # ---- helpers -------------------------------------------------------------------------------
-
-def onnx_graph(nodes: list, inputs: dict[str, list], outputs: list[str],
-               initializers: dict[str, np.ndarray] | None = None, opset: int = 17) -> onnx.ModelProto:
-    """A float32 ONNX model; input dims may be names (dynamic)."""
-    graph = helper.make_graph(
-        nodes, "tvm_test", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in inputs.items()],
-        [onnx.ValueInfoProto(name=o) for o in outputs],
-        [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
-
-
-def node(op_type: str, inputs: list[str], output: str = "y", **attrs) -> onnx.NodeProto:
-    return helper.make_node(op_type, inputs, [output], name=f"{op_type.lower()}_{output}", **attrs)
-
-
-def weight(*shape: int) -> np.ndarray:
-    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-    return (RNG.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
-
 
 def ints(*values: int) -> np.ndarray:
     return np.array(values, np.int64)
@@ -446,20 +427,6 @@ def test_unsupported_ops_stay_native_with_a_reason(case):
     assert row.runs_on == "native"
     assert row.reason.startswith(f"{TVM}: ") and reason in row.reason, row.reason
     assert_matches(model, onnx_model, feeds_for(onnx_model), rtol=1e-5)
-
-
-def mixed_model() -> onnx.ModelProto:
-    """conv -> relu -> [Greater, Where: native] -> conv -> global pool -> flatten -> gemm -> softmax."""
-    inits = {"w0": weight(8, 3, 3, 3), "b0": weight(8), "w1": weight(8, 8, 3, 3), "zero": np.zeros((), np.float32),
-             "fc": weight(4, 8), "fb": weight(4)}
-    nodes = [
-        node("Conv", ["x", "w0", "b0"], "c0", pads=[1, 1, 1, 1]), node("Relu", ["c0"], "r0"),
-        node("Greater", ["r0", "zero"], "mask"), node("Where", ["mask", "c0", "zero"], "w"),
-        node("Conv", ["w", "w1"], "c1", pads=[1, 1, 1, 1], strides=[2, 2]), node("Sigmoid", ["c1"], "s1"),
-        node("GlobalAveragePool", ["s1"], "p"), node("Flatten", ["p"], "f"),
-        node("Gemm", ["f", "fc", "fb"], "g", transB=1), node("Softmax", ["g"], "y", axis=-1),
-    ]
-    return onnx_graph(nodes, {"x": [2, 3, 12, 12]}, ["y", "r0"], inits)
 
 
 def test_a_model_mixing_supported_and_unsupported_ops_runs_in_several_partitions():

@@ -1,0 +1,176 @@
+"""The one loader: external data beside the model from any working directory, and nowhere else."""
+
+import os
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import lite
+from lite.loader import ModelType, external_tensors, load_lite_bytes, load_onnx, model_type_of, read_model_file
+from lite.tools.benchmark import load_source
+from lite.tools.inspector import main as inspect_main
+from tests.oracle import run_onnxruntime
+
+RNG = np.random.default_rng(11)
+
+
+def matmul_model() -> onnx.ModelProto:
+    """x[N, 16] @ w[16, 8] + b -> Relu -> y."""
+    w = numpy_helper.from_array(RNG.standard_normal((16, 8)).astype(np.float32), "w")
+    b = numpy_helper.from_array(RNG.standard_normal(8).astype(np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.fixture
+def external(tmp_path):
+    """(model path, the model with its data) for a model whose weights live in m.onnx.data."""
+    original = matmul_model()
+    folder = tmp_path / "models"
+    folder.mkdir()
+    path = folder / "m.onnx"
+    saved = onnx.ModelProto()
+    saved.CopyFrom(original)  # NOTE: saving with external data empties the tensors of the proto it is given
+    onnx.save_model(saved, path, save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    assert (folder / "m.onnx.data").exists()
+    return path, original
+
+
+@pytest.fixture
+def elsewhere(tmp_path, monkeypatch):
+    """A working directory with a decoy m.onnx.data that must never be read."""
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "m.onnx.data").write_bytes(b"\0" * 4096)
+    monkeypatch.chdir(other)
+    return other
+
+
+def expected(original, x):
+    return run_onnxruntime(original, {"x": x})[0]
+
+
+def test_every_entry_point_resolves_external_data_beside_the_model(external, elsewhere):
+    path, original = external
+    x = RNG.standard_normal((3, 16)).astype(np.float32)
+    model = lite.Model()
+    model.build_from_file(path.resolve())
+    np.testing.assert_allclose(model.predict([x])[0].get_data_to_numpy(), expected(original, x), rtol=1e-5)
+    runner = lite.ModelParallelRunner(path, workers=2)
+    np.testing.assert_allclose(runner.predict([x])[0].get_data_to_numpy(), expected(original, x), rtol=1e-5)
+    data, proto, _ = load_source(str(path))
+    assert data == load_lite_bytes(path) and not list(external_tensors(proto))
+    assert inspect_main([str(path)]) == 0
+
+
+def test_split_model_resolves_external_data(external, elsewhere):
+    path, original = external
+    _, config = lite.split_model(tmp_static(path), 2, profile_runs=1)  # split_model needs static shapes
+    x = RNG.standard_normal((2, 16)).astype(np.float32)
+    with lite.PipelineExecutor(config) as pipeline:
+        pipeline.run({"x": x})
+        np.testing.assert_allclose(pipeline.get_output(block=True)["y"], expected(original, x), rtol=1e-5)
+
+
+def tmp_static(path):
+    """The external-data model with a static batch of 2, saved beside the original (sharing its data file)."""
+    model = onnx.load_model(path, load_external_data=False)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 2
+    static = path.with_name("static.onnx")
+    onnx.save_model(model, static)
+    return static
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "/etc/passwd", "sub/../../secret.bin"])
+def test_external_data_outside_the_folder_is_refused(external, location):
+    path, _ = external
+    (path.parent.parent / "secret.bin").write_bytes(b"\1" * 1024)
+    model = onnx.load_model(path, load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    onnx.save_model(model, path)
+    with pytest.raises(lite.ModelFormatError, match="model's folder"):
+        lite.Model().build_from_file(path)
+
+
+def test_a_symlink_out_of_the_folder_is_refused(external):
+    path, _ = external
+    data = path.with_name("m.onnx.data")
+    target = path.parent.parent / "outside.data"
+    data.rename(target)
+    data.symlink_to(target)
+    with pytest.raises(lite.ModelFormatError, match="leaves the model's folder"):
+        load_onnx(path)
+
+
+def test_external_data_past_the_end_of_its_file_is_refused(external):
+    path, _ = external
+    data = path.with_name("m.onnx.data")
+    data.write_bytes(data.read_bytes()[:100])
+    with pytest.raises(lite.ModelFormatError, match="runs outside"):
+        lite.Model().build_from_file(path)
+
+
+def test_bytes_or_a_proto_with_external_references_are_refused_with_the_fix(external, elsewhere):
+    path, _ = external
+    unresolved = onnx.load_model(path, load_external_data=False)
+    for source in (unresolved, unresolved.SerializeToString()):
+        with pytest.raises(lite.ModelFormatError, match="pass the .onnx file's path"):
+            load_lite_bytes(source)
+    with pytest.raises(lite.ModelFormatError, match="pass the .onnx file's path"):
+        lite.Model().build(unresolved.SerializeToString(), lite.ModelType.ONNX)
+
+
+def test_a_fifo_is_refused_without_hanging(tmp_path):
+    fifo = tmp_path / "model.lite"
+    os.mkfifo(fifo)
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(_error_of(lambda: lite.Model().build_from_file(fifo))),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert outcome and isinstance(outcome[0], lite.ModelFileError) and "not a regular file" in str(outcome[0])
+
+
+def _error_of(call):
+    try:
+        call()
+    except Exception as exc:  # the test inspects it
+        return exc
+    return None
+
+
+def test_devices_and_oversized_files_are_refused(tmp_path):
+    with pytest.raises(lite.ModelFileError, match="not a regular file"):
+        lite.Model().build_from_file("/dev/zero")
+    big = tmp_path / "big.lite"
+    big.write_bytes(b"\0" * 5000)
+    with pytest.raises(lite.MemoryLimitError, match="larger than the memory limit"):
+        read_model_file(big, size_limit=4096)
+    with pytest.raises(lite.MemoryLimitError):
+        lite.Model().build_from_file(big, context=lite.Context(memory_limit=4096))
+
+
+def test_a_missing_file_is_both_a_file_problem_and_a_bad_argument(tmp_path):
+    with pytest.raises(lite.ModelFileError) as info:
+        load_lite_bytes(tmp_path / "missing.lite")
+    assert isinstance(info.value, lite.InputError) and isinstance(info.value, lite.ModelFormatError)
+
+
+def test_model_type_from_suffix_identifier_or_argument(tmp_path):
+    lite_bytes = load_lite_bytes(matmul_model())
+    assert model_type_of(lite_bytes) is ModelType.LITE
+    assert model_type_of(matmul_model().SerializeToString()) is ModelType.ONNX
+    assert model_type_of(tmp_path / "m.ONNX") is ModelType.ONNX and model_type_of("m.lite") is ModelType.LITE
+    assert model_type_of(lite_bytes, ModelType.ONNX) is ModelType.ONNX
+    with pytest.raises(lite.InputError, match="ModelType"):
+        model_type_of(lite_bytes, "lite")
