@@ -104,8 +104,8 @@ class DelegateModel(Sequence):
 
         Raises:
             DelegateError: bad indices, a run that is empty or holds a graph kernel, or a
-                graph kernel that does not produce the run's outputs or reads tensors not
-                available before ``start``.
+                graph kernel that does not produce the run's outputs, lists an output the run
+                does not produce, or reads tensors not available before ``start``.
         """
         run = self._run(start, end)
         if not isinstance(graph_kernel, Kernel):
@@ -116,6 +116,11 @@ class DelegateModel(Sequence):
         missing = [t.name for t in self.subgraph_outputs(start, end) if t not in set(graph_kernel.outputs)]
         if missing:
             self._fail(f"graph kernel {graph_kernel.name!r} does not produce {missing}, which are read later")
+        produced = {t for k in run for t in k.outputs}
+        foreign = [t.name for t in graph_kernel.outputs if t is None or t not in produced]
+        if foreign:
+            self._fail(f"graph kernel {graph_kernel.name!r} lists {foreign} among its outputs, which kernels "
+                       f"{start}..{end - 1} do not produce (model inputs, constants or other kernels' outputs)")
         self._check_available(start, graph_kernel)
         self._kernels[start:end] = [graph_kernel]
         self._log.partitions[graph_kernel] = Partition(self._delegate, graph_kernel, list(run))

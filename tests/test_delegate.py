@@ -150,6 +150,12 @@ def test_prepare_failure_without_fallback_fails_the_build():
     (lambda m: m.replace(0, 2, "kernel"), "needs a lite.Kernel"),
     (lambda m: m.replace(0, 2, lite.Kernel(m.subgraph_inputs(0, 2), [])), "does not produce"),
     (lambda m: m.replace(0, 1, lite.Kernel([m[3].outputs[0]], m.subgraph_outputs(0, 1))), "not available"),
+    (lambda m: m.replace(0, 1, lite.Kernel(m.subgraph_inputs(0, 1), m.subgraph_outputs(0, 1) + m.inputs)),
+     "lists \\['x'\\] among its outputs"),
+    (lambda m: m.replace(0, 1, lite.Kernel(m.subgraph_inputs(0, 1), m.subgraph_outputs(0, 1) + [m[0].inputs[1]])),
+     "lists \\['c1'\\] among its outputs"),
+    (lambda m: m.replace(0, 1, lite.Kernel(m.subgraph_inputs(0, 1), m.subgraph_outputs(0, 1) + m[1].outputs)),
+     "which kernels 0..0 do not produce"),
 ])
 def test_bad_replace_is_a_delegate_error(bad_replace, message):
     class Bad(lite.Delegate):
