@@ -55,7 +55,8 @@ def test_bad_input_leaves_the_runner_usable(cnn_path):
     with pytest.raises(lite.InputError):
         runner.predict([np.zeros((1, 4, 8, 8), np.float32)])
     x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
-    np.testing.assert_allclose(runner.predict([x])[0].get_data_to_numpy(), run_onnxruntime(small_cnn(), {"x": x})[0], rtol=1e-4, atol=1e-5)
+    got = runner.predict([x])[0].get_data_to_numpy()
+    np.testing.assert_allclose(got, run_onnxruntime(small_cnn(), {"x": x})[0], rtol=1e-4, atol=1e-5)
 
 
 def test_bad_arguments(cnn_path, tmp_path):

@@ -1,0 +1,319 @@
+"""Pipeline execution: ``PipelineExecutor`` runs requests through the stages, one worker thread each.
+
+Requests flow through bounded ``_Channel`` queues, one per stage plus one of finished
+results; each stage follows a ``_StagePlan`` made once from the config's wiring (which
+values it reads, keeps and drops), so a request carries only the values a later stage
+or the pipeline's outputs still need.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lite.errors import InputError, StageError
+from lite.pipeline.config import Endpoint, PipelineConfig, TensorSpec, check_positive
+
+
+@dataclass
+class _Request:
+    number: int
+    values: dict[Endpoint, np.ndarray]  # pipeline inputs by name, stage outputs by (stage, name)
+    error: StageError | None = None
+
+
+@dataclass
+class _StagePlan:
+    """What one stage reads, what it keeps of its outputs and what no later stage needs."""
+
+    feeds: list[Endpoint]  # the source of each model input, in the model's input order
+    keep: list[str] = field(default_factory=list)
+    drop: list[Endpoint] = field(default_factory=list)
+
+
+class _Closed(Exception):
+    """Raised by ``_Channel.put`` once the channel is closed."""
+
+
+class _Channel:
+    """A FIFO between threads, bounded by ``capacity`` (None: unbounded); close() wakes every waiter."""
+
+    def __init__(self, capacity: int | None):
+        self._items: deque[_Request] = deque()
+        self._capacity = capacity
+        self._closed = False
+        self._changed = threading.Condition()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _has_room(self) -> bool:
+        return self._capacity is None or len(self._items) < self._capacity
+
+    def put(self, item: _Request, timeout: float | None = None) -> bool:
+        """Appends ``item``; False when no room came within ``timeout``; raises _Closed once closed."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._closed or self._has_room(), timeout):
+                return False
+            if self._closed:
+                raise _Closed
+            self._items.append(item)
+            self._changed.notify_all()
+            return True
+
+    def get(self, timeout: float | None = None) -> _Request | None:
+        """The oldest item; None when none came within ``timeout`` or the channel is closed and empty."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._items or self._closed, timeout)
+            if not self._items:
+                return None
+            item = self._items.popleft()
+            self._changed.notify_all()
+            return item
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def unbound(self) -> None:
+        with self._changed:
+            self._capacity = None
+            self._changed.notify_all()
+
+
+class PipelineExecutor:
+    """Runs a stream of requests through the stages of a ``PipelineConfig``, one thread per stage.
+
+    ``set_input`` and ``run`` queue a request and return at once (unless the pipeline is full,
+    see below); each stage's worker thread takes requests in order, runs its Model, and passes
+    them on through a bounded queue.
+    ``get_output`` returns results in submission order. An error in a stage is delivered by
+    that request's ``get_output`` as a ``StageError`` (a ``lite.LiteError`` naming the stage);
+    the stages after it skip that request, and later requests run as usual.
+
+    Backpressure: every stage queue holds at most ``queue_size`` requests, so at most
+    ``len(stages) * (queue_size + 1)`` requests are in flight. When the first queue is full,
+    ``run()`` blocks until there is room (``run(block=False)``, or a ``timeout`` that passes,
+    raises ``InputError`` instead). Finished results wait for ``get_output``; with
+    ``max_outputs`` set, the last stage also waits while that many are uncollected, so a
+    producer that outruns its consumer is slowed down instead of filling memory (collect
+    results from another thread then, or ``run()`` waits for ever).
+
+    Threads: give every stage the same ``thread_num`` (see the ``lite.pipeline`` package
+    docstring: the BLAS pool is process-wide).
+
+    Args:
+        config: the stages and their wiring; checked with ``config.validate()``.
+        queue_size: requests each stage's input queue holds.
+        max_outputs: the most finished results waiting for ``get_output``; the last stage waits
+            while that many do (None: no bound).
+
+    Raises:
+        InputError: incomplete wiring, or a ``queue_size`` or ``max_outputs`` that is not a
+            positive int.
+
+    Example:
+        >>> import numpy as np, lite
+        >>> from lite.tools import converter, zoo
+        >>> pieces, config = lite.split_model(converter.convert(zoo.add_chain(8)), num_stages=2)
+        >>> frames = [np.full((1, 16), k, np.float32) for k in range(5)]
+        >>> with lite.PipelineExecutor(config) as pipeline:
+        ...     for frame in frames:
+        ...         pipeline.set_input("x", frame)
+        ...         _ = pipeline.run()
+        ...     results = [pipeline.get_output(block=True) for _ in frames]
+        >>> [sorted(r) for r in results[:2]]
+        [['y'], ['y']]
+        >>> expected = lite.Model()
+        >>> expected.build(converter.convert(zoo.add_chain(8)), context=lite.Context(thread_num=1))
+        >>> bool(np.array_equal(results[3]["y"], expected.predict([frames[3]])[0].get_data_to_numpy()))
+        True
+    """
+
+    def __init__(self, config: PipelineConfig, queue_size: int = 2, max_outputs: int | None = None):
+        config.validate()
+        check_positive("queue_size", queue_size)
+        if max_outputs is not None:
+            check_positive("max_outputs", max_outputs)
+        self._stages = list(config.stages)
+        self._input_specs = config.input_specs
+        self._results = {target: source for source, target in config.connections if isinstance(target, str)}
+        self._plans = _plan_stages(config)
+        self._queue_size = queue_size
+        self._queues = [_Channel(queue_size) for _ in self._stages]
+        self._finished = _Channel(max_outputs)
+        self._inputs: dict[str, np.ndarray] = {}
+        self._submit = threading.Lock()
+        self._submitted = 0
+        self._closed = False
+        self._cancel = threading.Event()
+        self._threads = [threading.Thread(target=self._work, args=(i,), daemon=True,
+                                          name=f"lite-pipeline-{id(self):x}-stage-{i}")
+                         for i in range(len(self._stages))]
+        for thread in self._threads:
+            thread.start()
+
+    # ---- submitting -------------------------------------------------------------------------
+
+    def set_input(self, name: str, array: np.ndarray) -> None:
+        """Sets pipeline input ``name`` for the next ``run()``; the array is copied.
+
+        Inputs stay set across runs (like a Model's input tensors) until set again.
+
+        Raises:
+            InputError: an unknown name, or an array whose dtype or shape does not fit.
+        """
+        array = self._checked(name, array)
+        with self._submit:
+            self._inputs[name] = array
+
+    def _checked(self, name: str, array: np.ndarray) -> np.ndarray:
+        """A copy of ``array`` once it fits pipeline input ``name``."""
+        spec = self._input_specs.get(name)
+        if spec is None:
+            raise InputError(f"{name!r} is not a pipeline input; inputs are {list(self._input_specs)}")
+        if not isinstance(array, np.ndarray):
+            raise InputError(f"pipeline input {name!r}: expected a numpy array, got {type(array).__name__}")
+        problem = TensorSpec(array.dtype, array.shape).mismatch(spec)
+        if problem:
+            raise InputError(f"pipeline input {name!r}: {problem}")
+        return np.array(array, copy=True)
+
+    def run(self, inputs: Mapping[str, np.ndarray] | None = None, block: bool = True,
+            timeout: float | None = None) -> int:
+        """Queues a request with the inputs as set; returns its number (0, 1, ...).
+
+        Args:
+            inputs: ``{name: array}`` to ``set_input`` first (optional).
+            block: wait while the pipeline is full; False raises at once instead.
+            timeout: the most seconds to wait for room (None: no limit).
+
+        Raises:
+            InputError: an input was never set, the pipeline is full (with ``block=False``
+                or after ``timeout``), or the executor is closed.
+        """
+        given = {name: self._checked(name, array) for name, array in (inputs or {}).items()}
+        with self._submit:
+            self._inputs.update(given)
+            if self._closed:
+                raise InputError("the PipelineExecutor is closed; create a new one")
+            missing = [name for name in self._input_specs if name not in self._inputs]
+            if missing:
+                raise InputError(f"pipeline inputs {missing} are not set: call set_input first")
+            request = _Request(self._submitted, dict(self._inputs))
+            self._enqueue(request, timeout if block else 0)
+            self._submitted += 1
+            return request.number
+
+    def _enqueue(self, request: _Request, timeout: float | None) -> None:
+        try:
+            queued = self._queues[0].put(request, timeout)
+        except _Closed:
+            raise InputError("the PipelineExecutor was closed while run() waited for room") from None
+        if not queued:
+            raise InputError(f"the pipeline is full ({len(self._stages)} stage(s), queue_size "
+                             f"{self._queue_size}): collect results with get_output(), or let run() wait for room "
+                             "(block=True, no timeout)")
+
+    # ---- collecting -------------------------------------------------------------------------
+
+    def has_next_output(self) -> bool:
+        """True when the oldest unreturned request has finished (``get_output`` will not wait)."""
+        return len(self._finished) > 0
+
+    def get_output(self, block: bool = False, timeout: float | None = None) -> dict[str, np.ndarray] | None:
+        """The outputs of the oldest finished request, ``{output name: array}``, in submission order.
+
+        Args:
+            block: wait for the next request to finish (False: return None at once if it has not).
+            timeout: the most seconds to wait (None: no limit).
+
+        Returns:
+            The outputs, or None when no request finished in time (or none is left after close).
+
+        Raises:
+            StageError: a ``lite.LiteError`` naming the stage that failed on this request.
+        """
+        request = self._finished.get(timeout if block else 0)
+        if request is None:
+            return None
+        if request.error is not None:
+            raise request.error
+        return {name: request.values[source] for name, source in self._results.items()}
+
+    # ---- the workers ------------------------------------------------------------------------
+
+    def _work(self, index: int) -> None:
+        source = self._queues[index]
+        sink = self._queues[index + 1] if index + 1 < len(self._queues) else self._finished
+        try:
+            while (request := source.get()) is not None:
+                if self._cancel.is_set():
+                    continue
+                if request.error is None:
+                    self._run_stage(index, request)
+                sink.put(request)
+        finally:
+            sink.close()
+
+    def _run_stage(self, index: int, request: _Request) -> None:
+        plan, values = self._plans[index], request.values
+        try:
+            outputs = {t.name: t for t in self._stages[index].predict([values[s] for s in plan.feeds])}
+            for name in plan.keep:
+                values[(index, name)] = outputs[name].get_data_to_numpy()  # the Model reuses its arrays
+        except Exception as exc:
+            request.error = StageError(index, request.number, exc)
+            values.clear()
+            return
+        for key in plan.drop:
+            del values[key]
+
+    # ---- closing ----------------------------------------------------------------------------
+
+    def close(self, cancel: bool = False) -> None:
+        """Stops the worker threads and waits for them; finished results stay available.
+
+        Args:
+            cancel: False finishes every queued request first (nothing is lost). True lets
+                each stage finish only the request it is running and drops the unfinished
+                ones: ``get_output`` then returns the finished results, a prefix of the
+                requests in submission order, and None after them.
+        """
+        self._closed = True
+        if cancel:
+            self._cancel.set()
+        self._finished.unbound()  # NOTE: the last stage must never wait for a consumer while we join
+        self._queues[0].close()
+        for thread in self._threads:
+            thread.join()
+
+    def __enter__(self) -> PipelineExecutor:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Closes; when the block raised, unfinished requests are cancelled rather than awaited."""
+        self.close(cancel=exc_type is not None)
+
+
+def _plan_stages(config: PipelineConfig) -> list[_StagePlan]:
+    """Per stage: the sources of its inputs, the outputs to keep and the values to drop after it."""
+    sources = {target: source for source, target in config.connections}
+    plans = [_StagePlan([sources[(i, t.name)] for t in model.get_inputs()]) for i, model in enumerate(config.stages)]
+    read = set(sources.values())
+    for i, model in enumerate(config.stages):
+        plans[i].keep = [t.name for t in model.get_outputs() if (i, t.name) in read]
+    last_use: dict[Endpoint, int] = {}
+    for i, plan in enumerate(plans):
+        for source in plan.feeds:
+            last_use[source] = i
+    results = {source for target, source in sources.items() if isinstance(target, str)}
+    for source, i in last_use.items():
+        if source not in results:
+            plans[i].drop.append(source)
+    return plans

@@ -1,0 +1,206 @@
+"""split_model: split models match the unsplit one; balance and the cutter; argument errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import lite
+from lite.delegates.example_npu import ExampleNPUDelegate
+from lite.pipeline.split import Cutter, balance
+from lite.schema.graph import GraphDef, NodeDef, TensorDef
+from lite.schema.writer import write_model
+from lite.tools import zoo
+from lite.tools.converter import convert
+from tests.oracle import relative_l2
+from tests.pipeline.support import RNG, build, one_op
+
+# ---- models ---------------------------------------------------------------------------------
+
+def conv_net() -> bytes:
+    """Conv/Relu, a residual Conv + Add, a strided Conv, pool, Gemm; ``feat`` (an early tensor) is an output too."""
+    rng = np.random.default_rng(5)
+
+    def weight(name, *shape):
+        return numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), name)
+
+    inits = [weight("w1", 8, 3, 3, 3), weight("b1", 8), weight("w2", 8, 8, 3, 3), weight("b2", 8),
+             weight("w3", 16, 8, 3, 3), weight("b3", 16), weight("fc", 10, 16), weight("fb", 10)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["feat"], name="relu1"),
+        helper.make_node("Conv", ["feat", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "feat"], ["s"], name="add"),
+        helper.make_node("Relu", ["s"], ["r"], name="relu2"),
+        helper.make_node("Conv", ["r", "w3", "b3"], ["c3"], name="conv3", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c3"], ["r3"], name="relu3"),
+        helper.make_node("GlobalAveragePool", ["r3"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc", "fb"], ["logits"], name="gemm", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "conv_net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10]),
+         helper.make_tensor_value_info("feat", TensorProto.FLOAT, [1, 8, 16, 16])], inits)
+    return convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9))
+
+
+def reshape_to_shape_of() -> bytes:
+    """x -> relu a -> relu b -> relu c -> Reshape(c, Shape(a)) -> y: Shape is computed from shapes alone."""
+    relu = {"activation_type": "RELU", "alpha": 0.0, "beta": 0.0, "min_val": 0.0, "max_val": 0.0}
+    f32 = np.dtype(np.float32)
+    tensors = [TensorDef(n, f32, (1, 2, 4)) for n in "xabcy"] + [TensorDef("s", np.dtype(np.int64), (3,))]
+    nodes = [NodeDef("relu_a", "Activation", relu, [0], [1]),
+             NodeDef("shape", "Shape", {"start": 0, "end": 3}, [1], [5]),
+             NodeDef("relu_b", "Activation", relu, [1], [2]), NodeDef("relu_c", "Activation", relu, [2], [3]),
+             NodeDef("reshape", "Reshape", {"allowzero": False}, [3, 5], [4])]
+    return write_model(GraphDef(tensors, nodes, inputs=[0], outputs=[4], name="reshape_to_shape_of"))
+
+
+@pytest.fixture(scope="module")
+def net() -> bytes:
+    return conv_net()
+
+
+def reference(data: bytes, inputs: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    model = build(data)
+    names = [t.name for t in model.get_outputs()]
+    return [dict(zip(names, (t.get_data_to_numpy() for t in model.predict(list(x.values()))), strict=True))
+            for x in inputs]
+
+
+def stream(config: lite.PipelineConfig, inputs: list[dict[str, np.ndarray]], **options):
+    """Queues every request, then collects every result in order."""
+    with lite.PipelineExecutor(config, **options) as pipeline:
+        numbers = [pipeline.run(x) for x in inputs]
+        assert numbers == list(range(len(inputs)))
+        return [pipeline.get_output(block=True, timeout=30) for _ in inputs]
+
+
+def images(count: int, shape=(1, 3, 16, 16), name="x") -> list[dict[str, np.ndarray]]:
+    return [{name: RNG.standard_normal(shape).astype(np.float32)} for _ in range(count)]
+
+
+
+# ---- split models give the unsplit model's results ------------------------------------------
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_split_model_matches_unsplit_for_200_requests(net, stages):
+    pieces, config = lite.split_model(net, stages)
+    assert len(pieces) == stages and sorted(config.outputs) == ["feat", "logits"]
+    assert ((0, "feat"), "feat") in config.connections  # made by the first conv: wired out of stage 0
+    inputs = images(200)
+    results = stream(config, inputs)
+    for got, want in zip(results, reference(net, inputs), strict=True):
+        assert got.keys() == want.keys()
+        assert all(np.array_equal(got[name], want[name]) for name in want)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_split_resnet18_matches_unsplit(stages):
+    data = convert(zoo.resnet18(image_size=64))
+    _, config = lite.split_model(data, stages)
+    inputs = images(24, (1, 3, 64, 64), "input")
+    for got, want in zip(stream(config, inputs), reference(data, inputs), strict=True):
+        assert relative_l2(got["output"], want["output"]) <= 1e-6
+
+
+def test_split_from_files_and_saved_pieces(net, tmp_path):
+    path = tmp_path / "net.lite"
+    path.write_bytes(net)
+    pieces, config = lite.split_model(path, 2, save_dir=tmp_path / "pieces")
+    saved = [build((tmp_path / "pieces" / f"stage{i}.lite").read_bytes()) for i in range(2)]
+    assert [[t.name for t in m.get_inputs()] for m in saved] == [[t.name for t in m.get_inputs()] for m in pieces]
+    inputs = images(3)
+    for got, want in zip(stream(config, inputs), reference(net, inputs), strict=True):
+        assert np.array_equal(got["logits"], want["logits"])
+
+
+def test_split_onnx_path(tmp_path):
+    model = zoo.add_chain(12)
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(model.SerializeToString())
+    pieces, config = lite.split_model(path, 3)
+    assert len(pieces) == 3 and config.inputs == ["x"] and config.outputs == ["y"]
+    inputs = [{"x": RNG.standard_normal((1, 16)).astype(np.float32)} for _ in range(5)]
+    for got, want in zip(stream(config, inputs), reference(convert(model), inputs), strict=True):
+        assert np.array_equal(got["y"], want["y"])
+
+
+def test_values_computed_from_shapes_become_constants_of_the_pieces_that_read_them():
+    data = reshape_to_shape_of()
+    assert "folded" in {row.runs_on for row in build(data).partition_report()}
+    pieces, config = lite.split_model(data, 4)
+    assert [[t.name for t in piece.get_inputs()] for piece in pieces] == [["x"], ["a"], ["b"], ["c"]]
+    inputs = [{"x": RNG.standard_normal((1, 2, 4)).astype(np.float32)} for _ in range(5)]
+    for got, want in zip(stream(config, inputs), reference(data, inputs), strict=True):
+        assert np.array_equal(got["y"], want["y"])
+
+
+def test_stages_with_different_delegates(net):
+    contexts = [lite.Context(thread_num=1),
+                lite.Context(thread_num=1, delegates=[ExampleNPUDelegate(min_nodes_per_partition=1)])]
+    pieces, config = lite.split_model(net, 2, contexts)
+    assert {row.runs_on for row in pieces[0].partition_report()} == {"native"}
+    assert "ExampleNPUDelegate" in {row.runs_on for row in pieces[1].partition_report()}
+    inputs = images(50)
+    for got, want in zip(stream(config, inputs), reference(net, inputs), strict=True):
+        assert relative_l2(got["logits"], want["logits"]) <= 1e-2
+        assert np.array_equal(got["feat"], want["feat"])  # made natively in stage 0
+
+
+
+# ---- arguments ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("num_stages", "contexts", "message"), [
+    (0, None, "num_stages must be a positive int"),
+    (99, None, "into 99 stages"),
+    (2, [lite.Context(thread_num=1)], "1 contexts for 2 stages"),
+])
+def test_split_model_argument_errors(net, num_stages, contexts, message):
+    with pytest.raises(lite.InputError, match=message):
+        lite.split_model(net, num_stages, contexts)
+
+
+def test_split_model_needs_static_input_shapes():
+    data = one_op("Relu", {"x": (TensorProto.FLOAT, ["N", 4])}, ("y", TensorProto.FLOAT, ["N", 4]))
+    with pytest.raises(lite.InputError, match="static input shapes"):
+        lite.split_model(data, 1)
+
+
+
+# ---- balancing the cuts ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(20))
+def test_balance_minimises_the_largest_stage(seed):
+    rng = np.random.default_rng(seed)
+    costs = list(rng.exponential(1.0, rng.integers(3, 9)))
+    parts = int(rng.integers(1, len(costs) + 1))
+    cuts = balance(costs, parts)
+    assert len(cuts) == parts - 1 and cuts == sorted(set(cuts)) and all(0 < c < len(costs) for c in cuts)
+
+    def worst(cut):
+        bounds = [0, *cut, len(costs)]
+        return max(sum(costs[a:b]) for a, b in itertools.pairwise(bounds))
+
+    best = min(worst(c) for c in itertools.combinations(range(1, len(costs)), parts - 1))
+    assert worst(cuts) == pytest.approx(best)
+
+
+def test_cuts_rebalance_on_the_costs_measured_in_the_pieces(monkeypatch):
+    """The whole-model profile says even; inside their piece the first three kernels cost 3x."""
+    inside = {"a": 3.0, "b": 3.0, "c": 3.0, "d": 1.0, "e": 1.0, "f": 1.0}
+    cutter, measured = Cutter(GraphDef(), list(range(6)), {}, runs=1), []
+    monkeypatch.setattr(cutter, "piece_costs", lambda cuts: measured.append(cuts) or inside)
+    assert cutter.refine(list("abcdef"), [1.0] * 6, 2) == [2]
+    assert measured == [[3], [2]]  # the even cut, then the re-balanced one; it repeats, so it stops
+
+
+def test_split_model_profiles_the_pieces_of_each_cut_it_tries(caplog):
+    with caplog.at_level("INFO", logger="lite"):
+        lite.split_model(zoo.add_chain(30), 3, profile_runs=2)
+    rounds = [line for line in caplog.messages if "measure" in line]
+    assert 1 <= len(rounds) <= Cutter.ROUNDS
