@@ -20,6 +20,8 @@ from lite.errors import (
     UnsupportedOpError,
 )
 from lite.kernel import Kernel
+from lite.kernels.base import NativeKernel
+from lite.kernels.registry import register_custom_kernel, unregister_custom_kernel
 from lite.loader import ModelType
 from lite.model import Model, PartitionRow
 from lite.pipeline import PipelineConfig, PipelineExecutor, split_model
@@ -31,7 +33,8 @@ from lite.tensor import Tensor
 __all__ = [
     "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "KernelError",
     "LiteError", "MemoryLimitError", "Model", "ModelFileError", "ModelFormatError", "ModelParallelRunner",
-    "ModelType", "NotSupportedError", "OutOfMemoryError", "PartitionRow", "PipelineConfig", "PipelineExecutor",
-    "Primitive", "SimpleDelegate", "StageError", "Tensor", "UnsupportedOpError", "split_model",
+    "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow", "PipelineConfig",
+    "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor", "UnsupportedOpError",
+    "register_custom_kernel", "split_model", "unregister_custom_kernel",
 ]
 __version__ = "0.1.0"

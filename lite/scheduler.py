@@ -8,9 +8,9 @@ from typing import Any
 
 from lite.errors import ModelFormatError, UnsupportedOpError
 from lite.kernels.base import NativeKernel
-from lite.kernels.registry import find_kernel, supported_dtypes
+from lite.kernels.registry import find_kernel, kernel_key, supported_dtypes
 from lite.primitive import Primitive
-from lite.schema.graph import GraphDef
+from lite.schema.graph import GraphDef, NodeDef
 from lite.tensor import Tensor
 
 
@@ -44,13 +44,22 @@ def _kernel_class(graph: GraphDef, index: int) -> tuple[type[NativeKernel] | Non
     node = graph.nodes[index]
     present = [i for i in node.inputs if i >= 0]
     dtype = graph.tensors[present[0] if present else node.outputs[0]].dtype
-    kernel_class = find_kernel(node.op_type, dtype)
+    key = kernel_key(node.op_type, node.attrs)
+    kernel_class = find_kernel(key, dtype)
     if kernel_class is not None:
         return kernel_class, ""
-    known = [d.name for d in supported_dtypes(node.op_type)]
+    known = [d.name for d in supported_dtypes(key)]
     if not known:
-        return None, "no native kernel for this op type"
+        return None, _no_kernel_reason(node)
     return None, f"no native kernel for {dtype.name} inputs (supported: {', '.join(known)})"
+
+
+def _no_kernel_reason(node: NodeDef) -> str:
+    if node.op_type != "Custom":
+        return "no native kernel for this op type"
+    op, domain = node.attrs["type"], node.attrs["domain"]
+    return (f"no kernel is registered for custom op {op!r} (domain {domain!r}); register a lite.NativeKernel "
+            f"subclass with @lite.register_custom_kernel({op!r}) before building the model")
 
 
 def topological_order(graph: GraphDef) -> list[int]:

@@ -49,6 +49,7 @@ class Primitive(object):
     Shape = 43
     ConstantOfShape = 44
     Identity = 45
+    Custom = 46
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -189,4 +190,7 @@ def PrimitiveCreator(unionType, table):
     if unionType == Primitive().Identity:
         import lite.schema.fb.Identity
         return lite.schema.fb.Identity.IdentityT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Custom:
+        import lite.schema.fb.Custom
+        return lite.schema.fb.Custom.CustomT.InitFromBuf(table.Bytes, table.Pos)
     return None

@@ -111,9 +111,53 @@ def _mutations(data: bytes, rng: np.random.Generator, count: int):
             yield rng.integers(0, 256, rng.integers(1, 2 * len(buf)), dtype=np.uint8).tobytes()
 
 
-def test_corrupted_bytes_raise_only_model_format_error():
-    rng = np.random.default_rng(6)
-    data = write_model(conv_graph(rng))
-    for mutated in _mutations(data, rng, 1500):
+CUSTOM_ATTRS = {"alpha": 0.5, "count": -3, "mode": "fast", "taps": [1, -2, 3], "scales": (0.25, 1), "names": ["a", "b"],
+                "empty": ()}
+
+
+def custom_graph(rng: np.random.Generator) -> GraphDef:
+    f32 = np.dtype(np.float32)
+    table = rng.standard_normal((2, 3)).astype(np.float16)
+    attrs = {"type": "ScaledTanh", "domain": "com.example", "attrs": {**CUSTOM_ATTRS, "table": table}}
+    return GraphDef(tensors=[TensorDef("x", f32, (-1, 3)), TensorDef("y", f32, (-1, 3))],
+                    nodes=[NodeDef("vendor", "Custom", attrs, [0], [1])], inputs=[0], outputs=[1])
+
+
+def test_custom_round_trip_keeps_every_attribute_kind():
+    graph = custom_graph(np.random.default_rng(7))
+    node = read_model(write_model(graph)).nodes[0]
+    assert (node.op_type, node.attrs["type"], node.attrs["domain"]) == ("Custom", "ScaledTanh", "com.example")
+    attrs = node.attrs["attrs"]
+    assert list(attrs) == [*CUSTOM_ATTRS, "table"]
+    assert {k: v for k, v in attrs.items() if k != "table"} == {
+        "alpha": 0.5, "count": -3, "mode": "fast", "taps": (1, -2, 3), "scales": (0.25, 1.0), "names": ("a", "b"),
+        "empty": ()}
+    want = graph.nodes[0].attrs["attrs"]["table"]
+    assert attrs["table"].dtype == want.dtype and not attrs["table"].flags.writeable
+    np.testing.assert_array_equal(attrs["table"], want)
+    with pytest.raises(TypeError):
+        attrs["alpha"] = 1.0  # read-only
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"type": "", "attrs": {}}, "custom op type is empty"),
+    ({"type": "Op", "attrs": {"": 1}}, "attribute name is empty"),
+    ({"type": "Op", "attrs": {}, "group": 1}, "no attribute"),
+    ({"type": "Op", "attrs": {"a": {1, 2}}}, "'a' cannot hold set"),
+    ({"type": "Op", "attrs": {"a": [1, "b"]}}, "'a' cannot hold list"),
+    ({"type": "Op", "attrs": {"a": np.array(["s"])}}, "cannot be <U1"),
+])
+def test_writer_rejects_custom_attributes_it_cannot_store(attrs, message):
+    graph = custom_graph(np.random.default_rng(8))
+    graph.nodes[0].attrs = attrs
+    with pytest.raises(ValueError, match=message):
+        write_model(graph)
+
+
+@pytest.mark.parametrize("make_graph, seed, count", [(conv_graph, 6, 1500), (custom_graph, 9, 800)])
+def test_corrupted_bytes_raise_only_model_format_error(make_graph, seed, count):
+    rng = np.random.default_rng(seed)
+    data = write_model(make_graph(rng))
+    for mutated in _mutations(data, rng, count):
         with contextlib.suppress(ModelFormatError):
             read_model(mutated)

@@ -12,6 +12,10 @@ Pipeline: load and check the ONNX model -> shape inference -> ONNX-level passes 
 Dropout/Identity, fold constant subgraphs, fold BatchNormalization) -> map every node
 with the versioned mappers in ``mappers/`` (all unsupported ops are collected and
 raised together) -> .lite passes (fuse RELU/RELU6, drop unreferenced tensors) -> write.
+
+Vendor ops: the nodes of a domain named in ``custom_domains`` become ``Custom`` primitives
+(op name, domain, attributes) that a kernel registered with ``lite.register_custom_kernel``
+runs or a delegate claims; their output types come from the model's ``value_info``.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from lite.errors import ModelFormatError, UnsupportedOpError
-from lite.schema.graph import GraphDef
+from lite.errors import InputError, ModelFormatError, UnsupportedOpError
+from lite.kernels.registry import kernel_key, supported_dtypes
+from lite.schema.graph import GraphDef, NodeDef
+from lite.schema.primitives import encode_attrs
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 from lite.schema.writer import write_model
 from lite.shapes import validate_graph
@@ -38,7 +44,7 @@ from lite.tools.converter.passes import (
     fuse_activations,
     prune_tensors,
 )
-from lite.tools.converter.registry import REGISTRY
+from lite.tools.converter.registry import REGISTRY, Mapper
 
 __all__ = ["ConversionReport", "convert", "convert_to_graph"]
 
@@ -71,7 +77,7 @@ class ConversionReport:
 
 
 def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *, fusion: bool = True,
-            input_shapes: dict[str, Sequence[int]] | None = None) -> bytes:
+            input_shapes: dict[str, Sequence[int]] | None = None, custom_domains: Sequence[str] = ()) -> bytes:
     """Converts an ONNX model to .lite bytes, and writes them to ``output_path`` if given.
 
     Args:
@@ -80,6 +86,10 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
         fusion: fold BatchNormalization into Conv/Gemm and fuse RELU/RELU6 into their
             producer (constant folding and Dropout/Identity removal always run).
         input_shapes: new shapes for graph inputs, ``{name: dims}``; -1 keeps a dim dynamic.
+        custom_domains: ONNX domains (``"com.example"``) whose nodes become ``Custom``
+            primitives instead of unsupported ops. Their outputs' types come from the model's
+            ``value_info`` (else their first input's type). Where no kernel is registered for a
+            custom op in this process, what is computed from it is validated when the model is built.
 
     Returns:
         The .lite model bytes.
@@ -87,13 +97,14 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
     Raises:
         ModelFormatError: the ONNX model cannot be read or is malformed.
         UnsupportedOpError: some ops or attribute values are not supported; lists all of them.
-        InputError: ``input_shapes`` names a tensor that is not a graph input.
+        InputError: ``input_shapes`` names a tensor that is not a graph input, or
+            ``custom_domains`` names the standard domain.
 
     Example:
         >>> from lite.tools import converter
         >>> data = converter.convert("mobilenet_v2.onnx", "mobilenet_v2.lite")  # doctest: +SKIP
     """
-    graph, _ = convert_to_graph(model, fusion=fusion, input_shapes=input_shapes)
+    graph, _ = convert_to_graph(model, fusion=fusion, input_shapes=input_shapes, custom_domains=custom_domains)
     data = write_model(graph)
     if output_path is not None:
         with open(output_path, "wb") as f:
@@ -101,21 +112,53 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
     return data
 
 
-def convert_to_graph(model: ModelSource, *, fusion: bool = True,
-                     input_shapes: dict[str, Sequence[int]] | None = None) -> tuple[GraphDef, ConversionReport]:
+def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: dict[str, Sequence[int]] | None = None,
+                     custom_domains: Sequence[str] = ()) -> tuple[GraphDef, ConversionReport]:
     """Like ``convert`` but returns the in-memory ``GraphDef`` and a ``ConversionReport``."""
+    custom = _custom_domains(custom_domains)
     g = from_model(load_model(model), {k: list(v) for k, v in (input_shapes or {}).items()})
     report = ConversionReport(opset=g.opset, onnx_nodes=len(g.nodes))
     _onnx_passes(g, report, fusion)
-    graph = _map_graph(g)
+    graph = _map_graph(g, custom)
     if g.shape_error:
         raise ModelFormatError(f"the model's shapes do not agree (ONNX strict shape inference): {g.shape_error}")
     if fusion:
         fuse_activations(graph, report)
     report.pruned_tensors = prune_tensors(graph)
     report.lite_nodes = len(graph.nodes)
-    validate_graph(graph, DEFAULT_MEMORY_LIMIT)  # the runtime's own shape inference, as Model.build runs it
+    validate_graph(_checkable(graph), DEFAULT_MEMORY_LIMIT)  # the runtime's own shape inference, as Model.build runs it
     return graph, report
+
+
+def _custom_domains(domains: Sequence[str]) -> frozenset[str]:
+    if isinstance(domains, str):
+        raise InputError(f"custom_domains is a sequence of domain names, such as ({domains!r},)")
+    standard = set(domains) & set(DEFAULT_DOMAINS)
+    if standard:
+        raise InputError(f"custom_domains names the standard ONNX domain {standard.pop()!r}; it names vendor "
+                         "domains such as 'com.example'")
+    return frozenset(domains)
+
+
+def _checkable(graph: GraphDef) -> GraphDef:
+    """``graph`` less its custom nodes that no kernel is registered for in this process, and less
+    what is computed from them (the runtime reports the missing kernels when the model is built).
+    What such a node reads becomes a graph output, so that it is still checked."""
+    cut: set[int] = set()  # tensors computed from a custom node without a kernel
+    nodes: list[NodeDef] = []
+    reads: list[int] = []
+    for node in graph.nodes:
+        if cut.intersection(node.inputs) or _no_custom_kernel(node):
+            cut.update(node.outputs)
+            reads += node.inputs
+        else:
+            nodes.append(node)
+    outputs = [t for t in dict.fromkeys(graph.outputs + reads) if t >= 0 and t not in cut]
+    return GraphDef(graph.tensors, nodes, graph.inputs, outputs)
+
+
+def _no_custom_kernel(node: NodeDef) -> bool:
+    return node.op_type == "Custom" and not supported_dtypes(kernel_key(node.op_type, node.attrs))
 
 
 def _onnx_passes(g: OnnxGraph, report: ConversionReport, fusion: bool) -> None:
@@ -129,7 +172,7 @@ def _onnx_passes(g: OnnxGraph, report: ConversionReport, fusion: bool) -> None:
         fold_batchnorm(g, report)
 
 
-def _map_graph(g: OnnxGraph) -> GraphDef:
+def _map_graph(g: OnnxGraph, custom_domains: frozenset[str]) -> GraphDef:
     """Maps every node; every unsupported op or value is collected and raised at once."""
     builder = GraphBuilder(g)
     problems: list[tuple[str, str, int, str]] = []
@@ -140,7 +183,7 @@ def _map_graph(g: OnnxGraph) -> GraphDef:
             problems.append(("graph input", value.name, g.opset, exc.reason))
     for node in g.nodes:
         try:
-            _map_node(builder, node, g.opset)
+            _map_node(builder, node, g.opset, custom_domains)
         except Unsupported as exc:
             problems.append((node.op_type, node.name, g.opset, exc.reason))
     if problems:
@@ -151,15 +194,35 @@ def _map_graph(g: OnnxGraph) -> GraphDef:
     return builder.graph
 
 
-def _map_node(builder: GraphBuilder, node: onnx.NodeProto, opset: int) -> None:
-    if node.domain not in DEFAULT_DOMAINS:
-        raise Unsupported(f"ops of domain {node.domain!r} are not supported; only standard ONNX (ai.onnx) "
-                          "ops convert")
-    fn = REGISTRY.find(node.op_type, opset)
-    if fn is None:
-        raise Unsupported(REGISTRY.why_missing(node.op_type, opset))
+def _map_node(builder: GraphBuilder, node: onnx.NodeProto, opset: int, custom_domains: frozenset[str]) -> None:
+    fn = _mapper(node, opset, custom_domains)
     try:
         fn(NodeContext(builder, node, opset))
     except _MAPPER_ERRORS as exc:
         raise ModelFormatError(f"malformed ONNX node {node.name!r} ({node.op_type}, opset {opset}): "
                                f"{type(exc).__name__}: {exc}") from exc
+
+
+def _mapper(node: onnx.NodeProto, opset: int, custom_domains: frozenset[str]) -> Mapper:
+    if node.domain in custom_domains:
+        return _map_custom
+    if node.domain not in DEFAULT_DOMAINS:
+        raise Unsupported(f"ops of domain {node.domain!r} are not supported; only standard ONNX (ai.onnx) "
+                          "ops convert, and vendor ops of a domain declared custom (custom_domains="
+                          f"[{node.domain!r}], lite-convert --custom-domain {node.domain}) become Custom ops")
+    fn = REGISTRY.find(node.op_type, opset)
+    if fn is None:
+        raise Unsupported(REGISTRY.why_missing(node.op_type, opset))
+    return fn
+
+
+def _map_custom(ctx: NodeContext) -> None:
+    """A node of a custom domain -> a ``Custom`` primitive carrying its name, domain and attributes."""
+    node = ctx.node
+    attrs = {"type": node.op_type, "domain": node.domain,
+             "attrs": {a.name: ctx.attr(a.name) for a in node.attribute}}
+    try:
+        encode_attrs("Custom", attrs)  # the checks the writer makes, reported as an unsupported op
+    except ValueError as exc:
+        ctx.unsupported(f"custom op {node.op_type!r}: {exc}")
+    ctx.emit("Custom", attrs, ctx.inputs())

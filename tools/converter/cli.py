@@ -17,6 +17,7 @@ examples:
   lite-convert model.onnx -o model.lite --no-fusion
   lite-convert model.onnx -o model.lite --input-shape input:1,3,224,224
   lite-convert model.onnx --input-shape "a:1,3,32,32;b:1,10"      # writes model.lite
+  lite-convert vendor.onnx -o vendor.lite --custom-domain com.example   # its ops become Custom ops
 """
 
 
@@ -48,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="keep BatchNormalization and activations as separate nodes")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME:DIMS",
                         help="set a graph input's shape, e.g. input:1,3,224,224 (repeatable, or ';'-separated)")
+    parser.add_argument("--custom-domain", action="append", default=[], metavar="DOMAIN",
+                        help="keep the ops of this ONNX domain as Custom ops, run by kernels registered with "
+                             "lite.register_custom_kernel or by delegates (repeatable)")
     return parser
 
 
@@ -61,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     output = Path(args.output) if args.output else Path(args.model).with_suffix(".lite")
     try:
-        graph, report = convert_to_graph(args.model, fusion=not args.no_fusion, input_shapes=shapes)
+        graph, report = convert_to_graph(args.model, fusion=not args.no_fusion, input_shapes=shapes,
+                                         custom_domains=args.custom_domain)
         data = write_model(graph)
         output.write_bytes(data)
     except (LiteError, OSError) as exc:

@@ -270,3 +270,30 @@ def test_path_object_is_accepted(tmp_path):
     path = Path(tmp_path) / "chain.onnx"
     onnx.save(zoo.add_chain(n=3), path)
     assert read_model(convert(path)).nodes[0].op_type == "AddFusion"
+
+
+# ---- custom domains --------------------------------------------------------------------
+
+
+def test_a_declared_custom_domain_is_no_longer_unsupported():
+    with pytest.raises(UnsupportedOpError) as info:
+        convert(three_unsupported_model(), custom_domains=["com.example"])
+    assert [op for op, *_ in info.value.unsupported] == ["Einsum", "Resize"]
+
+
+def test_custom_node_output_types_come_from_value_info():
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Vendor", ["r"], ["v"], name="vendor", domain="com.example", k=2),
+             helper.make_node("Transpose", ["v"], ["t"], name="transpose", perm=[1, 0]),
+             helper.make_node("Identity", ["v"], ["copy"], name="identity")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info(name, TensorProto.UNDEFINED, None) for name in ("t", "copy")],
+        value_info=[helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    lite_graph, report = converted(model, custom_domains=["com.example"])
+    assert op_counts(lite_graph) == {"Activation": 1, "Custom": 1, "Transpose": 1} and report.removed == ["identity"]
+    vendor = next(n for n in lite_graph.nodes if n.op_type == "Custom")
+    assert vendor.attrs["attrs"] == {"k": 2} and names(lite_graph, vendor.outputs) == ["copy"]  # renamed, still typed
+    assert {t.name: (t.dtype, t.shape) for t in lite_graph.tensors if t.name in ("copy", "t")} == {
+        "copy": (np.float32, (2, 4)), "t": (np.float32, (4, 2))}

@@ -1,0 +1,86 @@
+"""Writes the golden model of the current format version: ``golden/v<FORMAT_VERSION>.lite`` and ``.npz``.
+
+Run it ONLY after bumping ``lite.schema.graph.FORMAT_VERSION``::
+
+    python -m tests.schema.make_golden
+
+It never overwrites: the files of an existing version are the record of what that version
+wrote, and every later runtime must still load them and predict the stored outputs
+(tests/schema/test_compat.py checks every ``v*.lite`` there). The ``.npz`` holds the input and
+the expected outputs, keyed by tensor name, as this runtime computes them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import lite
+from lite.schema.graph import FORMAT_VERSION, GraphDef, NodeDef, TensorDef
+from lite.schema.writer import write_model
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+F32 = np.dtype(np.float32)
+
+
+def golden_graph(rng: np.random.Generator) -> GraphDef:
+    """x (N, 3, 8, 8) -> Conv+RELU -> MaxPool -> Flatten -> MatMul+bias -> Tanh (output t) -> Add -> Softmax (y)."""
+    tensors = [
+        TensorDef("x", F32, (-1, 3, 8, 8)),
+        TensorDef("conv_w", F32, (4, 3, 3, 3), data=rng.standard_normal((4, 3, 3, 3)).astype(F32) / 3),
+        TensorDef("conv_b", F32, (4,), data=rng.standard_normal(4).astype(F32)),
+        TensorDef("conv", F32, (-1, 4, 8, 8)),
+        TensorDef("pool", F32, (-1, 4, 4, 4)),
+        TensorDef("flat", F32, (-1, 64)),
+        TensorDef("fc_w", F32, (64, 10), data=rng.standard_normal((64, 10)).astype(F32) / 24),
+        TensorDef("fc_b", F32, (10,), data=rng.standard_normal(10).astype(F32)),
+        TensorDef("fc", F32, (-1, 10)),
+        TensorDef("t", F32, (-1, 10)),
+        TensorDef("shift", F32, (10,), data=rng.standard_normal(10).astype(F32)),
+        TensorDef("logits", F32, (-1, 10)),
+        TensorDef("y", F32, (-1, 10)),
+    ]
+    conv = {"kernel_size": (3, 3), "stride": (1, 1), "dilation": (1, 1), "pad_list": (1, 1, 1, 1), "group": 1,
+            "in_channel": 3, "out_channel": 4, "activation_type": "RELU"}
+    pool = {"kernel_size": (2, 2), "strides": (2, 2), "pad_list": (0, 0, 0, 0)}
+    nodes = [
+        NodeDef("conv", "Conv2DFusion", conv, [0, 1, 2], [3]),
+        NodeDef("pool", "MaxPoolFusion", pool, [3], [4]),
+        NodeDef("flat", "Flatten", {"axis": 1}, [4], [5]),
+        NodeDef("fc", "MatMulFusion", {}, [5, 6, 7], [8]),
+        NodeDef("tanh", "Activation", {"activation_type": "TANH"}, [8], [9]),
+        NodeDef("add", "AddFusion", {}, [9, 10], [11]),
+        NodeDef("softmax", "Softmax", {"axis": (-1,)}, [11], [12]),
+    ]
+    return GraphDef(tensors, nodes, inputs=[0], outputs=[12, 9], name="golden",
+                    description=f"golden model of .lite format version {FORMAT_VERSION}")
+
+
+def write_golden(folder: Path = GOLDEN, seed: int = FORMAT_VERSION) -> Path:
+    """Writes ``v<FORMAT_VERSION>.lite`` and ``.npz`` into ``folder``; returns the .lite path.
+
+    Raises:
+        FileExistsError: this version's golden file exists (it is never overwritten).
+    """
+    path = folder / f"v{FORMAT_VERSION}.lite"
+    if path.exists() or path.with_suffix(".npz").exists():
+        raise FileExistsError(f"{path} exists: a version's golden file is never rewritten; bump FORMAT_VERSION first")
+    rng = np.random.default_rng(seed)
+    data = write_model(golden_graph(rng))
+    model = lite.Model()
+    model.build(data, lite.ModelType.LITE, lite.Context())
+    x = rng.standard_normal((3, 3, 8, 8)).astype(F32)
+    outputs = model.predict([x])
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    np.savez(path.with_suffix(".npz"), x=x, **{t.name: t.get_data_to_numpy() for t in outputs})
+    return path
+
+
+if __name__ == "__main__":
+    try:
+        print(f"wrote {write_golden()}")
+    except FileExistsError as exc:
+        sys.exit(f"make_golden: {exc}")
