@@ -61,12 +61,13 @@ from typing import Any
 import numpy as np
 
 import lite
+from lite.ops.activation import FUSED_ACTIVATIONS, FUSED_CLIPS
+from lite.ops.geometry import output_size, per_axis, window_counts, window_pads
 
 ENV_SWITCH = "DELITE_EXAMPLE_NPU"
 OFF_VALUES = ("off", "0", "false", "no")
 NPU_DTYPE = np.float16  # how the NPU stores activations and weights
 ACC_DTYPE = np.float32  # how its multiply-accumulate units add up products
-FUSED_ACTIVATIONS = ("NO_ACTIVATION", "RELU", "RELU6")
 
 Read = Callable[[lite.Tensor], np.ndarray]  # a tensor of the partition -> its NHWC float16 buffer
 
@@ -112,10 +113,17 @@ def _sigmoid(x: np.ndarray, attrs: Mapping[str, Any]) -> None:
     np.multiply(x, 0.5, out=x)
 
 
-ACTIVATIONS: dict[str, Callable[[np.ndarray, Mapping[str, Any]], None]] = {
+Activate = Callable[[np.ndarray, Mapping[str, Any]], None]
+
+
+def _fused(low: float, high: float) -> Activate:
+    """A fused activation: a clip (its bounds are ``lite.ops.activation.FUSED_CLIPS``)."""
+    return lambda x, attrs: np.clip(x, low, high, out=x)
+
+
+ACTIVATIONS: dict[str, Activate] = {
     "NO_ACTIVATION": lambda x, attrs: None,
-    "RELU": lambda x, attrs: np.maximum(x, 0, out=x),
-    "RELU6": lambda x, attrs: np.clip(x, 0, 6, out=x),
+    **{kind: _fused(*bounds) for kind, bounds in FUSED_CLIPS.items()},
     "CLIP": lambda x, attrs: np.clip(x, attrs["min_val"], attrs["max_val"], out=x),
     "HARD_SWISH": _hard_swish,
     "SIGMOID": _sigmoid,
@@ -123,12 +131,6 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray, Mapping[str, Any]], None]] = {
 
 
 # ---- sliding windows (convolutions and pools) --------------------------------------------
-
-def pair(values: Iterable[int] | None) -> tuple[int, int]:
-    """A per-axis attribute (stride, kernel size); an empty list means 1 on both axes."""
-    values = tuple(int(v) for v in values or ())
-    return values if values else (1, 1)
-
 
 @dataclass(frozen=True)
 class Window:
@@ -145,11 +147,11 @@ class Window:
     @classmethod
     def plan(cls, attrs: Mapping[str, Any], size: tuple[int, int], kernel: tuple[int, int],
              strides: tuple[int, int]) -> Window:
-        """The window for input (H, W) ``size``; output sizes round down (FLOOR)."""
-        pads = explicit_pads(attrs, size, kernel, strides)
-        out = tuple((n + pads[a] + pads[a + 2] - k) // s + 1
-                    for a, (n, k, s) in enumerate(zip(size, kernel, strides, strict=True)))
-        return cls(kernel, strides, pads, out)
+        """The window for input (H, W) ``size``; output sizes round down (FLOOR), no dilation."""
+        begins, ends = window_pads(attrs.get("pad_mode", "PAD"), attrs.get("pad_list"), size, kernel, strides, (1, 1))
+        out = tuple(output_size(n, k, s, 1, b, e) for n, k, s, b, e in zip(size, kernel, strides, begins, ends,
+                                                                          strict=True))
+        return cls(kernel, strides, (*begins, *ends), out)
 
     def buffer(self, shape: tuple[int, ...], fill: float) -> np.ndarray:
         """A float32 buffer for the padded NHWC input; the pads keep ``fill`` for good."""
@@ -174,19 +176,6 @@ class Window:
     def pointwise(self) -> bool:
         """A 1x1 window, stride 1, no pads: the input itself is the im2col matrix."""
         return self.kernel == (1, 1) and self.strides == (1, 1) and not any(self.pads)
-
-
-def explicit_pads(attrs: Mapping[str, Any], size: tuple[int, int], kernel: tuple[int, int],
-                  strides: tuple[int, int]) -> tuple[int, int, int, int]:
-    """(top, left, bottom, right) for ``pad_mode`` PAD (``pad_list``), VALID or SAME_* (ONNX auto_pad)."""
-    mode = attrs.get("pad_mode", "PAD")
-    if mode == "PAD":
-        return tuple(int(p) for p in attrs.get("pad_list") or ()) or (0, 0, 0, 0)
-    if mode == "VALID":
-        return (0, 0, 0, 0)
-    totals = [max(0, (-(-n // s) - 1) * s + k - n) for n, k, s in zip(size, kernel, strides, strict=True)]
-    begins = [t // 2 if mode == "SAME_UPPER" else t - t // 2 for t in totals]
-    return (begins[0], begins[1], totals[0] - begins[0], totals[1] - begins[1])
 
 
 # ---- the NPU's ops: one class per op type, each checks, loads, plans and runs itself ----------
@@ -248,7 +237,7 @@ class Conv(NPUOp):
 
     @classmethod
     def check(cls, kernel: lite.Kernel, attrs: Mapping[str, Any]) -> str | None:
-        dilation = max(pair(attrs.get("dilation")))
+        dilation = max(per_axis(attrs.get("dilation")))
         if dilation != 1:
             return f"Conv2DFusion with dilation {dilation}: not supported"
         if any(t is not None and not t.is_const for t in kernel.inputs[1:]):
@@ -278,7 +267,7 @@ class Conv(NPUOp):
 
     def plan(self) -> None:
         shape = nhwc(self.operands[0].shape)
-        self.window = Window.plan(self.attrs, shape[1:3], self.kernel, pair(self.attrs.get("stride")))
+        self.window = Window.plan(self.attrs, shape[1:3], self.kernel, per_axis(self.attrs.get("stride")))
         self.padded = self.window.buffer(shape, 0.0)
         (n, oh, ow), c = (shape[0], *self.window.out), shape[3]
         if not self.depthwise and not self.window.pointwise:
@@ -363,7 +352,7 @@ class Pool(NPUOp):
             return None
         if attrs["round_mode"] != "FLOOR":
             return f"{name} with {attrs['round_mode']} rounding: this NPU's pooling unit rounds down only"
-        if max(pair(attrs.get("dilation"))) != 1:
+        if max(per_axis(attrs.get("dilation"))) != 1:
             return f"{name} with dilation: not supported"
         if not attrs.get("kernel_size"):
             return f"{name} without kernel_size: not supported"
@@ -373,8 +362,8 @@ class Pool(NPUOp):
         if self.attrs["is_global"]:
             return
         shape = nhwc(self.operands[0].shape)
-        self.window = Window.plan(self.attrs, shape[1:3], pair(self.attrs["kernel_size"]),
-                                  pair(self.attrs.get("strides")))
+        self.window = Window.plan(self.attrs, shape[1:3], per_axis(self.attrs["kernel_size"]),
+                                  per_axis(self.attrs.get("strides")))
         self.padded = self.window.buffer(shape, self.fill)
 
     def run(self, read: Read, out: np.ndarray) -> None:
@@ -414,10 +403,8 @@ class AvgPool(Pool):
     def counts(self, axis: int, size: int) -> np.ndarray:
         """How many positions each output's window averages, along one axis."""
         w = self.window
-        begin, end = w.pads[axis], w.pads[axis + 2]
-        starts = np.arange(w.out[axis]) * w.strides[axis] - begin
-        low, high = (-begin, size + end) if self.attrs["count_include_pad"] else (0, size)
-        return np.minimum(starts + w.kernel[axis], high) - np.maximum(starts, low)
+        return window_counts(size, w.out[axis], w.kernel[axis], w.strides[axis], w.pads[axis], w.pads[axis + 2],
+                             bool(self.attrs["count_include_pad"]))
 
     def combine(self, acc: np.ndarray, tap: np.ndarray) -> None:
         np.add(acc, tap, out=acc)

@@ -13,8 +13,8 @@ from lite.delegates.onnxruntime import emitters  # noqa: F401  (registers every 
 from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY
 from lite.kernel import Kernel
+from lite.ops.naming import unique_name
 from lite.tensor import Tensor
-from lite.tools.converter.onnx_graph import unique_name
 
 OPSET = 17
 PRODUCER = "delite ORTDelegate"

@@ -14,18 +14,11 @@ import numpy as np
 
 from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import FUSED_ACTIVATIONS, activation_step
-from lite.kernels.registry import FLOATS, register
-from lite.kernels.window import (
-    Planes,
-    check_pads,
-    check_window_taps,
-    effective,
-    output_size,
-    strided_view,
-    window_list,
-    window_pads,
-)
+from lite.kernels.fused import activation_step, fused_activation
+from lite.kernels.registry import register
+from lite.kernels.window import Planes, check_pads, check_window_taps, strided_view, window_list
+from lite.ops.dtypes import FLOATS
+from lite.ops.geometry import output_size, transposed_extent, transposed_pads, window_pads
 from lite.tensor import Tensor
 
 DEPTHWISE_CHUNK_BYTES = 1 << 20
@@ -47,9 +40,7 @@ class ConvBase(NativeKernel):
         self.group = int(self.attrs["group"])
         if self.group < 1:
             self.fail(f"group must be a positive integer, got {self.group}")
-        self.activation = self.attrs["activation_type"]
-        if self.activation not in FUSED_ACTIVATIONS:
-            self.fail(f"activation_type {self.activation!r} cannot be fused; expected one of {FUSED_ACTIVATIONS}")
+        self.activation = fused_activation(self)
         self.weights: np.ndarray | None = None
         self.planned: tuple[int, ...] | None = None
         self.steps_key: tuple | None = None
@@ -304,18 +295,10 @@ class Conv2dTransposeFusion(ConvBase):
 
     def geometry(self, x: tuple[int, ...], w: tuple[int, ...]):
         """(begins, ends, (OH, OW)); SAME pads make the output input * stride (ONNX)."""
-        full = [s * (size - 1) + p + effective(k, d) for size, k, s, d, p in
-                zip(x[2:], w[2:], self.strides, self.dilations, self.output_paddings, strict=True)]
-        mode = self.attrs["pad_mode"]
-        if mode in ("SAME_UPPER", "SAME_LOWER"):
-            totals = [max(0, f - size * s) for f, size, s in zip(full, x[2:], self.strides, strict=True)]
-            small = [t // 2 for t in totals]
-            begins = small if mode == "SAME_UPPER" else [t - b for t, b in zip(totals, small, strict=True)]
-            ends = [t - b for t, b in zip(totals, begins, strict=True)]
-        else:
-            begins, ends = window_pads(mode, self.attrs["pad_list"], x[2:], w[2:], self.strides, self.dilations)
-        sizes = tuple(f - b - e for f, b, e in zip(full, begins, ends, strict=True))
-        return tuple(begins), tuple(ends), sizes
+        axes = (x[2:], w[2:], self.strides, self.dilations, self.output_paddings)
+        begins, ends = transposed_pads(self.attrs["pad_mode"], self.attrs["pad_list"], *axes)
+        sizes = tuple(transposed_extent(*args) - b - e for *args, b, e in zip(*axes, begins, ends, strict=True))
+        return begins, ends, sizes
 
     def arrange(self, weight: np.ndarray) -> np.ndarray:
         return weight.reshape(self.group, weight.shape[0] // self.group, -1).transpose(0, 2, 1)
@@ -331,7 +314,7 @@ class Conv2dTransposeFusion(ConvBase):
         self.tap_cols = (n, self.group * per_group, kh, kw, h, wd)
         self.taps = [(i, j, (Ellipsis, slice(i * dh, i * dh + (h - 1) * sh + 1, sh),
                              slice(j * dw, j * dw + (wd - 1) * sw + 1, sw))) for i in range(kh) for j in range(kw)]
-        reach = ((h - 1) * sh + effective(kh, dh), (wd - 1) * sw + effective(kw, dw))
+        reach = (transposed_extent(h, kh, sh, dh, 0), transposed_extent(wd, kw, sw, dw, 0))
         self.full_shape = (n, self.group * per_group, max(reach[0], top + out_h), max(reach[1], left + out_w))
         self.crop = None if self.full_shape[2:] == (out_h, out_w) else (
             Ellipsis, slice(top, top + out_h), slice(left, left + out_w))

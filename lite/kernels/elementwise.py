@@ -7,8 +7,9 @@ from typing import ClassVar
 import numpy as np
 
 from lite.kernels.base import NativeKernel
-from lite.kernels.fused import FUSED_ACTIVATIONS, apply_fused_activation
-from lite.kernels.registry import ALL, FLOATS, INTS, NUMBERS, register
+from lite.kernels.fused import apply_fused_activation, fused_activation
+from lite.kernels.registry import register
+from lite.ops.dtypes import ALL, FLOATS, INTS, NUMBERS
 
 
 def check_io(kernel: NativeKernel, required: int, optional: int = 0, outputs: int | None = 1) -> None:
@@ -57,9 +58,7 @@ class Arithmetic(Elementwise):
 
     def check_attrs(self) -> None:
         super().check_attrs()
-        self.activation = self.attrs["activation_type"]
-        if self.activation not in FUSED_ACTIVATIONS:
-            self.fail(f"fused activation_type must be one of {FUSED_ACTIVATIONS}, got {self.activation!r}")
+        self.activation = fused_activation(self)
 
     def execute(self) -> None:
         out = self.outputs[0].data

@@ -1,4 +1,5 @@
-"""Activations fused into a producer (Conv2DFusion, MatMulFusion, AddFusion, ...)."""
+"""Activations fused into a producer (Conv2DFusion, MatMulFusion, AddFusion, ...): clips whose
+bounds ``lite.ops.activation.FUSED_CLIPS`` gives."""
 
 from __future__ import annotations
 
@@ -6,15 +7,21 @@ from functools import partial
 
 import numpy as np
 
-from lite.kernels.base import Step, copy_step
+from lite.kernels.base import NativeKernel, Step, copy_step
+from lite.ops.activation import FUSED_ACTIVATIONS, FUSED_CLIPS
 
 try:  # NOTE: the ufunc np.clip dispatches to; calling it skips np.clip's three Python wrapper layers
     from numpy._core.umath import clip as clip_ufunc
 except ImportError:  # numpy < 2
     clip_ufunc = np.clip
 
-FUSED_ACTIVATIONS = ("NO_ACTIVATION", "RELU", "RELU6")
-_BOUNDS = {"RELU": (0, np.inf), "RELU6": (0, 6)}  # NOTE: ReLU as a clip runs faster than np.maximum(x, 0)
+
+def fused_activation(kernel: NativeKernel) -> str:
+    """The kernel's ``activation_type``; fails unless it is one a producer can fuse."""
+    activation = kernel.attrs["activation_type"]
+    if activation not in FUSED_ACTIVATIONS:
+        kernel.fail(f"activation_type {activation!r} cannot be fused; expected one of {FUSED_ACTIVATIONS}")
+    return activation
 
 
 def apply_fused_activation(out: np.ndarray, activation_type: str) -> None:
@@ -29,7 +36,18 @@ def activation_step(out: np.ndarray, activation_type: str, source: np.ndarray | 
 
     None for NO_ACTIVATION in place (nothing to do); with another source, a plain copy.
     """
-    bounds = _BOUNDS.get(activation_type)
+    # NOTE: ReLU as a clip runs faster than np.maximum(x, 0)
+    bounds = clip_bounds(activation_type, out.dtype)
     if bounds is not None:
         return partial(clip_ufunc, out if source is None else source, *bounds, out=out)
     return None if source is None else copy_step(out, source)
+
+
+def clip_bounds(activation_type: str, dtype: np.dtype) -> tuple | None:
+    """The clip bounds of a fused activation (None: none) as ``dtype`` can hold them: an integer
+    type's range stands in for an infinite bound."""
+    bounds = FUSED_CLIPS.get(activation_type)
+    if bounds is None or dtype.kind == "f":
+        return bounds
+    info = np.iinfo(dtype)
+    return tuple(dtype.type(min(max(bound, info.min), info.max)) for bound in bounds)

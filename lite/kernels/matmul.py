@@ -6,8 +6,9 @@ import numpy as np
 
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import FUSED_ACTIVATIONS, apply_fused_activation
-from lite.kernels.registry import FLOATS, register
+from lite.kernels.fused import apply_fused_activation, fused_activation
+from lite.kernels.registry import register
+from lite.ops.dtypes import FLOATS
 
 
 def transposed(shape: tuple[int, ...], flag: bool) -> tuple[int, ...]:
@@ -29,9 +30,7 @@ class MatMulFusion(NativeKernel):
         check_io(self, 2, 1)
         self.transpose_a = bool(self.attrs["transpose_a"])
         self.transpose_b = bool(self.attrs["transpose_b"])
-        self.activation = self.attrs["activation_type"]
-        if self.activation not in FUSED_ACTIVATIONS:
-            self.fail(f"activation_type {self.activation!r} cannot be fused; expected one of {FUSED_ACTIVATIONS}")
+        self.activation = fused_activation(self)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         a = transposed(self.input_shape(0), self.transpose_a)

@@ -6,7 +6,9 @@ import numpy as np
 
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
-from lite.kernels.registry import FLOATS, register
+from lite.kernels.registry import register
+from lite.ops.dtypes import FLOATS
+from lite.ops.norm import batchnorm_affine, lrn_window
 
 
 @register("BatchNorm", dtypes=FLOATS)
@@ -40,10 +42,9 @@ class BatchNorm(NativeKernel):
 
     def fold(self) -> tuple[np.ndarray, np.ndarray]:
         """(multiplier, offset) per channel, computed in float64 and cast to x's dtype."""
-        scale, bias, mean, var = (t.data.astype(np.float64) for t in self.inputs[1:])
-        multiplier = scale / np.sqrt(var + self.epsilon)
+        multiplier, offset = batchnorm_affine(*(t.data for t in self.inputs[1:]), self.epsilon)
         dtype = self.inputs[0].dtype
-        return multiplier.astype(dtype), (bias - mean * multiplier).astype(dtype)
+        return multiplier.astype(dtype), offset.astype(dtype)
 
     def execute(self) -> None:
         x, out = self.inputs[0].data, self.outputs[0].data
@@ -79,7 +80,7 @@ class LRN(NativeKernel):
         x, out = self.inputs[0].data, self.outputs[0].data
         channels = x.shape[1]
         # NOTE: channels farther than C - 1 away never fall in a window, so the pads stop there.
-        before, after = min((self.size - 1) // 2, channels - 1), min(self.size // 2, channels - 1)
+        before, after = (min(reach, channels - 1) for reach in lrn_window(self.size))
         squares = self.workspace.array((x.shape[0], before + channels + after, *x.shape[2:]), x.dtype, 0)
         squares[:, :before] = 0
         squares[:, before + channels:] = 0

@@ -13,18 +13,10 @@ import numpy as np
 
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
-from lite.kernels.registry import FLOATS, register
-from lite.kernels.window import (
-    Planes,
-    check_pads,
-    check_window_taps,
-    effective,
-    output_size,
-    window_list,
-    window_pads,
-)
-
-ROUND_MODES = ("FLOOR", "CEIL")
+from lite.kernels.registry import register
+from lite.kernels.window import Planes, check_pads, check_window_taps, window_list
+from lite.ops.dtypes import FLOATS
+from lite.ops.geometry import ROUND_MODES, ceil_rounds, effective, output_size, window_counts, window_pads
 
 
 class Pool(NativeKernel):
@@ -74,7 +66,7 @@ class Pool(NativeKernel):
         mode = self.attrs["pad_mode"]
         begins, ends = window_pads(mode, self.attrs["pad_list"], x[2:], self.kernel_size, self.strides,
                                    self.dilations)
-        ceil = self.attrs["round_mode"] == "CEIL" and mode in ("PAD", "VALID")
+        ceil = ceil_rounds(self.attrs["round_mode"], mode)
         sizes = tuple(output_size(*args, ceil=ceil) for args in zip(
             x[2:], self.kernel_size, self.strides, self.dilations, begins, ends, strict=True))
         return begins, ends, sizes
@@ -144,10 +136,8 @@ class AvgPoolFusion(Pool):
     def counts(self, axis: int, x: tuple[int, ...]) -> np.ndarray:
         """The divisor along one spatial axis, per output position."""
         begins, ends, sizes = self.geometry(x)
-        starts = np.arange(sizes[axis]) * self.strides[axis] - begins[axis]
-        low, high = (-begins[axis], x[2 + axis] + ends[axis]) if self.attrs["count_include_pad"] else (
-            0, x[2 + axis])
-        return np.minimum(starts + self.kernel_size[axis], high) - np.maximum(starts, low)
+        return window_counts(x[2 + axis], sizes[axis], self.kernel_size[axis], self.strides[axis], begins[axis],
+                             ends[axis], bool(self.attrs["count_include_pad"]))
 
     def combine(self, source: np.ndarray, out: np.ndarray) -> None:
         super().combine(source, out)

@@ -9,8 +9,9 @@ import numpy as np
 
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
-from lite.kernels.registry import FLOATS, NUMBERS, register
+from lite.kernels.registry import register
 from lite.kernels.shape import normalize_axes
+from lite.ops.dtypes import FLOATS, NUMBERS
 
 _UFUNCS = {"MEAN": np.add, "MAX": np.maximum, "MIN": np.minimum, "SUM": np.add, "PROD": np.multiply}
 

@@ -8,8 +8,10 @@ import numpy as np
 
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
-from lite.kernels.registry import NUMBERS, register
+from lite.kernels.registry import register
 from lite.kernels.shape import checked_dims, int_vector
+from lite.ops.dtypes import NUMBERS
+from lite.ops.resize import resize_scale, resized_dim
 
 METHODS = ("NEAREST", "LINEAR")
 COORDINATE_MODES = ("HALF_PIXEL", "ASYMMETRIC", "ALIGN_CORNERS", "PYTORCH_HALF_PIXEL")
@@ -90,14 +92,14 @@ class Resize(NativeKernel):
             if len(dims) != len(shape) or any(n == 0 < d for n, d in zip(shape, dims, strict=True)):
                 self.fail(f"sizes {dims} must have {len(shape)} dims, 0 on the empty axes of {shape}")
             pairs = zip(shape, dims, strict=True)
-            return dims, [float(np.float32(d) / np.float32(n)) if n else 1.0 for n, d in pairs]
+            return dims, [float(resize_scale(n, d)) if n else 1.0 for n, d in pairs]
         if scales.dtype.kind != "f" or scales.shape != (len(shape),) or not all(
                 0 < s < math.inf for s in scales.tolist()):
             self.fail(f"scales must be {len(shape)} finite floats > 0, got {scales}")
         scales = scales.astype(np.float32)
         if any(n * s >= 2.0**62 for n, s in zip(shape, scales.tolist(), strict=True)):
             self.fail(f"scales {scales} give an absurd output shape for {shape}")
-        dims = [int(np.float32(n) * s) for n, s in zip(shape, scales, strict=True)]
+        dims = [resized_dim(n, s) for n, s in zip(shape, scales, strict=True)]
         return checked_dims(self, dims, "output shape"), scales.tolist()
 
     def infer_shapes(self) -> list[tuple[int, ...]]:

@@ -10,7 +10,11 @@ import numpy as np
 
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
-from lite.kernels.registry import ALL, register
+from lite.kernels.registry import register
+from lite.ops.dtypes import ALL
+from lite.ops.padding import PADDING_MODES, begins_ends, kept
+from lite.ops.slicing import clamped_slice
+from lite.ops.split import split_offsets, split_sizes
 from lite.schema.graph import DTYPES
 
 
@@ -186,29 +190,28 @@ class PadFusion(DataMovement):
 
     io = (2, 1)
     value_inputs = (1, 2)
-    MODES = ("CONSTANT", "REFLECT", "EDGE")
 
     def check_attrs(self) -> None:
         super().check_attrs()
         self.mode = self.attrs["padding_mode"]
-        if self.mode not in self.MODES:
-            self.fail(f"padding_mode must be one of {self.MODES}, got {self.mode!r}")
+        if self.mode not in PADDING_MODES:
+            self.fail(f"padding_mode must be one of {PADDING_MODES}, got {self.mode!r}")
 
     def _pads(self) -> list[tuple[int, int, int]]:
         """(dim, begin, end) per axis."""
         shape, pads = self.inputs[0].shape, int_vector(self, 1)
         if len(pads) != 2 * len(shape):
             self.fail(f"pads {pads} must have 2 * rank = {2 * len(shape)} values")
-        return list(zip(shape, pads[:len(shape)], pads[len(shape):], strict=True))
+        return list(zip(shape, *begins_ends(pads, len(shape)), strict=True))
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         pads = self._pads()
         for d, b, e in pads:
-            kept, grow = d + min(b, 0) + min(e, 0), max(b, e, 0)
-            if kept < 0:
+            length, grow = d + min(b, 0) + min(e, 0), max(b, e, 0)
+            if length < 0:
                 self.fail(f"pads {b}, {e} crop more than axis length {d}")
-            if grow and (self.mode == "EDGE" and kept < 1 or self.mode == "REFLECT" and grow >= kept):
-                self.fail(f"{self.mode} padding of {grow} needs a longer axis than {kept} (after cropping)")
+            if grow and (self.mode == "EDGE" and length < 1 or self.mode == "REFLECT" and grow >= length):
+                self.fail(f"{self.mode} padding of {grow} needs a longer axis than {length} (after cropping)")
         return [tuple(d + b + e for d, b, e in pads)]
 
     def resize(self) -> None:
@@ -216,7 +219,7 @@ class PadFusion(DataMovement):
         if self.mode == "CONSTANT":
             value = self.value(2)
             self.fill = value.reshape(-1)[0] if value is not None and value.size else 0
-            self.source = tuple(slice(max(-b, 0), d + min(e, 0)) for d, b, e in pads)
+            self.source = tuple(kept(d, b, e) for d, b, e in pads)
             self.target = tuple(slice(max(b, 0), max(b, 0) + d + min(b, 0) + min(e, 0)) for d, b, e in pads)
         else:
             index = _reflect_index if self.mode == "REFLECT" else _edge_index
@@ -270,15 +273,6 @@ class StridedSlice(DataMovement):
         np.copyto(self.outputs[0].data, self.inputs[0].data[self.slices])
 
 
-def clamped_slice(start: int, end: int, step: int, dim: int) -> slice:
-    """The python slice for ONNX Slice bounds (negative bounds count from the end, then clamp)."""
-    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
-    if step > 0:
-        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
-    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-    return slice(start, None if end < 0 else end, step)
-
-
 @register("Split", ALL)
 class Split(DataMovement):
     """Splits along ``axis`` by ``size_splits``, or into equal parts, one per output
@@ -295,8 +289,7 @@ class Split(DataMovement):
         axis = normalize_axis(self, self.attrs["axis"], len(shape))
         sizes = self.attrs["size_splits"]
         if not sizes:
-            part = -(-shape[axis] // len(self.outputs))
-            sizes = [min(part, max(shape[axis] - i * part, 0)) for i in range(len(self.outputs))]
+            sizes = split_sizes(shape[axis], len(self.outputs))
         if sum(sizes) != shape[axis]:
             self.fail(f"size_splits {sizes} do not add up to dim {shape[axis]} of axis {axis}")
         return axis, sizes
@@ -307,7 +300,7 @@ class Split(DataMovement):
 
     def resize(self) -> None:
         axis, sizes = self._sizes()
-        bounds = itertools.accumulate(sizes, initial=0)
+        bounds = split_offsets(sizes)
         self.slices = [(slice(None),) * axis + (slice(a, b),) for a, b in itertools.pairwise(bounds)]
 
     def execute(self) -> None:

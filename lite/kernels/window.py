@@ -1,9 +1,7 @@
-"""Sliding windows shared by convolutions and pools: attribute checks, pads, output sizes, and
-``Planes``, the padded (and stride-phase split) input every window tap reads from.
+"""Sliding windows shared by convolutions and pools: attribute checks, and ``Planes``, the
+padded (and stride-phase split) input every window tap reads from.
 
-Pads follow ONNX: ``pad_list`` is [begin of each spatial axis..., end of each...] (for 2-D
-[top, left, bottom, right]); SAME_UPPER/SAME_LOWER are ONNX's auto_pad, computed from the
-input size so that the output size is ceil(input / stride).
+What the pads and output sizes are is ``lite.ops.geometry``'s.
 """
 
 from __future__ import annotations
@@ -15,8 +13,8 @@ import numpy as np
 
 from lite.errors import UnsupportedOpError
 from lite.kernels.base import NativeKernel, Step, copy_step
+from lite.ops.geometry import PAD_MODES
 
-PAD_MODES = ("PAD", "SAME_UPPER", "SAME_LOWER", "VALID")
 MAX_WINDOW_TAPS = 1 << 16  # a 256 x 256 window; global pooling has its own flag
 
 
@@ -49,41 +47,6 @@ def check_pads(kernel: NativeKernel, rank: int = 2) -> None:
     pads = tuple(kernel.attrs.get("pad_list") or ())
     if pads and (len(pads) != 2 * rank or min(pads) < 0):
         kernel.fail(f"pad_list must be {2 * rank} non-negative integers [begins..., ends...], got {list(pads)}")
-
-
-def effective(kernel_size: int, dilation: int) -> int:
-    """The extent of a dilated kernel."""
-    return (kernel_size - 1) * dilation + 1
-
-
-def window_pads(pad_mode: str, pad_list: tuple[int, ...], sizes: tuple[int, ...], kernel_size: tuple[int, ...],
-                strides: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(begins, ends): the pads of every spatial axis for ``pad_mode`` (ONNX auto_pad semantics)."""
-    rank = len(sizes)
-    if pad_mode == "PAD":
-        pads = tuple(pad_list) or (0,) * (2 * rank)
-        return tuple(pads[:rank]), tuple(pads[rank:])
-    if pad_mode == "VALID":
-        return (0,) * rank, (0,) * rank
-    totals = [max(0, (-(-size // s) - 1) * s + effective(k, d) - size)
-              for size, k, s, d in zip(sizes, kernel_size, strides, dilations, strict=True)]
-    if pad_mode == "SAME_UPPER":
-        begins = tuple(total // 2 for total in totals)
-    else:
-        begins = tuple(total - total // 2 for total in totals)
-    return begins, tuple(total - begin for total, begin in zip(totals, begins, strict=True))
-
-
-def output_size(size: int, kernel_size: int, stride: int, dilation: int, begin: int, end: int,
-                ceil: bool = False) -> int:
-    """Number of window positions along one axis (ONNX; ``ceil`` drops a window starting in the end pad)."""
-    span = size + begin + end - effective(kernel_size, dilation)
-    if span < 0:
-        return 0
-    if not ceil:
-        return span // stride + 1
-    count = -(-span // stride) + 1
-    return count - 1 if (count - 1) * stride >= size + begin else count
 
 
 class Planes:

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from lite.errors import InputError, ModelFormatError
 from lite.loader import load_onnx
+from lite.ops.naming import unique_name
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Element types a .lite file can store, as numpy dtypes.
@@ -58,6 +59,7 @@ class OnnxGraph:
     info: dict[str, TensorInfo] = field(default_factory=dict)
     taken: set[str] = field(default_factory=set)
     shape_error: str = ""  # what strict shape inference found wrong (shapes that do not agree)
+    foreign_info: list[onnx.ValueInfoProto] = field(default_factory=list)  # see _foreign_value_info
 
     @property
     def output_names(self) -> list[str]:
@@ -91,22 +93,15 @@ class OnnxGraph:
             for k, name in enumerate(node.output):
                 if name == old:
                     node.output[k] = new
+        for value in self.foreign_info:
+            if value.name == old:
+                value.name = new
 
     def tensor_info(self, name: str) -> TensorInfo:
         if name in self.consts:
             array = self.consts[name]
             return TensorInfo(_elem_type(array.dtype), tuple(array.shape))
         return self.info.get(name, TensorInfo())
-
-
-def unique_name(hint: str, taken: set[str]) -> str:
-    """``hint``, or ``hint_1``, ``hint_2``, ... whichever is not in ``taken``; adds it to ``taken``."""
-    name, k = hint, 0
-    while name in taken:
-        k += 1
-        name = f"{hint}_{k}"
-    taken.add(name)
-    return name
 
 
 def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
@@ -131,6 +126,7 @@ def from_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None
         nodes=_copies(graph.node), consts=consts,
         inputs=_copies(i for i in graph.input if i.name not in consts),
         outputs=_copies(graph.output), opset=_default_opset(model), model=_header(model),
+        foreign_info=_foreign_value_info(graph),
     )
     _name_nodes(g)
     _check_names(g)
@@ -146,6 +142,13 @@ def _copies(protos):
         result.append(type(proto)())
         result[-1].CopyFrom(proto)
     return result
+
+
+def _foreign_value_info(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """The declared types of what non-standard-domain nodes write: ONNX cannot infer them, and
+    shape inference needs them to type what is computed from those tensors."""
+    foreign = {name for node in graph.node if node.domain not in DEFAULT_DOMAINS for name in node.output}
+    return _copies(v for v in graph.value_info if v.name in foreign)
 
 
 def _header(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -259,7 +262,7 @@ def infer_shapes(g: OnnxGraph) -> None:
     large = [helper.make_tensor_value_info(k, _elem_type(v.dtype), v.shape)
              for k, v in g.consts.items() if k not in small]
     graph = helper.make_graph(g.nodes, g.model.graph.name or "graph", [*g.inputs, *large], g.outputs,
-                              [numpy_helper.from_array(v, k) for k, v in small.items()])
+                              [numpy_helper.from_array(v, k) for k, v in small.items()], value_info=g.foreign_info)
     model = helper.make_model(graph, opset_imports=g.model.opset_import, ir_version=max(g.model.ir_version, 4))
     model.functions.extend(g.model.functions)
     try:

@@ -16,6 +16,8 @@ import onnx
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+from lite.ops.activation import FUSED_CLIPS, FUSING_OPS
+from lite.ops.norm import batchnorm_affine
 from lite.schema.graph import GraphDef
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, LITE_DTYPES, OnnxGraph
 
@@ -24,9 +26,6 @@ if TYPE_CHECKING:
 
 NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"})
-FUSIBLE = frozenset({"Conv2DFusion", "Conv2dTransposeFusion", "MatMulFusion", "AddFusion", "SubFusion",
-                     "MulFusion", "DivFusion"})
-FUSED_ACTIVATIONS = ("RELU", "RELU6")
 
 
 # ---- ONNX level ----------------------------------------------------------------------
@@ -172,9 +171,7 @@ def _bn_affine(bn: onnx.NodeProto, g: OnnxGraph, uses: dict[str, int]) -> tuple[
         return None
     if attrs.get("training_mode", 0) or not attrs.get("spatial", 1):
         return None
-    gamma, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
-    scale = gamma / np.sqrt(var + attrs.get("epsilon", 1e-5))
-    return scale, beta - mean * scale
+    return batchnorm_affine(*params, attrs.get("epsilon", 1e-5))
 
 
 def _fold_into_conv(conv: onnx.NodeProto, scale: np.ndarray, shift: np.ndarray, g: OnnxGraph) -> bool:
@@ -227,7 +224,7 @@ def _set_attr(node: onnx.NodeProto, name: str, value) -> None:
 
 
 def fuse_activations(graph: GraphDef, report: ConversionReport) -> None:
-    """Moves an Activation RELU/RELU6 into its producer's ``activation_type``.
+    """Moves an Activation that a producer can fuse (RELU, RELU6) into its ``activation_type``.
 
     Only when the producer is a fusible op without an activation, and the
     activation is the only reader of its output, which is not a graph output.
@@ -250,7 +247,7 @@ def fuse_activations(graph: GraphDef, report: ConversionReport) -> None:
 
 def _can_fuse(act, prev, uses: Counter, outputs: set[int]) -> bool:
     source = act.inputs[0]
-    return (act.attrs["activation_type"] in FUSED_ACTIVATIONS and prev.op_type in FUSIBLE
+    return (act.attrs["activation_type"] in FUSED_CLIPS and prev.op_type in FUSING_OPS
             and prev.attrs["activation_type"] == "NO_ACTIVATION" and prev.outputs == [source]
             and uses[source] == 1 and source not in outputs)
 

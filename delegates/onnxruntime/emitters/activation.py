@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lite.delegates.onnxruntime.emitters.registry import FLOAT32, emitter
+from lite.delegates.onnxruntime.emitters.registry import emitter
+from lite.ops.activation import FUSED_ACTIVATIONS, FUSED_CLIPS
+from lite.ops.dtypes import FLOAT32
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
-
-FUSED_ACTIVATIONS = ("NO_ACTIVATION", "RELU", "RELU6")
 
 
 def _clip(ctx: NodeContext, x: str, y: str, low: float, high: float) -> None:
@@ -25,7 +25,7 @@ def _plain(op_type: str) -> Callable[[NodeContext, str, str, Mapping[str, Any]],
 ACTIVATIONS: dict[str, Callable[[NodeContext, str, str, Mapping[str, Any]], None]] = {
     "NO_ACTIVATION": _plain("Identity"),
     "RELU": _plain("Relu"),
-    "RELU6": lambda ctx, x, y, params: _clip(ctx, x, y, 0.0, 6.0),
+    "RELU6": lambda ctx, x, y, params: _clip(ctx, x, y, *FUSED_CLIPS["RELU6"]),
     "LEAKY_RELU": lambda ctx, x, y, params: ctx.op("LeakyRelu", [x], y, alpha=float(params["alpha"])),
     "SIGMOID": _plain("Sigmoid"),
     "TANH": _plain("Tanh"),

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from lite.delegates.onnxruntime.emitters.activation import with_activation
 from lite.delegates.onnxruntime.emitters.common import dilations, window_attrs
-from lite.delegates.onnxruntime.emitters.registry import FLOAT32, emitter
+from lite.delegates.onnxruntime.emitters.registry import emitter
+from lite.ops.dtypes import FLOAT32
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext

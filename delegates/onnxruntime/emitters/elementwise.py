@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lite.delegates.onnxruntime.emitters.activation import with_activation
-from lite.delegates.onnxruntime.emitters.registry import FLOAT32, FLOATS, NUMBERS, emitter
+from lite.delegates.onnxruntime.emitters.registry import emitter
+from lite.ops.dtypes import FLOAT32, FLOATS_32_64, NUMBERS_32_64
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
@@ -18,26 +19,26 @@ _SAME = {"AddN": "Sum", "Maximum": "Max", "Minimum": "Min", "PowFusion": "Pow", 
          "Abs": "Abs", "Erf": "Erf", "Where": "Where"}
 
 
-@emitter("AddFusion", NUMBERS)
-@emitter("SubFusion", NUMBERS)
-@emitter("MulFusion", NUMBERS)
-@emitter("DivFusion", NUMBERS)
+@emitter("AddFusion", NUMBERS_32_64)
+@emitter("SubFusion", NUMBERS_32_64)
+@emitter("MulFusion", NUMBERS_32_64)
+@emitter("DivFusion", NUMBERS_32_64)
 def arithmetic(ctx: NodeContext) -> None:
     with_activation(ctx, _FUSED[ctx.kernel.type], ctx.inputs())
 
 
-@emitter("AddN", FLOATS)
-@emitter("Maximum", NUMBERS)
-@emitter("Minimum", NUMBERS)
-@emitter("PowFusion", NUMBERS)
-@emitter("Equal", (*NUMBERS, np.bool_))
-@emitter("Less", NUMBERS)
-@emitter("Greater", NUMBERS)
-@emitter("ExpFusion", FLOATS)
-@emitter("Log", FLOATS)
-@emitter("Sqrt", FLOATS)
-@emitter("Neg", NUMBERS)
-@emitter("Abs", NUMBERS)
+@emitter("AddN", FLOATS_32_64)
+@emitter("Maximum", NUMBERS_32_64)
+@emitter("Minimum", NUMBERS_32_64)
+@emitter("PowFusion", NUMBERS_32_64)
+@emitter("Equal", (*NUMBERS_32_64, np.bool_))
+@emitter("Less", NUMBERS_32_64)
+@emitter("Greater", NUMBERS_32_64)
+@emitter("ExpFusion", FLOATS_32_64)
+@emitter("Log", FLOATS_32_64)
+@emitter("Sqrt", FLOATS_32_64)
+@emitter("Neg", NUMBERS_32_64)
+@emitter("Abs", NUMBERS_32_64)
 @emitter("Erf", FLOAT32)
 @emitter("Where", (np.bool_,))  # the condition's dtype
 def same(ctx: NodeContext) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lite.delegates.onnxruntime.emitters.activation import with_activation
-from lite.delegates.onnxruntime.emitters.registry import FLOATS, emitter
+from lite.delegates.onnxruntime.emitters.registry import emitter
+from lite.ops.dtypes import FLOATS_32_64
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
 
 
-@emitter("MatMulFusion", FLOATS)
+@emitter("MatMulFusion", FLOATS_32_64)
 def matmul(ctx: NodeContext) -> None:
     trans_a, trans_b = bool(ctx.attrs["transpose_a"]), bool(ctx.attrs["transpose_b"])
     if ctx.rank(0) == 2 and ctx.rank(1) == 2:

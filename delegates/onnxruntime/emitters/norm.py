@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lite.delegates.onnxruntime.emitters.registry import FLOAT32, FLOATS, emitter
+from lite.delegates.onnxruntime.emitters.registry import emitter
+from lite.ops.dtypes import FLOAT32, FLOATS_32_64
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
 
 
-@emitter("BatchNorm", FLOATS)
+@emitter("BatchNorm", FLOATS_32_64)
 def batch_norm(ctx: NodeContext) -> None:
     ctx.op("BatchNormalization", ctx.inputs(), ctx.output(), epsilon=float(ctx.attrs["epsilon"]))
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lite.delegates.onnxruntime.emitters.common import dilations, window_attrs
-from lite.delegates.onnxruntime.emitters.registry import FLOAT32, emitter
+from lite.delegates.onnxruntime.emitters.registry import emitter
+from lite.ops.dtypes import FLOAT32
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lite.delegates.onnxruntime.emitters.registry import FLOATS, emitter
+from lite.delegates.onnxruntime.emitters.registry import emitter
+from lite.ops.dtypes import FLOATS_32_64
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 _REDUCE = {"MEAN": "ReduceMean", "MAX": "ReduceMax", "MIN": "ReduceMin", "SUM": "ReduceSum", "PROD": "ReduceProd"}
 
 
-@emitter("ReduceFusion", FLOATS)
+@emitter("ReduceFusion", FLOATS_32_64)
 def reduce(ctx: NodeContext) -> None:
     """Opset 17: ReduceSum takes its axes as an input, the others as an attribute."""
     mode, axes = ctx.attrs["reduce_mode"], [int(a) for a in ctx.attrs["axes"]]
@@ -49,11 +50,11 @@ def _normalization(ctx: NodeContext, log: bool) -> None:
         ctx.op("Div", [exps, total], ctx.output())
 
 
-@emitter("Softmax", FLOATS)
+@emitter("Softmax", FLOATS_32_64)
 def softmax(ctx: NodeContext) -> None:
     _normalization(ctx, log=False)
 
 
-@emitter("LogSoftmax", FLOATS)
+@emitter("LogSoftmax", FLOATS_32_64)
 def log_softmax(ctx: NodeContext) -> None:
     _normalization(ctx, log=True)

@@ -7,8 +7,10 @@ the same way::
     def conv(ctx: NodeContext) -> None:
         ...
 
-``dtypes`` lists the dtypes of the first present input onnxruntime runs the op for; a
-kernel on another dtype stays native. Registering a primitive type twice raises.
+``dtypes`` lists the dtypes of the first present input onnxruntime runs the op for, usually
+a group of ``lite.ops.dtypes`` (onnxruntime's CPU kernels lack float16 and the narrow integers
+for most math: the ``*_32_64`` groups); a kernel on another dtype stays native. Registering a
+primitive type twice raises.
 """
 
 from __future__ import annotations
@@ -19,16 +21,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lite.ops.dtypes import FLOAT32
+
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
 
 Emitter = Callable[["NodeContext"], None]
-
-FLOATS = (np.float32, np.float64)
-FLOAT32 = (np.float32,)
-INTS = (np.int32, np.int64)
-NUMBERS = FLOATS + INTS
-ALL = NUMBERS + (np.float16, np.int8, np.uint8, np.int16, np.bool_)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,17 @@ import numpy as np
 from onnx import numpy_helper
 
 from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
-from lite.delegates.onnxruntime.emitters.registry import ALL, emitter
+from lite.delegates.onnxruntime.emitters.registry import emitter
+from lite.ops.dtypes import ALL
+from lite.ops.padding import PADDING_MODES
+from lite.ops.slicing import INT64_MAX
+from lite.ops.split import explicit_split_sizes
 from lite.schema.graph import DTYPES
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
 
-INT64_MAX = 2**63 - 1
-_PADDING_MODES = {"CONSTANT": "constant", "REFLECT": "reflect", "EDGE": "edge"}
+_PADDING_MODES = {mode: mode.lower() for mode in PADDING_MODES}  # ONNX's names are lower case
 
 
 def _axes(ctx: NodeContext) -> list[str]:
@@ -81,10 +84,7 @@ def _uneven_sizes(ctx: NodeContext) -> list[int]:
     divides evenly or is not known yet (ONNX Split then divides it at run time)."""
     n, axis = len(ctx.kernel.outputs), int(ctx.attrs["axis"])
     dim = ctx.dim(0, axis) if -ctx.rank(0) <= axis < ctx.rank(0) else -1
-    if dim < 0 or dim % n == 0:
-        return []
-    part = -(-dim // n)
-    return [min(part, max(dim - i * part, 0)) for i in range(n)]
+    return explicit_split_sizes(dim, n)
 
 
 @emitter("Gather", ALL)

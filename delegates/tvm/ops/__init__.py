@@ -15,6 +15,7 @@ Importing this package imports tvm.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,10 +24,11 @@ import numpy as np
 from tvm import relax, tirx
 
 from lite.kernel import Kernel
+from lite.ops.activation import FUSED_ACTIVATIONS, FUSED_CLIPS
+from lite.ops.dtypes import FLOAT32
 from lite.tensor import Tensor
 
-DTYPES = (np.dtype(np.float32),)  # what the delegate compiles (the data tensors of a partition)
-FUSED_ACTIVATIONS = ("NO_ACTIVATION", "RELU", "RELU6")
+DTYPES = FLOAT32  # what the delegate compiles (the data tensors of a partition)
 
 Dim = int | tirx.Expr
 Check = Callable[[Kernel, Mapping[str, Any]], str | None]
@@ -177,11 +179,21 @@ def fused_activation(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
 
 
 def activate(expr: relax.Expr, kind: str) -> relax.Expr:
-    """``expr`` followed by a fused activation (NO_ACTIVATION, RELU, RELU6)."""
-    if kind == "RELU":
+    """``expr`` followed by a fused activation (NO_ACTIVATION, or a clip ``FUSED_CLIPS`` bounds)."""
+    bounds = FUSED_CLIPS.get(kind)
+    return expr if bounds is None else clip(expr, *bounds)
+
+
+def clip(expr: relax.Expr, low: float, high: float) -> relax.Expr:
+    """min(max(expr, low), high), as numpy clips; an infinite bound is no bound."""
+    if (low, high) == FUSED_CLIPS["RELU"]:
         return relax.op.nn.relu(expr)
-    if kind == "RELU6":
-        return relax.op.clip(expr, 0.0, 6.0)
+    if -math.inf < low <= high < math.inf:
+        return relax.op.clip(expr, low, high)
+    if low > -math.inf:
+        expr = relax.op.maximum(expr, relax.const(low, "float32"))
+    if high < math.inf:
+        expr = relax.op.minimum(expr, relax.const(high, "float32"))
     return expr
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 
 from tvm import relax
 
-from lite.delegates.tvm.ops import Node, emitter
+from lite.delegates.tvm.ops import Node, activate, clip, emitter
+from lite.ops.activation import FUSED_ACTIVATIONS
+
+Lower = Callable[[Node, relax.Expr], relax.Expr]
+
+
+def _fused(kind: str) -> Lower:
+    """A fused activation type as an Activation of its own: the same clip."""
+    return lambda node, x: activate(x, kind)
 
 
 def _leaky_relu(node: Node, x: relax.Expr) -> relax.Expr:
@@ -25,26 +33,14 @@ def _hard_swish(node: Node, x: relax.Expr) -> relax.Expr:
     return relax.op.multiply(gate, x)
 
 
-def _clip(node: Node, x: relax.Expr) -> relax.Expr:
-    """min(max(x, min_val), max_val); an infinite bound is no bound (Relax clip takes finite ones)."""
-    low, high = float(node.attrs["min_val"]), float(node.attrs["max_val"])
-    if low > -math.inf:
-        x = relax.op.maximum(x, node.g.const(low))
-    if high < math.inf:
-        x = relax.op.minimum(x, node.g.const(high))
-    return x
-
-
-ACTIVATIONS = {
-    "NO_ACTIVATION": lambda node, x: x,
-    "RELU": lambda node, x: relax.op.nn.relu(x),
-    "RELU6": lambda node, x: relax.op.clip(x, 0.0, 6.0),
+ACTIVATIONS: dict[str, Lower] = {
+    **{kind: _fused(kind) for kind in FUSED_ACTIVATIONS},
     "LEAKY_RELU": _leaky_relu,
     "SIGMOID": lambda node, x: relax.op.sigmoid(x),
     "TANH": lambda node, x: relax.op.tanh(x),
     "HARD_SIGMOID": _hard_sigmoid,
     "HARD_SWISH": _hard_swish,
-    "CLIP": _clip,
+    "CLIP": lambda node, x: clip(x, float(node.attrs["min_val"]), float(node.attrs["max_val"])),
 }
 
 

@@ -1,7 +1,7 @@
 """Conv2DFusion and Conv2dTransposeFusion -> relax.op.nn.conv2d / conv2d_transpose (NCHW).
 
-Pads follow the native kernels (lite.kernels.window): ``pad_list`` is [top, left, bottom,
-right], SAME_* pads are computed from the static spatial size; Relax takes the same order.
+Pads are ``lite.ops.geometry``'s: ``pad_list`` is [top, left, bottom, right], SAME_* pads are
+computed from the static spatial size; Relax takes the same order.
 """
 
 from __future__ import annotations
@@ -13,13 +13,7 @@ from tvm import relax
 
 from lite.delegates.tvm.ops import Node, activate, emitter, fused_activation
 from lite.kernel import Kernel
-from lite.kernels.window import effective, window_pads
-
-
-def pair(attrs: Mapping[str, Any], name: str) -> tuple[int, int]:
-    """A per-axis attribute (stride, dilation); empty means 1 on both axes."""
-    values = tuple(int(v) for v in attrs.get(name) or ())
-    return values if values else (1, 1)
+from lite.ops.geometry import per_axis, transposed_pads, window_pads
 
 
 def check_conv(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
@@ -39,7 +33,7 @@ def geometry(node: Node) -> tuple[list[int], list[int], tuple[int, int], tuple[i
     """A convolution's static spatial input size, weight shape, strides and dilation."""
     size = [node.g.static(d, "a convolution's spatial size") for d in node.shape(0)[2:]]
     weight = [node.g.static(d, "a convolution weight's shape") for d in node.shape(1)]
-    return size, weight, pair(node.attrs, "stride"), pair(node.attrs, "dilation")
+    return size, weight, per_axis(node.attrs.get("stride")), per_axis(node.attrs.get("dilation"))
 
 
 @emitter("Conv2DFusion", check=check_conv)
@@ -53,27 +47,14 @@ def conv2d(node: Node) -> relax.Expr:
     return with_bias(node, y)
 
 
-def transpose_pads(attrs: Mapping[str, Any], size: list[int], kernel: list[int], strides: tuple[int, int],
-                   dilation: tuple[int, int], output_padding: tuple[int, int]) -> tuple[list[int], list[int]]:
-    """(begins, ends) of a transposed convolution; SAME pads make the output input * stride (ONNX)."""
-    mode = attrs["pad_mode"]
-    if mode not in ("SAME_UPPER", "SAME_LOWER"):
-        begins, ends = window_pads(mode, attrs["pad_list"], size, kernel, strides, dilation)
-        return list(begins), list(ends)
-    full = [s * (n - 1) + p + effective(k, d)
-            for n, k, s, d, p in zip(size, kernel, strides, dilation, output_padding, strict=True)]
-    totals = [max(0, f - n * s) for f, n, s in zip(full, size, strides, strict=True)]
-    begins = [t // 2 if mode == "SAME_UPPER" else t - t // 2 for t in totals]
-    return begins, [t - b for t, b in zip(totals, begins, strict=True)]
-
-
 @emitter("Conv2dTransposeFusion", check=check_conv)
 def conv2d_transpose(node: Node) -> relax.Expr:
     """Weight (C, O/group, KH, KW) is Relax's IOHW layout."""
     attrs = node.attrs
     size, weight, strides, dilation = geometry(node)
     output_padding = tuple(int(v) for v in attrs.get("output_paddings") or ()) or (0, 0)
-    begins, ends = transpose_pads(attrs, size, weight[2:], strides, dilation, output_padding)
+    begins, ends = transposed_pads(attrs["pad_mode"], attrs["pad_list"], size, weight[2:], strides, dilation,
+                                   output_padding)
     y = relax.op.nn.conv2d_transpose(node.x(0), node.x(1), strides=strides, padding=(*begins, *ends),
                                      output_padding=output_padding, dilation=dilation,
                                      groups=int(attrs["group"]), kernel_layout="IOHW")

@@ -6,11 +6,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 from tvm import relax
 
 from lite.delegates.tvm.ops import Node, emitter
 from lite.kernel import Kernel
+from lite.ops.norm import batchnorm_affine, lrn_window
 
 
 def check_channels(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
@@ -24,11 +24,9 @@ def batch_norm(node: Node) -> relax.Expr:
     """x * multiplier + offset per channel; constant statistics fold in float64 as the native kernel does."""
     rank, eps = len(node.shape(0)), float(node.attrs["epsilon"])
     channel = (1, -1) + (1,) * (rank - 2)
-    values = [node.value(i) for i in range(1, 5)]
     if all(t.is_const for t in node.kernel.inputs[1:]):
-        scale, bias, mean, var = (v.astype(np.float64) for v in values)
-        multiplier = scale / np.sqrt(var + eps)
-        mul, off = node.g.const(multiplier.reshape(channel)), node.g.const((bias - mean * multiplier).reshape(channel))
+        multiplier, offset = batchnorm_affine(*(node.value(i) for i in range(1, 5)), eps)
+        mul, off = node.g.const(multiplier.reshape(channel)), node.g.const(offset.reshape(channel))
     else:
         scale, bias, mean, var = (relax.op.reshape(node.x(i), channel) for i in range(1, 5))
         mul = relax.op.divide(scale, relax.op.sqrt(relax.op.add(var, node.g.const(eps))))
@@ -41,7 +39,7 @@ def lrn(node: Node) -> relax.Expr:
     """x / (bias + alpha / size * window sum of x^2) ** beta, the window sum as an average pool.
 
     The squares are viewed as (N, 1, C, rest) and pooled over C with a (size, 1) window padded
-    (size - 1) // 2 before and size // 2 after; counting the pads, the average is sum / size.
+    as ``lrn_window`` reaches before and after; counting the pads, the average is sum / size.
     """
     g, attrs = node.g, node.attrs
     shape = node.shape(0)
@@ -50,7 +48,8 @@ def lrn(node: Node) -> relax.Expr:
     size = int(attrs["size"])
     x = node.x(0)
     squares = relax.op.reshape(relax.op.multiply(x, x), (shape[0], 1, channels, rest))
-    window = relax.op.nn.avg_pool2d(squares, (size, 1), (1, 1), ((size - 1) // 2, 0, size // 2, 0),
+    before, after = lrn_window(size)
+    window = relax.op.nn.avg_pool2d(squares, (size, 1), (1, 1), (before, 0, after, 0),
                                     count_include_pad=True)
     window = relax.op.reshape(window, shape)
     base = relax.op.add(relax.op.multiply(window, g.const(float(attrs["alpha"]))), g.const(float(attrs["bias"])))

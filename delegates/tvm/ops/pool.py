@@ -13,9 +13,8 @@ from typing import Any
 from tvm import relax
 
 from lite.delegates.tvm.ops import Node, emitter
-from lite.delegates.tvm.ops.conv import pair
 from lite.kernel import Kernel
-from lite.kernels.window import window_pads
+from lite.ops.geometry import ceil_rounds, per_axis, window_pads
 
 
 def check_pool(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
@@ -32,12 +31,11 @@ def pool(node: Node) -> relax.Expr:
         return (relax.op.max if is_max else relax.op.mean)(x, axis=[2, 3], keepdims=True)
     size = [g.static(d, "a pool's spatial size") for d in node.shape(0)[2:]]
     kernel_size = tuple(int(k) for k in attrs["kernel_size"])
-    strides = pair(attrs, "strides")
-    dilation = pair(attrs, "dilation") if is_max else (1, 1)
+    strides = per_axis(attrs.get("strides"))
+    dilation = per_axis(attrs.get("dilation")) if is_max else (1, 1)
     mode = attrs["pad_mode"]
     begins, ends = window_pads(mode, attrs["pad_list"], size, kernel_size, strides, dilation)
-    # NOTE: SAME pads already give ceil(input / stride) outputs; round_mode applies to PAD and VALID (ONNX).
-    ceil = attrs["round_mode"] == "CEIL" and mode in ("PAD", "VALID")
+    ceil = ceil_rounds(attrs["round_mode"], mode)
     op = relax.op.nn.max_pool2d if is_max else relax.op.nn.avg_pool2d
     return op(x, kernel_size, strides, (*begins, *ends), dilation, ceil_mode=ceil,
               count_include_pad=bool(attrs.get("count_include_pad", False)))

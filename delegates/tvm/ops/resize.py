@@ -16,6 +16,7 @@ from tvm import relax
 
 from lite.delegates.tvm.ops import Node, emitter
 from lite.kernel import Kernel
+from lite.ops.resize import resize_scale, resized_dim
 
 MODES = {"HALF_PIXEL": "half_pixel", "ASYMMETRIC": "asymmetric", "ALIGN_CORNERS": "align_corners",
          "PYTORCH_HALF_PIXEL": "pytorch_half_pixel"}
@@ -40,11 +41,11 @@ def plan(kernel: Kernel, attrs: Mapping[str, Any]) -> tuple[list[int] | None, st
         return None, None  # decided when shapes are known
     if sizes is not None:
         dims = [int(d) for d in sizes.reshape(-1)]
-        ratios = [np.float32(d) / np.float32(n) for d, n in zip(dims, shape, strict=True)]
+        ratios = [resize_scale(n, d) for d, n in zip(dims, shape, strict=True)]
     else:
         ratios = [np.float32(s) for s in scales.reshape(-1)]
-        dims = [int(np.float32(n) * s) for n, s in zip(shape, ratios, strict=True)]
-        exact = [np.float32(d) / np.float32(n) for d, n in zip(dims, shape, strict=True)]
+        dims = [resized_dim(n, s) for n, s in zip(shape, ratios, strict=True)]
+        exact = [resize_scale(n, d) for d, n in zip(dims, shape, strict=True)]
         if any(abs(e - r) > 1e-6 * r for e, r in zip(exact, ratios, strict=True)):
             return None, (f"Resize with scales {[float(r) for r in ratios]} on {list(shape)}: the output size is "
                           "not the input size times the scale, and Relax derives coordinates from sizes; "

@@ -17,7 +17,10 @@ from tvm import relax, tirx, topi
 
 from lite.delegates.tvm.ops import Dim, Node, emitter
 from lite.kernel import Kernel
-from lite.kernels.shape import clamped_slice
+from lite.ops.broadcast import expand_shape
+from lite.ops.padding import begins_ends, kept
+from lite.ops.slicing import clamped_slice
+from lite.ops.split import split_offsets, split_sizes
 
 
 def is_batch(node: Node, dim: Dim) -> bool:
@@ -57,12 +60,7 @@ def reshape(node: Node) -> relax.Expr:
 @emitter("BroadcastTo", shapes=(1,))
 def broadcast_to(node: Node) -> relax.Expr:
     """ONNX Expand: the input broadcast with the target shape (both ways, numpy rules)."""
-    shape, target = node.shape(0), node.ints(1)
-    rank = max(len(shape), len(target))
-    dims: list[Dim] = []
-    for s, t in zip([1] * (rank - len(shape)) + shape, [1] * (rank - len(target)) + target, strict=True):
-        keep = t == 1 or is_batch(node, s) and t == node.g.batch_value
-        dims.append(s if keep else t)
+    dims = expand_shape(node.shape(0), node.ints(1), lambda s, t: is_batch(node, s) and t == node.g.batch_value)
     return relax.op.broadcast_to(node.x(0), dims)
 
 
@@ -111,12 +109,12 @@ def pad(node: Node) -> relax.Expr:
     """CONSTANT, REFLECT or EDGE; negative pads crop first."""
     shape, pads = node.shape(0), node.ints(1)
     rank = len(shape)
-    begins, ends = pads[:rank], pads[rank:]
+    begins, ends = begins_ends(pads, rank)
     x = node.x(0)
     if min(pads) < 0:
         axes = [a for a in range(rank) if begins[a] < 0 or ends[a] < 0]
-        stops = [node.g.static(shape[a], "a cropped dim") + min(ends[a], 0) for a in axes]
-        x = node.g.bb.emit(relax.op.strided_slice(x, axes, [max(-begins[a], 0) for a in axes], stops,
+        spans = [kept(node.g.static(shape[a], "a cropped dim"), begins[a], ends[a]) for a in axes]
+        x = node.g.bb.emit(relax.op.strided_slice(x, axes, [s.start for s in spans], [s.stop for s in spans],
                                                   assume_inbound=True))
         begins, ends = [max(b, 0) for b in begins], [max(e, 0) for e in ends]
     if not any(begins) and not any(ends):
@@ -155,12 +153,8 @@ def split(node: Node) -> list[relax.Expr]:
     shape = node.shape(0)
     axis = int(node.attrs["axis"]) % len(shape)
     dim = node.g.static(shape[axis], "a split dim")
-    sizes = [int(s) for s in node.attrs["size_splits"]]
-    if not sizes:
-        part = -(-dim // len(node.kernel.outputs))
-        sizes = [min(part, max(dim - i * part, 0)) for i in range(len(node.kernel.outputs))]
-    bounds = list(np.cumsum(sizes)[:-1])
-    parts = node.g.bb.emit(relax.op.split(node.x(0), [int(b) for b in bounds], axis=axis))
+    sizes = [int(s) for s in node.attrs["size_splits"]] or split_sizes(dim, len(node.kernel.outputs))
+    parts = node.g.bb.emit(relax.op.split(node.x(0), split_offsets(sizes)[1:-1], axis=axis))
     return [relax.TupleGetItem(parts, i) for i in range(len(sizes))]
 
 

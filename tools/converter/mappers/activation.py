@@ -1,4 +1,5 @@
-"""Activations -> the Activation primitive (Clip(0, 6) is RELU6, Clip(0, inf) is RELU)."""
+"""Activations -> the Activation primitive (a Clip that is a fused activation, such as Clip(0, 6),
+becomes that one: RELU6)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 
 import numpy as np
 
+from lite.ops.activation import clip_activation
 from lite.tools.converter.context import NodeContext
 from lite.tools.converter.registry import mapper
 
@@ -15,43 +17,43 @@ def _activation(ctx: NodeContext, activation_type: str, **params: float) -> None
 
 
 @mapper("Relu", since=1)
-def relu(ctx: NodeContext) -> None:
+def relu_v1(ctx: NodeContext) -> None:
     _activation(ctx, "RELU")
 
 
 @mapper("LeakyRelu", since=1)
-def leaky_relu(ctx: NodeContext) -> None:
+def leaky_relu_v1(ctx: NodeContext) -> None:
     _activation(ctx, "LEAKY_RELU", alpha=float(ctx.attr("alpha", 0.01)))
 
 
 @mapper("Sigmoid", since=1)
-def sigmoid(ctx: NodeContext) -> None:
+def sigmoid_v1(ctx: NodeContext) -> None:
     _activation(ctx, "SIGMOID")
 
 
 @mapper("Tanh", since=1)
-def tanh(ctx: NodeContext) -> None:
+def tanh_v1(ctx: NodeContext) -> None:
     _activation(ctx, "TANH")
 
 
 @mapper("HardSigmoid", since=1)
-def hard_sigmoid(ctx: NodeContext) -> None:
+def hard_sigmoid_v1(ctx: NodeContext) -> None:
     _activation(ctx, "HARD_SIGMOID", alpha=float(ctx.attr("alpha", 0.2)), beta=float(ctx.attr("beta", 0.5)))
 
 
 @mapper("HardSwish", since=14)
-def hard_swish(ctx: NodeContext) -> None:
+def hard_swish_v14(ctx: NodeContext) -> None:
     _activation(ctx, "HARD_SWISH")
 
 
 @mapper("Clip", since=1)
-def clip_attrs(ctx: NodeContext) -> None:
+def clip_v1(ctx: NodeContext) -> None:
     """Opset < 11: bounds are the ``min``/``max`` attributes."""
     _clip(ctx, float(ctx.attr("min", -math.inf)), float(ctx.attr("max", math.inf)))
 
 
 @mapper("Clip", since=11)
-def clip_inputs(ctx: NodeContext) -> None:
+def clip_v11(ctx: NodeContext) -> None:
     """Opset 11+: bounds are optional inputs, which must be constants."""
     low = _bound(ctx, 1, "min", -math.inf)
     _clip(ctx, low, _bound(ctx, 2, "max", math.inf))
@@ -67,9 +69,8 @@ def _bound(ctx: NodeContext, i: int, what: str, default: float) -> float:
 
 
 def _clip(ctx: NodeContext, low: float, high: float) -> None:
-    if low == 0.0 and high == 6.0:
-        _activation(ctx, "RELU6")
-    elif low == 0.0 and high == math.inf:
-        _activation(ctx, "RELU")
+    kind = clip_activation(low, high)
+    if kind is not None:
+        _activation(ctx, kind)
     else:
         _activation(ctx, "CLIP", min_val=low, max_val=high)

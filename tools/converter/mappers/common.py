@@ -6,7 +6,8 @@ from typing import Any
 
 from lite.tools.converter.context import NodeContext
 
-PAD_MODES = {"NOTSET": "PAD", "SAME_UPPER": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}
+# ONNX auto_pad -> pad_mode (one of lite.ops.geometry.PAD_MODES)
+AUTO_PADS = {"NOTSET": "PAD", "SAME_UPPER": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}
 
 
 def same(ctx: NodeContext, op_type: str, attrs: dict[str, Any] | None = None) -> None:
@@ -29,10 +30,10 @@ def ints(ctx: NodeContext, name: str, default: list[int] | None, length: int) ->
 def pad_attrs(ctx: NodeContext) -> dict[str, Any]:
     """``pad_mode`` and ``pad_list`` ([top, left, bottom, right]) from auto_pad/pads."""
     auto_pad = ctx.attr("auto_pad", "NOTSET")
-    if auto_pad not in PAD_MODES:
-        ctx.unsupported(f"auto_pad={auto_pad!r} is not one of {sorted(PAD_MODES)}")
+    if auto_pad not in AUTO_PADS:
+        ctx.unsupported(f"auto_pad={auto_pad!r} is not one of {sorted(AUTO_PADS)}")
     pads = ints(ctx, "pads", [0, 0, 0, 0], 4) if auto_pad == "NOTSET" else [0, 0, 0, 0]
-    return {"pad_mode": PAD_MODES[auto_pad], "pad_list": pads}
+    return {"pad_mode": AUTO_PADS[auto_pad], "pad_list": pads}
 
 
 def require_2d(ctx: NodeContext, rank: int | None, what: str) -> None:

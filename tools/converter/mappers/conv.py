@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lite.ops.geometry import split_totals, transposed_extent
 from lite.tools.converter.context import NodeContext
 from lite.tools.converter.mappers.common import ints, pad_attrs, require_2d
 from lite.tools.converter.registry import mapper
@@ -33,7 +34,7 @@ def _inputs(ctx: NodeContext) -> list[int]:
 
 
 @mapper("Conv", since=1)
-def conv(ctx: NodeContext) -> None:
+def conv_v1(ctx: NodeContext) -> None:
     inputs, w = _inputs(ctx), _weight_shape(ctx)
     attrs = _conv_attrs(ctx, w)
     attrs.update(in_channel=w[1] * attrs["group"], out_channel=w[0])
@@ -41,7 +42,7 @@ def conv(ctx: NodeContext) -> None:
 
 
 @mapper("ConvTranspose", since=1)
-def conv_transpose(ctx: NodeContext) -> None:
+def conv_transpose_v1(ctx: NodeContext) -> None:
     inputs, w = _inputs(ctx), _weight_shape(ctx)
     attrs = _conv_attrs(ctx, w)
     attrs.update(in_channel=w[0], out_channel=w[1] * attrs["group"],
@@ -57,13 +58,9 @@ def _pads_for_output_shape(ctx: NodeContext, attrs: dict[str, Any]) -> list[int]
     x = ctx.shape(0)
     if x is None or len(x) != 4 or min(x[2:]) < 0:
         ctx.unsupported("output_shape needs a static input height and width; set them with --input-shape")
-    begin, end = [], []
-    for k in range(2):
-        kernel = (attrs["kernel_size"][k] - 1) * attrs["dilation"][k] + 1
-        total = attrs["stride"][k] * (x[2 + k] - 1) + attrs["output_paddings"][k] + kernel - target[k]
-        if total < 0:
-            ctx.unsupported(f"output_shape {target} is larger than the transposed convolution produces")
-        upper = ctx.attr("auto_pad", "NOTSET") == "SAME_UPPER"
-        begin.append(total // 2 if upper else total - total // 2)
-        end.append(total - begin[-1])
-    return begin + end
+    axes = (x[2:], attrs["kernel_size"], attrs["stride"], attrs["dilation"], attrs["output_paddings"], target)
+    totals = [transposed_extent(*args) - size for *args, size in zip(*axes, strict=True)]
+    if min(totals) < 0:
+        ctx.unsupported(f"output_shape {target} is larger than the transposed convolution produces")
+    begins, ends = split_totals(totals, ctx.attr("auto_pad", "NOTSET"))
+    return [*begins, *ends]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lite.ops.broadcast import legacy_broadcast_shape
 from lite.tools.converter.context import NodeContext
 from lite.tools.converter.mappers.common import same
 from lite.tools.converter.registry import mapper
@@ -20,7 +21,7 @@ _BINARY = {"Add": "AddFusion", "Sub": "SubFusion", "Mul": "MulFusion", "Div": "D
 @mapper("Equal", since=7)
 @mapper("Less", since=7)
 @mapper("Greater", since=7)
-def binary(ctx: NodeContext) -> None:
+def binary_v7(ctx: NodeContext) -> None:
     ctx.emit(_BINARY[ctx.node.op_type], {}, [ctx.input(0), ctx.input(1)])
 
 
@@ -32,7 +33,7 @@ def binary(ctx: NodeContext) -> None:
 @mapper("Equal", since=1)
 @mapper("Less", since=1)
 @mapper("Greater", since=1)
-def legacy_binary(ctx: NodeContext) -> None:
+def binary_v1(ctx: NodeContext) -> None:
     """Opset < 7: with broadcast=1 and ``axis``, B lines up with A from ``axis`` on."""
     b = ctx.input(1)
     if ctx.attr("broadcast", 0) and ctx.has_attr("axis"):
@@ -45,8 +46,7 @@ def _align(ctx: NodeContext, b: int) -> int:
     a_rank, b_shape = ctx.rank(0), ctx.shape(1)
     if a_rank is None or b_shape is None:
         ctx.unsupported("legacy broadcast with axis needs the ranks of both inputs; set --input-shape")
-    axis = int(ctx.attr("axis")) % a_rank
-    shape = (*b_shape, *[1] * (a_rank - axis - len(b_shape)))
+    shape = legacy_broadcast_shape(b_shape, a_rank, int(ctx.attr("axis")) % a_rank)
     if len(shape) == len(b_shape):
         return b
     value = ctx.const(1)
@@ -61,50 +61,50 @@ def _align(ctx: NodeContext, b: int) -> int:
 
 
 @mapper("Sum", since=1)
-def sum_(ctx: NodeContext) -> None:
+def sum_v1(ctx: NodeContext) -> None:
     same(ctx, "AddN")
 
 
 @mapper("Max", since=1)
-def max_(ctx: NodeContext) -> None:
+def max_v1(ctx: NodeContext) -> None:
     same(ctx, "Maximum")
 
 
 @mapper("Min", since=1)
-def min_(ctx: NodeContext) -> None:
+def min_v1(ctx: NodeContext) -> None:
     same(ctx, "Minimum")
 
 
 @mapper("Where", since=9)
-def where(ctx: NodeContext) -> None:
+def where_v9(ctx: NodeContext) -> None:
     same(ctx, "Where")
 
 
 @mapper("Exp", since=1)
-def exp(ctx: NodeContext) -> None:
+def exp_v1(ctx: NodeContext) -> None:
     same(ctx, "ExpFusion")
 
 
 @mapper("Log", since=1)
-def log(ctx: NodeContext) -> None:
+def log_v1(ctx: NodeContext) -> None:
     same(ctx, "Log")
 
 
 @mapper("Sqrt", since=1)
-def sqrt(ctx: NodeContext) -> None:
+def sqrt_v1(ctx: NodeContext) -> None:
     same(ctx, "Sqrt")
 
 
 @mapper("Neg", since=1)
-def neg(ctx: NodeContext) -> None:
+def neg_v1(ctx: NodeContext) -> None:
     same(ctx, "Neg")
 
 
 @mapper("Abs", since=1)
-def abs_(ctx: NodeContext) -> None:
+def abs_v1(ctx: NodeContext) -> None:
     same(ctx, "Abs")
 
 
 @mapper("Erf", since=9)
-def erf(ctx: NodeContext) -> None:
+def erf_v9(ctx: NodeContext) -> None:
     same(ctx, "Erf")

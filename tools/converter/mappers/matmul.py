@@ -9,12 +9,12 @@ from lite.tools.converter.registry import mapper
 
 
 @mapper("MatMul", since=1)
-def matmul(ctx: NodeContext) -> None:
+def matmul_v1(ctx: NodeContext) -> None:
     ctx.emit("MatMulFusion", {}, [ctx.input(0), ctx.input(1)])
 
 
 @mapper("Gemm", since=1)
-def gemm(ctx: NodeContext) -> None:
+def gemm_v1(ctx: NodeContext) -> None:
     """alpha scales B and beta scales C: folded into constants, else a MulFusion node each."""
     alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
     b = _scaled(ctx, 1, alpha)

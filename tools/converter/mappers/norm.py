@@ -7,7 +7,7 @@ from lite.tools.converter.registry import mapper
 
 
 @mapper("BatchNormalization", since=1)
-def batch_normalization(ctx: NodeContext) -> None:
+def batch_normalization_v1(ctx: NodeContext) -> None:
     if ctx.attr("training_mode", 0) or any(ctx.output_used(j) for j in range(1, 5)):
         ctx.unsupported("training mode (running statistics outputs) is not supported; export in eval mode")
     if not ctx.attr("spatial", 1):
@@ -17,7 +17,7 @@ def batch_normalization(ctx: NodeContext) -> None:
 
 
 @mapper("LRN", since=1)
-def lrn(ctx: NodeContext) -> None:
+def lrn_v1(ctx: NodeContext) -> None:
     attrs = {
         "size": int(ctx.attr("size")),
         "alpha": float(ctx.attr("alpha", 1e-4)),

@@ -20,7 +20,7 @@ def _pool_attrs(ctx: NodeContext) -> dict[str, Any]:
 
 
 @mapper("MaxPool", since=1)
-def max_pool(ctx: NodeContext) -> None:
+def max_pool_v1(ctx: NodeContext) -> None:
     if ctx.output_used(1):
         ctx.unsupported("the Indices output (opset 8+) is not supported; use only the pooled values")
     attrs = _pool_attrs(ctx)
@@ -29,7 +29,7 @@ def max_pool(ctx: NodeContext) -> None:
 
 
 @mapper("AveragePool", since=1)
-def average_pool(ctx: NodeContext) -> None:
+def average_pool_v1(ctx: NodeContext) -> None:
     attrs = _pool_attrs(ctx)
     dilations = ints(ctx, "dilations", [1, 1], 2)
     if dilations != [1, 1]:
@@ -51,10 +51,10 @@ def _global_pool(ctx: NodeContext, pool_type: str, reduce_mode: str) -> None:
 
 
 @mapper("GlobalAveragePool", since=1)
-def global_average_pool(ctx: NodeContext) -> None:
+def global_average_pool_v1(ctx: NodeContext) -> None:
     _global_pool(ctx, "AvgPoolFusion", "MEAN")
 
 
 @mapper("GlobalMaxPool", since=1)
-def global_max_pool(ctx: NodeContext) -> None:
+def global_max_pool_v1(ctx: NodeContext) -> None:
     _global_pool(ctx, "MaxPoolFusion", "MAX")

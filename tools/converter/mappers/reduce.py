@@ -20,7 +20,7 @@ def _reduce(ctx: NodeContext, axes: list[int], noop_with_empty_axes: bool = Fals
 @mapper("ReduceMin", since=1)
 @mapper("ReduceSum", since=1)
 @mapper("ReduceProd", since=1)
-def reduce_attr_axes(ctx: NodeContext) -> None:
+def reduce_v1(ctx: NodeContext) -> None:
     """``axes`` attribute (ReduceSum before 13, the others before 18); empty = every axis."""
     _reduce(ctx, ctx.attr("axes", []))
 
@@ -30,7 +30,7 @@ def reduce_attr_axes(ctx: NodeContext) -> None:
 @mapper("ReduceMax", since=18)
 @mapper("ReduceMin", since=18)
 @mapper("ReduceProd", since=18)
-def reduce_input_axes(ctx: NodeContext) -> None:
+def reduce_v13(ctx: NodeContext) -> None:
     """``axes`` is an optional input, which must be a constant."""
     axes = ctx.const_input(1, "reduction axes").reshape(-1).tolist() if ctx.has_input(1) else []
     _reduce(ctx, axes, bool(ctx.attr("noop_with_empty_axes", 0)))
@@ -52,5 +52,5 @@ def softmax_v1(ctx: NodeContext) -> None:
 
 @mapper("Softmax", since=13)
 @mapper("LogSoftmax", since=13)
-def softmax(ctx: NodeContext) -> None:
+def softmax_v13(ctx: NodeContext) -> None:
     ctx.emit(ctx.node.op_type, {"axis": [int(ctx.attr("axis", -1))]}, [ctx.input(0)])

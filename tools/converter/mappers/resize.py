@@ -44,12 +44,12 @@ def upsample_v7(ctx: NodeContext) -> None:
 
 @mapper("Upsample", since=9)
 @mapper("Resize", since=10)
-def upsample(ctx: NodeContext) -> None:
+def upsample_v9(ctx: NodeContext) -> None:
     _legacy(ctx, ctx.input(1))
 
 
 @mapper("Resize", since=11)
-def resize(ctx: NodeContext) -> None:
+def resize_v11(ctx: NodeContext) -> None:
     """Opset 11+: roi (unused) is dropped, an empty scales input means sizes are given."""
     _check_supported(ctx)
     attrs = {

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from lite.ops.padding import PADDING_MODES
+from lite.ops.slicing import INT64_MAX
+from lite.ops.split import explicit_split_sizes
 from lite.schema.graph import DTYPE_NAMES
 from lite.tools.converter.context import NodeContext
 from lite.tools.converter.mappers.common import same
 from lite.tools.converter.onnx_graph import LITE_DTYPES, ONNX_TYPE_NAMES
 from lite.tools.converter.registry import mapper
 
-INT64_MAX = 2**63 - 1
-_PADDING_MODES = {"constant": "CONSTANT", "reflect": "REFLECT", "edge": "EDGE"}
+_PADDING_MODES = {mode.lower(): mode for mode in PADDING_MODES}  # ONNX's names are lower case
 
 
 def _int64(values) -> np.ndarray:
@@ -26,7 +28,7 @@ def concat_v1(ctx: NodeContext) -> None:
 
 
 @mapper("Concat", since=4)
-def concat(ctx: NodeContext) -> None:
+def concat_v4(ctx: NodeContext) -> None:
     same(ctx, "Concat", {"axis": int(ctx.attr("axis"))})
 
 
@@ -38,17 +40,17 @@ def reshape_v1(ctx: NodeContext) -> None:
 
 
 @mapper("Reshape", since=5)
-def reshape(ctx: NodeContext) -> None:
+def reshape_v5(ctx: NodeContext) -> None:
     ctx.emit("Reshape", {"allowzero": bool(ctx.attr("allowzero", 0))}, [ctx.input(0), ctx.input(1)])
 
 
 @mapper("Flatten", since=1)
-def flatten(ctx: NodeContext) -> None:
+def flatten_v1(ctx: NodeContext) -> None:
     ctx.emit("Flatten", {"axis": int(ctx.attr("axis", 1))}, [ctx.input(0)])
 
 
 @mapper("Transpose", since=1)
-def transpose(ctx: NodeContext) -> None:
+def transpose_v1(ctx: NodeContext) -> None:
     ctx.emit("Transpose", {"perm": [int(p) for p in ctx.attr("perm", [])]}, [ctx.input(0)])
 
 
@@ -59,7 +61,7 @@ def squeeze_v1(ctx: NodeContext) -> None:
 
 
 @mapper("Squeeze", since=13)
-def squeeze(ctx: NodeContext) -> None:
+def squeeze_v13(ctx: NodeContext) -> None:
     """Opset 13+: optional constant ``axes`` input."""
     axes = ctx.const_input(1, "Squeeze axes").reshape(-1).tolist() if ctx.has_input(1) else []
     ctx.emit("Squeeze", {"axis": axes}, [ctx.input(0)])
@@ -71,7 +73,7 @@ def unsqueeze_v1(ctx: NodeContext) -> None:
 
 
 @mapper("Unsqueeze", since=13)
-def unsqueeze(ctx: NodeContext) -> None:
+def unsqueeze_v13(ctx: NodeContext) -> None:
     axes = ctx.const_input(1, "Unsqueeze axes").reshape(-1).tolist()
     ctx.emit("Unsqueeze", {"axis": axes}, [ctx.input(0)])
 
@@ -85,7 +87,7 @@ def _padding_mode(ctx: NodeContext) -> str:
 
 @mapper("Pad", since=1)
 @mapper("Pad", since=2)
-def pad_attrs(ctx: NodeContext) -> None:
+def pad_v1(ctx: NodeContext) -> None:
     """Opset < 11: pads (``paddings`` in opset 1) and ``value`` are attributes."""
     mode = _padding_mode(ctx)
     pads = ctx.add_const(f"{ctx.name}_pads", _int64(ctx.attr("pads" if ctx.opset >= 2 else "paddings")))
@@ -97,7 +99,7 @@ def pad_attrs(ctx: NodeContext) -> None:
 
 
 @mapper("Pad", since=11)
-def pad(ctx: NodeContext) -> None:
+def pad_v11(ctx: NodeContext) -> None:
     """Opset 11+: pads and constant_value are inputs; opset 18's ``axes`` are expanded to every axis."""
     mode = _padding_mode(ctx)
     pads = _full_rank_pads(ctx) if ctx.has_input(3) else ctx.input(1)
@@ -120,7 +122,7 @@ def _full_rank_pads(ctx: NodeContext) -> int:
 
 
 @mapper("Slice", since=1)
-def slice_attrs(ctx: NodeContext) -> None:
+def slice_v1(ctx: NodeContext) -> None:
     """Opset < 10: starts, ends and axes are attributes; they become constant inputs."""
     inputs = [ctx.input(0)]
     for name in ("starts", "ends", "axes"):
@@ -130,7 +132,7 @@ def slice_attrs(ctx: NodeContext) -> None:
 
 
 @mapper("Slice", since=10)
-def slice_(ctx: NodeContext) -> None:
+def slice_v10(ctx: NodeContext) -> None:
     same(ctx, "StridedSlice")
 
 
@@ -147,7 +149,7 @@ def split_v2(ctx: NodeContext) -> None:
 
 
 @mapper("Split", since=13)
-def split(ctx: NodeContext) -> None:
+def split_v13(ctx: NodeContext) -> None:
     """Opset 13+: sizes are an optional constant input; opset 18 adds ``num_outputs``."""
     if ctx.has_input(1):
         _split(ctx, ctx.const_input(1, "Split sizes").reshape(-1).tolist())
@@ -158,15 +160,12 @@ def split(ctx: NodeContext) -> None:
 
 
 def _uneven_sizes(ctx: NodeContext, n: int) -> list[int]:
-    """Opset 18: ceil(dim / n) per output, the last one smaller ([] when equal or unknown)."""
+    """Opset 18: ceil(dim / n) per output, the last ones smaller ([] when equal or unknown)."""
     if n != len(ctx.node.output):
         ctx.invalid(f"num_outputs={n} but the node has {len(ctx.node.output)} outputs")
     shape, axis = ctx.shape(0), int(ctx.attr("axis", 0))
     dim = shape[axis] if shape is not None and -len(shape) <= axis < len(shape) else -1
-    if dim < 0 or dim % n == 0:
-        return []
-    chunk = -(-dim // n)
-    return [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    return explicit_split_sizes(dim, n)
 
 
 def _split(ctx: NodeContext, sizes: list[int]) -> None:
@@ -175,23 +174,23 @@ def _split(ctx: NodeContext, sizes: list[int]) -> None:
 
 
 @mapper("Gather", since=1)
-def gather(ctx: NodeContext) -> None:
+def gather_v1(ctx: NodeContext) -> None:
     ctx.emit("Gather", {"axis": int(ctx.attr("axis", 0))}, [ctx.input(0), ctx.input(1)])
 
 
 @mapper("Expand", since=8)
-def expand(ctx: NodeContext) -> None:
+def expand_v8(ctx: NodeContext) -> None:
     ctx.emit("BroadcastTo", {}, [ctx.input(0), ctx.input(1)])
 
 
 @mapper("Shape", since=1)
-def shape(ctx: NodeContext) -> None:
+def shape_v1(ctx: NodeContext) -> None:
     attrs = {"start": int(ctx.attr("start", 0)), "end": int(ctx.attr("end", INT64_MAX))}
     ctx.emit("Shape", attrs, [ctx.input(0)])
 
 
 @mapper("ConstantOfShape", since=9)
-def constant_of_shape(ctx: NodeContext) -> None:
+def constant_of_shape_v9(ctx: NodeContext) -> None:
     value = np.asarray(ctx.attr("value", np.zeros(1, np.float32)))
     if value.size != 1:
         ctx.invalid(f"value must hold one element, got shape {value.shape}")
@@ -211,12 +210,12 @@ def cast_v1(ctx: NodeContext) -> None:
 
 
 @mapper("Cast", since=6)
-def cast(ctx: NodeContext) -> None:
+def cast_v6(ctx: NodeContext) -> None:
     _cast(ctx, int(ctx.attr("to")))
 
 
 @mapper("CastLike", since=15)
-def cast_like(ctx: NodeContext) -> None:
+def cast_like_v15(ctx: NodeContext) -> None:
     """Cast to the element type of the second input."""
     dtype = ctx.dtype(1)
     if dtype is None:
@@ -233,12 +232,12 @@ def _cast(ctx: NodeContext, to: int) -> None:
 
 
 @mapper("Identity", since=1)
-def identity(ctx: NodeContext) -> None:
+def identity_v1(ctx: NodeContext) -> None:
     ctx.emit("Identity", {}, [ctx.input(0)])
 
 
 @mapper("Dropout", since=1)
-def dropout(ctx: NodeContext) -> None:
+def dropout_v1(ctx: NodeContext) -> None:
     """Dropout is an Identity at inference; the passes usually remove it before mapping."""
     if ctx.output_used(1):
         ctx.unsupported("the mask output is not supported; it only has meaning in training")

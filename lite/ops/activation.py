@@ -1,0 +1,24 @@
+"""Activations: every activation type, and the ones a producer fuses, each a clip of its output."""
+
+from __future__ import annotations
+
+import math
+
+# Every ActivationType of schema/ops.fbs.
+ACTIVATION_TYPES = ("NO_ACTIVATION", "RELU", "RELU6", "LEAKY_RELU", "SIGMOID", "TANH", "HARD_SIGMOID",
+                    "HARD_SWISH", "CLIP")
+
+# A fused activation clips its producer's output: name -> (low, high).
+FUSED_CLIPS: dict[str, tuple[float, float]] = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0)}
+
+# The values an ``activation_type`` attribute of a fusing op may take.
+FUSED_ACTIVATIONS = ("NO_ACTIVATION", *FUSED_CLIPS)
+
+# Primitives whose ``activation_type`` attribute applies a fused activation to their output.
+FUSING_OPS = frozenset({"Conv2DFusion", "Conv2dTransposeFusion", "MatMulFusion", "AddFusion", "SubFusion",
+                        "MulFusion", "DivFusion"})
+
+
+def clip_activation(low: float, high: float) -> str | None:
+    """The fused activation a clip to [low, high] is (ONNX Clip(0, 6) is RELU6), or None."""
+    return next((name for name, bounds in FUSED_CLIPS.items() if bounds == (low, high)), None)
