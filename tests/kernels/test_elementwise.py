@@ -66,6 +66,16 @@ def test_fused_activation(op_type, onnx_op, activation, apply):
     assert_matches(actual, apply(onnx_reference(onnx_op, [a, b])))
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int8])
+@pytest.mark.parametrize("activation, apply", [("RELU", lambda y: np.maximum(y, 0)),
+                                                ("RELU6", lambda y: np.clip(y, 0, 6))])
+def test_fused_activation_on_integers(dtype, activation, apply):
+    rng = np.random.default_rng(3)
+    a, b = random(rng, (3, 4), dtype, -9, 9), random(rng, (4,), dtype, -9, 9)
+    [actual] = run_kernel("AddFusion", {"activation_type": activation}, [a, b])
+    assert_matches(actual, apply(a + b).astype(dtype))
+
+
 def test_integer_division_truncates_toward_zero():
     a, b = np.array([7, -7, 7, -7, 0], np.int64), np.array([2, 2, -2, -2, 3], np.int64)
     [actual] = run_kernel("DivFusion", {}, [a, b])

@@ -15,9 +15,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from lite.errors import ModelFormatError
+from lite.ops.naming import unique_name
 from lite.schema.graph import DTYPE_NAMES, GraphDef, NodeDef, TensorDef
 from lite.schema.primitives import default_attrs
-from lite.tools.converter.onnx_graph import LITE_DTYPES, OnnxGraph, unique_name
+from lite.tools.converter.onnx_graph import LITE_DTYPES, OnnxGraph
 
 _REQUIRED = object()
 
