@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
@@ -51,9 +52,8 @@ class Engine:
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
         self.memory = MemoryPlan()
-        reshaped = weakref.WeakMethod(self._input_reshaped)  # NOTE: inputs must not keep the model alive
         for tensor in self.inputs:
-            tensor._on_reshape = lambda _tensor, reshaped=reshaped: reshaped()()
+            tensor._on_reshape = _weak_callback(self._input_reshaped)  # NOTE: inputs must not keep the model alive
         self.shapes_dirty = any(-1 in t.shape for t in self.inputs)
         if not self.shapes_dirty:
             propagate(self.shape_kernels, self.folded, context.memory_limit)
@@ -167,8 +167,7 @@ class Engine:
             at = self.kernels.index(partition.kernel)
             self.kernels[at : at + 1] = partition.covered
             for native in partition.covered:
-                with blame(native, "prepare failed"):
-                    native.prepare()
+                self._prepare_native(native)  # NOTE: shapes are dirty here, so only prepare() runs
         self.plan()
         for partition in partitions:
             for native in partition.covered:
@@ -220,3 +219,15 @@ class Engine:
 
     def graph_kernels(self) -> list[Kernel]:
         return [k for k in self.kernels if k in self.log.partitions]
+
+
+def _weak_callback(method) -> Callable[[Tensor], None]:
+    """A reshape callback calling ``method`` while its object lives, and nothing after."""
+    reference = weakref.WeakMethod(method)
+
+    def call(_tensor: Tensor) -> None:
+        bound = reference()
+        if bound is not None:
+            bound()
+
+    return call

@@ -39,7 +39,8 @@ class Kernel:
         outputs: tensors the kernel writes.
         primitive: the op's Primitive for a native kernel; usually None for a graph kernel.
         name: a name shown in reports and errors.
-        constants: constant tensors the kernel reads after ``prepare()`` (kept by the model).
+        constants: tensors the kernel reads after ``prepare()``; the constant ones among them
+            (each once) are kept by the model.
     """
 
     def __init__(self, inputs: list[Tensor | None], outputs: list[Tensor],
@@ -48,7 +49,7 @@ class Kernel:
         self.outputs = list(outputs)
         self.primitive = primitive
         self.name = name or type(self).__name__
-        self.constants = [t for t in constants if t is not None and t.is_const]
+        self.constants = list(dict.fromkeys(t for t in constants if t is not None and t.is_const))
 
     @property
     def type(self) -> str:

@@ -149,8 +149,8 @@ def read_external_data(model: onnx.ModelProto, folder: Path, size_limit: int = D
     total = 0
     for tensor in external_tensors(model):
         entries = {e.key: e.value for e in tensor.external_data}
-        path = _confined(root, entries.get("location", ""), tensor.name)
-        offset, length = _span(tensor.name, path, entries)
+        path, size = _confined(root, entries.get("location", ""), tensor.name)
+        offset, length = _span(tensor.name, path, size, entries)
         total += length
         if total > size_limit:
             raise MemoryLimitError(f"the model's external data exceeds the memory limit of {size_limit} bytes "
@@ -193,8 +193,8 @@ def _check_no_external_data(model: onnx.ModelProto) -> None:
             "folder: pass the .onnx file's path instead of bytes or a ModelProto")
 
 
-def _confined(root: Path, location: str, name: str) -> Path:
-    """The file ``location`` names inside ``root``; refuses anything that leaves it."""
+def _confined(root: Path, location: str, name: str) -> tuple[Path, int]:
+    """The file ``location`` names inside ``root``, and its size; refuses anything that leaves it."""
     if not location or os.path.isabs(location) or location.startswith(("/", "\\")) or "\0" in location:
         raise ModelFormatError(f"tensor {name!r}: external data location {location!r} should be a relative path "
                                "inside the model's folder")
@@ -203,18 +203,17 @@ def _confined(root: Path, location: str, name: str) -> Path:
         raise ModelFormatError(f"tensor {name!r}: external data location {location!r} leaves the model's folder; "
                                "it should be a file inside the model's folder")
     try:
-        mode = path.stat().st_mode
+        info = path.stat()
     except OSError as exc:
         raise ModelFileError(f"tensor {name!r}: external data file {location!r} cannot be read: "
                                f"{exc.strerror or exc}") from exc
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(info.st_mode):
         raise ModelFormatError(f"tensor {name!r}: external data location {location!r} is not a regular file")
-    return path
+    return path, info.st_size
 
 
-def _span(name: str, path: Path, entries: dict[str, str]) -> tuple[int, int]:
-    """(offset, length) of a tensor's bytes in ``path``, checked against the file's size."""
-    size = path.stat().st_size
+def _span(name: str, path: Path, size: int, entries: dict[str, str]) -> tuple[int, int]:
+    """(offset, length) of a tensor's bytes in ``path``, checked against the file's ``size``."""
     try:
         offset = int(entries.get("offset", 0))
         length = int(entries["length"]) if "length" in entries else size - offset

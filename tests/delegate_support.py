@@ -11,8 +11,8 @@ class NativeGraphKernel(lite.Kernel):
     """A graph kernel that runs the native kernels it replaced, keeping inner tensors private."""
 
     def __init__(self, kernels, inputs, outputs, events: list, name: str):
-        consts = [t for k in kernels for t in k.inputs if t is not None and t.is_const]
-        super().__init__(inputs, outputs, name=name, constants=consts)  # the model keeps these weights
+        weights = [t for k in kernels for t in k.inputs]
+        super().__init__(inputs, outputs, name=name, constants=weights)  # the model keeps the constants
         self.kernels = kernels
         self.events = events
         outs = set(outputs)

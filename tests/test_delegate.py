@@ -120,11 +120,17 @@ def test_raising_in_build_is_a_delegate_error_naming_the_delegate():
 
 
 class FailsInPrepare(CountingDelegate):
+    failure = "out of device memory"
+
+    def before_failing(self, kernel) -> None:
+        """What the graph kernel does in prepare() before it raises."""
+
     def create_graph_kernel(self, kernels, inputs, outputs):
         kernel = super().create_graph_kernel(kernels, inputs, outputs)
 
         def prepare():
-            raise RuntimeError("out of device memory")
+            self.before_failing(kernel)
+            raise RuntimeError(self.failure)
 
         kernel.prepare = prepare
         return kernel
@@ -353,19 +359,14 @@ def test_fallback_after_the_weights_were_released_says_how_to_keep_them():
         model.resize(model.get_inputs(), [[4, 8]])
 
 
-class ReplacesWeights(CountingDelegate):
+class ReplacesWeights(FailsInPrepare):
     """Converts the weights in place (as a device upload might) and then fails in prepare()."""
 
-    def create_graph_kernel(self, kernels, inputs, outputs):
-        kernel = super().create_graph_kernel(kernels, inputs, outputs)
+    failure = "compiler crashed"
 
-        def prepare():
-            for tensor in kernel.constants:
-                tensor.data = tensor.data.astype(np.float16)
-            raise RuntimeError("compiler crashed")
-
-        kernel.prepare = prepare
-        return kernel
+    def before_failing(self, kernel) -> None:
+        for tensor in kernel.constants:
+            tensor.data = tensor.data.astype(np.float16)
 
 
 def test_fallback_after_prepare_runs_on_the_original_weights():
@@ -383,6 +384,9 @@ def test_a_delegate_keeping_its_graph_kernels_does_not_keep_models_alive():
     model = build(chain_model(dynamic_batch=True), delegate)
     model.predict([RNG.standard_normal((2, 8)).astype(np.float32)])
     engine = weakref.ref(model._engine)
+    (x,) = model.get_inputs()
     del model
     gc.collect()
     assert delegate.made and engine() is None
+    x.set_data_from_numpy(RNG.standard_normal((3, 8)).astype(np.float32))  # a new shape: nobody to tell
+    assert x.shape == (3, 8)

@@ -59,8 +59,7 @@ class TVMGraphKernel(Kernel):
                  name: str):
         # NOTE: the model keeps the weights named in ``constants``: a resize that changes more than the batch
         # lowers the partition again and needs them (and the runtime's fallback does too).
-        constants = {t: None for k in kernels for t in k.inputs if t is not None and t.is_const}
-        super().__init__(inputs, outputs, name=name, constants=constants)
+        super().__init__(inputs, outputs, name=name, constants=[t for k in kernels for t in k.inputs])
         self.delegate = delegate
         self.kernels = kernels
         self.arguments = [t for t in inputs if not t.value_known]

@@ -28,6 +28,7 @@ import onnx
 
 from lite.errors import InputError, ModelFormatError, UnsupportedOpError
 from lite.kernels.registry import kernel_key, supported_dtypes
+from lite.loader import load_onnx
 from lite.schema.graph import GraphDef, NodeDef
 from lite.schema.primitives import encode_attrs
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
@@ -35,7 +36,7 @@ from lite.schema.writer import write_model
 from lite.shapes import validate_graph
 from lite.tools.converter import mappers  # noqa: F401  (registers every mapper)
 from lite.tools.converter.context import GraphBuilder, NodeContext, Unsupported
-from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, OnnxGraph, from_model, infer_shapes, load_model
+from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, OnnxGraph, from_model, infer_shapes
 from lite.tools.converter.passes import (
     constant_outputs,
     drop_identities,
@@ -116,7 +117,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
                      custom_domains: Sequence[str] = ()) -> tuple[GraphDef, ConversionReport]:
     """Like ``convert`` but returns the in-memory ``GraphDef`` and a ``ConversionReport``."""
     custom = _custom_domains(custom_domains)
-    g = from_model(load_model(model), {k: list(v) for k, v in (input_shapes or {}).items()})
+    g = from_model(load_onnx(model), {k: list(v) for k, v in (input_shapes or {}).items()})
     report = ConversionReport(opset=g.opset, onnx_nodes=len(g.nodes))
     _onnx_passes(g, report, fusion)
     graph = _map_graph(g, custom)

@@ -8,7 +8,6 @@ builds a light model (large constants declared as typed inputs) for ONNX shape i
 from __future__ import annotations
 
 import heapq
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -17,7 +16,6 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from lite.errors import InputError, ModelFormatError
-from lite.loader import load_onnx
 from lite.ops.naming import unique_name
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -102,12 +100,6 @@ class OnnxGraph:
             array = self.consts[name]
             return TensorInfo(_elem_type(array.dtype), tuple(array.shape))
         return self.info.get(name, TensorInfo())
-
-
-def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
-    """Reads an ONNX model from a path or serialized bytes (``lite.loader.load_onnx``: external
-    data resolves against the model's folder only); a ModelProto is returned as is."""
-    return load_onnx(model)
 
 
 def from_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> OnnxGraph:
