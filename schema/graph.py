@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 FORMAT_VERSION = 1
@@ -27,6 +28,10 @@ DTYPES: dict[str, np.dtype] = {
     "INT32": np.dtype(np.int32),
     "INT64": np.dtype(np.int64),
     "BOOL": np.dtype(np.bool_),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "BFLOAT16": np.dtype(ml_dtypes.bfloat16),
 }
 DTYPE_NAMES: dict[np.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
 

@@ -36,6 +36,7 @@ from lite.schema.fb.Primitive import Primitive, PrimitiveCreator
 from lite.schema.fb.ReduceMode import ReduceMode
 from lite.schema.fb.ResizeMethod import ResizeMethod
 from lite.schema.fb.RoundMode import RoundMode
+from lite.schema.fb.ScatterReduction import ScatterReduction
 from lite.schema.graph import DTYPE_NAMES, DTYPES
 
 
@@ -57,6 +58,7 @@ ENUM_FIELDS: dict[str, type] = {
     "to": DataType,
     "data_type": DataType,
     "kind": AttributeKind,
+    "reduction": ScatterReduction,
 }
 _ENUM_NAMES = {field: enum_names(cls) for field, cls in ENUM_FIELDS.items()}
 

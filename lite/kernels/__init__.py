@@ -4,6 +4,7 @@ from lite.kernels import (  # noqa: F401
     activation,
     conv,
     elementwise,
+    indexing,
     matmul,
     norm,
     pool,

@@ -1,6 +1,8 @@
-"""Normalisation kernels: BatchNorm (inference form) and LRN, channel axis 1."""
+"""Normalisation kernels: BatchNorm (inference form) and LRN over channel axis 1, LayerNorm over trailing axes."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -8,7 +10,7 @@ from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
 from lite.ops.dtypes import FLOATS
-from lite.ops.norm import batchnorm_affine, lrn_window
+from lite.ops.norm import batchnorm_affine, lrn_window, norm_axis, stats_dtype
 
 
 @register("BatchNorm", dtypes=FLOATS)
@@ -93,3 +95,64 @@ class LRN(NativeKernel):
         np.add(window, self.bias, out=window)
         np.power(window, -self.beta, out=window)
         np.multiply(x, window, out=out)
+
+
+@register("LayerNormFusion", dtypes=FLOATS)
+class LayerNormFusion(NativeKernel):
+    """y = (x - mean) / sqrt(var + epsilon) * scale + bias, statistics over the trailing axes.
+
+    Inputs x, scale and an optional bias, both broadcasting to ``x.shape[axis:]``. The
+    statistics are taken in ``stats_dtype`` (float32 for float16 x, as ONNX's stash_type=1);
+    the optional second and third outputs are the mean and 1 / sqrt(var + epsilon) in float32,
+    shaped ``x.shape[:axis] + (1,) * (rank - axis)``.
+    """
+
+    def check_attrs(self) -> None:
+        check_io(self, 2, 1, outputs=None)
+        if len(self.outputs) > 3:
+            self.fail(f"has at most 3 outputs (y, mean, inverse std dev), got {len(self.outputs)}")
+        self.epsilon = float(self.attrs["epsilon"])
+        if not self.epsilon >= 0:
+            self.fail(f"epsilon must be non-negative, got {self.epsilon}")
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        x = self.input_shape(0)
+        try:
+            self.axis = norm_axis(len(x), int(self.attrs["begin_norm_axis"]))
+        except ValueError as exc:
+            self.fail(str(exc))
+        normalised = x[self.axis:]
+        for tensor in self.inputs[1:]:
+            if tensor is not None and not _broadcasts_to(tensor.shape, normalised):
+                self.fail(f"{tensor.name!r} of shape {list(tensor.shape)} does not broadcast to the "
+                          f"normalised shape {list(normalised)}")
+        stats = x[:self.axis] + (1,) * len(normalised)
+        return [x, stats, stats][:len(self.outputs)]
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [self.inputs[0].dtype] + [np.dtype(np.float32)] * (len(self.outputs) - 1)
+
+    def execute(self) -> None:
+        x, out = self.inputs[0].data, self.outputs[0].data
+        rows = math.prod(x.shape[:self.axis])
+        dtype = stats_dtype(x.dtype)
+        flat = x.reshape(rows, -1)
+        mean = flat.mean(axis=1, keepdims=True, dtype=dtype)
+        centered = self.workspace.array(flat.shape, dtype, 0)
+        np.subtract(flat, mean, out=centered)
+        squares = self.workspace.array(flat.shape, dtype, 1)
+        np.multiply(centered, centered, out=squares)
+        inv_std = 1.0 / np.sqrt(squares.mean(axis=1, keepdims=True) + dtype.type(self.epsilon))
+        np.multiply(centered, inv_std, out=centered)
+        np.multiply(centered.reshape(x.shape), self.inputs[1].data, out=out)
+        if len(self.inputs) > 2 and self.inputs[2] is not None:
+            np.add(out, self.inputs[2].data, out=out)
+        for tensor, value in zip(self.outputs[1:], (mean, inv_std), strict=False):
+            tensor.data[...] = value.reshape(tensor.shape)
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False

@@ -12,3 +12,13 @@ class ActivationType(object):
     HARD_SIGMOID = 6
     HARD_SWISH = 7
     CLIP = 8
+    ELU = 9
+    SELU = 10
+    SOFTPLUS = 11
+    SOFTSIGN = 12
+    GELU = 13
+    GELU_TANH = 14
+    MISH = 15
+    CELU = 16
+    THRESHOLDED_RELU = 17
+    SWISH = 18

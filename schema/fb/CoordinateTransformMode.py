@@ -7,3 +7,5 @@ class CoordinateTransformMode(object):
     ASYMMETRIC = 1
     ALIGN_CORNERS = 2
     PYTORCH_HALF_PIXEL = 3
+    TF_CROP_AND_RESIZE = 4
+    HALF_PIXEL_SYMMETRIC = 5

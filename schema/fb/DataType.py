@@ -13,3 +13,7 @@ class DataType(object):
     INT32 = 7
     INT64 = 8
     BOOL = 9
+    UINT16 = 10
+    UINT32 = 11
+    UINT64 = 12
+    BFLOAT16 = 13

@@ -50,6 +50,62 @@ class Primitive(object):
     ConstantOfShape = 44
     Identity = 45
     Custom = 46
+    LayerNormFusion = 47
+    InstanceNorm = 48
+    GroupNorm = 49
+    PReLUFusion = 50
+    Clip = 51
+    Floor = 52
+    Ceil = 53
+    Round = 54
+    Sin = 55
+    Cos = 56
+    Tan = 57
+    Asin = 58
+    Acos = 59
+    Atan = 60
+    Sinh = 61
+    Cosh = 62
+    Asinh = 63
+    Acosh = 64
+    Atanh = 65
+    Reciprocal = 66
+    Sign = 67
+    IsNaN = 68
+    IsInf = 69
+    LogicalNot = 70
+    LogicalAnd = 71
+    LogicalOr = 72
+    LogicalXor = 73
+    LessEqual = 74
+    GreaterEqual = 75
+    Mod = 76
+    BitShift = 77
+    BitwiseAnd = 78
+    BitwiseOr = 79
+    BitwiseXor = 80
+    BitwiseNot = 81
+    GatherElements = 82
+    GatherNd = 83
+    ScatterNd = 84
+    ScatterElements = 85
+    CumSum = 86
+    Range = 87
+    TileFusion = 88
+    Trilu = 89
+    OneHot = 90
+    ArgMaxFusion = 91
+    ArgMinFusion = 92
+    TopKFusion = 93
+    Einsum = 94
+    DepthToSpace = 95
+    SpaceToDepth = 96
+    NonZero = 97
+    Size = 98
+    LpNormalization = 99
+    Hardmax = 100
+    Shrink = 101
+    EyeLike = 102
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -193,4 +249,172 @@ def PrimitiveCreator(unionType, table):
     if unionType == Primitive().Custom:
         import lite.schema.fb.Custom
         return lite.schema.fb.Custom.CustomT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().LayerNormFusion:
+        import lite.schema.fb.LayerNormFusion
+        return lite.schema.fb.LayerNormFusion.LayerNormFusionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().InstanceNorm:
+        import lite.schema.fb.InstanceNorm
+        return lite.schema.fb.InstanceNorm.InstanceNormT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().GroupNorm:
+        import lite.schema.fb.GroupNorm
+        return lite.schema.fb.GroupNorm.GroupNormT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().PReLUFusion:
+        import lite.schema.fb.PReLUFusion
+        return lite.schema.fb.PReLUFusion.PReLUFusionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Clip:
+        import lite.schema.fb.Clip
+        return lite.schema.fb.Clip.ClipT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Floor:
+        import lite.schema.fb.Floor
+        return lite.schema.fb.Floor.FloorT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Ceil:
+        import lite.schema.fb.Ceil
+        return lite.schema.fb.Ceil.CeilT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Round:
+        import lite.schema.fb.Round
+        return lite.schema.fb.Round.RoundT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Sin:
+        import lite.schema.fb.Sin
+        return lite.schema.fb.Sin.SinT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Cos:
+        import lite.schema.fb.Cos
+        return lite.schema.fb.Cos.CosT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Tan:
+        import lite.schema.fb.Tan
+        return lite.schema.fb.Tan.TanT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Asin:
+        import lite.schema.fb.Asin
+        return lite.schema.fb.Asin.AsinT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Acos:
+        import lite.schema.fb.Acos
+        return lite.schema.fb.Acos.AcosT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Atan:
+        import lite.schema.fb.Atan
+        return lite.schema.fb.Atan.AtanT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Sinh:
+        import lite.schema.fb.Sinh
+        return lite.schema.fb.Sinh.SinhT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Cosh:
+        import lite.schema.fb.Cosh
+        return lite.schema.fb.Cosh.CoshT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Asinh:
+        import lite.schema.fb.Asinh
+        return lite.schema.fb.Asinh.AsinhT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Acosh:
+        import lite.schema.fb.Acosh
+        return lite.schema.fb.Acosh.AcoshT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Atanh:
+        import lite.schema.fb.Atanh
+        return lite.schema.fb.Atanh.AtanhT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Reciprocal:
+        import lite.schema.fb.Reciprocal
+        return lite.schema.fb.Reciprocal.ReciprocalT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Sign:
+        import lite.schema.fb.Sign
+        return lite.schema.fb.Sign.SignT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().IsNaN:
+        import lite.schema.fb.IsNaN
+        return lite.schema.fb.IsNaN.IsNaNT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().IsInf:
+        import lite.schema.fb.IsInf
+        return lite.schema.fb.IsInf.IsInfT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().LogicalNot:
+        import lite.schema.fb.LogicalNot
+        return lite.schema.fb.LogicalNot.LogicalNotT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().LogicalAnd:
+        import lite.schema.fb.LogicalAnd
+        return lite.schema.fb.LogicalAnd.LogicalAndT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().LogicalOr:
+        import lite.schema.fb.LogicalOr
+        return lite.schema.fb.LogicalOr.LogicalOrT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().LogicalXor:
+        import lite.schema.fb.LogicalXor
+        return lite.schema.fb.LogicalXor.LogicalXorT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().LessEqual:
+        import lite.schema.fb.LessEqual
+        return lite.schema.fb.LessEqual.LessEqualT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().GreaterEqual:
+        import lite.schema.fb.GreaterEqual
+        return lite.schema.fb.GreaterEqual.GreaterEqualT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Mod:
+        import lite.schema.fb.Mod
+        return lite.schema.fb.Mod.ModT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().BitShift:
+        import lite.schema.fb.BitShift
+        return lite.schema.fb.BitShift.BitShiftT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().BitwiseAnd:
+        import lite.schema.fb.BitwiseAnd
+        return lite.schema.fb.BitwiseAnd.BitwiseAndT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().BitwiseOr:
+        import lite.schema.fb.BitwiseOr
+        return lite.schema.fb.BitwiseOr.BitwiseOrT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().BitwiseXor:
+        import lite.schema.fb.BitwiseXor
+        return lite.schema.fb.BitwiseXor.BitwiseXorT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().BitwiseNot:
+        import lite.schema.fb.BitwiseNot
+        return lite.schema.fb.BitwiseNot.BitwiseNotT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().GatherElements:
+        import lite.schema.fb.GatherElements
+        return lite.schema.fb.GatherElements.GatherElementsT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().GatherNd:
+        import lite.schema.fb.GatherNd
+        return lite.schema.fb.GatherNd.GatherNdT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().ScatterNd:
+        import lite.schema.fb.ScatterNd
+        return lite.schema.fb.ScatterNd.ScatterNdT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().ScatterElements:
+        import lite.schema.fb.ScatterElements
+        return lite.schema.fb.ScatterElements.ScatterElementsT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().CumSum:
+        import lite.schema.fb.CumSum
+        return lite.schema.fb.CumSum.CumSumT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Range:
+        import lite.schema.fb.Range
+        return lite.schema.fb.Range.RangeT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().TileFusion:
+        import lite.schema.fb.TileFusion
+        return lite.schema.fb.TileFusion.TileFusionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Trilu:
+        import lite.schema.fb.Trilu
+        return lite.schema.fb.Trilu.TriluT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().OneHot:
+        import lite.schema.fb.OneHot
+        return lite.schema.fb.OneHot.OneHotT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().ArgMaxFusion:
+        import lite.schema.fb.ArgMaxFusion
+        return lite.schema.fb.ArgMaxFusion.ArgMaxFusionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().ArgMinFusion:
+        import lite.schema.fb.ArgMinFusion
+        return lite.schema.fb.ArgMinFusion.ArgMinFusionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().TopKFusion:
+        import lite.schema.fb.TopKFusion
+        return lite.schema.fb.TopKFusion.TopKFusionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Einsum:
+        import lite.schema.fb.Einsum
+        return lite.schema.fb.Einsum.EinsumT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().DepthToSpace:
+        import lite.schema.fb.DepthToSpace
+        return lite.schema.fb.DepthToSpace.DepthToSpaceT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().SpaceToDepth:
+        import lite.schema.fb.SpaceToDepth
+        return lite.schema.fb.SpaceToDepth.SpaceToDepthT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().NonZero:
+        import lite.schema.fb.NonZero
+        return lite.schema.fb.NonZero.NonZeroT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Size:
+        import lite.schema.fb.Size
+        return lite.schema.fb.Size.SizeT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().LpNormalization:
+        import lite.schema.fb.LpNormalization
+        return lite.schema.fb.LpNormalization.LpNormalizationT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Hardmax:
+        import lite.schema.fb.Hardmax
+        return lite.schema.fb.Hardmax.HardmaxT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Shrink:
+        import lite.schema.fb.Shrink
+        return lite.schema.fb.Shrink.ShrinkT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().EyeLike:
+        import lite.schema.fb.EyeLike
+        return lite.schema.fb.EyeLike.EyeLikeT.InitFromBuf(table.Bytes, table.Pos)
     return None

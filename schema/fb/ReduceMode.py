@@ -8,3 +8,8 @@ class ReduceMode(object):
     MIN = 2
     SUM = 3
     PROD = 4
+    L1 = 5
+    L2 = 6
+    LOG_SUM = 7
+    LOG_SUM_EXP = 8
+    SUM_SQUARE = 9

@@ -45,7 +45,28 @@ class Resize(object):
             return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
         return 0
 
-def ResizeStart(builder): builder.StartObject(3)
+    # Resize
+    def CubicCoeffA(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return -0.75
+
+    # Resize
+    def ExcludeOutside(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # Resize
+    def ExtrapolationValue(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+def ResizeStart(builder): builder.StartObject(6)
 def Start(builder):
     return ResizeStart(builder)
 def ResizeAddMethod(builder, method): builder.PrependInt8Slot(0, method, 0)
@@ -57,6 +78,15 @@ def AddCoordinateTransformMode(builder, coordinateTransformMode):
 def ResizeAddNearestMode(builder, nearestMode): builder.PrependInt8Slot(2, nearestMode, 0)
 def AddNearestMode(builder, nearestMode):
     return ResizeAddNearestMode(builder, nearestMode)
+def ResizeAddCubicCoeffA(builder, cubicCoeffA): builder.PrependFloat32Slot(3, cubicCoeffA, -0.75)
+def AddCubicCoeffA(builder, cubicCoeffA):
+    return ResizeAddCubicCoeffA(builder, cubicCoeffA)
+def ResizeAddExcludeOutside(builder, excludeOutside): builder.PrependBoolSlot(4, excludeOutside, 0)
+def AddExcludeOutside(builder, excludeOutside):
+    return ResizeAddExcludeOutside(builder, excludeOutside)
+def ResizeAddExtrapolationValue(builder, extrapolationValue): builder.PrependFloat32Slot(5, extrapolationValue, 0.0)
+def AddExtrapolationValue(builder, extrapolationValue):
+    return ResizeAddExtrapolationValue(builder, extrapolationValue)
 def ResizeEnd(builder): return builder.EndObject()
 def End(builder):
     return ResizeEnd(builder)
@@ -68,6 +98,9 @@ class ResizeT(object):
         self.method = 0  # type: int
         self.coordinateTransformMode = 0  # type: int
         self.nearestMode = 0  # type: int
+        self.cubicCoeffA = -0.75  # type: float
+        self.excludeOutside = False  # type: bool
+        self.extrapolationValue = 0.0  # type: float
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -88,6 +121,9 @@ class ResizeT(object):
         self.method = resize.Method()
         self.coordinateTransformMode = resize.CoordinateTransformMode()
         self.nearestMode = resize.NearestMode()
+        self.cubicCoeffA = resize.CubicCoeffA()
+        self.excludeOutside = resize.ExcludeOutside()
+        self.extrapolationValue = resize.ExtrapolationValue()
 
     # ResizeT
     def Pack(self, builder):
@@ -95,5 +131,8 @@ class ResizeT(object):
         ResizeAddMethod(builder, self.method)
         ResizeAddCoordinateTransformMode(builder, self.coordinateTransformMode)
         ResizeAddNearestMode(builder, self.nearestMode)
+        ResizeAddCubicCoeffA(builder, self.cubicCoeffA)
+        ResizeAddExcludeOutside(builder, self.excludeOutside)
+        ResizeAddExtrapolationValue(builder, self.extrapolationValue)
         resize = ResizeEnd(builder)
         return resize

@@ -5,3 +5,4 @@
 class ResizeMethod(object):
     NEAREST = 0
     LINEAR = 1
+    CUBIC = 2

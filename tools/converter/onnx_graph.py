@@ -11,6 +11,7 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -30,6 +31,10 @@ LITE_DTYPES: dict[int, np.dtype] = {
     TensorProto.INT32: np.dtype(np.int32),
     TensorProto.INT64: np.dtype(np.int64),
     TensorProto.BOOL: np.dtype(np.bool_),
+    TensorProto.UINT16: np.dtype(np.uint16),
+    TensorProto.UINT32: np.dtype(np.uint32),
+    TensorProto.UINT64: np.dtype(np.uint64),
+    TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
 }
 ONNX_TYPE_NAMES: dict[str, int] = dict(TensorProto.DataType.items())  # "FLOAT" -> 1, ...
 _BOOL_OUTPUTS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",

@@ -4,6 +4,7 @@ from lite.delegates.onnxruntime.emitters import (  # noqa: F401
     activation,
     conv,
     elementwise,
+    indexing,
     matmul,
     norm,
     pool,

@@ -212,6 +212,7 @@ from lite.delegates.tvm.ops import (  # noqa: E402,F401  (registers every emitte
     activation,
     conv,
     elementwise,
+    indexing,
     norm,
     pool,
     reduce,

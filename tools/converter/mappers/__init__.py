@@ -10,6 +10,7 @@ from lite.tools.converter.mappers import (  # noqa: F401
     activation,
     conv,
     elementwise,
+    indexing,
     matmul,
     norm,
     pool,

@@ -1,6 +1,9 @@
-"""BatchNormalization (when not folded into a Conv/Gemm) -> BatchNorm; LRN -> LRN."""
+"""BatchNormalization (when not folded into a Conv/Gemm) -> BatchNorm; LRN -> LRN;
+LayerNormalization -> LayerNormFusion."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from lite.tools.converter.context import NodeContext
 from lite.tools.converter.registry import mapper
@@ -25,3 +28,22 @@ def lrn_v1(ctx: NodeContext) -> None:
         "bias": float(ctx.attr("bias", 1.0)),
     }
     ctx.emit("LRN", attrs, [ctx.input(0)])
+
+
+
+@mapper("LayerNormalization", since=17)
+def layer_normalization_v17(ctx: NodeContext) -> None:
+    """Statistics in float32: stash_type 1, the only type ONNX defines them for."""
+    if ctx.attr("stash_type", 1) != 1:
+        ctx.unsupported(f"stash_type={ctx.attr('stash_type')} is not supported; only 1 (float32 statistics)")
+    inputs = [ctx.input(0), ctx.input(1)] + ([ctx.input(2)] if ctx.has_input(2) else [])
+    attrs = {"begin_norm_axis": int(ctx.attr("axis", -1)), "epsilon": float(ctx.attr("epsilon", 1e-5))}
+    ctx.emit("LayerNormFusion", attrs, inputs, _statistics_outputs(ctx))
+
+
+def _statistics_outputs(ctx: NodeContext) -> list[int]:
+    """y, then the statistics outputs up to the last one read; an unnamed one before it gets a placeholder."""
+    last = max((j for j in (1, 2) if ctx.output_used(j)), default=0)
+    names = ctx.node.output
+    return [ctx.output(j) if names[j] else ctx.add_tensor(f"{ctx.name}_statistic{j}", np.float32, ())
+            for j in range(last + 1)]

@@ -1,0 +1,1 @@
+"""Indexing ops: gathers and scatters, cumulative sums, ranges, tiling, top-k and friends."""

@@ -1,0 +1,3 @@
+"""E2E cases: unary maths, logic, bitwise ops and activations added for transformers."""
+
+from __future__ import annotations
