@@ -11,8 +11,10 @@ kernel against the native kernel, the reference of every delegate.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -207,6 +209,10 @@ CASES = {  # name: (nodes, feeds, initializers[, opset])
     "batch_norm": ([node("BatchNormalization", ["x", "g", "b", "m", "v"], epsilon=1e-3)], {"x": normal(2, 4, 3, 3)},
                    {"g": normal(4), "b": normal(4), "m": normal(4), "v": positive(4)}),
     "lrn": ([node("LRN", ["x"], size=3, alpha=1e-3, beta=0.6, bias=1.5)], {"x": normal(2, 6, 4, 4)}, {}),
+    "layer_norm": ([node("LayerNormalization", ["x", "s", "b"], axis=1, epsilon=1e-3)], {"x": normal(2, 5, 8)},
+                   {"s": weight(5, 8), "b": weight(5, 8)}),
+    "layer_norm_stats": ([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "i"])],
+                         {"x": normal(3, 16)}, {"s": weight(16)}),
     # reduce
     "reduce_mean_keepdims": ([node("ReduceMean", ["x"], axes=[2, 3])], {"x": normal(2, 3, 4, 5)}, {}),
     "reduce_max_no_keepdims": ([node("ReduceMax", ["x"], axes=[1], keepdims=0)], {"x": normal(2, 3, 4)}, {}),
@@ -384,10 +390,18 @@ def test_registering_a_primitive_twice_raises():
         registry.emitter("Relu")(lambda ctx: None)
 
 
+def family_cases() -> dict[str, tuple]:
+    """CASES here and in every tests/delegates/test_onnxruntime_<family>.py (same format)."""
+    cases = dict(CASES)
+    for path in sorted(Path(__file__).parent.glob("test_onnxruntime_*.py")):
+        cases.update(importlib.import_module(f"tests.delegates.{path.stem}").CASES)
+    return cases
+
+
 def test_every_emitter_has_a_round_trip_case():
-    """Each emitter is exercised by CASES (a delegate need not cover every primitive of the schema)."""
+    """Each emitter is exercised by a CASES table (a delegate need not cover every primitive of the schema)."""
     covered = set()
-    for nodes, feeds, inits, *opset in CASES.values():
+    for nodes, feeds, inits, *opset in family_cases().values():
         graph, _ = convert_to_graph(onnx_model(nodes, feeds, outputs_of(nodes), inits, *opset))
         covered.update(n.op_type for n in graph.nodes)
     tested_apart = {"Shape": test_shape, "ConstantOfShape": test_constant_of_shape}  # CASES would fold them

@@ -309,6 +309,22 @@ def test_batch_norm_that_no_conv_absorbs():
     assert op_types(model) == ["BatchNorm"]
 
 
+@pytest.mark.parametrize(("shape", "axis", "scale_shape", "bias"), [
+    ((2, 7, 32), -1, (32,), True), ((2, 5, 8), 1, (5, 8), False), ((2, 3, 4, 5), 2, (1,), True)])
+def test_layer_norm(shape, axis, scale_shape, bias):
+    inits = {"s": weight(*scale_shape)} | ({"b": weight(*shape[axis:])} if bias else {})
+    model = check_on_tvm(onnx_graph([node("LayerNormalization", ["x", *inits], axis=axis, epsilon=1e-3)],
+                                    {"x": list(shape)}, ["y"], inits))
+    assert op_types(model) == ["LayerNormFusion"]
+
+
+def test_layer_norm_statistics_outputs_stay_native():
+    graph = onnx_graph([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "i"])], {"x": [2, 8]},
+                       ["y", "m", "i"], {"s": weight(8)})
+    [row] = build(graph, tvm_delegate()).partition_report()
+    assert row.runs_on == "native" and row.reason.startswith(f"{TVM}: LayerNormFusion with mean")
+
+
 REDUCTIONS = [("ReduceMean", [1], 1), ("ReduceMax", [2, 3], 0), ("ReduceMin", [-1], 1), ("ReduceSum", [0, 2], 0),
               ("ReduceProd", [1], 1), ("ReduceMean", [], 1)]
 

@@ -1,9 +1,11 @@
-"""BatchNorm and LRN against onnxruntime's BatchNormalization and LRN."""
+"""BatchNorm and LRN against onnxruntime's BatchNormalization and LRN; LayerNorm against the ONNX reference."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 from lite.errors import ModelFormatError
 from lite.kernels.registry import find_kernel
@@ -100,3 +102,65 @@ def test_lrn_default_attributes_match_onnxruntime():
 def test_lrn_rejects_non_positive_size(size):
     with pytest.raises(ModelFormatError, match="size"):
         run_kernel("LRN", {"size": size}, [np.ones((1, 3, 2, 2), np.float32)])
+
+
+# ---- LayerNormFusion ----------------------------------------------------------------------------
+
+
+def layer_norm_reference(x, scale, bias, axis, epsilon, n_out):
+    names = ["x", "s"] + (["b"] if bias is not None else [])
+    node = helper.make_node("LayerNormalization", names, ["y", "m", "i"][:n_out], axis=axis, epsilon=epsilon)
+    feeds = dict(zip(names, [x, scale, bias], strict=False))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, onnx_type(v.dtype), v.shape)
+                                            for k, v in feeds.items()],
+                              [helper.make_tensor_value_info(o, 0, None) for o in node.output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((2, 5, 16), -1), ((2, 5, 16), 1), ((3, 4), 0), ((2, 3, 4, 5), -2)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layer_norm_matches_the_reference(shape, axis, bias):
+    rng = np.random.default_rng(len(shape) + axis)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    scale, b = (rng.standard_normal(shape[axis:]).astype(np.float32) for _ in range(2))
+    inputs = [x, scale, b if bias else None]
+    actual = run_kernel("LayerNormFusion", {"begin_norm_axis": axis, "epsilon": 1e-3}, inputs, n_outputs=3)
+    expected = layer_norm_reference(x, scale, b if bias else None, axis, 1e-3, 3)
+    for got, want in zip(actual, expected, strict=True):
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_layer_norm_keeps_the_dtype_and_takes_statistics_in_float32_or_wider(dtype):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 64)).astype(dtype)
+    scale = rng.standard_normal(64).astype(dtype)
+    y, mean, inv_std = run_kernel("LayerNormFusion", {}, [x, scale], n_outputs=3)
+    expected = layer_norm_reference(x.astype(np.float64), scale.astype(np.float64), None, -1, 1e-5, 3)
+    assert y.dtype == dtype and mean.dtype == inv_std.dtype == np.float32
+    tolerance = 1e-12 if dtype == np.float64 else 2e-3
+    np.testing.assert_allclose(y, expected[0], rtol=tolerance, atol=tolerance * 4)
+    np.testing.assert_allclose(mean, expected[1], rtol=1e-5, atol=1e-6)
+
+
+def test_layer_norm_scale_broadcasts_over_the_normalised_axes():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    scale = np.full((1,), 2.5, np.float32)
+    [y] = run_kernel("LayerNormFusion", {"begin_norm_axis": 1}, [x, scale])
+    [plain] = run_kernel("LayerNormFusion", {"begin_norm_axis": 1}, [x, np.ones((3, 8), np.float32)])
+    np.testing.assert_allclose(y, 2.5 * plain, rtol=1e-6)
+
+
+@pytest.mark.parametrize(("attrs", "scale_shape", "message"), [
+    ({"begin_norm_axis": 3}, (8,), "out of range"),
+    ({"begin_norm_axis": -4}, (8,), "out of range"),
+    ({}, (7,), "does not broadcast"),
+    ({"epsilon": -1.0}, (8,), "epsilon"),
+])
+def test_layer_norm_rejects_bad_attributes_and_shapes(attrs, scale_shape, message):
+    x = np.zeros((2, 3, 8), np.float32)
+    with pytest.raises(ModelFormatError, match=message):
+        run_kernel("LayerNormFusion", attrs, [x, np.ones(scale_shape, np.float32)])

@@ -1,4 +1,4 @@
-"""lite.ops.norm against ONNX BatchNormalization (reference evaluator) and LRN (onnxruntime)."""
+"""lite.ops.norm against ONNX BatchNormalization (reference evaluator) and LRN (onnxruntime); LayerNorm axes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from lite.ops.norm import batchnorm_affine, lrn_window
+from lite.ops.norm import batchnorm_affine, lrn_window, norm_axis, stats_dtype
 from tests.ops.reference import run_ort, run_reference
 
 
@@ -43,3 +43,19 @@ def test_lrn_sums_the_window(size):
     sums = sum(squares[:, k:k + x.shape[1]] for k in range(before + after + 1))
     assert before + after + 1 == size
     np.testing.assert_allclose(x / (bias + alpha / size * sums) ** beta, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("rank", "axis", "expected"), [(3, -1, 2), (3, 0, 0), (4, -4, 0), (1, 0, 0)])
+def test_norm_axis_is_made_non_negative(rank, axis, expected):
+    assert norm_axis(rank, axis) == expected
+
+
+@pytest.mark.parametrize(("rank", "axis"), [(3, 3), (3, -4), (0, 0)])
+def test_norm_axis_out_of_range_raises(rank, axis):
+    with pytest.raises(ValueError, match="out of range"):
+        norm_axis(rank, axis)
+
+
+def test_statistics_are_float32_or_wider():
+    assert stats_dtype(np.dtype(np.float16)) == stats_dtype(np.dtype(np.float32)) == np.float32
+    assert stats_dtype(np.dtype(np.float64)) == np.float64

@@ -1,4 +1,4 @@
-"""BatchNorm -> BatchNormalization (inference form); LRN -> LRN."""
+"""BatchNorm -> BatchNormalization (inference form); LRN -> LRN; LayerNormFusion -> LayerNormalization."""
 
 from __future__ import annotations
 
@@ -20,3 +20,9 @@ def batch_norm(ctx: NodeContext) -> None:
 def lrn(ctx: NodeContext) -> None:
     attrs = {name: float(ctx.attrs[name]) for name in ("alpha", "beta", "bias")}
     ctx.op("LRN", [ctx.input(0)], ctx.output(), size=int(ctx.attrs["size"]), **attrs)
+
+
+@emitter("LayerNormFusion", FLOATS_32_64)
+def layer_norm(ctx: NodeContext) -> None:
+    ctx.node("LayerNormalization", ctx.inputs(), ctx.outputs(), axis=int(ctx.attrs["begin_norm_axis"]),
+             epsilon=float(ctx.attrs["epsilon"]))

@@ -1,4 +1,4 @@
-"""BatchNorm (inference form) and LRN, channel axis 1."""
+"""BatchNorm (inference form) and LRN over channel axis 1; LayerNorm over the trailing axes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tvm import relax
 
 from lite.delegates.tvm.ops import Node, emitter
 from lite.kernel import Kernel
-from lite.ops.norm import batchnorm_affine, lrn_window
+from lite.ops.norm import batchnorm_affine, lrn_window, norm_axis
 
 
 def check_channels(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
@@ -54,3 +54,21 @@ def lrn(node: Node) -> relax.Expr:
     window = relax.op.reshape(window, shape)
     base = relax.op.add(relax.op.multiply(window, g.const(float(attrs["alpha"]))), g.const(float(attrs["bias"])))
     return relax.op.multiply(x, relax.op.power(base, g.const(-float(attrs["beta"]))))
+
+
+def check_layer_norm(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
+    if len(kernel.outputs) > 1:
+        return "LayerNormFusion with mean / inverse std dev outputs: Relax's layer_norm gives y only"
+    return None
+
+
+@emitter("LayerNormFusion", check=check_layer_norm)
+def layer_norm(node: Node) -> relax.Expr:
+    """relax.op.nn.layer_norm over the trailing axes; scale and bias broadcast to their shape first."""
+    shape = node.shape(0)
+    axis = norm_axis(len(shape), int(node.attrs["begin_norm_axis"]))
+    normalised = shape[axis:]
+    scale = relax.op.broadcast_to(node.x(1), normalised)
+    bias = relax.op.broadcast_to(node.x(2), normalised) if node.has(2) else relax.op.zeros(normalised, "float32")
+    return relax.op.nn.layer_norm(node.x(0), scale, bias, list(range(axis, len(shape))),
+                                  epsilon=float(node.attrs["epsilon"]))
