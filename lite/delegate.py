@@ -14,6 +14,8 @@ from lite.primitive import Primitive
 from lite.scheduler import kahn_order
 from lite.tensor import Tensor
 
+RUNTIME_SHAPES_REASON = "its output shapes are computed from input data at every predict; it runs natively"
+
 
 class Delegate:
     """Base class of delegates (MindSpore Lite's ``Delegate``).
@@ -113,6 +115,10 @@ class DelegateModel(Sequence):
         foreign = [k.name for k in run if not isinstance(k, NativeKernel)]
         if foreign:
             self._fail(f"replace({start}, {end}) covers graph kernels {foreign}, which belong to another delegate")
+        runtime_shaped = [k.name for k in run if k.runtime_shapes]
+        if runtime_shaped:
+            self._fail(f"replace({start}, {end}) covers {runtime_shaped}, whose output shapes are computed from "
+                       "input data at every predict; they run natively")
         missing = [t.name for t in self.subgraph_outputs(start, end) if t not in set(graph_kernel.outputs)]
         if missing:
             self._fail(f"graph kernel {graph_kernel.name!r} does not produce {missing}, which are read later")
@@ -206,6 +212,9 @@ class SimpleDelegate(Delegate):
         for kernel in model:
             primitive = model.get_primitive(kernel)
             if primitive is None:
+                continue
+            if kernel.runtime_shapes:
+                model.reject(kernel, RUNTIME_SHAPES_REASON)
                 continue
             verdict = self.is_supported(kernel, primitive)
             if verdict is True:

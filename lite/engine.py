@@ -22,7 +22,7 @@ from lite.kernels.base import NativeKernel, Workspace
 from lite.memory import MemoryPlan
 from lite.scheduler import schedule
 from lite.schema.graph import GraphDef
-from lite.shapes import blame, foldable_kernels, propagate
+from lite.shapes import blame, classify, infer_at_run, propagate
 from lite.tensor import Tensor
 from lite.threads import limit_blas_threads
 
@@ -35,6 +35,8 @@ class Engine:
         kernels: what runs, in order (graph kernels and native kernels).
         shape_kernels: every native kernel in topological order (shape inference runs on them).
         folded: native kernels computed from shapes alone (never in ``kernels``).
+        runtime_shaped: native kernels whose output shapes depend on values computed from the
+            input data; they infer their shapes, and get their output arrays, at every predict.
         log: the delegates' partitions and reasons.
         shapes_dirty: input shapes changed since the last propagation.
     """
@@ -48,7 +50,8 @@ class Engine:
         workspace = Workspace(context.memory_limit)  # kernels run one at a time: one scratch pool
         for kernel in self.shape_kernels:
             kernel.workspace = workspace
-        self.folded = set(foldable_kernels(self.shape_kernels))
+        folded, runtime_shaped = classify(self.shape_kernels)
+        self.folded, self.runtime_shaped = set(folded), set(runtime_shaped)
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
         self.memory = MemoryPlan()
@@ -99,7 +102,7 @@ class Engine:
         """prepare(), then resize() when shapes are known: native kernels plan for shapes there."""
         with blame(kernel, "prepare failed"):
             kernel.prepare()
-            if not self.shapes_dirty:
+            if not self.shapes_dirty and kernel not in self.runtime_shaped:
                 kernel.resize()
 
     def _prepare_graph_kernel(self, partition: Partition) -> bool:
@@ -133,8 +136,10 @@ class Engine:
 
     def plan(self) -> None:
         """Gives every activation its array (outputs get arrays of their own)."""
-        keep = {t for t in self.outputs if not t.value_known and t not in self.inputs}
-        self.memory.apply(self.kernels, keep, self.context.memory_limit)
+        planned = [k for k in self.kernels if k not in self.runtime_shaped]  # NOTE: theirs come at run time
+        produced = {t for k in planned for t in k.outputs}
+        keep = {t for t in self.outputs if not t.value_known and t not in self.inputs and t in produced}
+        self.memory.apply(planned, keep, self.context.memory_limit)
 
     def apply_shapes(self) -> None:
         """Propagates the input shapes, re-plans memory and resizes every kernel.
@@ -153,7 +158,8 @@ class Engine:
         """Resizes one kernel; the partition it gave up, if a graph kernel failed."""
         partition = self.log.partitions.get(kernel)
         if partition is None:
-            kernel.resize()
+            if kernel not in self.runtime_shaped:
+                kernel.resize()
             return None
         try:
             kernel.resize()
@@ -179,14 +185,19 @@ class Engine:
         """Executes every kernel; any failure becomes a LiteError naming the kernel."""
         limit_blas_threads(self.context.thread_num)
         kernel = None
+        runtime_shaped, limit = self.runtime_shaped, self.context.memory_limit
         try:
             with np.errstate(all="ignore"):  # IEEE results (NaN, inf) as onnxruntime gives them, no warnings
                 if profile is None:
                     for kernel in self.kernels:
+                        if kernel in runtime_shaped:
+                            infer_at_run(kernel, limit)
                         kernel.execute()
                 else:
                     for kernel in self.kernels:
                         start = time.perf_counter()
+                        if kernel in runtime_shaped:
+                            infer_at_run(kernel, limit)
                         kernel.execute()
                         profile[kernel] = profile.get(kernel, 0.0) + time.perf_counter() - start
         except Exception as exc:

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from lite.aligned import aligned_array
 from lite.errors import LiteError, MemoryLimitError, ModelFormatError
 from lite.kernels.base import NativeKernel
 from lite.scheduler import schedule
@@ -14,18 +15,28 @@ from lite.schema.graph import GraphDef
 from lite.tensor import Tensor
 
 
-def foldable_kernels(kernels: list[NativeKernel]) -> list[NativeKernel]:
-    """Kernels whose outputs are known once shapes are: shape-only ops and ops on such values.
+def classify(kernels: list[NativeKernel]) -> tuple[list[NativeKernel], list[NativeKernel]]:
+    """(folded, runtime-shaped) kernels; kernels must be in topological order.
 
-    Marks their outputs ``value_known``; kernels must be in topological order.
+    Folded: outputs known once the input shapes are (shape-only ops, and ops on constants or on
+    such values); their outputs are marked ``value_known``. Runtime-shaped: their output shapes
+    depend on values computed from input data (a Reshape whose target is computed, NonZero), or
+    on a runtime-shaped kernel's outputs; they get ``runtime_shapes = True`` and infer shapes at
+    every predict. Every other kernel has shapes known from the input shapes alone.
     """
-    folded = []
+    folded, runtime = [], []
+    runtime_tensors: set = set()
     for kernel in kernels:
-        if kernel.shape_only or all(t is None or t.value_known for t in kernel.inputs):
+        reads_runtime = any(t in runtime_tensors for t in kernel.inputs if t is not None)
+        if not reads_runtime and (kernel.shape_only or all(t is None or t.value_known for t in kernel.inputs)):
             folded.append(kernel)
             for tensor in kernel.outputs:
                 tensor.value_known = True
-    return folded
+        elif reads_runtime or any(not t.value_known for t in kernel.shape_inputs()):
+            kernel.runtime_shapes = True
+            runtime.append(kernel)
+            runtime_tensors.update(kernel.outputs)
+    return folded, runtime
 
 
 def validate_graph(graph: GraphDef, memory_limit: int) -> None:
@@ -37,20 +48,24 @@ def validate_graph(graph: GraphDef, memory_limit: int) -> None:
     """
     tensors = [Tensor.from_def(t) for t in graph.tensors]
     kernels = schedule(graph, tensors)
-    folded = set(foldable_kernels(kernels))
+    folded, _ = classify(kernels)
     if all(-1 not in tensors[i].shape for i in graph.inputs):
-        propagate(kernels, folded, memory_limit)
+        propagate(kernels, set(folded), memory_limit)
 
 
 def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_limit: int) -> None:
     """Infers every output's shape (in topological order) and computes the folded kernels.
 
+    Runtime-shaped kernels are skipped: ``infer_at_run`` does their part at each predict.
+
     Raises:
         ModelFormatError: naming the node whose shapes or dtypes do not work out.
     """
     for kernel in kernels:
+        if kernel.runtime_shapes:
+            continue
         with blame(kernel):
-            _set_outputs(kernel, memory_limit)
+            set_outputs(kernel, memory_limit)
             if kernel in folded:
                 for tensor in kernel.outputs:
                     tensor.data = np.empty(tensor.shape, tensor.dtype)
@@ -58,7 +73,20 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
                 kernel.execute()
 
 
-def _set_outputs(kernel: NativeKernel, memory_limit: int) -> None:
+def infer_at_run(kernel: NativeKernel, memory_limit: int) -> None:
+    """Shape inference for a runtime-shaped kernel before it executes: its outputs get arrays
+    of the shapes the current input values give (kept while the shapes stay the same)."""
+    with blame(kernel):
+        set_outputs(kernel, memory_limit)
+    for tensor in kernel.outputs:
+        data = tensor.data
+        if data is None or data.shape != tensor.shape or data.dtype != tensor.dtype:
+            tensor.data = aligned_array(tensor.shape, tensor.dtype)
+    kernel.resize()
+
+
+def set_outputs(kernel: NativeKernel, memory_limit: int) -> None:
+    """Sets the kernel's output shapes from its ``infer_shapes``, checking dtypes and the memory limit."""
     shapes, dtypes = kernel.infer_shapes(), kernel.output_dtypes()
     if len(shapes) != len(kernel.outputs):
         kernel.fail(f"has {len(kernel.outputs)} outputs, but the op produces {len(shapes)}")

@@ -62,6 +62,10 @@ class NativeKernel(Kernel):
         value_inputs: input indices whose values shape inference needs (e.g. Reshape's shape).
         shape_only: True when the outputs depend only on input shapes (Shape), so the
             runtime can compute them as soon as shapes are known.
+
+    Attributes:
+        runtime_shapes: set by the runtime when the output shapes depend on values computed
+            from input data; shape inference (reading those values) then runs at every predict.
     """
 
     value_inputs: ClassVar[tuple[int, ...]] = ()
@@ -72,6 +76,7 @@ class NativeKernel(Kernel):
         super().__init__(inputs, outputs, primitive, name)
         self.attrs = primitive.attrs
         self.workspace = Workspace()
+        self.runtime_shapes = False
         self.check_attrs()
 
     def check_attrs(self) -> None:
@@ -91,10 +96,10 @@ class NativeKernel(Kernel):
         tensor = self.inputs[index] if index < len(self.inputs) else None
         if tensor is None:
             return None
-        if not tensor.value_known:
+        if not (tensor.value_known or self.runtime_shapes):
             raise UnsupportedOpError([(self.type, self.name, None, (
                 f"its output shape depends on the values of input {tensor.name!r}, which are computed from "
-                "input data (data-dependent shapes are not supported; make that input a constant)"))])
+                f"input data, but {index} is not among the kernel's value_inputs {list(self.value_inputs)}"))])
         return tensor.data
 
     def shape_inputs(self) -> list[Tensor]:

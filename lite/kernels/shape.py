@@ -114,13 +114,23 @@ class Flatten(Copy):
         return [(math.prod(shape[:axis]), math.prod(shape[axis:]))]
 
 
+def axes_input_or_attr(kernel: NativeKernel) -> list[int]:
+    """The axes of input 1 (int64) when present, else the ``axis`` attribute."""
+    axes = int_vector(kernel, 1)
+    return list(kernel.attrs["axis"]) if axes is None else axes
+
+
 @register("Squeeze", ALL)
 class Squeeze(Copy):
-    """Removes the listed size-1 dims (every size-1 dim when ``axis`` is empty)."""
+    """Removes the listed size-1 dims (every size-1 dim when there are none): the axes of
+    input 1 when present (computed at run time), else the ``axis`` attribute."""
+
+    io = (1, 1)
+    value_inputs = (1,)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         shape = self.inputs[0].shape
-        axes = normalize_axes(self, self.attrs["axis"], len(shape))
+        axes = normalize_axes(self, axes_input_or_attr(self), len(shape))
         if any(shape[a] != 1 for a in axes):
             self.fail(f"cannot squeeze axes {axes} of shape {shape}: a dim is not 1")
         drop = axes or [a for a, d in enumerate(shape) if d == 1]
@@ -129,11 +139,14 @@ class Squeeze(Copy):
 
 @register("Unsqueeze", ALL)
 class Unsqueeze(Copy):
-    """Inserts size-1 dims at ``axis`` (axes of the output)."""
+    """Inserts size-1 dims at the axes (of the output) of input 1 when present, else of ``axis``."""
+
+    io = (1, 1)
+    value_inputs = (1,)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
-        shape = self.inputs[0].shape
-        axes = normalize_axes(self, self.attrs["axis"], len(shape) + len(self.attrs["axis"]))
+        shape, axes = self.inputs[0].shape, axes_input_or_attr(self)
+        axes = normalize_axes(self, axes, len(shape) + len(axes))
         dims = iter(shape)
         return [tuple(1 if a in axes else next(dims) for a in range(len(shape) + len(axes)))]
 
@@ -275,11 +288,14 @@ class StridedSlice(DataMovement):
 
 @register("Split", ALL)
 class Split(DataMovement):
-    """Splits along ``axis`` by ``size_splits``, or into equal parts, one per output
-    (the last one smaller when the dim does not divide, as in ONNX opset 18)."""
+    """Splits along ``axis`` by the sizes of input 1 (computed at run time) when present, else
+    by ``size_splits``, else into equal parts, one per output (the last one smaller when the
+    dim does not divide, as in ONNX opset 18)."""
+
+    value_inputs = (1,)
 
     def check_attrs(self) -> None:
-        check_io(self, 1, outputs=None)
+        check_io(self, 1, 1, outputs=None)
         sizes = self.attrs["size_splits"]
         if sizes and (len(sizes) != len(self.outputs) or min(sizes) < 0):
             self.fail(f"size_splits {sizes} must be {len(self.outputs)} sizes >= 0, one per output")
@@ -287,7 +303,9 @@ class Split(DataMovement):
     def _sizes(self) -> tuple[int, list[int]]:
         shape = self.inputs[0].shape
         axis = normalize_axis(self, self.attrs["axis"], len(shape))
-        sizes = self.attrs["size_splits"]
+        sizes = int_vector(self, 1) or self.attrs["size_splits"]
+        if len(sizes) not in (0, len(self.outputs)) or min(sizes, default=0) < 0:
+            self.fail(f"split sizes {sizes} must be {len(self.outputs)} sizes >= 0, one per output")
         if not sizes:
             sizes = split_sizes(shape[axis], len(self.outputs))
         if sum(sizes) != shape[axis]:

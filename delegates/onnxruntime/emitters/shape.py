@@ -23,7 +23,10 @@ _PADDING_MODES = {mode: mode.lower() for mode in PADDING_MODES}  # ONNX's names 
 
 
 def _axes(ctx: NodeContext) -> list[str]:
-    """The ``axis`` list as an int64 constant input (opset 13+), none when empty."""
+    """The axes input (opset 13+): input 1 when the kernel has one, else the ``axis`` list as an
+    int64 constant; none when empty."""
+    if ctx.has_input(1):
+        return [ctx.input(1)]
     axes = [int(a) for a in ctx.attrs["axis"]]
     return [ctx.const(axes, "axes", np.int64)] if axes else []
 
@@ -74,8 +77,11 @@ def strided_slice(ctx: NodeContext) -> None:
 
 @emitter("Split", ALL)
 def split(ctx: NodeContext) -> None:
-    sizes = [int(s) for s in ctx.attrs["size_splits"]] or _uneven_sizes(ctx)
-    inputs = [ctx.input(0)] + ([ctx.const(sizes, "split", np.int64)] if sizes else [])
+    if ctx.has_input(1):
+        inputs = [ctx.input(0), ctx.input(1)]
+    else:
+        sizes = [int(s) for s in ctx.attrs["size_splits"]] or _uneven_sizes(ctx)
+        inputs = [ctx.input(0)] + ([ctx.const(sizes, "split", np.int64)] if sizes else [])
     ctx.node("Split", inputs, ctx.outputs(), axis=int(ctx.attrs["axis"]))
 
 

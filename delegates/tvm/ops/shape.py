@@ -78,7 +78,13 @@ def transpose(node: Node) -> relax.Expr:
     return relax.op.permute_dims(node.x(0), perm or None)
 
 
-@emitter("Squeeze")
+def check_axes_attribute(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
+    if len(kernel.inputs) > 1 and kernel.inputs[1] is not None:
+        return f"{kernel.type}: its axes or sizes arrive as a tensor; this delegate compiles them from attributes"
+    return None
+
+
+@emitter("Squeeze", check=check_axes_attribute)
 def squeeze(node: Node) -> relax.Expr:
     """The listed axes, or every dim of size 1 (a symbolic batch of size 1 now would change that)."""
     shape = node.shape(0)
@@ -92,7 +98,7 @@ def squeeze(node: Node) -> relax.Expr:
     return relax.op.squeeze(node.x(0), axes) if axes else node.x(0)
 
 
-@emitter("Unsqueeze")
+@emitter("Unsqueeze", check=check_axes_attribute)
 def unsqueeze(node: Node) -> relax.Expr:
     rank = len(node.shape(0)) + len(node.attrs["axis"])
     return relax.op.expand_dims(node.x(0), sorted(int(a) % rank for a in node.attrs["axis"]))
@@ -148,7 +154,7 @@ def strided_slice(node: Node) -> relax.Expr:
     return x
 
 
-@emitter("Split")
+@emitter("Split", check=check_axes_attribute)
 def split(node: Node) -> list[relax.Expr]:
     shape = node.shape(0)
     axis = int(node.attrs["axis"]) % len(shape)

@@ -295,9 +295,17 @@ def test_reshape_input_form_and_allowzero():
     assert node.attrs == {"allowzero": True} and graph.tensors[node.inputs[1]].dtype == np.int64
 
 
-def test_reshape_to_a_shape_computed_from_input_data_is_unsupported():
-    with pytest.raises(UnsupportedOpError, match="Reshape.*depends on the values of input 's'"):
-        convert_node("Reshape", {"x": random(2, 3, 4), "s": np.array([2, 12])}, 14)
+def test_reshape_to_a_shape_computed_from_input_data_keeps_it_an_input():
+    graph = convert_node("Reshape", {"x": random(2, 3, 4), "s": np.array([2, 12])}, 14)
+    node = only_node(graph)
+    assert [graph.tensors[i].name for i in node.inputs] == ["x", "s"]
+
+
+@pytest.mark.parametrize("op", ["Squeeze", "Unsqueeze"])
+def test_computed_axes_stay_an_input(op):
+    graph = convert_node(op, {"x": random(1, 3, 1), "a": np.array([0])}, 13)
+    node = only_node(graph)
+    assert [graph.tensors[i].name for i in node.inputs] == ["x", "a"] and node.attrs == {"axis": ()}
 
 
 def test_flatten_and_transpose():
@@ -317,11 +325,6 @@ def test_squeeze_and_unsqueeze_input_form():
     assert only_node(convert_node("Squeeze", {"x": random(1, 3, 1)}, 13, axes)).attrs == {"axis": [0, 2]}
     assert only_node(convert_node("Unsqueeze", {"x": random(3)}, 13, axes)).attrs == {"axis": [0, 2]}
     assert only_node(convert_node("Squeeze", {"x": random(1, 3, 1)}, 13)).inputs == [0]
-
-
-def test_unsqueeze_computed_axes_are_unsupported():
-    reason = unsupported_reason("Unsqueeze", {"x": random(3), "axes": np.array([0])}, 13)
-    assert "Unsqueeze axes" in reason and "constant" in reason
 
 
 def test_pad_attribute_forms_become_inputs():

@@ -62,9 +62,8 @@ def squeeze_v1(ctx: NodeContext) -> None:
 
 @mapper("Squeeze", since=13)
 def squeeze_v13(ctx: NodeContext) -> None:
-    """Opset 13+: optional constant ``axes`` input."""
-    axes = ctx.const_input(1, "Squeeze axes").reshape(-1).tolist() if ctx.has_input(1) else []
-    ctx.emit("Squeeze", {"axis": axes}, [ctx.input(0)])
+    """Opset 13+: optional ``axes`` input (an attribute when constant)."""
+    _axes_op(ctx, "Squeeze")
 
 
 @mapper("Unsqueeze", since=1)
@@ -74,8 +73,16 @@ def unsqueeze_v1(ctx: NodeContext) -> None:
 
 @mapper("Unsqueeze", since=13)
 def unsqueeze_v13(ctx: NodeContext) -> None:
-    axes = ctx.const_input(1, "Unsqueeze axes").reshape(-1).tolist()
-    ctx.emit("Unsqueeze", {"axis": axes}, [ctx.input(0)])
+    _axes_op(ctx, "Unsqueeze")
+
+
+def _axes_op(ctx: NodeContext, op_type: str) -> None:
+    """Constant axes become the ``axis`` attribute; computed ones stay input 1."""
+    axes = ctx.const(1)
+    if ctx.has_input(1) and axes is None:
+        ctx.emit(op_type, {}, [ctx.input(0), ctx.input(1)])
+    else:
+        ctx.emit(op_type, {"axis": [] if axes is None else axes.reshape(-1).tolist()}, [ctx.input(0)])
 
 
 def _padding_mode(ctx: NodeContext) -> str:
@@ -139,8 +146,10 @@ def slice_v10(ctx: NodeContext) -> None:
 @mapper("Split", since=1)
 def split_v1(ctx: NodeContext) -> None:
     """Opset 1: sizes come from the optional second input or the ``split`` attribute."""
-    sizes = ctx.const_input(1, "Split sizes").reshape(-1).tolist() if ctx.has_input(1) else ctx.attr("split", [])
-    _split(ctx, sizes)
+    if ctx.has_input(1):
+        _split_by_input(ctx)
+    else:
+        _split(ctx, ctx.attr("split", []))
 
 
 @mapper("Split", since=2)
@@ -150,9 +159,9 @@ def split_v2(ctx: NodeContext) -> None:
 
 @mapper("Split", since=13)
 def split_v13(ctx: NodeContext) -> None:
-    """Opset 13+: sizes are an optional constant input; opset 18 adds ``num_outputs``."""
+    """Opset 13+: sizes are an optional input; opset 18 adds ``num_outputs``."""
     if ctx.has_input(1):
-        _split(ctx, ctx.const_input(1, "Split sizes").reshape(-1).tolist())
+        _split_by_input(ctx)
     elif ctx.has_attr("num_outputs"):
         _split(ctx, _uneven_sizes(ctx, int(ctx.attr("num_outputs"))))
     else:
@@ -166,6 +175,15 @@ def _uneven_sizes(ctx: NodeContext, n: int) -> list[int]:
     shape, axis = ctx.shape(0), int(ctx.attr("axis", 0))
     dim = shape[axis] if shape is not None and -len(shape) <= axis < len(shape) else -1
     return explicit_split_sizes(dim, n)
+
+
+def _split_by_input(ctx: NodeContext) -> None:
+    """Constant sizes become ``size_splits``; computed ones stay input 1."""
+    sizes = ctx.const(1)
+    if sizes is None:
+        ctx.emit("Split", {"axis": int(ctx.attr("axis", 0))}, [ctx.input(0), ctx.input(1)])
+    else:
+        _split(ctx, sizes.reshape(-1).tolist())
 
 
 def _split(ctx: NodeContext, sizes: list[int]) -> None:

@@ -1,0 +1,130 @@
+"""Shapes computed from input data: kernels whose output shapes depend on values known only at
+predict time infer them there (lite.shapes.classify / infer_at_run), checked against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import lite
+from lite.delegate import RUNTIME_SHAPES_REASON
+from lite.delegates.onnxruntime import ORTDelegate
+from lite.tools.converter import convert
+from tests.oracle import run_onnxruntime
+
+RNG = np.random.default_rng(11)
+
+
+def model_of(nodes, inputs: dict[str, tuple[int, list]], outputs: list[str], inits=None) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(k, t, s) for k, (t, s) in inputs.items()],
+                              [onnx.ValueInfoProto(name=o) for o in outputs],
+                              [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def build(onnx_model: onnx.ModelProto, *delegates, memory_limit: int | None = None) -> lite.Model:
+    model = lite.Model()
+    context = lite.Context(thread_num=1, delegates=list(delegates))
+    if memory_limit is not None:
+        context.memory_limit = memory_limit
+    model.build(convert(onnx_model), lite.ModelType.LITE, context)
+    return model
+
+
+def predict(model: lite.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [t.get_data_to_numpy() for t in model.predict([feeds[t.name] for t in model.get_inputs()])]
+
+
+def assert_like_onnxruntime(model: lite.Model, onnx_model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
+    for got, want in zip(predict(model, feeds), run_onnxruntime(onnx_model, feeds), strict=True):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+# x -> Reshape(s) -> Add(bias row) -> Transpose -> y, and Shape(y) -> ConstantOfShape -> ones
+RESHAPE_CHAIN = model_of(
+    [helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Add", ["r", "r"], ["a"]),
+     helper.make_node("Transpose", ["a"], ["y"]), helper.make_node("Shape", ["y"], ["sy"]),
+     helper.make_node("ConstantOfShape", ["sy"], ["ones"], value=numpy_helper.from_array(np.ones(1, np.float32)))],
+    {"x": (F, [2, 3, 4]), "s": (I64, [2])}, ["y", "ones"])
+
+
+@pytest.mark.parametrize("targets", [[[2, 12], [6, 4], [24, 1], [-1, 3]]])
+def test_a_shape_given_as_data_reshapes_at_every_predict(targets):
+    model = build(RESHAPE_CHAIN)
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    for target in targets:
+        assert_like_onnxruntime(model, RESHAPE_CHAIN, {"x": x, "s": np.array(target, np.int64)})
+
+
+def test_only_the_kernels_downstream_of_data_are_runtime_shaped():
+    model = build(RESHAPE_CHAIN)
+    engine = model._engine
+    assert sorted(k.type for k in engine.runtime_shaped) == ["AddFusion", "ConstantOfShape", "Reshape", "Shape",
+                                                             "Transpose"]
+    assert not engine.folded  # Shape of a runtime-shaped tensor is not folded
+
+
+def test_a_bad_value_fails_clearly_and_the_model_keeps_working():
+    model = build(RESHAPE_CHAIN)
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    with pytest.raises(lite.ModelFormatError, match="Reshape.*cannot reshape"):
+        predict(model, {"x": x, "s": np.array([5, 5], np.int64)})
+    assert_like_onnxruntime(model, RESHAPE_CHAIN, {"x": x, "s": np.array([4, 6], np.int64)})
+
+
+def test_a_shape_value_beyond_the_memory_limit_is_refused_at_predict():
+    fill = model_of([helper.make_node("ConstantOfShape", ["s"], ["y"])], {"s": (I64, [2])}, ["y"])
+    model = build(fill, memory_limit=1 << 20)
+    with pytest.raises(lite.MemoryLimitError, match="memory limit"):
+        predict(model, {"s": np.array([1 << 20, 1 << 20], np.int64)})
+    [y] = predict(model, {"s": np.array([3, 5], np.int64)})
+    assert y.shape == (3, 5) and not y.any()
+
+
+def test_runtime_shapes_follow_a_resized_input():
+    dynamic = model_of([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": (F, ["N", 4]), "s": (I64, [2])},
+                       ["y"])
+    model = build(dynamic)
+    for batch in (1, 3, 5):
+        x = RNG.standard_normal((batch, 4)).astype(np.float32)
+        assert_like_onnxruntime(model, dynamic, {"x": x, "s": np.array([2, -1], np.int64)})
+
+
+def test_delegates_leave_runtime_shaped_kernels_native_and_say_why():
+    model = build(RESHAPE_CHAIN, ORTDelegate(min_nodes_per_partition=1))
+    rows = {r.op_type: r for r in model.partition_report()}
+    assert rows["Reshape"].runs_on == "native" and RUNTIME_SHAPES_REASON in rows["Reshape"].reason
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    assert_like_onnxruntime(model, RESHAPE_CHAIN, {"x": x, "s": np.array([3, 8], np.int64)})
+
+
+class TakesEverything(lite.Delegate):
+    def build(self, model: lite.DelegateModel) -> None:
+        model.replace(0, len(model), lite.Kernel(model.subgraph_inputs(0, len(model)),
+                                                 model.subgraph_outputs(0, len(model)), None, "all"))
+
+
+def test_replace_refuses_runtime_shaped_kernels():
+    with pytest.raises(lite.DelegateError, match="computed from input data"):
+        build(RESHAPE_CHAIN, TakesEverything())
+
+
+@pytest.mark.parametrize(("op", "axes"), [("Squeeze", [0, 2]), ("Unsqueeze", [1, -1])])
+def test_axes_given_as_data(op, axes):
+    shape = [1, 3, 1] if op == "Squeeze" else [2, 3]
+    graph = model_of([helper.make_node(op, ["x", "a"], ["y"])], {"x": (F, shape), "a": (I64, [2])}, ["y"])
+    x = RNG.standard_normal(shape).astype(np.float32)
+    assert_like_onnxruntime(build(graph), graph, {"x": x, "a": np.array(axes, np.int64)})
+
+
+def test_split_sizes_given_as_data():
+    graph = model_of([helper.make_node("Split", ["x", "s"], ["a", "b"], axis=1)], {"x": (F, [2, 7]), "s": (I64, [2])},
+                     ["a", "b"])
+    model = build(graph)
+    x = RNG.standard_normal((2, 7)).astype(np.float32)
+    for sizes in ([3, 4], [7, 0], [1, 6]):
+        assert_like_onnxruntime(model, graph, {"x": x, "s": np.array(sizes, np.int64)})
