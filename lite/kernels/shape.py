@@ -11,8 +11,8 @@ import numpy as np
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
-from lite.ops.dtypes import ALL
-from lite.ops.padding import PADDING_MODES, begins_ends, kept
+from lite.ops.dtypes import ALL, BFLOAT16
+from lite.ops.padding import PADDING_MODES, begins_ends, full_rank_pads, kept
 from lite.ops.slicing import clamped_slice
 from lite.ops.split import split_offsets, split_sizes
 from lite.schema.graph import DTYPES
@@ -199,10 +199,11 @@ class Concat(DataMovement):
 
 @register("PadFusion", ALL)
 class PadFusion(DataMovement):
-    """ONNX Pad: pads (begins then ends, negative crops), CONSTANT / REFLECT / EDGE."""
+    """ONNX Pad: pads (begins then ends, negative crops), CONSTANT / REFLECT / EDGE / WRAP,
+    optionally for the axes of input 3 only."""
 
-    io = (2, 1)
-    value_inputs = (1, 2)
+    io = (2, 2)
+    value_inputs = (1, 2, 3)
 
     def check_attrs(self) -> None:
         super().check_attrs()
@@ -212,7 +213,12 @@ class PadFusion(DataMovement):
 
     def _pads(self) -> list[tuple[int, int, int]]:
         """(dim, begin, end) per axis."""
-        shape, pads = self.inputs[0].shape, int_vector(self, 1)
+        shape, pads, axes = self.inputs[0].shape, int_vector(self, 1), int_vector(self, 3)
+        if axes is not None:
+            try:
+                pads = full_rank_pads(pads, axes, len(shape))
+            except ValueError as exc:
+                self.fail(str(exc))
         if len(pads) != 2 * len(shape):
             self.fail(f"pads {pads} must have 2 * rank = {2 * len(shape)} values")
         return list(zip(shape, *begins_ends(pads, len(shape)), strict=True))
@@ -223,7 +229,7 @@ class PadFusion(DataMovement):
             length, grow = d + min(b, 0) + min(e, 0), max(b, e, 0)
             if length < 0:
                 self.fail(f"pads {b}, {e} crop more than axis length {d}")
-            if grow and (self.mode == "EDGE" and length < 1 or self.mode == "REFLECT" and grow >= length):
+            if grow and (self.mode in ("EDGE", "WRAP") and length < 1 or self.mode == "REFLECT" and grow >= length):
                 self.fail(f"{self.mode} padding of {grow} needs a longer axis than {length} (after cropping)")
         return [tuple(d + b + e for d, b, e in pads)]
 
@@ -235,8 +241,8 @@ class PadFusion(DataMovement):
             self.source = tuple(kept(d, b, e) for d, b, e in pads)
             self.target = tuple(slice(max(b, 0), max(b, 0) + d + min(b, 0) + min(e, 0)) for d, b, e in pads)
         else:
-            index = _reflect_index if self.mode == "REFLECT" else _edge_index
-            self.source = np.ix_(*[index(np.arange(-b, d + e), d) for d, b, e in pads])
+            index = {"REFLECT": _reflect_index, "EDGE": _edge_index, "WRAP": _wrap_index}[self.mode]
+            self.source = np.ix_(*[index(np.arange(-b, d + e), d, b, e) for d, b, e in pads])
 
     def execute(self) -> None:
         out, x = self.outputs[0].data, self.inputs[0].data
@@ -247,11 +253,17 @@ class PadFusion(DataMovement):
             out[...] = x[self.source]
 
 
-def _edge_index(positions: np.ndarray, dim: int) -> np.ndarray:
+def _edge_index(positions: np.ndarray, dim: int, begin: int, end: int) -> np.ndarray:
     return np.clip(positions, 0, dim - 1)
 
 
-def _reflect_index(positions: np.ndarray, dim: int) -> np.ndarray:
+def _wrap_index(positions: np.ndarray, dim: int, begin: int, end: int) -> np.ndarray:
+    """Repeats the part of the axis that negative pads leave (onnxruntime crops, then wraps)."""
+    part = kept(dim, begin, end)
+    return part.start + (positions - part.start) % (part.stop - part.start)
+
+
+def _reflect_index(positions: np.ndarray, dim: int, begin: int, end: int) -> np.ndarray:
     """Mirrors positions before 0 and after dim - 1 (at most dim - 1 beyond either end)."""
     return dim - 1 - np.abs(dim - 1 - np.abs(positions))
 
@@ -413,9 +425,9 @@ class ConstantOfShape(DataMovement):
         self.outputs[0].data.fill(self.fill)
 
 
-@register("Cast", ALL)
+@register("Cast", ALL + (BFLOAT16,))
 class Cast(DataMovement):
-    """Converts to ``to`` (float to integer truncates toward zero)."""
+    """Converts to ``to`` (float to integer truncates toward zero; to bfloat16 rounds to nearest even)."""
 
     def check_attrs(self) -> None:
         super().check_attrs()

@@ -6,3 +6,4 @@ class PaddingMode(object):
     CONSTANT = 0
     REFLECT = 1
     EDGE = 2
+    WRAP = 3

@@ -19,8 +19,10 @@ def test_groups_hold_distinct_storable_dtypes():
 
 
 def test_groups_nest():
-    assert set(dtypes.ALL) == set(dtypes.NUMBERS) | {np.dtype(np.bool_)} == set(DTYPES.values())
+    assert set(dtypes.ALL) == set(dtypes.NUMBERS) | {np.dtype(np.bool_)} == set(DTYPES.values()) - {dtypes.BFLOAT16}
     assert set(dtypes.NUMBERS) == set(dtypes.FLOATS) | set(dtypes.INTS)
+    assert set(dtypes.INTS) == set(dtypes.SIGNED_INTS) | set(dtypes.UNSIGNED_INTS)
+    assert set(dtypes.SIGNED) == set(dtypes.FLOATS) | set(dtypes.SIGNED_INTS)
     assert set(dtypes.FLOAT32) < set(dtypes.FLOATS_32_64) < set(dtypes.FLOATS)
     assert set(dtypes.INTS_32_64) < set(dtypes.INTS)
     assert set(dtypes.NUMBERS_32_64) == set(dtypes.FLOATS_32_64) | set(dtypes.INTS_32_64)

@@ -19,7 +19,8 @@ from lite.schema.graph import DTYPES
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
 
-_PADDING_MODES = {mode: mode.lower() for mode in PADDING_MODES}  # ONNX's names are lower case
+# ONNX's names are lower case; WRAP is Pad-19, newer than the opset partitions are written at
+_PADDING_MODES = {mode: mode.lower() for mode in PADDING_MODES if mode != "WRAP"}
 
 
 def _axes(ctx: NodeContext) -> list[str]:
@@ -67,6 +68,8 @@ def pad(ctx: NodeContext) -> None:
     mode = ctx.attrs["padding_mode"]
     if mode not in _PADDING_MODES:
         ctx.unsupported(f"padding_mode {mode!r} is not one of {sorted(_PADDING_MODES)}")
+    if ctx.has_input(3):
+        ctx.unsupported("pads for some axes only (Pad-18 axes) are newer than opset 17")
     ctx.op("Pad", ctx.inputs(), ctx.output(), mode=_PADDING_MODES[mode])
 
 

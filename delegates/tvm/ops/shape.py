@@ -105,6 +105,10 @@ def unsqueeze(node: Node) -> relax.Expr:
 
 
 def check_pad(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
+    if attrs["padding_mode"] == "WRAP":
+        return "PadFusion: WRAP padding has no Relax lowering"
+    if len(kernel.inputs) > 3 and kernel.inputs[3] is not None:
+        return "PadFusion: pads for some axes only (an axes input) are not lowered"
     if len(kernel.inputs) > 2 and kernel.inputs[2] is not None and not kernel.inputs[2].value_known:
         return "PadFusion: the constant value is computed from the data; TVM needs it at compile time"
     return None

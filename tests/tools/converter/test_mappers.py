@@ -350,10 +350,15 @@ def test_pad_opset18_axes_expand_to_full_rank():
     assert const(graph, node.inputs[1]).tolist() == [0, 2, 1, 0, 4, 3]
 
 
-def test_pad_wrap_mode_is_unsupported():
-    reason = unsupported_reason("Pad", {"x": random(2, 3)}, 19, initializers={"pads": np.array([1, 0, 0, 1])},
-                                mode="wrap")
-    assert "mode='wrap'" in reason
+def test_pad_wrap_mode():
+    graph = convert_node("Pad", {"x": random(2, 3)}, 19, initializers={"pads": np.array([1, 0, 0, 1])}, mode="wrap")
+    assert only_node(graph).attrs == {"padding_mode": "WRAP"}
+
+
+def test_pad_computed_axes_stay_an_input():
+    graph = convert_node("Pad", {"x": random(2, 3), "pads": np.array([1, 2]), "axes": np.array([1])}, 19,
+                         input_names=["x", "pads", "", "axes"])
+    assert [graph.tensors[i].name if i >= 0 else None for i in only_node(graph).inputs] == ["x", "pads", None, "axes"]
 
 
 def test_slice_attribute_form_becomes_inputs():
@@ -426,10 +431,11 @@ def test_identity_from_input_to_output_is_kept():
     assert node.op_type == "Identity"
 
 
-def test_dropout_mask_output_is_unsupported():
-    model = single_node_model("Dropout", {"x": random(2)}, n_outputs=2, opset=13)
-    with pytest.raises(UnsupportedOpError, match="mask output"):
-        convert_to_graph(model)
+@pytest.mark.parametrize(("opset", "mask_dtype"), [(13, "BOOL"), (7, "FLOAT32")])
+def test_dropout_mask_is_all_true_from_the_input_shape(opset, mask_dtype):
+    graph, _ = convert_to_graph(single_node_model("Dropout", {"x": random(2, 3)}, n_outputs=2, opset=opset))
+    assert [n.op_type for n in graph.nodes] == ["Identity", "Shape", "ConstantOfShape"]
+    assert graph.nodes[-1].attrs == {"data_type": mask_dtype, "value": 1.0}
 
 
 # ---- reduce ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lite.ops.padding import PADDING_MODES
+from lite.ops.padding import PADDING_MODES, full_rank_pads
 from lite.ops.slicing import INT64_MAX
 from lite.ops.split import explicit_split_sizes
 from lite.schema.graph import DTYPE_NAMES
@@ -107,25 +107,27 @@ def pad_v1(ctx: NodeContext) -> None:
 
 @mapper("Pad", since=11)
 def pad_v11(ctx: NodeContext) -> None:
-    """Opset 11+: pads and constant_value are inputs; opset 18's ``axes`` are expanded to every axis."""
+    """Opset 11+: pads and constant_value are inputs; opset 18's ``axes`` are expanded to every
+    axis when they and the pads are constants, else passed on as input 3."""
     mode = _padding_mode(ctx)
-    pads = _full_rank_pads(ctx) if ctx.has_input(3) else ctx.input(1)
-    value = ctx.input(2, optional=True)
-    ctx.emit("PadFusion", {"padding_mode": mode}, [ctx.input(0), pads] + ([value] if value >= 0 else []))
+    inputs = [ctx.input(0), _full_rank_pads(ctx) if ctx.has_input(3) else ctx.input(1), ctx.input(2, optional=True)]
+    if ctx.has_input(3) and inputs[1] == ctx.input(1):
+        inputs.append(ctx.input(3))
+    while inputs[-1] < 0:
+        inputs.pop()
+    ctx.emit("PadFusion", {"padding_mode": mode}, inputs)
 
 
 def _full_rank_pads(ctx: NodeContext) -> int:
-    axes = ctx.const_input(3, "Pad axes").reshape(-1)
-    pads = ctx.const_input(1, "Pad pads (with axes)").reshape(-1)
-    rank = ctx.rank(0)
-    if rank is None:
-        ctx.unsupported("Pad with axes needs the input rank; set --input-shape")
-    if pads.size != 2 * axes.size:
-        ctx.invalid(f"pads has {pads.size} values for {axes.size} axes, expected {2 * axes.size}")
-    full = np.zeros(2 * rank, dtype=np.int64)
-    for k, axis in enumerate(axes % rank):
-        full[axis], full[axis + rank] = pads[k], pads[k + axes.size]
-    return ctx.add_const(f"{ctx.name}_pads", full)
+    """The pads of every axis as a new constant, or input 1 itself when pads or axes are computed."""
+    axes, pads, rank = ctx.const(3), ctx.const(1), ctx.rank(0)
+    if axes is None or pads is None or rank is None:
+        return ctx.input(1)
+    try:
+        full = full_rank_pads(pads.reshape(-1).tolist(), axes.reshape(-1).tolist(), rank)
+    except ValueError as exc:
+        ctx.invalid(str(exc))
+    return ctx.add_const(f"{ctx.name}_pads", _int64(full))
 
 
 @mapper("Slice", since=1)
@@ -256,10 +258,20 @@ def identity_v1(ctx: NodeContext) -> None:
 
 @mapper("Dropout", since=1)
 def dropout_v1(ctx: NodeContext) -> None:
-    """Dropout is an Identity at inference; the passes usually remove it before mapping."""
-    if ctx.output_used(1):
-        ctx.unsupported("the mask output is not supported; it only has meaning in training")
+    """Dropout is an Identity at inference (its mask all true); the passes usually remove it before mapping."""
     training = ctx.const(2)
     if ctx.has_input(2) and (training is None or bool(training)):
         ctx.unsupported("training_mode must be a constant false for inference")
     ctx.emit("Identity", {}, [ctx.input(0)], [ctx.output(0)])
+    if ctx.output_used(1):
+        _all_true_mask(ctx)
+
+
+def _all_true_mask(ctx: NodeContext) -> None:
+    """Dropout's mask at inference: every element kept, in x's shape (bool from opset 10, x's type before)."""
+    dtype = np.dtype(np.bool_) if ctx.opset >= 10 else ctx.dtype(0)
+    if dtype is None:
+        ctx.unsupported("the mask's element type (the input's, before opset 10) is unknown")
+    shape = ctx.add_tensor(f"{ctx.name}_shape", np.int64, (-1,))
+    ctx.emit("Shape", {}, [ctx.input(0)], [shape])
+    ctx.emit("ConstantOfShape", {"data_type": DTYPE_NAMES[dtype], "value": 1.0}, [shape], [ctx.output(1)])
