@@ -1,0 +1,169 @@
+"""Transformer block fusions (tools/converter/fusions.py): each fused block matches onnxruntime on
+the original ONNX, both with fusion on and off, and what must not fuse stays apart."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from lite.schema.writer import write_model
+from lite.tools.converter import convert_to_graph
+from tests.e2e import assert_matches, build_lite, predict
+from tests.oracle import run_onnxruntime
+
+RNG = np.random.default_rng(21)
+
+
+def n(op: str, inputs: list[str], output: str, **attrs) -> onnx.NodeProto:
+    return helper.make_node(op, inputs, [output], name=output, **attrs)
+
+
+def c(value) -> np.ndarray:
+    return np.asarray(value, np.float32)
+
+
+def model(nodes, shape, inits: dict, opset: int = 13, output: str = "y") -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [onnx.ValueInfoProto(name=output)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def converted(onnx_model: onnx.ModelProto, shape) -> list[str]:
+    """Converts with fusion on and off; both must match onnxruntime. Returns the fused graph's op types."""
+    feeds = {"x": (RNG.standard_normal([d if d != "N" else 3 for d in shape]) * 2).astype(np.float32)}
+    expected = run_onnxruntime(onnx_model, feeds)
+    op_types = []
+    for fusion in (True, False):
+        graph, _ = convert_to_graph(onnx_model, fusion=fusion)
+        assert_matches(predict(build_lite(write_model(graph)), feeds), expected, f"fusion={fusion}")
+        op_types.append([node.op_type for node in graph.nodes])
+    return op_types[0]
+
+
+def layer_norm_nodes(axes=(-1,), square: str = "Pow", scale: bool = True, bias: bool = True,
+                     swap: bool = False) -> list[onnx.NodeProto]:
+    nodes = [n("ReduceMean", ["x"], "m", axes=list(axes)), n("Sub", ["x", "m"], "d"),
+             n("Pow", ["d", "two"], "p") if square == "Pow" else n("Mul", ["d", "d"], "p"),
+             n("ReduceMean", ["p"], "v", axes=list(axes)), n("Add", ["v", "eps"], "a"), n("Sqrt", ["a"], "s"),
+             n("Div", ["d", "s"], "nrm")]
+    last = "nrm"
+    if scale:
+        nodes.append(n("Mul", ["g", last] if swap else [last, "g"], "sc"))
+        last = "sc"
+    if bias:
+        nodes.append(n("Add", ["b", last] if swap else [last, "b"], "bi"))
+        last = "bi"
+    nodes.append(n("Identity", [last], "y"))
+    return nodes
+
+
+LN_INITS = {"two": c(2.0), "eps": c(1e-5)}
+
+
+@pytest.mark.parametrize(("axes", "square", "scale", "bias", "swap"), [
+    ((-1,), "Pow", True, True, False), ((2,), "Mul", True, True, True), ((-1,), "Pow", False, False, False),
+    ((-1,), "Pow", True, False, False), ((-2, -1), "Pow", True, True, False)])
+def test_layer_norm_chain_becomes_one_primitive(axes, square, scale, bias, swap):
+    shape = ["N", 5, 16]
+    normalised = [5, 16][-len(axes):]
+    inits = {**LN_INITS, "g": RNG.standard_normal(normalised).astype(np.float32),
+             "b": RNG.standard_normal(normalised).astype(np.float32)}
+    ops = converted(model(layer_norm_nodes(axes, square, scale, bias, swap), shape, inits), shape)
+    assert ops == ["LayerNormFusion"]
+
+
+def test_a_mean_over_a_leading_axis_is_no_layer_norm():
+    ops = converted(model(layer_norm_nodes(axes=(1,)), [2, 5, 16], {**LN_INITS, "g": c(np.ones(16)),
+                                                                     "b": c(np.zeros(16))}), [2, 5, 16])
+    assert "LayerNormFusion" not in ops
+
+
+def test_a_centered_value_read_elsewhere_keeps_the_chain():
+    nodes = layer_norm_nodes(scale=False, bias=False)[:-1] + [n("Add", ["nrm", "d"], "y")]
+    ops = converted(model(nodes, [2, 16], LN_INITS), [2, 16])
+    assert "LayerNormFusion" not in ops
+
+
+GELUS = {  # name: (nodes, expected activation)
+    "erf-bert": ([n("Mul", ["x", "half"], "h"), n("Div", ["x", "sqrt2"], "q"), n("Erf", ["q"], "e"),
+                  n("Add", ["one", "e"], "a"), n("Mul", ["h", "a"], "y")], "GELU"),
+    "erf-torch": ([n("Div", ["x", "sqrt2"], "q"), n("Erf", ["q"], "e"), n("Add", ["e", "one"], "a"),
+                   n("Mul", ["x", "a"], "m"), n("Mul", ["m", "half"], "y")], "GELU"),
+    "tanh-gpt2": ([n("Pow", ["x", "three"], "p"), n("Mul", ["cubic", "p"], "k"), n("Add", ["x", "k"], "s"),
+                   n("Mul", ["s", "root"], "r"), n("Tanh", ["r"], "t"), n("Add", ["one", "t"], "a"),
+                   n("Mul", ["half", "x"], "h"), n("Mul", ["h", "a"], "y")], "GELU_TANH"),
+}
+GELU_INITS = {"half": c(0.5), "one": c(1.0), "sqrt2": c(np.sqrt(2.0)), "three": c(3.0), "cubic": c(0.044715),
+              "root": c(np.sqrt(2 / np.pi))}
+
+
+@pytest.mark.parametrize("name", sorted(GELUS))
+def test_gelu_regions_become_one_activation(name):
+    nodes, kind = GELUS[name]
+    graph, report = convert_to_graph(model(nodes, [3, 40], GELU_INITS))
+    assert [(node.op_type, node.attrs.get("activation_type")) for node in graph.nodes] == [("Activation", kind)]
+    assert report.fused_blocks == [f"{kind} y"]
+    assert converted(model(nodes, [3, 40], GELU_INITS), [3, 40]) == ["Activation"]
+
+
+def test_a_region_that_is_not_gelu_stays():
+    nodes = [n("Div", ["x", "two"], "q"), n("Erf", ["q"], "e"), n("Add", ["e", "one"], "a"),
+             n("Mul", ["x", "a"], "m"), n("Mul", ["m", "half"], "y")]
+    ops = converted(model(nodes, [3, 40], {"two": c(2.0), "one": c(1.0), "half": c(0.5)}), [3, 40])
+    assert "Erf" in ops
+
+
+@pytest.mark.parametrize("activation", [None, "Relu"])
+def test_matmul_plus_a_constant_vector_takes_it_as_bias(activation):
+    nodes = [n("MatMul", ["x", "w"], "mm"), n("Add", ["mm", "b"], "y" if activation is None else "a")]
+    if activation:
+        nodes.append(n(activation, ["a"], "y"))
+    inits = {"w": RNG.standard_normal((16, 8)).astype(np.float32), "b": RNG.standard_normal(8).astype(np.float32)}
+    graph, _ = convert_to_graph(model(nodes, ["N", 4, 16], inits))
+    [node] = graph.nodes
+    assert node.op_type == "MatMulFusion" and len(node.inputs) == 3
+    assert node.attrs["activation_type"] == ("RELU" if activation else "NO_ACTIVATION")
+    assert converted(model(nodes, ["N", 4, 16], inits), ["N", 4, 16]) == ["MatMulFusion"]
+
+
+def test_a_matmul_read_twice_keeps_its_add():
+    nodes = [n("MatMul", ["x", "w"], "mm"), n("Add", ["mm", "b"], "a"), n("Mul", ["a", "mm"], "y")]
+    inits = {"w": RNG.standard_normal((16, 8)).astype(np.float32), "b": RNG.standard_normal(8).astype(np.float32)}
+    assert converted(model(nodes, [4, 16], inits), [4, 16]) == ["MatMulFusion", "AddFusion", "MulFusion"]
+
+
+def encoder_block(torch):
+    """A post-norm transformer encoder block (attention, LayerNorm, GELU feed-forward) in plain modules."""
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+            self.norm1, self.norm2 = torch.nn.LayerNorm(32), torch.nn.LayerNorm(32)
+            self.ff = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+
+        def forward(self, x):
+            x = self.norm1(x + self.attn(x, x, x, need_weights=False)[0])
+            return self.norm2(x + self.ff(x))
+
+    return Block().eval()
+
+
+def test_a_torch_encoder_block_exported_at_opset_14_fuses_its_blocks():
+    torch = pytest.importorskip("torch")
+    torch.backends.mha.set_fastpath_enabled(False)  # NOTE: the fused fast path has no ONNX export
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(encoder_block(torch), (torch.randn(2, 7, 32),), buffer, input_names=["x"], output_names=["y"],
+                          opset_version=14, dynamo=False, dynamic_axes={"x": {0: "N"}})
+    onnx_model = onnx.load_from_string(buffer.getvalue())
+    graph, report = convert_to_graph(onnx_model)
+    kinds = sorted(entry.split()[0] for entry in report.fused_blocks)
+    assert kinds == ["GELU", "LayerNorm", "LayerNorm", "MatMul+bias", "MatMul+bias", "MatMul+bias"], kinds
+    feeds = {"x": RNG.standard_normal((3, 7, 32)).astype(np.float32)}
+    assert_matches(predict(build_lite(write_model(graph)), feeds), run_onnxruntime(onnx_model, feeds))
