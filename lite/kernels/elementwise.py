@@ -1,4 +1,4 @@
-"""Element-wise kernels with numpy broadcasting: arithmetic, comparisons, Where, unary math."""
+"""Element-wise kernels with numpy broadcasting: arithmetic, comparisons, logic, bits, Where, unary math."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from lite.kernels.base import NativeKernel
+from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.fused import apply_fused_activation, fused_activation
 from lite.kernels.registry import register
-from lite.ops.dtypes import ALL, FLOATS, INTS, NUMBERS
+from lite.ops.dtypes import ALL, BOOL, FLOATS, INTS, NUMBERS
 
 
 def check_io(kernel: NativeKernel, required: int, optional: int = 0, outputs: int | None = 1) -> None:
@@ -190,6 +190,86 @@ class Greater(Comparison):
     ufunc = np.greater
 
 
+@register("LessEqual", NUMBERS)
+class LessEqual(Comparison):
+    """a <= b."""
+
+    ufunc = np.less_equal
+
+
+@register("GreaterEqual", NUMBERS)
+class GreaterEqual(Comparison):
+    """a >= b."""
+
+    ufunc = np.greater_equal
+
+
+@register("LogicalAnd", BOOL)
+class LogicalAnd(Elementwise):
+    """a and b (ONNX And)."""
+
+    ufunc = np.logical_and
+
+
+@register("LogicalOr", BOOL)
+class LogicalOr(Elementwise):
+    """a or b (ONNX Or)."""
+
+    ufunc = np.logical_or
+
+
+@register("LogicalXor", BOOL)
+class LogicalXor(Elementwise):
+    """a xor b (ONNX Xor)."""
+
+    ufunc = np.logical_xor
+
+
+@register("Mod", NUMBERS)
+class Mod(Elementwise):
+    """a mod b: with the divisor's sign (Python's %), or with fmod the dividend's (C fmod); ONNX Mod."""
+
+    def check_attrs(self) -> None:
+        super().check_attrs()
+        self.ufunc = np.fmod if self.attrs["fmod"] else np.mod
+
+
+@register("BitShift", INTS)
+class BitShift(Elementwise):
+    """x shifted left or right by y bits; a shift below 0 or of the bit width or more leaves 0 (-1 shifting
+    a negative x right): ONNX BitShift of opset 28, whose right shift of a signed x is arithmetic."""
+
+    def execute(self) -> None:
+        x, y, out = self.inputs[0].data, self.inputs[1].data, self.outputs[0].data
+        if self.attrs["left"]:
+            # NOTE: on the unsigned view a signed x wraps instead of overflowing, and y < 0 is a huge shift.
+            unsigned = np.dtype(f"u{x.dtype.itemsize}")
+            np.left_shift(x.view(unsigned), y.view(unsigned), out=out.view(unsigned))
+        else:
+            np.right_shift(x, y, out=out)  # NOTE: numpy gives 0 or -1 for y < 0 and y >= the width, as ONNX
+
+
+@register("BitwiseAnd", INTS)
+class BitwiseAnd(Elementwise):
+    """a & b."""
+
+    ufunc = np.bitwise_and
+
+
+@register("BitwiseOr", INTS)
+class BitwiseOr(Elementwise):
+    """a | b."""
+
+    ufunc = np.bitwise_or
+
+
+@register("BitwiseXor", INTS)
+class BitwiseXor(Elementwise):
+    """a ^ b."""
+
+    ufunc = np.bitwise_xor
+
+
 @register("Where", [np.bool_])
 class Where(Elementwise):
     """condition ? x : y, all three broadcast."""
@@ -253,11 +333,152 @@ class Erf(Unary):
     """The error function: float32 rational approximation, Cody's algorithm for float64."""
 
     def execute(self) -> None:
-        x, out = self.inputs[0].data, self.outputs[0].data
-        if out.dtype == np.float64:
-            erf_float64(x, out)
+        erf(self.inputs[0].data, self.outputs[0].data, self.workspace)
+
+
+@register("Floor", FLOATS)
+class Floor(Unary):
+    """Largest integer <= x."""
+
+    ufunc = np.floor
+
+
+@register("Ceil", FLOATS)
+class Ceil(Unary):
+    """Smallest integer >= x."""
+
+    ufunc = np.ceil
+
+
+@register("Round", FLOATS)
+class Round(Unary):
+    """Nearest integer, halves to even."""
+
+    ufunc = np.rint
+
+
+@register("Sin", FLOATS)
+class Sin(Unary):
+    ufunc = np.sin
+
+
+@register("Cos", FLOATS)
+class Cos(Unary):
+    ufunc = np.cos
+
+
+@register("Tan", FLOATS)
+class Tan(Unary):
+    ufunc = np.tan
+
+
+@register("Asin", FLOATS)
+class Asin(Unary):
+    ufunc = np.arcsin
+
+
+@register("Acos", FLOATS)
+class Acos(Unary):
+    ufunc = np.arccos
+
+
+@register("Atan", FLOATS)
+class Atan(Unary):
+    ufunc = np.arctan
+
+
+@register("Sinh", FLOATS)
+class Sinh(Unary):
+    ufunc = np.sinh
+
+
+@register("Cosh", FLOATS)
+class Cosh(Unary):
+    ufunc = np.cosh
+
+
+@register("Asinh", FLOATS)
+class Asinh(Unary):
+    ufunc = np.arcsinh
+
+
+@register("Acosh", FLOATS)
+class Acosh(Unary):
+    ufunc = np.arccosh
+
+
+@register("Atanh", FLOATS)
+class Atanh(Unary):
+    ufunc = np.arctanh
+
+
+@register("Reciprocal", FLOATS)
+class Reciprocal(Unary):
+    """1 / x."""
+
+    ufunc = np.reciprocal
+
+
+@register("Sign", NUMBERS)
+class Sign(Unary):
+    """-1, 0 or 1 (NaN stays NaN)."""
+
+    ufunc = np.sign
+
+
+@register("BitwiseNot", INTS)
+class BitwiseNot(Unary):
+    """~x."""
+
+    ufunc = np.invert
+
+
+@register("LogicalNot", BOOL)
+class LogicalNot(Unary):
+    """not x (ONNX Not)."""
+
+    ufunc = np.logical_not
+
+
+class Predicate(Unary):
+    """A test of each element with a bool output."""
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [np.dtype(np.bool_)]
+
+
+@register("IsNaN", FLOATS)
+class IsNaN(Predicate):
+    ufunc = np.isnan
+
+
+# (detect_positive, detect_negative) -> the test
+_INF_TESTS = {(True, True): np.isinf, (True, False): np.isposinf, (False, True): np.isneginf, (False, False): None}
+
+
+@register("IsInf", FLOATS)
+class IsInf(Predicate):
+    """x is +inf (when detect_positive) or -inf (when detect_negative)."""
+
+    def check_attrs(self) -> None:
+        super().check_attrs()
+        self.test = _INF_TESTS[bool(self.attrs["detect_positive"]), bool(self.attrs["detect_negative"])]
+
+    def execute(self) -> None:
+        out = self.outputs[0].data
+        if self.test is None:
+            out.fill(False)
         else:
-            erf_float32(x, out, self.workspace.array((4, *x.shape), np.float32))
+            self.test(self.inputs[0].data, out=out)
+
+
+def erf(x: np.ndarray, out: np.ndarray, workspace: Workspace) -> None:
+    """Writes erf(x) into ``out``: Cody's algorithm for float64, else a float32 rational approximation with
+    scratch memory from ``workspace`` (slot 0); ``out`` may be ``x``."""
+    if out.dtype == np.float64:
+        erf_float64(x, out)
+    else:
+        erf_float32(x, out, workspace.array((4, *x.shape), np.float32))
 
 
 def _horner(z: np.ndarray, coeffs: tuple[float, ...], out: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""MatMulFusion: numpy matmul (ONNX MatMul broadcasting, 1-D operands) with transposes, bias, activation."""
+"""MatMulFusion: numpy matmul (ONNX MatMul broadcasting, 1-D operands) with transposes, bias, activation;
+Attention: scaled dot-product attention."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.fused import apply_fused_activation, fused_activation
 from lite.kernels.registry import register
+from lite.ops.attention import attention_shapes
 from lite.ops.dtypes import FLOATS
 
 
@@ -73,3 +75,37 @@ class MatMulFusion(NativeKernel):
         if len(self.inputs) > 2 and self.inputs[2] is not None:
             np.add(out, self.inputs[2].data, out=out)
         apply_fused_activation(out, self.activation)
+
+
+@register("Attention", dtypes=FLOATS)
+class Attention(NativeKernel):
+    """y = softmax(q @ k * scale + mask) @ v, the softmax over the last axis (k is transposed:
+    (..., D, Sk)). The scores live in the workspace: one matmul, an in-place scale, mask add and
+    softmax, one matmul into the output."""
+
+    def check_attrs(self) -> None:
+        check_io(self, 3, 1)
+        self.scale = float(self.attrs["scale"])
+        if not np.isfinite(self.scale):
+            self.fail(f"scale must be finite, got {self.scale}")
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        mask = self.input_shape(3) if len(self.inputs) > 3 and self.inputs[3] is not None else None
+        try:
+            self.scores_shape, out = attention_shapes(*(self.input_shape(i) for i in range(3)), mask)
+        except ValueError as exc:
+            self.fail(str(exc))
+        return [out]
+
+    def execute(self) -> None:
+        q, k, v = (self.inputs[i].data for i in range(3))
+        scores = self.workspace.array(self.scores_shape, q.dtype)
+        np.matmul(q, k, out=scores)
+        if self.scale != 1.0:
+            np.multiply(scores, scores.dtype.type(self.scale), out=scores)
+        if len(self.inputs) > 3 and self.inputs[3] is not None:
+            np.add(scores, self.inputs[3].data, out=scores)
+        np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
+        np.exp(scores, out=scores)
+        np.divide(scores, scores.sum(axis=-1, keepdims=True), out=scores)
+        np.matmul(scores, v, out=self.outputs[0].data)

@@ -1,4 +1,5 @@
-"""Activations: every activation type, and the ones a producer fuses, each a clip of its output."""
+"""Activations: every activation type, the constants of GELU's formulas, and the ones a producer fuses,
+each a clip of its output."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import math
 
 # Every ActivationType of schema/ops.fbs.
 ACTIVATION_TYPES = ("NO_ACTIVATION", "RELU", "RELU6", "LEAKY_RELU", "SIGMOID", "TANH", "HARD_SIGMOID",
-                    "HARD_SWISH", "CLIP")
+                    "HARD_SWISH", "CLIP", "ELU", "SELU", "SOFTPLUS", "SOFTSIGN", "GELU", "GELU_TANH", "MISH", "CELU",
+                    "THRESHOLDED_RELU", "SWISH")
+
+# GELU: x * (1 + erf(x * SQRT_HALF)) / 2; GELU_TANH: x * (1 + tanh(SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x^3))) / 2.
+SQRT_HALF = math.sqrt(0.5)
+SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+GELU_TANH_CUBIC = 0.044715
 
 # A fused activation clips its producer's output: name -> (low, high).
 FUSED_CLIPS: dict[str, tuple[float, float]] = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0)}

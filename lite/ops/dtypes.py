@@ -17,7 +17,8 @@ UNSIGNED_INTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), n
 INTS = SIGNED_INTS + UNSIGNED_INTS
 SIGNED = FLOATS + SIGNED_INTS  # what Neg, Abs of a signed value and Sign make sense on
 NUMBERS = FLOATS + INTS
-ALL = NUMBERS + (np.dtype(np.bool_),)
+BOOL = (np.dtype(np.bool_),)
+ALL = NUMBERS + BOOL
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # Cast only
 
 FLOATS_32_64 = (np.dtype(np.float32), np.dtype(np.float64))

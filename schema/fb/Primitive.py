@@ -106,6 +106,7 @@ class Primitive(object):
     Hardmax = 100
     Shrink = 101
     EyeLike = 102
+    Attention = 103
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -417,4 +418,7 @@ def PrimitiveCreator(unionType, table):
     if unionType == Primitive().EyeLike:
         import lite.schema.fb.EyeLike
         return lite.schema.fb.EyeLike.EyeLikeT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().Attention:
+        import lite.schema.fb.Attention
+        return lite.schema.fb.Attention.AttentionT.InitFromBuf(table.Bytes, table.Pos)
     return None

@@ -318,6 +318,17 @@ def test_layer_norm(shape, axis, scale_shape, bias):
     assert op_types(model) == ["LayerNormFusion"]
 
 
+@pytest.mark.parametrize("mask", [True, False])
+def test_attention(mask):
+    nodes = [node("Transpose", ["x"], "kt", perm=[0, 2, 1]), node("MatMul", ["x", "kt"], "s"),
+             node("Mul", ["s", "scale"], "d")]
+    nodes += [node("Add", ["d", "mask"], "a"), node("Softmax", ["a"], "p", axis=-1)] if mask else \
+        [node("Softmax", ["d"], "p", axis=-1)]
+    inits = {"scale": np.array(0.3, np.float32)} | ({"mask": weight(6, 6)} if mask else {})
+    model = check_on_tvm(onnx_graph([*nodes, node("MatMul", ["p", "x"])], {"x": [2, 6, 8]}, ["y"], inits))
+    assert op_types(model) == ["Transpose", "Attention"]
+
+
 def test_layer_norm_statistics_outputs_stay_native():
     graph = onnx_graph([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "i"])], {"x": [2, 8]},
                        ["y", "m", "i"], {"s": weight(8)})

@@ -1,11 +1,16 @@
-"""Element-wise kernels against onnxruntime on the equivalent single ONNX node."""
+"""Element-wise kernels against onnxruntime on the equivalent single ONNX node (the ONNX reference evaluator
+where onnxruntime has no kernel for the types)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph, NotImplemented
 
 from lite.errors import ModelFormatError
 from lite.kernels.elementwise import erf_float32, erf_float64
@@ -218,3 +223,210 @@ def test_float16():
 def test_rejects_bad_models(op_type, attrs, arrays):
     with pytest.raises(ModelFormatError):
         run_kernel(op_type, attrs, arrays)
+
+
+# ---- every dtype ONNX allows, unary maths, logic and bits: against onnxruntime, else the ONNX reference ----
+
+FLOAT_DTYPES = [np.float32, np.float64, np.float16]
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+NUMBER_DTYPES = FLOAT_DTYPES + INT_DTYPES
+
+
+def typed_model(op: str, arrays: list[np.ndarray | None], opset: int, **attrs) -> onnx.ModelProto:
+    """One ``op`` node on inputs x0, x1, ... of any dtype (None: an absent optional input)."""
+    names = ["" if a is None else f"x{i}" for i, a in enumerate(arrays)]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["y"], **attrs)], op,
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in zip(names, arrays, strict=True) if a is not None],
+        [onnx.ValueInfoProto(name="y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    return model
+
+
+def oracle(op: str, arrays: list[np.ndarray | None], opset: int, **attrs) -> np.ndarray:
+    """onnxruntime's output, or the ONNX reference evaluator's where onnxruntime has no kernel for the types."""
+    model = typed_model(op, arrays, opset, **attrs)
+    feeds = {f"x{i}": a for i, a in enumerate(arrays) if a is not None}
+    try:
+        return run_onnxruntime(model, feeds)[0]
+    except (NotImplemented, InvalidGraph):
+        return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def check_typed(op_type: str, onnx_op: str, arrays: list[np.ndarray | None], opset: int, attrs: dict | None = None,
+                **onnx_attrs) -> None:
+    """The kernel against ``oracle`` (float16 within 2e-3 relative, float32 and float64 as ``assert_matches``)."""
+    [actual] = run_kernel(op_type, attrs or {}, arrays)
+    expected = np.asarray(oracle(onnx_op, arrays, opset, **onnx_attrs))
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual.dtype, expected.dtype)
+    if actual.dtype == np.float16:
+        np.testing.assert_allclose(actual, expected, rtol=2e-3, atol=1e-3)
+    else:
+        assert_matches(actual, expected)
+
+
+def operands(rng: np.random.Generator, dtype, shapes, low: float = -20, high: float = 20) -> list[np.ndarray]:
+    """Fresh values of ``dtype`` in [low, high) (unsigned: [0, high)) for each shape."""
+    low = max(low, 0) if np.dtype(dtype).kind == "u" else low
+    return [random(rng, shape, dtype, low, high) for shape in shapes]
+
+
+@pytest.mark.parametrize("op_type", ["AddFusion", "SubFusion", "MulFusion", "DivFusion"])
+@pytest.mark.parametrize("dtype", NUMBER_DTYPES)
+def test_arithmetic_on_every_dtype(op_type, dtype):
+    rng = np.random.default_rng(20)
+    a, b = operands(rng, dtype, [(3, 4), (4,)], -10, 10)
+    b[b == 0] = 3  # no division by zero
+    check_typed(op_type, dict(ARITHMETIC)[op_type], [a, b], 14)
+
+
+@pytest.mark.parametrize("op_type, onnx_op", [("Equal", "Equal"), ("Less", "Less"), ("Greater", "Greater"),
+                                              ("LessEqual", "LessOrEqual"), ("GreaterEqual", "GreaterOrEqual")])
+@pytest.mark.parametrize("dtype", NUMBER_DTYPES)
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS[:5])
+def test_comparisons_on_every_dtype(op_type, onnx_op, dtype, shapes):
+    rng = np.random.default_rng(21)
+    a, b = operands(rng, dtype, shapes, -3, 3)  # a narrow range: many ties
+    check_typed(op_type, onnx_op, [a, b], 16)
+
+
+@pytest.mark.parametrize("op_type, onnx_op", [("LogicalAnd", "And"), ("LogicalOr", "Or"), ("LogicalXor", "Xor"),
+                                              ("Equal", "Equal")])
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS)
+def test_logic(op_type, onnx_op, shapes):
+    rng = np.random.default_rng(22)
+    check_typed(op_type, onnx_op, [random(rng, s, np.bool_) for s in shapes], 17)
+
+
+def test_logical_not():
+    check_typed("LogicalNot", "Not", [random(np.random.default_rng(23), (3, 5), np.bool_)], 17)
+
+
+@pytest.mark.parametrize("op_type, onnx_op, dtype", [("AddN", "Sum", d) for d in FLOAT_DTYPES]  # Sum: floats only
+                         + [(op, onnx_op, d) for op, onnx_op in (("Maximum", "Max"), ("Minimum", "Min"))
+                            for d in NUMBER_DTYPES])
+def test_variadic_on_every_dtype(op_type, onnx_op, dtype):
+    rng = np.random.default_rng(24)
+    check_typed(op_type, onnx_op, operands(rng, dtype, [(2, 3), (3,), (2, 1)]), 13)
+
+
+@pytest.mark.parametrize("base_dtype, exponent_dtype", [
+    (np.float16, np.float16), (np.float64, np.int8), (np.float32, np.uint64), (np.int32, np.float32),
+    (np.int32, np.int32), (np.int64, np.uint16), (np.float32, np.int16)])
+def test_pow_type_pairs(base_dtype, exponent_dtype):
+    rng = np.random.default_rng(25)
+    base = random(rng, (3, 4), base_dtype, 1, 5)
+    check_typed("PowFusion", "Pow", [base, random(rng, (4,), exponent_dtype, 0, 4)], 15)
+
+
+# primitive, ONNX op, opset, input range
+UNARY_MATH = [
+    ("Floor", "Floor", 13, -10, 10), ("Ceil", "Ceil", 13, -10, 10), ("Round", "Round", 11, -10, 10),
+    ("Sin", "Sin", 7, -7, 7), ("Cos", "Cos", 7, -7, 7), ("Tan", "Tan", 7, -1.4, 1.4),
+    ("Asin", "Asin", 7, -1, 1), ("Acos", "Acos", 7, -1, 1), ("Atan", "Atan", 7, -20, 20),
+    ("Sinh", "Sinh", 9, -5, 5), ("Cosh", "Cosh", 9, -5, 5), ("Asinh", "Asinh", 9, -20, 20),
+    ("Acosh", "Acosh", 9, 1, 20), ("Atanh", "Atanh", 9, -0.99, 0.99), ("Reciprocal", "Reciprocal", 13, 0.1, 10),
+]
+
+
+@pytest.mark.parametrize("op_type, onnx_op, opset, low, high", UNARY_MATH)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", [(2, 3, 5), (), (0, 4)])
+def test_unary_math(op_type, onnx_op, opset, low, high, dtype, shape):
+    rng = np.random.default_rng(26)
+    x = random(rng, shape, dtype, low, high)
+    if op_type == "Reciprocal":
+        x = np.asarray(x * np.where(rng.random(shape) < 0.5, -1, 1), dtype)
+    check_typed(op_type, onnx_op, [x], opset)
+
+
+def test_round_takes_halves_to_even():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4, -2.6, 0.0, -0.0, np.inf, np.nan], np.float32)
+    check_typed("Round", "Round", [x], 11)
+
+
+@pytest.mark.parametrize("dtype", NUMBER_DTYPES)
+def test_sign(dtype):
+    x = operands(np.random.default_rng(27), dtype, [(4, 5)], -3, 3)[0]
+    check_typed("Sign", "Sign", [x], 13)
+
+
+SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.5, 3e4]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_is_nan(dtype):
+    check_typed("IsNaN", "IsNaN", [np.array(SPECIALS, dtype)], 13)
+
+
+@pytest.mark.parametrize("positive, negative", [(1, 1), (1, 0), (0, 1), (0, 0)])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_is_inf(dtype, positive, negative):
+    attrs = {"detect_positive": bool(positive), "detect_negative": bool(negative)}
+    check_typed("IsInf", "IsInf", [np.array(SPECIALS, dtype).reshape(2, 4)], 20, attrs,
+                detect_positive=positive, detect_negative=negative)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dtype", NUMBER_DTYPES)
+def test_mod(dtype, fmod):
+    rng = np.random.default_rng(28)
+    a, b = operands(rng, dtype, [(3, 4), (4,)], -30, 30)
+    b[b == 0] = 7
+    check_typed("Mod", "Mod", [a, b], 13 if fmod or a.dtype.kind != "f" else 28, {"fmod": bool(fmod)}, fmod=fmod)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_mod_float_edge_cases(dtype):
+    """Opset 28's rules for signed zeros, infinities and NaN."""
+    a = np.array([0.0, -0.0, 5.0, -5.0, np.inf, 3.0, -3.0, 3.0, np.nan, 4.5], dtype)
+    b = np.array([3.0, -3.0, np.inf, np.inf, 2.0, 0.0, -np.inf, -np.inf, 2.0, -2.0], dtype)
+    for fmod in (0, 1):
+        with np.errstate(invalid="ignore"):
+            [actual] = run_kernel("Mod", {"fmod": bool(fmod)}, [a, b])
+            expected = ReferenceEvaluator(typed_model("Mod", [a, b], 28, fmod=fmod)).run(None, {"x0": a, "x1": b})[0]
+        np.testing.assert_array_equal(actual, expected)
+        np.testing.assert_array_equal(np.signbit(actual), np.signbit(expected))
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_bit_shift(dtype, left):
+    """Opset 28: signed types, shifts below 0 and of the bit width or more (unsigned ones also on onnxruntime)."""
+    rng = np.random.default_rng(29)
+    info = np.iinfo(dtype)
+    x = random(rng, (4, 6), dtype, max(info.min, -1000), min(info.max, 1000))
+    shift = np.asarray(rng.integers(-2 if info.min else 0, info.bits + 3, (6,)), dtype)
+    check_typed("BitShift", "BitShift", [x, shift], 28 if info.min else 11, {"left": left},
+                direction="LEFT" if left else "RIGHT")
+
+
+def any_bits(rng: np.random.Generator, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """Values over the whole range of an integer ``dtype``."""
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("op_type", ["BitwiseAnd", "BitwiseOr", "BitwiseXor"])
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_bitwise(op_type, dtype):
+    rng = np.random.default_rng(30)
+    check_typed(op_type, op_type, [any_bits(rng, (3, 4), dtype), any_bits(rng, (4,), dtype)], 18)
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_bitwise_not(dtype):
+    check_typed("BitwiseNot", "BitwiseNot", [any_bits(np.random.default_rng(31), (3, 4), dtype)], 18)
+
+
+@pytest.mark.parametrize("op_type, arrays", [
+    ("LogicalAnd", [np.zeros(2, np.bool_), np.zeros(2, np.int64)]),
+    ("BitShift", [np.zeros(2, np.uint8), np.zeros(2, np.uint16)]),
+    ("Mod", [np.zeros(2, np.float32), np.zeros(3, np.float32)]),
+    ("IsNaN", [np.zeros(2, np.float32), np.zeros(2, np.float32)]),
+])
+def test_rejects_bad_logic_and_bits(op_type, arrays):
+    with pytest.raises(ModelFormatError):
+        run_kernel(op_type, {}, arrays)

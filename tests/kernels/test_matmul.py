@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 from lite.errors import ModelFormatError
 from lite.kernels.registry import find_kernel
@@ -94,3 +96,46 @@ def test_matmul_shapes_are_the_operands_after_their_transposes():
         tensors, [Tensor("y", np.float32, ())],
         Primitive("MatMulFusion", {**default_attrs("MatMulFusion"), "transpose_a": True, "transpose_b": True}), "mm")
     assert kernel.matmul_shapes() == [((2, 3, 5), (5, 4))]
+
+
+# ---- Attention ------------------------------------------------------------------------------
+
+
+def attention_reference(q, k, v, mask, scale):
+    """softmax(q @ k * scale + mask) @ v by the ONNX reference evaluator, one op at a time."""
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]), helper.make_node("Mul", ["s", "scale"], ["t"]),
+             helper.make_node("Add", ["t", "mask"], ["u"]), helper.make_node("Softmax", ["u"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    feeds = {"q": q, "k": k, "v": v, "mask": mask, "scale": np.array(scale, q.dtype)}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, onnx_type(a.dtype), a.shape)
+                                           for n, a in feeds.items()], [helper.make_tensor_value_info("y", 0, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize(("q", "k", "v", "mask"), [
+    ((2, 4, 7, 16), (2, 4, 16, 7), (2, 4, 7, 8), (7, 7)),
+    ((3, 5, 8), (3, 8, 6), (3, 6, 8), None),
+    ((2, 1, 5, 4), (1, 3, 4, 9), (2, 3, 9, 4), (2, 1, 1, 9)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_matches_the_reference(q, k, v, mask, dtype):
+    rng = np.random.default_rng(len(q) + len(k))
+    arrays = [(rng.standard_normal(s) * 2).astype(dtype) for s in (q, k, v)]
+    mask_array = None if mask is None else (rng.standard_normal(mask) * 3).astype(dtype)
+    [actual] = run_kernel("Attention", {"scale": 0.25}, [*arrays, mask_array])
+    expected = attention_reference(*arrays, np.zeros((), dtype) if mask is None else mask_array, 0.25)
+    assert actual.dtype == dtype and actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("shapes", "attrs", "message"), [
+    ([(2, 4, 8), (2, 7, 5), (2, 5, 8)], {}, "inner dims"),
+    ([(2, 4, 8), (2, 8, 5), (2, 5, 8), (3, 5)], {}, "mask"),
+    ([(8,), (8, 5), (5, 8)], {}, "2 or more dims"),
+    ([(2, 4, 8), (2, 8, 5), (2, 5, 8)], {"scale": float("inf")}, "finite"),
+])
+def test_attention_rejects_bad_shapes_and_scale(shapes, attrs, message):
+    arrays = [np.ones(s, np.float32) for s in shapes]
+    with pytest.raises(ModelFormatError, match=message):
+        run_kernel("Attention", attrs, arrays)

@@ -1,4 +1,5 @@
-"""lite.ops.activation: the activation types of the schema, and fused activations as clips (onnxruntime)."""
+"""lite.ops.activation: the activation types of the schema, fused activations as clips (onnxruntime), GELU's
+constants (onnxruntime's Gelu)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from lite.ops.activation import ACTIVATION_TYPES, FUSED_ACTIVATIONS, FUSED_CLIPS, FUSING_OPS, clip_activation
+from lite.ops.activation import (
+    ACTIVATION_TYPES,
+    FUSED_ACTIVATIONS,
+    FUSED_CLIPS,
+    FUSING_OPS,
+    GELU_TANH_CUBIC,
+    SQRT_2_OVER_PI,
+    SQRT_HALF,
+    clip_activation,
+)
 from lite.schema.fb.ActivationType import ActivationType
 from lite.schema.primitives import PRIMITIVE_TYPES, default_attrs, enum_names
 from tests.ops.reference import run_ort
@@ -38,3 +48,15 @@ def test_clip_activation_names_fused_clips_only():
     assert clip_activation(0.0, 6.0) == "RELU6" and clip_activation(0, math.inf) == "RELU"
     assert clip_activation(-1.0, 1.0) is None and clip_activation(0.0, 5.0) is None
     assert all(clip_activation(*bounds) == kind for kind, bounds in FUSED_CLIPS.items())
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_constants_compute_onnx_gelu(approximate):
+    x = np.random.default_rng(4).uniform(-6, 6, (4, 50)).astype(np.float32)
+    t = x.astype(np.float64)
+    if approximate == "none":
+        expected = t * (1 + np.vectorize(math.erf)(t * SQRT_HALF)) / 2
+    else:
+        expected = t * (1 + np.tanh(SQRT_2_OVER_PI * (t + GELU_TANH_CUBIC * t**3))) / 2
+    [actual] = run_ort("Gelu", {"x": x}, opset=20, approximate=approximate)
+    np.testing.assert_allclose(expected, actual, rtol=1e-5, atol=1e-6)

@@ -19,9 +19,8 @@ def test_padding_modes_are_the_schemas():
 @pytest.mark.parametrize("pads", [[1, -2, 0, 2, 1, -1], [-1, 0, -3, 0, 2, 1], [0, 0, 0, 0, 0, 0], [2, 1, 0, -1, -2, 3]])
 def test_crop_then_pad_is_onnx_pad(mode, pads):
     x = np.random.default_rng(4).standard_normal((4, 5, 6)).astype(np.float32)
-    [expected] = run_ort("Pad", {"x": x, "pads": np.array(pads, np.int64)}, opset=13, mode=mode.lower())
+    [expected] = run_ort("Pad", {"x": x, "pads": np.array(pads, np.int64)}, opset=19, mode=mode.lower())
     begins, ends = begins_ends(pads, x.ndim)
     cropped = x[tuple(kept(d, b, e) for d, b, e in zip(x.shape, begins, ends, strict=True))]
     widths = [(max(b, 0), max(e, 0)) for b, e in zip(begins, ends, strict=True)]
-    np.testing.assert_array_equal(np.pad(cropped, widths, mode={"EDGE": "edge", "REFLECT": "reflect",
-                                                                 "CONSTANT": "constant"}[mode]), expected)
+    np.testing.assert_array_equal(np.pad(cropped, widths, mode=mode.lower()), expected)

@@ -36,7 +36,7 @@ from lite.schema.writer import write_model
 from lite.shapes import validate_graph
 from lite.tools.converter import mappers  # noqa: F401  (registers every mapper)
 from lite.tools.converter.context import GraphBuilder, NodeContext, Unsupported
-from lite.tools.converter.fusions import fuse_gelu, fuse_layer_norm, fuse_matmul_bias
+from lite.tools.converter.fusions import fuse_attention, fuse_gelu, fuse_layer_norm, fuse_matmul_bias
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, OnnxGraph, from_model, infer_shapes
 from lite.tools.converter.passes import (
     constant_outputs,
@@ -65,7 +65,7 @@ class ConversionReport:
     removed: list[str] = field(default_factory=list)  # Dropout/Identity nodes dropped
     bn_folded: list[str] = field(default_factory=list)  # BatchNormalization folded into Conv/Gemm
     fused: list[str] = field(default_factory=list)  # activations fused into their producer
-    fused_blocks: list[str] = field(default_factory=list)  # LayerNorm, GELU, MatMul+bias blocks fused
+    fused_blocks: list[str] = field(default_factory=list)  # LayerNorm, GELU, attention, MatMul+bias blocks
     pruned_tensors: int = 0
 
     def summary(self) -> str:
@@ -76,7 +76,7 @@ class ConversionReport:
             f"  Dropout/Identity removed:   {len(self.removed)}",
             f"  BatchNormalization folded:  {len(self.bn_folded)}",
             f"  activations fused:          {len(self.fused)}",
-            f"  blocks fused:               {len(self.fused_blocks)} (LayerNorm, GELU, MatMul+bias)",
+            f"  blocks fused:               {len(self.fused_blocks)} (LayerNorm, GELU, attention, MatMul+bias)",
         ])
 
 
@@ -88,7 +88,7 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
         model: a path to an .onnx file, its bytes, or an ``onnx.ModelProto`` (not modified).
         output_path: where to write the .lite file; written only when conversion succeeds.
         fusion: fold BatchNormalization into Conv/Gemm, fuse RELU/RELU6 into their producer,
-            and fuse decomposed LayerNorm, GELU and MatMul + bias blocks into one primitive each
+            and fuse decomposed LayerNorm, GELU, attention and MatMul + bias blocks into one primitive each
             (constant folding and Dropout/Identity removal always run).
         input_shapes: new shapes for graph inputs, ``{name: dims}``; -1 keeps a dim dynamic.
         custom_domains: ONNX domains (``"com.example"``) whose nodes become ``Custom``
@@ -130,6 +130,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
     if fusion:
         fuse_layer_norm(graph, report)
         fuse_gelu(graph, report)
+        fuse_attention(graph, report)
         fuse_matmul_bias(graph, report)
         fuse_activations(graph, report)
     report.pruned_tensors = prune_tensors(graph)

@@ -7,6 +7,8 @@ MindSpore Lite's converter do them: exporters decompose these blocks into many s
   Div, Pow with scalar constants) becomes Activation GELU or GELU_TANH when it computes that
   function: the region is evaluated on sample points, so operand orders and constant
   placement do not matter.
+- ``fuse_attention``: MatMul -> [Mul or Div by a scalar] -> [Add a mask] -> Softmax over the
+  last axis -> MatMul becomes one Attention.
 - ``fuse_matmul_bias``: MatMulFusion followed by the Add of a constant vector becomes one
   MatMulFusion with a bias input.
 
@@ -277,6 +279,69 @@ def _evaluate(view: View, region: list[NodeDef], x: int, output: int) -> np.ndar
             else:
                 values[node.outputs[0]] = _BINARY[node.op_type](*args)
     return values.get(output)
+
+
+# ---- attention -----------------------------------------------------------------------------------
+
+
+def fuse_attention(graph: GraphDef, report: ConversionReport) -> None:
+    """Every MatMul -> scale -> mask -> Softmax -> MatMul chain becomes one Attention."""
+    for softmax in [n for n in graph.nodes if n.op_type == "Softmax"]:
+        match = _attention_at(View(graph), softmax)
+        if match is not None:
+            fused, block = match
+            _replace(graph, block[-1], fused, block[:-1])
+            report.fused_blocks.append(f"Attention {fused.name}")
+
+
+def _attention_at(view: View, softmax: NodeDef) -> tuple[NodeDef, list[NodeDef]] | None:
+    rank = view.rank(softmax.inputs[0])
+    readers = view.readers.get(softmax.outputs[0], [])
+    if rank < 2 or [a % rank for a in softmax.attrs["axis"]] != [rank - 1] or not view.private(softmax.outputs[0]):
+        return None
+    product = readers[0]
+    if not _plain_matmul(view, product) or product.inputs[0] != softmax.outputs[0]:
+        return None
+    scores, mask, masking = _unmasked(view, softmax.inputs[0])
+    scores, scale, scaling = _unscaled(view, scores)
+    first = view.node_of(scores, "MatMulFusion")
+    if first is None or not _plain_matmul(view, first) or not view.private(scores):
+        return None
+    inputs = [*first.inputs, product.inputs[1]] + ([mask] if mask is not None else [])
+    fused = NodeDef(product.name, "Attention", {"scale": scale}, inputs, list(product.outputs))
+    return fused, [first, *scaling, *masking, softmax, product]
+
+
+def _plain_matmul(view: View, node: NodeDef) -> bool:
+    """A MatMulFusion of two operands of rank 2 or more, without transposes, bias or activation."""
+    return (node.op_type == "MatMulFusion" and len(node.inputs) == 2 and plain(node)
+            and not node.attrs["transpose_a"] and not node.attrs["transpose_b"]
+            and min(view.rank(t) for t in node.inputs) >= 2)
+
+
+def _unmasked(view: View, tensor: int) -> tuple[int, int | None, list[NodeDef]]:
+    """(the scores before an Add of a mask, the mask, [the Add]), or (tensor, None, [])."""
+    add = view.node_of(tensor, "AddFusion")
+    if add is None or not view.private(tensor):
+        return tensor, None, []
+    for scores, mask in (add.inputs, reversed(add.inputs)):
+        producer = view.producer.get(scores)
+        if producer is not None and producer.op_type in ("MatMulFusion", "MulFusion", "DivFusion"):
+            return scores, mask, [add]
+    return tensor, None, []
+
+
+def _unscaled(view: View, tensor: int) -> tuple[int, float, list[NodeDef]]:
+    """(the scores before a Mul or Div by a scalar constant, the scale, [that node]), or (tensor, 1, [])."""
+    node = view.producer.get(tensor)
+    if node is None or not plain(node) or not view.private(tensor) or node.op_type not in ("MulFusion", "DivFusion"):
+        return tensor, 1.0, []
+    a, b = node.inputs
+    if view.scalar(b) is not None and view.scalar(b) != 0.0:
+        return a, view.scalar(b) if node.op_type == "MulFusion" else 1.0 / view.scalar(b), [node]
+    if node.op_type == "MulFusion" and view.scalar(a) is not None:
+        return b, view.scalar(a), [node]
+    return tensor, 1.0, []
 
 
 # ---- MatMul + bias -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""MatMulFusion -> Gemm (both operands 2-D) or Transpose + MatMul + Add, then its fused activation."""
+"""MatMulFusion -> Gemm (both operands 2-D) or Transpose + MatMul + Add, then its fused activation;
+Attention -> MatMul, Mul, Add, Softmax, MatMul."""
 
 from __future__ import annotations
 
@@ -32,3 +33,15 @@ def _transposed(ctx: NodeContext, i: int, flag: bool) -> str:
         return ctx.input(i)
     perm = [*range(rank - 2), rank - 1, rank - 2]
     return ctx.op("Transpose", [ctx.input(i)], perm=perm)
+
+
+@emitter("Attention", FLOATS_32_64)
+def attention(ctx: NodeContext) -> None:
+    """MatMul -> Mul by the scale -> Add the mask -> Softmax over the last axis -> MatMul."""
+    scores = ctx.op("MatMul", [ctx.input(0), ctx.input(1)])
+    scale = float(ctx.attrs["scale"])
+    if scale != 1.0:
+        scores = ctx.op("Mul", [scores, ctx.const(scale, "scale", ctx.out_dtype())])
+    if ctx.has_input(3):
+        scores = ctx.op("Add", [scores, ctx.input(3)])
+    ctx.op("MatMul", [ctx.op("Softmax", [scores], axis=-1), ctx.input(2)], ctx.output())

@@ -210,6 +210,7 @@ UNSUPPORTED = {
 
 from lite.delegates.tvm.ops import (  # noqa: E402,F401  (registers every emitter)
     activation,
+    attention,
     conv,
     elementwise,
     indexing,

@@ -1,4 +1,8 @@
-"""Element-wise ops with numpy broadcasting: arithmetic with fused activations, variadic ops, unary math."""
+"""Element-wise ops with numpy broadcasting: arithmetic with fused activations, variadic ops, Mod, unary math.
+
+Ops on bool or integer tensors (comparisons, logic, bits) have no emitter: this delegate compiles float32
+partitions only.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,27 @@ import functools
 
 from tvm import relax
 
-from lite.delegates.tvm.ops import Node, activate, emitter, fused_activation
+from lite.delegates.tvm.ops import UNSUPPORTED, Node, activate, emitter, fused_activation
 
 BINARY = {"AddFusion": relax.op.add, "SubFusion": relax.op.subtract, "MulFusion": relax.op.multiply,
           "DivFusion": relax.op.divide}
 VARIADIC = {"AddN": relax.op.add, "Maximum": relax.op.maximum, "Minimum": relax.op.minimum}
 UNARY = {"ExpFusion": relax.op.exp, "Log": relax.op.log, "Sqrt": relax.op.sqrt, "Neg": relax.op.negative,
-         "Abs": relax.op.abs, "Erf": relax.op.erf}
+         "Abs": relax.op.abs, "Erf": relax.op.erf, "Floor": relax.op.floor, "Ceil": relax.op.ceil,
+         "Round": relax.op.round, "Sin": relax.op.sin, "Cos": relax.op.cos, "Tan": relax.op.tan,
+         "Asin": relax.op.asin, "Acos": relax.op.acos, "Atan": relax.op.atan, "Sinh": relax.op.sinh,
+         "Cosh": relax.op.cosh, "Asinh": relax.op.asinh, "Acosh": relax.op.acosh, "Atanh": relax.op.atanh,
+         "Sign": relax.op.sign}  # NOTE: Relax's round, as ONNX's, takes halves to even
+
+_BOOL = "its {} tensors are bool; this delegate compiles float32 partitions"
+_INTEGER = "it works on integer tensors; this delegate compiles float32 partitions"
+UNSUPPORTED.update({
+    "LessEqual": _BOOL.format("output"), "GreaterEqual": _BOOL.format("output"), "IsNaN": _BOOL.format("output"),
+    "IsInf": _BOOL.format("output"), "LogicalNot": _BOOL.format("input and output"),
+    "LogicalAnd": _BOOL.format("input and output"), "LogicalOr": _BOOL.format("input and output"),
+    "LogicalXor": _BOOL.format("input and output"), "BitShift": _INTEGER, "BitwiseAnd": _INTEGER,
+    "BitwiseOr": _INTEGER, "BitwiseXor": _INTEGER, "BitwiseNot": _INTEGER,
+})
 
 
 @emitter(*BINARY, check=fused_activation)
@@ -31,6 +49,17 @@ def variadic(node: Node) -> relax.Expr:
 @emitter(*UNARY)
 def unary(node: Node) -> relax.Expr:
     return UNARY[node.kernel.type](node.x(0))
+
+
+@emitter("Reciprocal")
+def reciprocal(node: Node) -> relax.Expr:
+    return relax.op.divide(node.g.const(1.0), node.x(0))
+
+
+@emitter("Mod")
+def mod(node: Node) -> relax.Expr:
+    """With the divisor's sign (floor_mod), or with fmod the dividend's (Relax's mod truncates)."""
+    return (relax.op.mod if node.attrs["fmod"] else relax.op.floor_mod)(node.x(0), node.x(1))
 
 
 @emitter("PowFusion")

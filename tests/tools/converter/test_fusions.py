@@ -137,6 +137,31 @@ def test_a_matmul_read_twice_keeps_its_add():
     assert converted(model(nodes, [4, 16], inits), [4, 16]) == ["MatMulFusion", "AddFusion", "MulFusion"]
 
 
+def attention_nodes(scale: str | None = "Div", mask: bool = True, axis: int = -1) -> list[onnx.NodeProto]:
+    """q = x, k = x^T, v = x: MatMul -> [Div or Mul by a scalar] -> [Add mask] -> Softmax -> MatMul."""
+    nodes = [n("Transpose", ["x"], "kt", perm=[0, 2, 1]), n("MatMul", ["x", "kt"], "s")]
+    last = "s"
+    if scale:
+        nodes.append(n(scale, [last, "scale"] if scale == "Div" else ["scale", last], "sc"))
+        last = "sc"
+    if mask:
+        nodes.append(n("Add", ["mask", last], "m"))
+        last = "m"
+    return nodes + [n("Softmax", [last], "p", axis=axis), n("MatMul", ["p", "x"], "y")]
+
+
+@pytest.mark.parametrize(("scale", "mask"), [("Div", True), ("Mul", True), (None, False), ("Div", False)])
+def test_attention_chain_becomes_one_primitive(scale, mask):
+    inits = {"scale": c(4.0), "mask": c(np.triu(np.full((6, 6), -1e4), 1))}
+    ops = converted(model(attention_nodes(scale, mask), ["N", 6, 8], inits), ["N", 6, 8])
+    assert ops == ["Transpose", "Attention"]
+
+
+def test_a_softmax_over_another_axis_is_no_attention():
+    ops = converted(model(attention_nodes(axis=1), [2, 6, 8], {"scale": c(4.0), "mask": c(np.zeros(6))}), [2, 6, 8])
+    assert "Attention" not in ops
+
+
 def encoder_block(torch):
     """A post-norm transformer encoder block (attention, LayerNorm, GELU feed-forward) in plain modules."""
 
@@ -164,6 +189,6 @@ def test_a_torch_encoder_block_exported_at_opset_14_fuses_its_blocks():
     onnx_model = onnx.load_from_string(buffer.getvalue())
     graph, report = convert_to_graph(onnx_model)
     kinds = sorted(entry.split()[0] for entry in report.fused_blocks)
-    assert kinds == ["GELU", "LayerNorm", "LayerNorm", "MatMul+bias", "MatMul+bias", "MatMul+bias"], kinds
+    assert kinds == ["Attention", "GELU", "LayerNorm", "LayerNorm", "MatMul+bias", "MatMul+bias", "MatMul+bias"], kinds
     feeds = {"x": RNG.standard_normal((3, 7, 32)).astype(np.float32)}
     assert_matches(predict(build_lite(write_model(graph)), feeds), run_onnxruntime(onnx_model, feeds))

@@ -264,9 +264,155 @@ def test_clip_input_form(bounds, kind):
         assert node.attrs["min_val"] == -math.inf and node.attrs["max_val"] == 2.5
 
 
-def test_clip_computed_bound_is_unsupported():
-    reason = unsupported_reason("Clip", {"x": random(2, 3), "lo": np.zeros((), np.float32)}, 13)
-    assert "Clip min" in reason and "must be a constant" in reason
+@pytest.mark.parametrize(("inputs", "inits", "names"), [
+    ({"x": random(2, 3), "lo": np.zeros((), np.float32)}, {}, ["x", "lo"]),
+    ({"x": random(2, 3), "hi": np.ones((), np.float32)}, {}, ["x", "", "hi"]),
+    ({"x": random(2, 3), "hi": np.ones((), np.float32)}, {"lo": np.zeros((), np.float32)}, ["x", "lo", "hi"]),
+    ({"x": random(2, 3, dtype=np.int32)}, {"lo": np.array(-1, np.int32), "hi": np.array(1, np.int32)},
+     ["x", "lo", "hi"]),
+    ({"x": random(2, 3, dtype=np.float64)}, {"lo": np.array(0.1, np.float64)}, ["x", "lo"]),  # not a float32
+])
+def test_clip_computed_integer_or_float64_bounds_make_a_clip(inputs, inits, names):
+    """Bounds computed at run time, integer ones, or ones a float32 attribute cannot hold stay inputs."""
+    graph = convert_node("Clip", inputs, 13, inits, input_names=names)
+    node = only_node(graph)
+    assert node.op_type == "Clip" and node.attrs == {}
+    assert [graph.tensors[i].name if i >= 0 else "" for i in node.inputs] == names
+
+
+# ---- elementwise: logic, bits, unary maths, Mod, Mean ------------------------------
+
+
+@pytest.mark.parametrize(("op_type", "primitive", "opset"), [
+    ("And", "LogicalAnd", 7), ("Or", "LogicalOr", 7), ("Xor", "LogicalXor", 1), ("LessOrEqual", "LessEqual", 12),
+    ("GreaterOrEqual", "GreaterEqual", 16), ("BitwiseAnd", "BitwiseAnd", 18), ("BitwiseOr", "BitwiseOr", 18),
+    ("BitwiseXor", "BitwiseXor", 18)])
+def test_logic_bits_and_comparisons(op_type, primitive, opset):
+    dtype = np.bool_ if primitive.startswith("Logical") else np.int32 if primitive.startswith("Bit") else np.float32
+    graph = convert_node(op_type, {"a": random(2, 3).astype(dtype), "b": random(3).astype(dtype)}, opset)
+    node = only_node(graph)
+    assert node.op_type == primitive and node.attrs == {} and len(node.inputs) == 2
+    assert graph.tensors[node.outputs[0]].dtype == (np.int32 if primitive.startswith("Bit") else np.bool_)
+
+
+def test_legacy_and_with_axis_reshapes_constant_b():
+    graph = convert_node("And", {"a": np.zeros((2, 3, 4), np.bool_)}, 1, {"b": np.ones(3, np.bool_)}, broadcast=1,
+                         axis=1)
+    node = only_node(graph)
+    assert node.op_type == "LogicalAnd" and const(graph, node.inputs[1]).shape == (3, 1)
+
+
+@pytest.mark.parametrize(("op_type", "opset"), [
+    ("Floor", 6), ("Ceil", 13), ("Round", 11), ("Sin", 7), ("Cos", 7), ("Tan", 7), ("Asin", 7), ("Acos", 7),
+    ("Atan", 22), ("Sinh", 9), ("Cosh", 9), ("Asinh", 9), ("Acosh", 9), ("Atanh", 9), ("Reciprocal", 13),
+    ("Sign", 13), ("IsNaN", 20)])
+def test_unary_maths(op_type, opset):
+    graph = convert_node(op_type, {"x": random(2, 3)}, opset)
+    node = only_node(graph)
+    assert node.op_type == op_type and node.attrs == {}
+    assert graph.tensors[node.outputs[0]].dtype == (np.bool_ if op_type == "IsNaN" else np.float32)
+
+
+@pytest.mark.parametrize(("op_type", "primitive", "dtype"), [("Not", "LogicalNot", np.bool_),
+                                                              ("BitwiseNot", "BitwiseNot", np.int32)])
+def test_not(op_type, primitive, dtype):
+    node = only_node(convert_node(op_type, {"x": random(2, 3).astype(dtype)}, 18))
+    assert node.op_type == primitive
+
+
+@pytest.mark.parametrize("attrs", [{}, {"detect_positive": 0}, {"detect_negative": 0}])
+def test_is_inf(attrs):
+    node = only_node(convert_node("IsInf", {"x": random(2, 3)}, 10, **attrs))
+    assert node.op_type == "IsInf"
+    assert node.attrs == {"detect_positive": bool(attrs.get("detect_positive", 1)),
+                          "detect_negative": bool(attrs.get("detect_negative", 1))}
+
+
+@pytest.mark.parametrize("fmod", [None, 0, 1])
+def test_mod(fmod):
+    attrs = {} if fmod is None else {"fmod": fmod}
+    node = only_node(convert_node("Mod", {"a": random(2, 3), "b": random(3)}, 13, **attrs))
+    assert node.op_type == "Mod" and node.attrs == {"fmod": bool(fmod)}
+
+
+@pytest.mark.parametrize(("direction", "opset"), [("LEFT", 11), ("RIGHT", 28)])
+def test_bit_shift(direction, opset):
+    inputs = {"a": random(2, 3).astype(np.uint8), "b": random(3).astype(np.uint8)}
+    node = only_node(convert_node("BitShift", inputs, opset, direction=direction))
+    assert node.op_type == "BitShift" and node.attrs == {"left": direction == "LEFT"}
+
+
+def test_bit_shift_bad_direction_is_malformed():
+    with pytest.raises(ModelFormatError, match="direction"):
+        convert_node("BitShift", {"a": random(2).astype(np.uint8), "b": random(2).astype(np.uint8)}, 11,
+                     direction="UP")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_mean_is_a_sum_divided_by_the_count(dtype):
+    graph = convert_node("Mean", {"a": random(2, 3, dtype=dtype), "b": random(3, dtype=dtype),
+                                  "c": random(2, 1, dtype=dtype)}, 13)
+    total, divide = graph.nodes
+    assert total.op_type == "AddN" and len(total.inputs) == 3
+    assert divide.op_type == "DivFusion" and divide.inputs[0] == total.outputs[0]
+    count = const(graph, divide.inputs[1])
+    assert count.dtype == dtype and count.shape == () and count == 3
+    assert graph.tensors[divide.outputs[0]].name == "y0"
+
+
+def test_mean_of_one_input_is_a_copy():
+    assert only_node(convert_node("Mean", {"a": random(2, 3)}, 8)).op_type == "AddN"
+
+
+# ---- activation: PRelu, Shrink and the newer activations ------------------------------
+
+
+@pytest.mark.parametrize(("op_type", "opset", "attrs", "expected"), [
+    ("Elu", 6, {}, {"activation_type": "ELU", "alpha": 1.0}),
+    ("Elu", 1, {"alpha": 0.5}, {"activation_type": "ELU", "alpha": 0.5}),
+    ("Selu", 6, {}, {"activation_type": "SELU", "alpha": pytest.approx(1.6732632), "beta": pytest.approx(1.050701)}),
+    ("Selu", 1, {}, {"activation_type": "SELU", "alpha": pytest.approx(1.6732), "beta": pytest.approx(1.0507)}),
+    ("Selu", 22, {"alpha": 2.0, "gamma": 3.0}, {"activation_type": "SELU", "alpha": 2.0, "beta": 3.0}),
+    ("Softplus", 1, {}, {"activation_type": "SOFTPLUS"}),
+    ("Softsign", 22, {}, {"activation_type": "SOFTSIGN"}),
+    ("Gelu", 20, {}, {"activation_type": "GELU"}),
+    ("Gelu", 20, {"approximate": "tanh"}, {"activation_type": "GELU_TANH"}),
+    ("Mish", 18, {}, {"activation_type": "MISH"}),
+    ("Celu", 12, {"alpha": 0.5}, {"activation_type": "CELU", "alpha": 0.5}),
+    ("ThresholdedRelu", 10, {}, {"activation_type": "THRESHOLDED_RELU", "alpha": 1.0}),
+    ("Swish", 24, {"alpha": 0.5}, {"activation_type": "SWISH", "alpha": 0.5}),
+])
+def test_newer_activations(op_type, opset, attrs, expected):
+    node = only_node(convert_node(op_type, {"x": random(2, 3)}, opset, **attrs))
+    assert node.op_type == "Activation"
+    assert {k: node.attrs[k] for k in expected} == expected
+
+
+def test_selu_defaults_changed_at_opset_6():
+    v1, v6 = (only_node(convert_node("Selu", {"x": random(2)}, opset)).attrs for opset in (1, 6))
+    assert v1["alpha"] != v6["alpha"] and v1["beta"] != v6["beta"]
+
+
+def test_gelu_unknown_approximation_is_malformed():
+    with pytest.raises(ModelFormatError, match="approximate"):
+        convert_node("Gelu", {"x": random(2, 3)}, 20, approximate="sigmoid")
+
+
+@pytest.mark.parametrize("opset", [9, 16])
+def test_prelu(opset):
+    node = only_node(convert_node("PRelu", {"x": X4}, opset, {"slope": random(4, 1, 1)}))
+    assert node.op_type == "PReLUFusion" and len(node.inputs) == 2
+
+
+@pytest.mark.parametrize(("slope_shape", "aligned"), [((4,), (4, 1, 1)), ((1,), (1,))])
+def test_prelu_before_opset_7_has_one_slope_per_channel(slope_shape, aligned):
+    graph = convert_node("PRelu", {"x": X4}, 6, {"slope": random(*slope_shape)})
+    assert const(graph, only_node(graph).inputs[1]).shape == aligned
+
+
+def test_shrink():
+    node = only_node(convert_node("Shrink", {"x": random(2, 3)}, 9, bias=0.25, lambd=1.5))
+    assert node.op_type == "Shrink" and node.attrs == {"bias": 0.25, "lambd": 1.5}
 
 
 # ---- shape -------------------------------------------------------------------------

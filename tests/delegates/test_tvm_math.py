@@ -1,0 +1,117 @@
+"""The TVM delegate's lowering of unary maths, Mod, PRelu, Clip with bounds given at run time, Shrink and the
+newer activations, against onnxruntime (as in test_tvm.py); floor Mod, which onnxruntime lacks on floats at
+opset 17, against the native kernel. Ops on bool or integer tensors stay native with a reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.delegates.support import build, feeds_for, node, onnx_graph
+from tests.oracle import relative_l2
+
+pytest.importorskip("tvm")
+
+from tests.delegates.test_tvm import (  # noqa: E402
+    RTOL,
+    TVM,
+    assert_matches,
+    check_on_tvm,
+    op_types,
+    rows,
+    tvm_delegate,
+)
+
+HALF = {"c": np.array(0.9, np.float32)}
+
+UNARY = {  # name: (nodes, initializers): x is 3 * standard normal; t = 0.9 * tanh(x) lies in (-0.9, 0.9)
+    "floor": ([node("Floor", ["x"])], {}),
+    "ceil": ([node("Ceil", ["x"])], {}),
+    "round": ([node("Round", ["x"])], {}),
+    "sin": ([node("Sin", ["x"])], {}),
+    "cos": ([node("Cos", ["x"])], {}),
+    "tan": ([node("Tanh", ["x"], "h"), node("Tan", ["h"])], {}),
+    "asin": ([node("Tanh", ["x"], "h"), node("Mul", ["h", "c"], "t"), node("Asin", ["t"])], HALF),
+    "acos": ([node("Tanh", ["x"], "h"), node("Mul", ["h", "c"], "t"), node("Acos", ["t"])], HALF),
+    "atan": ([node("Atan", ["x"])], {}),
+    "sinh": ([node("Sinh", ["x"])], {}),
+    "cosh": ([node("Cosh", ["x"])], {}),
+    "asinh": ([node("Asinh", ["x"])], {}),
+    "acosh": ([node("Abs", ["x"], "a"), node("Add", ["a", "one"], "p"), node("Acosh", ["p"])],
+              {"one": np.array(1, np.float32)}),
+    "atanh": ([node("Tanh", ["x"], "h"), node("Mul", ["h", "c"], "t"), node("Atanh", ["t"])], HALF),
+    "reciprocal": ([node("Reciprocal", ["x"])], {}),
+    "sign": ([node("Sign", ["x"])], {}),
+    "fmod": ([node("Mod", ["x", "d"], fmod=1)], {"d": np.array([1.5, -0.75, 2.25, -3.0, 0.5], np.float32)}),
+}
+
+
+@pytest.mark.parametrize("case", list(UNARY))
+def test_unary_maths(case):
+    nodes, inits = UNARY[case]
+    check_on_tvm(onnx_graph(nodes, {"x": [2, 3, 4, 5]}, ["y"], inits))
+
+
+def test_floor_mod_matches_the_native_kernel():
+    """onnxruntime refuses Mod with fmod=0 on floats before opset 28; the native kernel is the reference."""
+    onnx_model = onnx_graph([node("Mod", ["x", "d"])], {"x": [2, 3, 4, 5]}, ["y"],
+                            {"d": np.array([1.5, -0.75, 2.25, -3.0, 0.5], np.float32)}, opset=13)
+    on_tvm, native = build(onnx_model, tvm_delegate()), build(onnx_model)
+    assert {r.runs_on for r in on_tvm.partition_report()} == {TVM}
+    x = feeds_for(onnx_model)["x"]
+    got, want = (m.predict([x])[0].get_data_to_numpy() for m in (on_tvm, native))
+    assert relative_l2(got, want) < RTOL
+
+
+ACTIVATIONS = {  # name: (nodes, opset)
+    "elu": ([node("Elu", ["x"], alpha=0.7)], 17),
+    "selu": ([node("Selu", ["x"])], 17),
+    "softplus": ([node("Softplus", ["x"])], 17),
+    "softsign": ([node("Softsign", ["x"])], 17),
+    "gelu": ([node("Gelu", ["x"])], 20),
+    "gelu_tanh": ([node("Gelu", ["x"], approximate="tanh")], 20),
+    "mish": ([node("Mish", ["x"])], 18),
+    "celu": ([node("Celu", ["x"], alpha=0.5)], 17),
+    "thresholded_relu": ([node("ThresholdedRelu", ["x"], alpha=0.8)], 17),
+    "swish": ([node("Swish", ["x"], alpha=0.6)], 24),
+}
+
+
+@pytest.mark.parametrize("case", list(ACTIVATIONS))
+def test_activation(case):
+    nodes, opset = ACTIVATIONS[case]
+    model = check_on_tvm(onnx_graph(nodes, {"x": [2, 6, 7, 5]}, ["y"], opset=opset))
+    assert op_types(model) == ["Activation"]
+
+
+OTHERS = {  # name: (nodes, input shapes, initializers, the .lite op type)
+    "prelu_channel_slope": ([node("PRelu", ["x", "s"])], {"x": [2, 3, 4, 5]},
+                            {"s": np.array([0.1, 0.5, -0.3], np.float32).reshape(3, 1, 1)}, "PReLUFusion"),
+    "prelu_slope_input": ([node("PRelu", ["x", "s"])], {"x": [2, 3, 4], "s": [4]}, {}, "PReLUFusion"),
+    "clip_bounds_are_inputs": ([node("Clip", ["x", "lo", "hi"])], {"x": [2, 3, 4], "lo": [], "hi": [1]}, {}, "Clip"),
+    "clip_min_input_max_const": ([node("Clip", ["x", "lo", "hi"])], {"x": [2, 3, 4], "lo": []},
+                                 {"hi": np.array(1.5, np.float32)}, "Clip"),
+    "clip_max_input_only": ([node("Clip", ["x", "", "hi"])], {"x": [2, 3, 4], "hi": []}, {}, "Clip"),
+    "shrink": ([node("Shrink", ["x"], bias=0.5, lambd=1.5)], {"x": [2, 3, 4]}, {}, "Shrink"),
+}
+
+
+@pytest.mark.parametrize("case", list(OTHERS))
+def test_prelu_clip_shrink(case):
+    """(Scalar inputs are fed as 0-d arrays: ``feeds_for`` would give numpy scalars.)"""
+    nodes, inputs, inits, op_type = OTHERS[case]
+    onnx_model = onnx_graph(nodes, inputs, ["y"], inits)
+    model = build(onnx_model, tvm_delegate())
+    assert {(r.runs_on, r.reason) for r in model.partition_report()} == {(TVM, "")}
+    assert op_types(model) == [op_type]
+    assert_matches(model, onnx_model, {k: np.asarray(v) for k, v in feeds_for(onnx_model).items()})
+
+
+@pytest.mark.parametrize(("nodes", "inputs", "reason"), [
+    ([node("IsNaN", ["x"])], {"x": [2, 3]}, "IsNaN: its output tensors are bool"),
+    ([node("LessOrEqual", ["x", "x"])], {"x": [2, 3]}, "LessEqual: its output tensors are bool"),
+])
+def test_ops_on_bool_tensors_stay_native_with_a_reason(nodes, inputs, reason):
+    model = build(onnx_graph(nodes, inputs, ["y"]), tvm_delegate())
+    [row] = rows(model).values()
+    assert row.runs_on == "native" and row.reason.startswith(f"{TVM}: {reason}"), row.reason
