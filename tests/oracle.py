@@ -5,18 +5,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
-
-_ONNX_TYPES = {
-    np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
-    np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int64): TensorProto.INT64,
-    np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int8): TensorProto.INT8,
-    np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.bool_): TensorProto.BOOL,
-}
+from onnx import helper, numpy_helper
 
 
 def onnx_type(dtype) -> int:
-    return _ONNX_TYPES[np.dtype(dtype)]
+    """The ONNX element type of a numpy dtype (bfloat16 included)."""
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
 def single_node_model(op_type: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,

@@ -25,7 +25,7 @@ def feeds_for(onnx_model: onnx.ModelProto, shapes: dict[str, tuple] | None = Non
     """Fresh random inputs (never zeros or ones), scaled to exercise RELU6/CLIP bounds."""
     shapes = shapes or {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim)
                         for i in onnx_model.graph.input}
-    return {name: (3 * RNG.standard_normal(shape)).astype(np.float32) for name, shape in shapes.items()}
+    return {name: np.asarray(3 * RNG.standard_normal(shape), np.float32) for name, shape in shapes.items()}
 
 
 def onnx_graph(nodes: list, inputs: dict[str, list], outputs: list[str],
