@@ -10,6 +10,7 @@ from pathlib import Path
 from lite.errors import LiteError
 from lite.schema.writer import write_model
 from lite.tools.converter import convert_to_graph
+from lite.tools.converter.registry import supported_ops
 
 EXAMPLES = """\
 examples:
@@ -18,6 +19,7 @@ examples:
   lite-convert model.onnx -o model.lite --input-shape input:1,3,224,224
   lite-convert model.onnx --input-shape "a:1,3,32,32;b:1,10"      # writes model.lite
   lite-convert vendor.onnx -o vendor.lite --custom-domain com.example   # its ops become Custom ops
+  lite-convert --list-ops                                              # the ONNX ops that convert
 """
 
 
@@ -39,11 +41,21 @@ def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
     return shapes
 
 
+def list_ops() -> str:
+    """The ONNX ops that convert, one per line with their mapper opsets (docs/ops.md has dtypes and delegates)."""
+    ops = supported_ops()
+    width = max(map(len, ops))
+    lines = [f"{op:<{width}}  opsets {', '.join(map(str, versions))}" for op, versions in sorted(ops.items())]
+    return "\n".join([*lines, f"{len(ops)} ONNX ops (domain ai.onnx); dtypes and delegates per op: docs/ops.md"])
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lite-convert", description="Convert an ONNX model to a Delite .lite model.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help="the ONNX model (.onnx)")
+    parser.add_argument("model", nargs="?", help="the ONNX model (.onnx)")
+    parser.add_argument("--list-ops", action="store_true",
+                        help="list the ONNX ops that convert, with the opsets where their meaning changed, and exit")
     parser.add_argument("-o", "--output", help="the .lite file to write (default: the model path with .lite)")
     parser.add_argument("--no-fusion", action="store_true",
                         help="keep BatchNormalization and activations as separate nodes")
@@ -59,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the converter; returns the exit code (0 ok, 1 conversion error, 2 usage error)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.list_ops:
+        print(list_ops())
+        return 0
+    if args.model is None:
+        parser.error("the model is required (or --list-ops)")
     try:
         shapes = parse_input_shapes(args.input_shape)
     except argparse.ArgumentTypeError as exc:

@@ -1,0 +1,177 @@
+"""What Delite supports, measured: ONNX's own node test cases (shipped in the ``onnx`` package,
+``onnx.backend.test``) converted and run natively, one op at a time.
+
+``run_case`` is the conformance check (tests/conformance runs it on every claimed case);
+``support_rows`` turns the results into the support table (ONNX op, mapped opsets, the .lite
+primitives it becomes, the dtypes that pass natively, which delegates emit those primitives)
+and ``markdown`` writes it: ``python -m lite.tools.support docs/ops.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+import lite
+from lite.schema.writer import write_model
+from lite.tools.converter import convert_to_graph
+from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, LITE_DTYPES
+from lite.tools.converter.registry import REGISTRY
+
+
+@cache
+def node_cases() -> dict[str, object]:
+    """ONNX's node test cases by name (model, data sets, tolerances)."""
+    with warnings.catch_warnings():  # the case generators overflow casts on purpose
+        warnings.simplefilter("ignore")
+        from onnx.backend.test.case.node import collect_testcases
+
+        return {case.name: case for case in collect_testcases("")}
+
+
+def claimed(case) -> bool:
+    """Whether every node of the case is a standard op the converter maps and every graph input
+    and output has a dtype .lite stores (not float8, float4, int4 or string)."""
+    ops = REGISTRY.supported_ops()
+    graph = case.model.graph
+    return (all(n.domain in DEFAULT_DOMAINS and n.op_type in ops for n in graph.node)
+            and all(v.type.tensor_type.elem_type in LITE_DTYPES for v in [*graph.input, *graph.output]))
+
+
+def as_array(value) -> np.ndarray:
+    """A case's input or output as numpy (some cases give TensorProtos)."""
+    return numpy_helper.to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
+
+
+def run_case(case) -> list[str]:
+    """Converts and runs one case natively; raises on any difference from its expected outputs.
+
+    Returns the .lite primitive types the case's model converted to.
+    """
+    graph, _ = convert_to_graph(case.model)
+    model = lite.Model()
+    model.build(write_model(graph), lite.ModelType.LITE, lite.Context())
+    for inputs, expected in case.data_sets:
+        outputs = model.predict([as_array(v) for v in inputs])
+        assert len(outputs) == len(expected), f"{len(outputs)} outputs, expected {len(expected)}"
+        for output, want in zip(outputs, expected, strict=True):
+            compare(output.get_data_to_numpy(), as_array(want), case.rtol, case.atol)
+    return sorted({node.op_type for node in graph.nodes})
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> None:
+    """Same dtype and shape; floats within the case's tolerances, everything else exactly."""
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != expected {expected.dtype}"
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
+    if expected.dtype.kind in "fc" or expected.dtype.name == "bfloat16":
+        np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+@dataclass
+class OpRow:
+    """One ONNX op of the support table."""
+
+    op: str
+    opsets: list[int]
+    primitives: set[str] = field(default_factory=set)
+    dtypes: set[str] = field(default_factory=set)  # input dtypes of the cases that pass natively
+    passed: int = 0
+    cases: int = 0
+
+
+def support_rows(cases: Iterable | None = None) -> list[OpRow]:
+    """Runs every single-op claimed case and gathers, per mapped ONNX op, what it showed."""
+    rows = {op: OpRow(op, versions) for op, versions in REGISTRY.supported_ops().items()}
+    for case in node_cases().values() if cases is None else cases:
+        ops = {n.op_type for n in case.model.graph.node}
+        if len(ops) != 1 or not claimed(case):
+            continue
+        row = rows[ops.pop()]
+        row.cases += 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                row.primitives.update(run_case(case))
+        except Exception:  # noqa: BLE001 - a failing case is a fact for the table, not an error here
+            continue
+        row.passed += 1
+        row.dtypes.update(_input_dtypes(case.model))
+    return sorted(rows.values(), key=lambda r: r.op)
+
+
+def _input_dtypes(model: onnx.ModelProto) -> set[str]:
+    first = model.graph.input[:1]
+    return {LITE_DTYPES[v.type.tensor_type.elem_type].name for v in first}
+
+
+def delegate_support(primitives: set[str]) -> tuple[str, str]:
+    """(ORT, TVM) cells: "yes" when every primitive has an emitter / lowering, "partly", or "-"."""
+    from lite.delegates.onnxruntime.emitters.registry import REGISTRY as ORT_EMITTERS
+
+    ort = {p for p in primitives if ORT_EMITTERS.find(p) is not None}
+    tvm = {p for p in primitives if p in _tvm_emitters()}
+    return _cell(ort, primitives), _cell(tvm, primitives) if importlib.util.find_spec("tvm") else "n/a"
+
+
+@cache
+def _tvm_emitters() -> frozenset[str]:
+    if importlib.util.find_spec("tvm") is None:
+        return frozenset()
+    from lite.delegates.tvm.ops import EMITTERS
+
+    return frozenset(EMITTERS)
+
+
+def _cell(covered: set[str], primitives: set[str]) -> str:
+    if not primitives or not covered:
+        return "-"
+    return "yes" if covered == primitives else "partly"
+
+
+def markdown(rows: Sequence[OpRow]) -> str:
+    """The support table as a Markdown page."""
+    lines = ["# Supported ONNX ops", "",
+             "Generated by `python -m lite.tools.support docs/ops.md` from ONNX's own node test cases (the",
+             "`onnx.backend.test` cases of the installed onnx package), run one op at a time: *passed* counts",
+             "the single-op cases that convert and match natively, *dtypes* the first input's dtypes among",
+             "them, *primitives* the .lite primitives the op became. ORT and TVM say whether those primitives",
+             "have an ONNX Runtime emitter / a TVM lowering (a delegate still declines an instance it cannot",
+             "run, with its reason in `Model.partition_report()`). Ops without single-op cases show `-`.", "",
+             f"{len(rows)} ONNX ops map to .lite primitives.", "",
+             "| ONNX op | opsets | primitives | passed | dtypes (native) | ORT | TVM |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ort, tvm = delegate_support(row.primitives)
+        lines.append(f"| {row.op} | {', '.join(map(str, row.opsets))} | {', '.join(sorted(row.primitives)) or '-'} "
+                     f"| {f'{row.passed}/{row.cases}' if row.cases else '-'} | {', '.join(sorted(row.dtypes)) or '-'} "
+                     f"| {ort} | {tvm} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lite.tools.support",
+                                     description="Write the support table measured on ONNX's node test cases.")
+    parser.add_argument("output", nargs="?", help="the Markdown file to write (default: print it)")
+    args = parser.parse_args(argv)
+    text = markdown(support_rows())
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
