@@ -133,7 +133,34 @@ class AvgPoolFusion(object):
             return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
         return False
 
-def AvgPoolFusionStart(builder): builder.StartObject(7)
+    # AvgPoolFusion
+    def Dilation(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
+        return 0
+
+    # AvgPoolFusion
+    def DilationAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int64Flags, o)
+        return 0
+
+    # AvgPoolFusion
+    def DilationLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # AvgPoolFusion
+    def DilationIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
+def AvgPoolFusionStart(builder): builder.StartObject(8)
 def Start(builder):
     return AvgPoolFusionStart(builder)
 def AvgPoolFusionAddKernelSize(builder, kernelSize): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(kernelSize), 0)
@@ -166,6 +193,12 @@ def AddIsGlobal(builder, isGlobal):
 def AvgPoolFusionAddCountIncludePad(builder, countIncludePad): builder.PrependBoolSlot(6, countIncludePad, 0)
 def AddCountIncludePad(builder, countIncludePad):
     return AvgPoolFusionAddCountIncludePad(builder, countIncludePad)
+def AvgPoolFusionAddDilation(builder, dilation): builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(dilation), 0)
+def AddDilation(builder, dilation):
+    return AvgPoolFusionAddDilation(builder, dilation)
+def AvgPoolFusionStartDilationVector(builder, numElems): return builder.StartVector(8, numElems, 8)
+def StartDilationVector(builder, numElems):
+    return AvgPoolFusionStartDilationVector(builder, numElems)
 def AvgPoolFusionEnd(builder): return builder.EndObject()
 def End(builder):
     return AvgPoolFusionEnd(builder)
@@ -185,6 +218,7 @@ class AvgPoolFusionT(object):
         self.roundMode = 0  # type: int
         self.isGlobal = False  # type: bool
         self.countIncludePad = False  # type: bool
+        self.dilation = None  # type: List[int]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -227,6 +261,13 @@ class AvgPoolFusionT(object):
         self.roundMode = avgPoolFusion.RoundMode()
         self.isGlobal = avgPoolFusion.IsGlobal()
         self.countIncludePad = avgPoolFusion.CountIncludePad()
+        if not avgPoolFusion.DilationIsNone():
+            if np is None:
+                self.dilation = []
+                for i in range(avgPoolFusion.DilationLength()):
+                    self.dilation.append(avgPoolFusion.Dilation(i))
+            else:
+                self.dilation = avgPoolFusion.DilationAsNumpy()
 
     # AvgPoolFusionT
     def Pack(self, builder):
@@ -254,6 +295,14 @@ class AvgPoolFusionT(object):
                 for i in reversed(range(len(self.padList))):
                     builder.PrependInt64(self.padList[i])
                 padList = builder.EndVector()
+        if self.dilation is not None:
+            if np is not None and type(self.dilation) is np.ndarray:
+                dilation = builder.CreateNumpyVector(self.dilation)
+            else:
+                AvgPoolFusionStartDilationVector(builder, len(self.dilation))
+                for i in reversed(range(len(self.dilation))):
+                    builder.PrependInt64(self.dilation[i])
+                dilation = builder.EndVector()
         AvgPoolFusionStart(builder)
         if self.kernelSize is not None:
             AvgPoolFusionAddKernelSize(builder, kernelSize)
@@ -265,5 +314,7 @@ class AvgPoolFusionT(object):
         AvgPoolFusionAddRoundMode(builder, self.roundMode)
         AvgPoolFusionAddIsGlobal(builder, self.isGlobal)
         AvgPoolFusionAddCountIncludePad(builder, self.countIncludePad)
+        if self.dilation is not None:
+            AvgPoolFusionAddDilation(builder, dilation)
         avgPoolFusion = AvgPoolFusionEnd(builder)
         return avgPoolFusion

@@ -66,7 +66,14 @@ class Resize(object):
             return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
         return 0.0
 
-def ResizeStart(builder): builder.StartObject(6)
+    # Resize
+    def Antialias(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def ResizeStart(builder): builder.StartObject(7)
 def Start(builder):
     return ResizeStart(builder)
 def ResizeAddMethod(builder, method): builder.PrependInt8Slot(0, method, 0)
@@ -87,6 +94,9 @@ def AddExcludeOutside(builder, excludeOutside):
 def ResizeAddExtrapolationValue(builder, extrapolationValue): builder.PrependFloat32Slot(5, extrapolationValue, 0.0)
 def AddExtrapolationValue(builder, extrapolationValue):
     return ResizeAddExtrapolationValue(builder, extrapolationValue)
+def ResizeAddAntialias(builder, antialias): builder.PrependBoolSlot(6, antialias, 0)
+def AddAntialias(builder, antialias):
+    return ResizeAddAntialias(builder, antialias)
 def ResizeEnd(builder): return builder.EndObject()
 def End(builder):
     return ResizeEnd(builder)
@@ -101,6 +111,7 @@ class ResizeT(object):
         self.cubicCoeffA = -0.75  # type: float
         self.excludeOutside = False  # type: bool
         self.extrapolationValue = 0.0  # type: float
+        self.antialias = False  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -124,6 +135,7 @@ class ResizeT(object):
         self.cubicCoeffA = resize.CubicCoeffA()
         self.excludeOutside = resize.ExcludeOutside()
         self.extrapolationValue = resize.ExtrapolationValue()
+        self.antialias = resize.Antialias()
 
     # ResizeT
     def Pack(self, builder):
@@ -134,5 +146,6 @@ class ResizeT(object):
         ResizeAddCubicCoeffA(builder, self.cubicCoeffA)
         ResizeAddExcludeOutside(builder, self.excludeOutside)
         ResizeAddExtrapolationValue(builder, self.extrapolationValue)
+        ResizeAddAntialias(builder, self.antialias)
         resize = ResizeEnd(builder)
         return resize
