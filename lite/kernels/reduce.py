@@ -10,57 +10,107 @@ import numpy as np
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
-from lite.kernels.shape import normalize_axes
-from lite.ops.dtypes import FLOATS, NUMBERS
+from lite.kernels.shape import int_vector, normalize_axes
+from lite.ops.dtypes import ALL, FLOATS
+from lite.ops.reduce import REDUCE_MODES
 
 _UFUNCS = {"MEAN": np.add, "MAX": np.maximum, "MIN": np.minimum, "SUM": np.add, "PROD": np.multiply}
+# Modes that reduce a transform of x with a sum, then transform the sum.
+_SUMMED = {
+    "L1": (np.abs, None), "L2": (np.square, np.sqrt), "SUM_SQUARE": (np.square, None), "LOG_SUM": (None, np.log),
+}
 
 
-@register("ReduceFusion", NUMBERS)
+@register("ReduceFusion", ALL)
 class ReduceFusion(NativeKernel):
-    """reduce_mode over ``axes`` (empty: every axis, or none with noop_with_empty_axes).
+    """reduce_mode over the axes of input 1 when present (computed at run time), else over ``axes``;
+    no axes: every axis, or none with noop_with_empty_axes.
 
     MAX and MIN of an empty set give the lowest and highest value of the dtype; an integer
-    MEAN truncates toward zero.
+    MEAN truncates toward zero; L1, L2, SUM_SQUARE, LOG_SUM and LOG_SUM_EXP reduce with a sum
+    (LOG_SUM_EXP shifted by the maximum, so it does not overflow; both logs take floats only).
+    bool reduces with MAX and MIN.
     """
 
-    def check_attrs(self) -> None:
-        check_io(self, 1)
-        mode = self.attrs["reduce_mode"]
-        if mode not in _UFUNCS:
-            self.fail(f"reduce_mode must be one of {sorted(_UFUNCS)}, got {mode!r}")
-        self.ufunc, self.mean = _UFUNCS[mode], mode == "MEAN"
-        self.noop = self.attrs["noop_with_empty_axes"] and not self.attrs["axes"]
+    value_inputs = (1,)
 
-    def _axes(self) -> tuple[int, ...]:
+    def check_attrs(self) -> None:
+        check_io(self, 1, 1)
+        mode = self.attrs["reduce_mode"]
+        if mode not in REDUCE_MODES:
+            self.fail(f"reduce_mode must be one of {REDUCE_MODES}, got {mode!r}")
+        kind = self.inputs[0].dtype.kind
+        if kind == "b" and mode not in ("MAX", "MIN"):
+            self.fail(f"{mode} of bool values: only MAX and MIN reduce bool")
+        if kind in "iu" and mode in ("LOG_SUM", "LOG_SUM_EXP"):
+            self.fail(f"{mode} of integers: its Log and Exp are defined for floats only (ONNX dropped integer "
+                      "ReduceLogSum(Exp) in opset 28); Cast the input to a float type first")
+        self.mode = mode
+
+    def _axes(self) -> tuple[int, ...] | None:
+        """The reduced axes; None for a no-op (no axes with noop_with_empty_axes)."""
         rank = len(self.inputs[0].shape)
-        return normalize_axes(self, self.attrs["axes"], rank) if self.attrs["axes"] else tuple(range(rank))
+        listed = int_vector(self, 1)
+        listed = list(self.attrs["axes"]) if listed is None else listed
+        if not listed:
+            return None if self.attrs["noop_with_empty_axes"] else tuple(range(rank))
+        return normalize_axes(self, listed, rank)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         shape, axes = self.inputs[0].shape, self._axes()
-        if self.noop:
+        if axes is None:
             return [shape]
         if self.attrs["keep_dims"]:
             return [tuple(1 if a in axes else d for a, d in enumerate(shape))]
         return [tuple(d for a, d in enumerate(shape) if a not in axes)]
 
     def resize(self) -> None:
-        axes, dtype = self._axes(), self.inputs[0].dtype
-        self.kwargs: dict[str, Any] = {"axis": axes, "keepdims": bool(self.attrs["keep_dims"])}
-        if self.ufunc is np.maximum:
-            self.kwargs["initial"] = -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
-        elif self.ufunc is np.minimum:
-            self.kwargs["initial"] = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
-        self.count = math.prod(self.inputs[0].shape[a] for a in axes)
+        self.axes, dtype = self._axes(), self.inputs[0].dtype
+        self.kwargs: dict[str, Any] = {"axis": self.axes, "keepdims": bool(self.attrs["keep_dims"])}
+        if self.mode in ("MAX", "MIN"):
+            self.kwargs["initial"] = extreme(dtype, lowest=self.mode == "MAX")
+        self.count = math.prod(self.inputs[0].shape[a] for a in self.axes or ())
 
     def execute(self) -> None:
         x, out = self.inputs[0].data, self.outputs[0].data
-        if self.noop:
-            np.copyto(out, x)
-            return
-        self.ufunc.reduce(x, out=out, **self.kwargs)
-        if self.mean:
-            np.true_divide(out, self.count, out=out, casting="unsafe")
+        if self.axes is None:
+            np.copyto(out, elementwise_part(self.mode, x), casting="unsafe")
+        elif self.mode in _UFUNCS:
+            _UFUNCS[self.mode].reduce(x, out=out, **self.kwargs)
+            if self.mode == "MEAN":
+                np.true_divide(out, self.count, out=out, casting="unsafe")
+        elif self.mode == "LOG_SUM_EXP":
+            out[...] = log_sum_exp(x, self.axes, self.kwargs["keepdims"])
+        else:
+            before, after = _SUMMED[self.mode]
+            total = np.add.reduce(x if before is None else before(x), **self.kwargs)
+            np.copyto(out, total if after is None else after(total), casting="unsafe")
+
+
+def elementwise_part(mode: str, x: np.ndarray) -> np.ndarray:
+    """What a no-op reduction (no axes, noop_with_empty_axes) still does to each element: the
+    transforms around the sum (|x| for L1, x^2 for SUM_SQUARE, log x for LOG_SUM, ...)."""
+    before, after = _SUMMED.get(mode, (None, None))
+    y = x if before is None else before(x)
+    return y if after is None else after(y)
+
+
+def extreme(dtype: np.dtype, lowest: bool):
+    """The identity of MAX (the lowest value) or MIN (the highest) for ``dtype``."""
+    if dtype == np.bool_:
+        return not lowest
+    if dtype.kind == "f":
+        return -np.inf if lowest else np.inf
+    info = np.iinfo(dtype)
+    return info.min if lowest else info.max
+
+
+def log_sum_exp(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """log(sum(exp(x))) over ``axes``, shifted by the (finite) maximum."""
+    shift = np.maximum.reduce(x, axis=axes, keepdims=True, initial=-np.inf)
+    shift = np.where(np.isfinite(shift), shift, 0).astype(x.dtype)
+    total = np.log(np.add.reduce(np.exp(x - shift), axis=axes, keepdims=True)) + shift
+    return total if keepdims else np.squeeze(total, axis=axes)
 
 
 class Normalization(NativeKernel):

@@ -218,6 +218,10 @@ CASES = {  # name: (nodes, feeds, initializers[, opset])
     "layer_norm_stats": ([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "i"])],
                          {"x": normal(3, 16)}, {"s": weight(16)}),
     # reduce
+    "reduce_l2_logsumexp": ([node("ReduceL2", ["x"], "l2", axes=[1]), node("ReduceLogSumExp", ["x"], "lse", axes=[2]),
+                             node("ReduceL1", ["x"], "l1", keepdims=0), node("ReduceSumSquare", ["x"], "sq", axes=[0])],
+                            {"x": normal(2, 3, 4)}, {}),
+    "reduce_log_sum": ([node("ReduceLogSum", ["x"], axes=[1])], {"x": positive(2, 3, 4)}, {}),
     "reduce_mean_keepdims": ([node("ReduceMean", ["x"], axes=[2, 3])], {"x": normal(2, 3, 4, 5)}, {}),
     "reduce_max_no_keepdims": ([node("ReduceMax", ["x"], axes=[1], keepdims=0)], {"x": normal(2, 3, 4)}, {}),
     "reduce_min_prod_every_axis": ([node("ReduceMin", ["x"], "m"), node("ReduceProd", ["x"], "p"),

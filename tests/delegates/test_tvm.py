@@ -337,7 +337,8 @@ def test_layer_norm_statistics_outputs_stay_native():
 
 
 REDUCTIONS = [("ReduceMean", [1], 1), ("ReduceMax", [2, 3], 0), ("ReduceMin", [-1], 1), ("ReduceSum", [0, 2], 0),
-              ("ReduceProd", [1], 1), ("ReduceMean", [], 1)]
+              ("ReduceProd", [1], 1), ("ReduceMean", [], 1), ("ReduceL1", [1], 1), ("ReduceL2", [2, 3], 0),
+              ("ReduceSumSquare", [-1], 1), ("ReduceLogSumExp", [1], 0)]
 
 
 @pytest.mark.parametrize(("op", "axes", "keepdims"), REDUCTIONS)

@@ -222,8 +222,9 @@ for op in ("Softmax", "LogSoftmax"):
     case(op, {"x": F(3, 10, scale=10)}, 1, "2d")
 
 # Reductions
-for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd"):
-    x = P(2, 3, 4, 5, low=0.5, high=1.5) if op == "ReduceProd" else F(2, 3, 4, 5)
+for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+           "ReduceLogSumExp", "ReduceSumSquare"):
+    x = P(2, 3, 4, 5, low=0.5, high=1.5) if op in ("ReduceProd", "ReduceLogSum") else F(2, 3, 4, 5)
     case(op, {"x": x}, 11, "axes23-drop", axes=[2, 3], keepdims=0)
     case(op, {"x": x}, 11, "axis-neg1", axes=[-1])
     case(op, {"x": x}, 11, "all")
@@ -234,6 +235,7 @@ for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd"):
     case(op, {"x": x}, axes_opset, "input-axes", {"axes": i64(1, -1)}, keepdims=0)
     case(op, {"x": x}, axes_opset, "no-axes")
     case(op, {"x": x}, axes_opset, "noop", noop_with_empty_axes=1)
+    case(op, {"x": x, "axes": I(1, low=-4, high=4)}, axes_opset, "runtime-axes", keepdims=0)
 
 # Shape and data movement
 case("Concat", {"a": F(2, 3), "b": F(2, 4)}, 4, "axis1", axis=1)

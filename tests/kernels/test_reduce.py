@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from lite.errors import ModelFormatError
+from lite.ops.reduce import ONNX_REDUCTIONS
 from tests.kernels.harness import assert_matches, run_kernel
 from tests.oracle import run_onnxruntime, single_node_model
 
-MODES = {"MEAN": "ReduceMean", "MAX": "ReduceMax", "MIN": "ReduceMin", "SUM": "ReduceSum", "PROD": "ReduceProd"}
+MODES = ONNX_REDUCTIONS
 
 
 def random(shape: tuple[int, ...], dtype=np.float32, seed: int = 0, scale: float = 1.0) -> np.ndarray:
@@ -25,6 +26,7 @@ def onnx_reference(op: str, inputs: list[np.ndarray], opset: int, **attrs) -> np
     return run_onnxruntime(model, feeds)[0]
 
 
+
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("shape, axes", [
     ((2, 3, 4), ()), ((2, 3, 4), (0,)), ((2, 3, 4), (-1,)), ((2, 3, 4), (2, 0)), ((5,), (0,)), ((), ()),
@@ -33,11 +35,19 @@ def onnx_reference(op: str, inputs: list[np.ndarray], opset: int, **attrs) -> np
 @pytest.mark.parametrize("keep_dims", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
 def test_reduce(mode, shape, axes, keep_dims, dtype):
-    x = random(shape, dtype)
+    if dtype == np.int64 and mode.startswith("LOG"):
+        pytest.skip("integer LogSum(Exp) is refused (test_integer_logs_are_refused)")
+    x = np.asarray(np.abs(random(shape, dtype)) + 1 if mode == "LOG_SUM" else random(shape, dtype))
     attrs = {"reduce_mode": mode, "axes": axes, "keep_dims": keep_dims}
     [actual] = run_kernel("ReduceFusion", attrs, [x])
     inputs = [x, np.array(axes, np.int64)] if axes else [x]
     assert_matches(actual, onnx_reference(MODES[mode], inputs, 18, keepdims=int(keep_dims)))
+
+
+@pytest.mark.parametrize("mode", ["LOG_SUM", "LOG_SUM_EXP"])
+def test_integer_logs_are_refused(mode):
+    with pytest.raises(ModelFormatError, match="floats only"):
+        run_kernel("ReduceFusion", {"reduce_mode": mode}, [random((2, 3), np.int64)])
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -58,10 +68,36 @@ def test_reduce_over_an_empty_axis(mode, dtype, expected):
     np.testing.assert_array_equal(actual, np.full(3, expected, dtype))
 
 
-@pytest.mark.parametrize("attrs", [{"axes": (3,)}, {"axes": (-4,)}, {"axes": (0, -3)}, {"reduce_mode": "L2"}])
+@pytest.mark.parametrize("attrs", [{"axes": (3,)}, {"axes": (-4,)}, {"axes": (0, -3)}, {"reduce_mode": "MEDIAN"}])
 def test_reduce_rejects(attrs):
     with pytest.raises(ModelFormatError):
         run_kernel("ReduceFusion", attrs, [random((2, 3, 4))])
+
+
+@pytest.mark.parametrize("mode", ["MAX", "MIN"])
+def test_bool_reduces_with_max_and_min(mode):
+    x = np.random.default_rng(1).random((3, 4, 5)) < 0.3
+    [actual] = run_kernel("ReduceFusion", {"reduce_mode": mode, "axes": (1,)}, [x])
+    assert_matches(actual, onnx_reference(MODES[mode], [x, np.array([1])], 20))
+
+
+def test_bool_mean_is_rejected():
+    with pytest.raises(ModelFormatError, match="only MAX and MIN"):
+        run_kernel("ReduceFusion", {"reduce_mode": "MEAN"}, [np.zeros((2, 3), bool)])
+
+
+def test_log_sum_exp_of_large_values_does_not_overflow():
+    x = np.array([[1000.0, 1000.0], [-np.inf, -np.inf]], np.float32)
+    [actual] = run_kernel("ReduceFusion", {"reduce_mode": "LOG_SUM_EXP", "axes": (1,)}, [x])
+    np.testing.assert_allclose(actual, [[1000 + np.log(2)], [-np.inf]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("axes", [(1,), (0, 2), ()])
+def test_axes_from_input_one_override_the_attribute(axes):
+    x = random((2, 3, 4))
+    attrs = {"reduce_mode": "SUM", "axes": (0,), "keep_dims": False}
+    [actual] = run_kernel("ReduceFusion", attrs, [x, np.array(axes, np.int64)])
+    assert_matches(actual, onnx_reference("ReduceSum", [x, np.array(axes, np.int64)], 13, keepdims=0))
 
 
 NORMALIZATIONS = [("Softmax", "Softmax"), ("LogSoftmax", "LogSoftmax")]

@@ -1,4 +1,4 @@
-"""ReduceFusion -> ReduceMean/Max/Min/Sum/Prod; Softmax / LogSoftmax over one axis, or several
+"""ReduceFusion -> the ONNX Reduce op of its mode; Softmax / LogSoftmax over one axis, or several
 (decomposed: x - max, Exp, ReduceSum, then Div or Log + Sub, as the native kernels compute it)."""
 
 from __future__ import annotations
@@ -9,28 +9,28 @@ import numpy as np
 
 from lite.delegates.onnxruntime.emitters.registry import emitter
 from lite.ops.dtypes import FLOATS_32_64
+from lite.ops.reduce import ONNX_REDUCTIONS
 
 if TYPE_CHECKING:
     from lite.delegates.onnxruntime.builder import NodeContext
-
-_REDUCE = {"MEAN": "ReduceMean", "MAX": "ReduceMax", "MIN": "ReduceMin", "SUM": "ReduceSum", "PROD": "ReduceProd"}
-
 
 @emitter("ReduceFusion", FLOATS_32_64)
 def reduce(ctx: NodeContext) -> None:
     """Opset 17: ReduceSum takes its axes as an input, the others as an attribute."""
     mode, axes = ctx.attrs["reduce_mode"], [int(a) for a in ctx.attrs["axes"]]
-    if mode not in _REDUCE:
-        ctx.unsupported(f"reduce_mode {mode!r} is not one of {sorted(_REDUCE)}")
-    if not axes and ctx.attrs["noop_with_empty_axes"]:
+    op_type, keepdims = ONNX_REDUCTIONS[mode], int(bool(ctx.attrs["keep_dims"]))
+    if ctx.has_input(1):
+        if mode != "SUM":
+            ctx.unsupported(f"{op_type} with axes given as a tensor is newer than opset 17")
+        ctx.op("ReduceSum", [ctx.input(0), ctx.input(1)], ctx.output(), keepdims=keepdims,
+               noop_with_empty_axes=int(bool(ctx.attrs["noop_with_empty_axes"])))
+    elif not axes and ctx.attrs["noop_with_empty_axes"]:
         ctx.op("Identity", [ctx.input(0)], ctx.output())
-        return
-    keepdims = int(bool(ctx.attrs["keep_dims"]))
-    if mode == "SUM":
+    elif mode == "SUM":
         inputs = [ctx.input(0)] + ([ctx.const(axes, "axes", np.int64)] if axes else [])
         ctx.op("ReduceSum", inputs, ctx.output(), keepdims=keepdims)
     else:
-        ctx.op(_REDUCE[mode], [ctx.input(0)], ctx.output(), keepdims=keepdims, **({"axes": axes} if axes else {}))
+        ctx.op(op_type, [ctx.input(0)], ctx.output(), keepdims=keepdims, **({"axes": axes} if axes else {}))
 
 
 def _normalization(ctx: NodeContext, log: bool) -> None:

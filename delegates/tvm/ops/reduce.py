@@ -10,8 +10,28 @@ from tvm import relax
 from lite.delegates.tvm.ops import Node, emitter
 from lite.kernel import Kernel
 
+
+def _summed(before, after):
+    """A reduction that sums ``before(x)`` and applies ``after`` to the sum."""
+    def reduce(x, axis, keepdims):
+        total = relax.op.sum(x if before is None else before(x), axis=axis, keepdims=keepdims)
+        return total if after is None else after(total)
+
+    return reduce
+
+
+def _log_sum_exp(x, axis, keepdims):
+    """log(sum(exp(x - max))) + max, which does not overflow."""
+    shift = relax.op.max(x, axis=axis, keepdims=True)
+    total = relax.op.add(relax.op.log(relax.op.sum(relax.op.exp(relax.op.subtract(x, shift)), axis=axis,
+                                                   keepdims=True)), shift)
+    return total if keepdims else relax.op.squeeze(total, axis)
+
+
 REDUCTIONS = {"MEAN": relax.op.mean, "MAX": relax.op.max, "MIN": relax.op.min, "SUM": relax.op.sum,
-              "PROD": relax.op.prod}
+              "PROD": relax.op.prod, "L1": _summed(relax.op.abs, None), "L2": _summed(relax.op.square, relax.op.sqrt),
+              "SUM_SQUARE": _summed(relax.op.square, None), "LOG_SUM": _summed(None, relax.op.log),
+              "LOG_SUM_EXP": _log_sum_exp}
 
 
 def axes_of(values, rank: int) -> list[int]:
@@ -21,6 +41,8 @@ def axes_of(values, rank: int) -> list[int]:
 def check_reduce(kernel: Kernel, attrs: Mapping[str, Any]) -> str | None:
     if attrs["reduce_mode"] not in REDUCTIONS:
         return f"ReduceFusion {attrs['reduce_mode']}: unknown reduce mode"
+    if len(kernel.inputs) > 1 and kernel.inputs[1] is not None:
+        return "ReduceFusion: its axes arrive as a tensor; this delegate compiles them from the attribute"
     if 0 in kernel.inputs[0].shape:
         return "ReduceFusion of an empty tensor: not compiled"
     return None

@@ -2,38 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
+from lite.ops.reduce import ONNX_REDUCTIONS
 from lite.tools.converter.context import NodeContext
-from lite.tools.converter.registry import mapper
+from lite.tools.converter.registry import Mapper, mapper
 
-_MODES = {"ReduceMean": "MEAN", "ReduceMax": "MAX", "ReduceMin": "MIN", "ReduceSum": "SUM",
-          "ReduceProd": "PROD"}
+_MODES = {op: mode for mode, op in ONNX_REDUCTIONS.items()}
 
 
-def _reduce(ctx: NodeContext, axes: list[int], noop_with_empty_axes: bool = False) -> None:
+def _reduce(ctx: NodeContext, axes: list[int], noop_with_empty_axes: bool = False, axes_input: int = -1) -> None:
     attrs = {"reduce_mode": _MODES[ctx.node.op_type], "axes": [int(a) for a in axes],
              "keep_dims": bool(ctx.attr("keepdims", 1)), "noop_with_empty_axes": noop_with_empty_axes}
-    ctx.emit("ReduceFusion", attrs, [ctx.input(0)])
+    ctx.emit("ReduceFusion", attrs, [ctx.input(0)] + ([axes_input] if axes_input >= 0 else []))
 
 
-@mapper("ReduceMean", since=1)
-@mapper("ReduceMax", since=1)
-@mapper("ReduceMin", since=1)
-@mapper("ReduceSum", since=1)
-@mapper("ReduceProd", since=1)
+def _mapper_for_each(ops: Iterable[str], since: int) -> Callable[[Mapper], Mapper]:
+    """``@mapper(op, since=since)`` for every op of ``ops``."""
+    def decorate(fn: Mapper) -> Mapper:
+        for op in ops:
+            mapper(op, since=since)(fn)
+        return fn
+
+    return decorate
+
+
+@_mapper_for_each(ONNX_REDUCTIONS.values(), since=1)
 def reduce_v1(ctx: NodeContext) -> None:
     """``axes`` attribute (ReduceSum before 13, the others before 18); empty = every axis."""
     _reduce(ctx, ctx.attr("axes", []))
 
 
 @mapper("ReduceSum", since=13)
-@mapper("ReduceMean", since=18)
-@mapper("ReduceMax", since=18)
-@mapper("ReduceMin", since=18)
-@mapper("ReduceProd", since=18)
+@_mapper_for_each([op for op in ONNX_REDUCTIONS.values() if op != "ReduceSum"], since=18)
 def reduce_v13(ctx: NodeContext) -> None:
-    """``axes`` is an optional input, which must be a constant."""
-    axes = ctx.const_input(1, "reduction axes").reshape(-1).tolist() if ctx.has_input(1) else []
-    _reduce(ctx, axes, bool(ctx.attr("noop_with_empty_axes", 0)))
+    """``axes`` is an optional input: constant axes become the attribute, computed ones stay an input."""
+    axes = ctx.const(1)
+    noop = bool(ctx.attr("noop_with_empty_axes", 0))
+    if ctx.has_input(1) and axes is None:
+        _reduce(ctx, [], noop, ctx.input(1))
+    else:
+        _reduce(ctx, [] if axes is None else axes.reshape(-1).tolist(), noop)
 
 
 @mapper("Softmax", since=1)
