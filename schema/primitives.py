@@ -98,6 +98,8 @@ def _decode_value(field: str, value: Any) -> Any:
         return names[value]
     if value is None:
         return ()
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
     if isinstance(value, (np.ndarray, list, tuple)):
         return tuple(v.item() if isinstance(v, np.generic) else v for v in value)
     if isinstance(value, np.generic):

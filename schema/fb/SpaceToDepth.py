@@ -31,12 +31,22 @@ class SpaceToDepth(object):
             return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
         return 0
 
-def SpaceToDepthStart(builder): builder.StartObject(1)
+    # SpaceToDepth
+    def ModeCrd(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def SpaceToDepthStart(builder): builder.StartObject(2)
 def Start(builder):
     return SpaceToDepthStart(builder)
 def SpaceToDepthAddBlockSize(builder, blockSize): builder.PrependInt64Slot(0, blockSize, 0)
 def AddBlockSize(builder, blockSize):
     return SpaceToDepthAddBlockSize(builder, blockSize)
+def SpaceToDepthAddModeCrd(builder, modeCrd): builder.PrependBoolSlot(1, modeCrd, 0)
+def AddModeCrd(builder, modeCrd):
+    return SpaceToDepthAddModeCrd(builder, modeCrd)
 def SpaceToDepthEnd(builder): return builder.EndObject()
 def End(builder):
     return SpaceToDepthEnd(builder)
@@ -46,6 +56,7 @@ class SpaceToDepthT(object):
     # SpaceToDepthT
     def __init__(self):
         self.blockSize = 0  # type: int
+        self.modeCrd = False  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -64,10 +75,12 @@ class SpaceToDepthT(object):
         if spaceToDepth is None:
             return
         self.blockSize = spaceToDepth.BlockSize()
+        self.modeCrd = spaceToDepth.ModeCrd()
 
     # SpaceToDepthT
     def Pack(self, builder):
         SpaceToDepthStart(builder)
         SpaceToDepthAddBlockSize(builder, self.blockSize)
+        SpaceToDepthAddModeCrd(builder, self.modeCrd)
         spaceToDepth = SpaceToDepthEnd(builder)
         return spaceToDepth
