@@ -156,3 +156,60 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
         return np.broadcast_shapes(shape, target) == target
     except ValueError:
         return False
+
+
+class ChannelGroupNorm(NativeKernel):
+    """Base of InstanceNorm and GroupNorm: statistics per sample over groups of channels and the
+    spatial axes, then a per-channel affine (inputs x (N, C, ...), scale (C), bias (C))."""
+
+    def check_attrs(self) -> None:
+        check_io(self, 3)
+        self.epsilon = float(self.attrs["epsilon"])
+        if not self.epsilon >= 0:
+            self.fail(f"epsilon must be non-negative, got {self.epsilon}")
+
+    def groups(self, channels: int) -> int:
+        raise NotImplementedError
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        x = self.input_shape(0)
+        if len(x) < 2:
+            self.fail(f"expects an input of rank 2 or more (N, C, ...), got shape {list(x)}")
+        for tensor in self.inputs[1:]:
+            if tensor.shape != (x[1],):
+                self.fail(f"{tensor.name!r} must have shape ({x[1]},) for {x[1]} channels, got {list(tensor.shape)}")
+        self.n_groups = self.groups(x[1])
+        return [x]
+
+    def execute(self) -> None:
+        x, out = self.inputs[0].data, self.outputs[0].data
+        dtype = stats_dtype(x.dtype)
+        grouped = x.reshape(x.shape[0], self.n_groups, -1).astype(dtype, copy=False)
+        mean = grouped.mean(axis=2, keepdims=True)
+        centered = grouped - mean
+        inv_std = 1.0 / np.sqrt((centered * centered).mean(axis=2, keepdims=True) + dtype.type(self.epsilon))
+        channel = (-1,) + (1,) * (x.ndim - 2)
+        normalised = (centered * inv_std).reshape(x.shape)
+        np.multiply(normalised, self.inputs[1].data.reshape(channel), out=out, casting="same_kind")
+        np.add(out, self.inputs[2].data.reshape(channel), out=out)
+
+
+@register("InstanceNorm", dtypes=FLOATS)
+class InstanceNorm(ChannelGroupNorm):
+    """(x - mean) / sqrt(var + epsilon) * scale + bias, statistics per sample and channel (ONNX
+    InstanceNormalization)."""
+
+    def groups(self, channels: int) -> int:
+        return channels
+
+
+@register("GroupNorm", dtypes=FLOATS)
+class GroupNorm(ChannelGroupNorm):
+    """Statistics per sample over each of ``num_groups`` groups of C / num_groups channels, then
+    a per-channel scale and bias (ONNX GroupNormalization, opset 21)."""
+
+    def groups(self, channels: int) -> int:
+        groups = int(self.attrs["num_groups"])
+        if groups < 1 or channels % groups:
+            self.fail(f"num_groups {groups} must be >= 1 and divide the {channels} channels")
+        return groups

@@ -329,6 +329,15 @@ def test_attention(mask):
     assert op_types(model) == ["Transpose", "Attention"]
 
 
+@pytest.mark.parametrize(("op", "attrs", "opset"), [("InstanceNormalization", {}, 17),
+                                                    ("GroupNormalization", {"num_groups": 3}, 21)])
+def test_channel_group_norms(op, attrs, opset):
+    inits = {"s": weight(6), "b": weight(6)}
+    model = check_on_tvm(onnx_graph([node(op, ["x", "s", "b"], epsilon=1e-3, **attrs)], {"x": [2, 6, 4, 3]}, ["y"],
+                                    inits, opset=opset))
+    assert op_types(model) == [{"InstanceNormalization": "InstanceNorm"}.get(op, "GroupNorm")]
+
+
 def test_layer_norm_statistics_outputs_stay_native():
     graph = onnx_graph([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "i"])], {"x": [2, 8]},
                        ["y", "m", "i"], {"s": weight(8)})

@@ -164,3 +164,48 @@ def test_layer_norm_rejects_bad_attributes_and_shapes(attrs, scale_shape, messag
     x = np.zeros((2, 3, 8), np.float32)
     with pytest.raises(ModelFormatError, match=message):
         run_kernel("LayerNormFusion", attrs, [x, np.ones(scale_shape, np.float32)])
+
+
+# ---- InstanceNorm and GroupNorm ----------------------------------------------------------------
+
+
+def channel_norm_reference(op: str, x, scale, bias, opset: int, **attrs):
+    names = ["x", "s", "b"]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    feeds = dict(zip(names, [x, scale, bias], strict=True))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, onnx_type(v.dtype), v.shape)
+                                            for k, v in feeds.items()], [helper.make_tensor_value_info("y", 0, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1, 4, 3, 3), (2, 6, 2, 2, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_instance_norm_matches_the_reference(shape, dtype):
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 2 + 1).astype(dtype)
+    scale, bias = (rng.standard_normal(shape[1]).astype(dtype) for _ in range(2))
+    [actual] = run_kernel("InstanceNorm", {"epsilon": 1e-3}, [x, scale, bias])
+    expected = channel_norm_reference("InstanceNormalization", x, scale, bias, 6, epsilon=1e-3)
+    assert actual.dtype == dtype
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("shape", "groups"), [((2, 6, 5), 3), ((1, 4, 3, 3), 1), ((2, 8, 2, 2), 8)])
+def test_group_norm_matches_the_reference(shape, groups):
+    rng = np.random.default_rng(groups)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    scale, bias = (rng.standard_normal(shape[1]).astype(np.float32) for _ in range(2))
+    [actual] = run_kernel("GroupNorm", {"num_groups": groups}, [x, scale, bias])
+    expected = channel_norm_reference("GroupNormalization", x, scale, bias, 21, num_groups=groups)
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("op", "attrs", "channels", "message"), [
+    ("GroupNorm", {"num_groups": 4}, 6, "divide"), ("GroupNorm", {"num_groups": 0}, 6, "divide"),
+    ("InstanceNorm", {}, 5, "must have shape"), ("InstanceNorm", {"epsilon": -1.0}, 6, "epsilon"),
+])
+def test_channel_norms_reject_bad_groups_and_shapes(op, attrs, channels, message):
+    x = np.zeros((2, 6, 3), np.float32)
+    with pytest.raises(ModelFormatError, match=message):
+        run_kernel(op, attrs, [x, np.ones(channels, np.float32), np.zeros(channels, np.float32)])

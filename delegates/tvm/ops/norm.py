@@ -72,3 +72,12 @@ def layer_norm(node: Node) -> relax.Expr:
     bias = relax.op.broadcast_to(node.x(2), normalised) if node.has(2) else relax.op.zeros(normalised, "float32")
     return relax.op.nn.layer_norm(node.x(0), scale, bias, list(range(axis, len(shape))),
                                   epsilon=float(node.attrs["epsilon"]))
+
+
+@emitter("InstanceNorm", "GroupNorm", check=check_channels)
+def channel_group_norm(node: Node) -> relax.Expr:
+    """relax.op.nn.group_norm over the spatial axes (InstanceNorm: one group per channel)."""
+    shape = node.shape(0)
+    groups = int(node.attrs["num_groups"]) if node.kernel.type == "GroupNorm" else node.g.static(shape[1], "channels")
+    return relax.op.nn.group_norm(node.x(0), node.x(1), node.x(2), groups, 1, list(range(2, len(shape))),
+                                  epsilon=float(node.attrs["epsilon"]))

@@ -1,5 +1,5 @@
 """BatchNormalization (when not folded into a Conv/Gemm) -> BatchNorm; LRN -> LRN;
-LayerNormalization -> LayerNormFusion."""
+LayerNormalization -> LayerNormFusion; InstanceNormalization, GroupNormalization -> InstanceNorm, GroupNorm."""
 
 from __future__ import annotations
 
@@ -47,3 +47,35 @@ def _statistics_outputs(ctx: NodeContext) -> list[int]:
     names = ctx.node.output
     return [ctx.output(j) if names[j] else ctx.add_tensor(f"{ctx.name}_statistic{j}", np.float32, ())
             for j in range(last + 1)]
+
+
+@mapper("InstanceNormalization", since=1)
+def instance_normalization_v1(ctx: NodeContext) -> None:
+    ctx.emit("InstanceNorm", {"epsilon": float(ctx.attr("epsilon", 1e-5))}, [ctx.input(i) for i in range(3)])
+
+
+@mapper("GroupNormalization", since=18)
+def group_normalization_v18(ctx: NodeContext) -> None:
+    """Opset 18: scale and bias per group, repeated here to per channel (they must be constants)."""
+    groups = int(ctx.attr("num_groups"))
+    channels = (ctx.shape(0) or (0, -1))[1] if ctx.rank(0) and ctx.rank(0) >= 2 else -1
+    if channels < 1 or groups < 1 or channels % groups:
+        ctx.unsupported(f"GroupNormalization-18 needs a static channel count that num_groups={groups} divides, "
+                        "to repeat its per-group scale and bias per channel; re-export at opset 21")
+    params = [ctx.const_input(i, f"the per-group {what}") for i, what in ((1, "scale"), (2, "bias"))]
+    repeated = [ctx.add_const(f"{ctx.name}_{what}", np.repeat(p.reshape(-1), channels // groups))
+                for p, what in zip(params, ("scale", "bias"), strict=True)]
+    _group_norm(ctx, [ctx.input(0), *repeated])
+
+
+@mapper("GroupNormalization", since=21)
+def group_normalization_v21(ctx: NodeContext) -> None:
+    """Opset 21: per-channel scale and bias; statistics in float32 (stash_type 1)."""
+    if ctx.attr("stash_type", 1) != 1:
+        ctx.unsupported(f"stash_type={ctx.attr('stash_type')} is not supported; only 1 (float32 statistics)")
+    _group_norm(ctx, [ctx.input(i) for i in range(3)])
+
+
+def _group_norm(ctx: NodeContext, inputs: list[int]) -> None:
+    attrs = {"num_groups": int(ctx.attr("num_groups")), "epsilon": float(ctx.attr("epsilon", 1e-5))}
+    ctx.emit("GroupNorm", attrs, inputs)
