@@ -62,9 +62,9 @@ def random(*shape: int, dtype=np.float32, seed: int = 0) -> np.ndarray:
 
 
 def three_unsupported_model() -> onnx.ModelProto:
-    """Einsum (no mapper), an op of a custom domain, and a cubic Resize (unsupported attribute)."""
-    nodes = [helper.make_node("Einsum", ["x", "x"], ["a"], name="einsum", equation="ij,ij->ij"),
+    """Det (no mapper), an op of a custom domain, and a training-mode Dropout (unsupported value)."""
+    nodes = [helper.make_node("Det", ["x"], ["a"], name="det"),
              helper.make_node("FancyOp", ["a"], ["b"], name="custom", domain="com.example"),
-             helper.make_node("Resize", ["b", "", "scales"], ["y"], name="resize", mode="cubic")]
-    return graph_model(nodes, {"x": [1, 1, 4, 4]}, ["y"], {"scales": np.float32([1, 1, 2, 2])},
+             helper.make_node("Dropout", ["b", "ratio", "training"], ["y"], name="dropout")]
+    return graph_model(nodes, {"x": [1, 1, 4, 4]}, ["y"], {"ratio": np.float32(0.5), "training": np.bool_(True)},
                        domains={"com.example": 1})

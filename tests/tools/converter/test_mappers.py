@@ -8,6 +8,7 @@ from onnx import TensorProto, helper
 from onnx.shape_inference import infer_shapes
 
 from lite.errors import ModelFormatError, UnsupportedOpError
+from lite.schema.primitives import default_attrs
 from lite.tools.converter import convert_to_graph
 from tests.oracle import run_onnxruntime, single_node_model
 from tests.tools.converter.helpers import const, convert_node, graph_model, only_node, random
@@ -49,9 +50,25 @@ def test_conv_auto_pad_and_no_bias(auto_pad):
     assert len(node.inputs) == 2 and node.attrs["in_channel"] == 4
 
 
-def test_conv_1d_is_unsupported():
-    reason = unsupported_reason("Conv", {"x": random(1, 4, 8)}, initializers={"w": random(2, 4, 3)})
-    assert "only 2-D Conv" in reason and "rank 3" in reason
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "expected"), [
+    ((1, 4, 9), (6, 2, 3), {"pads": [1, 2], "strides": [2], "dilations": [2], "group": 2},
+     {"kernel_size": [3], "stride": [2], "dilation": [2], "pad_list": [1, 2]}),
+    ((1, 4, 5, 6, 7), (6, 4, 3, 1, 2), {"auto_pad": "SAME_UPPER", "strides": [1, 2, 1]},
+     {"kernel_size": [3, 1, 2], "stride": [1, 2, 1], "dilation": [1, 1, 1], "pad_list": [0] * 6}),
+])
+def test_conv_1d_and_3d_lists_have_one_value_per_spatial_axis(x_shape, w_shape, attrs, expected):
+    node = only_node(convert_node("Conv", {"x": random(*x_shape)}, 17, {"w": random(*w_shape)}, **attrs))
+    assert node.op_type == "Conv2DFusion" and {k: node.attrs[k] for k in expected} == expected
+
+
+def test_conv_of_rank_2_is_unsupported():
+    reason = unsupported_reason("Conv", {"x": random(4, 8)}, initializers={"w": random(2, 4)})
+    assert "rank 3 or more" in reason and "rank 2" in reason
+
+
+def test_conv_pads_of_the_wrong_length_are_malformed():
+    with pytest.raises(ModelFormatError, match="'pads' has 4 values, expected 2"):
+        convert_node("Conv", {"x": random(1, 4, 8)}, 17, {"w": random(2, 4, 3)}, pads=[1, 1, 1, 1])
 
 
 def test_conv_transpose_channels_and_output_padding():
@@ -76,6 +93,19 @@ def test_conv_transpose_output_shape_becomes_pads(auto_pad):
     np.testing.assert_allclose(run_onnxruntime(infer_shapes(explicit), {"x": x})[0], expected, rtol=1e-6)
 
 
+def test_conv_transpose_output_shape_past_the_taps_becomes_output_padding():
+    """The ONNX backend case convtranspose_output_shape: a negative end pad grows the output."""
+    node = only_node(convert_node("ConvTranspose", {"x": random(1, 1, 3, 3)}, 17, {"w": random(1, 2, 3, 3)},
+                                  strides=[3, 2], output_shape=[10, 8]))
+    assert node.attrs["pad_list"] == [0, 0, 0, 0] and node.attrs["output_paddings"] == [1, 1]
+
+
+def test_conv_transpose_output_shape_padding_the_start_is_unsupported():
+    reason = unsupported_reason("ConvTranspose", {"x": random(1, 1, 3)}, initializers={"w": random(1, 2, 3)},
+                                strides=[2], output_shape=[9])
+    assert "pad the start" in reason
+
+
 # ---- pool --------------------------------------------------------------------------
 
 
@@ -91,10 +121,30 @@ def test_max_pool(opset):
     assert node.attrs["dilation"] == ([1, 2] if opset >= 10 else [1, 1])
 
 
-def test_max_pool_indices_output_is_unsupported():
+def test_max_pool_indices_output():
     model = single_node_model("MaxPool", {"x": X4}, n_outputs=2, kernel_shape=[2, 2])
-    with pytest.raises(UnsupportedOpError, match="Indices output"):
+    model.graph.output[1].type.tensor_type.elem_type = TensorProto.INT64
+    node = only_node(convert_to_graph(model)[0])
+    assert node.op_type == "MaxPoolFusion" and len(node.outputs) == 2
+
+
+def test_max_pool_column_major_indices_are_unsupported():
+    model = single_node_model("MaxPool", {"x": X4}, n_outputs=2, kernel_shape=[2, 2], storage_order=1)
+    model.graph.output[1].type.tensor_type.elem_type = TensorProto.INT64
+    with pytest.raises(UnsupportedOpError, match="storage_order=1"):
         convert_to_graph(model)
+
+
+@pytest.mark.parametrize(("op_type", "primitive"), [("MaxPool", "MaxPoolFusion"), ("AveragePool", "AvgPoolFusion")])
+@pytest.mark.parametrize(("shape", "attrs", "expected"), [
+    ((1, 3, 9), {"kernel_shape": [3], "strides": [2], "pads": [1, 0]},
+     {"kernel_size": [3], "strides": [2], "pad_list": [1, 0]}),
+    ((1, 3, 6, 7, 8), {"kernel_shape": [2, 3, 2], "ceil_mode": 1},
+     {"kernel_size": [2, 3, 2], "strides": [1, 1, 1], "pad_list": [0] * 6, "round_mode": "CEIL"}),
+])
+def test_pools_of_1_and_3_spatial_axes(op_type, primitive, shape, attrs, expected):
+    node = only_node(convert_node(op_type, {"x": random(*shape)}, 17, **attrs))
+    assert node.op_type == primitive and {k: node.attrs[k] for k in expected} == expected
 
 
 def test_max_pool_missing_kernel_shape_is_malformed():
@@ -109,9 +159,13 @@ def test_average_pool():
     assert node.attrs["count_include_pad"] is True and node.attrs["pad_mode"] == "SAME_LOWER"
 
 
-def test_average_pool_dilation_is_unsupported():
-    reason = unsupported_reason("AveragePool", {"x": X4}, 19, kernel_shape=[2, 2], dilations=[2, 2])
-    assert "dilations=[2, 2]" in reason
+def test_average_pool_dilation_needs_the_schema_field():
+    if "dilation" in default_attrs("AvgPoolFusion"):
+        node = only_node(convert_node("AveragePool", {"x": X4}, 19, kernel_shape=[2, 2], dilations=[2, 2]))
+        assert node.attrs["dilation"] == [2, 2]
+    else:
+        reason = unsupported_reason("AveragePool", {"x": X4}, 19, kernel_shape=[2, 2], dilations=[2, 2])
+        assert "dilations=[2, 2]" in reason and "AvgPoolFusion.dilation" in reason
 
 
 @pytest.mark.parametrize(("op_type", "primitive"), [("GlobalAveragePool", "AvgPoolFusion"),
@@ -119,8 +173,9 @@ def test_average_pool_dilation_is_unsupported():
 def test_global_pool(op_type, primitive):
     node = only_node(convert_node(op_type, {"x": X4}))
     assert node.op_type == primitive and node.attrs["is_global"] is True
-    node = only_node(convert_node(op_type, {"x": random(2, 3, 7)}))
-    assert node.op_type == "ReduceFusion" and node.attrs["axes"] == [2] and node.attrs["keep_dims"] is True
+    for shape in [(2, 3, 7), (2, 3, 4, 5, 6)]:
+        node = only_node(convert_node(op_type, {"x": random(*shape)}))
+        assert node.op_type == primitive and node.attrs["is_global"] is True
 
 
 # ---- matmul ------------------------------------------------------------------------
@@ -600,8 +655,9 @@ def test_reduce_input_axes(op_type, opset):
     assert only_node(convert_node(op_type, {"x": X4}, opset)).attrs["axes"] == []
 
 
-def test_reduce_computed_axes_are_unsupported():
-    assert "reduction axes" in unsupported_reason("ReduceSum", {"x": X4, "axes": np.array([1])}, 13)
+def test_reduce_computed_axes_stay_an_input():
+    graph = convert_node("ReduceSum", {"x": X4, "axes": np.array([1])}, 13)
+    assert [graph.tensors[i].name for i in only_node(graph).inputs] == ["x", "axes"]
 
 
 @pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
@@ -615,13 +671,16 @@ def test_softmax_axes(op_type, opset, axis, axes):
 
 # ---- resize ------------------------------------------------------------------------
 
+RESIZE_DEFAULTS = {"cubic_coeff_a": -0.75, "exclude_outside": False, "extrapolation_value": 0.0}
+
 
 def test_upsample_opset7_scales_attribute():
     graph = convert_node("Upsample", {"x": X4}, 7, scales=[1.0, 1.0, 2.0, 2.0], mode="linear")
     node = only_node(graph)
     assert node.op_type == "Resize" and node.inputs[1] == -1
     assert const(graph, node.inputs[2]).tolist() == [1, 1, 2, 2]
-    assert node.attrs == {"method": "LINEAR", "coordinate_transform_mode": "ASYMMETRIC", "nearest_mode": "FLOOR"}
+    assert node.attrs == {"method": "LINEAR", "coordinate_transform_mode": "ASYMMETRIC", "nearest_mode": "FLOOR",
+                          **RESIZE_DEFAULTS}
 
 
 @pytest.mark.parametrize(("op_type", "opset"), [("Upsample", 9), ("Resize", 10)])
@@ -639,7 +698,7 @@ def test_resize_opset11_sizes_with_empty_scales():
     node = only_node(graph)
     assert node.inputs[1:3] == [-1, -1] and const(graph, node.inputs[3]).tolist() == [1, 4, 16, 12]
     assert node.attrs == {"method": "LINEAR", "coordinate_transform_mode": "ALIGN_CORNERS",
-                          "nearest_mode": "ROUND_PREFER_FLOOR"}
+                          "nearest_mode": "ROUND_PREFER_FLOOR", **RESIZE_DEFAULTS}
     assert graph.tensors[node.outputs[0]].shape == (1, 4, 16, 12)
 
 
@@ -651,20 +710,90 @@ def test_resize_opset13_scales_and_nearest_mode():
     assert len(node.inputs) == 3
 
 
+def test_resize_cubic_attributes():
+    inits = {"scales": np.array([1, 1, 2, 2], np.float32)}
+    node = only_node(convert_node("Resize", {"x": X4}, 13, inits, input_names=["x", "", "scales"], mode="cubic",
+                                  cubic_coeff_a=-0.5, exclude_outside=1))
+    assert node.attrs["method"] == "CUBIC" and node.attrs["cubic_coeff_a"] == -0.5
+    assert node.attrs["exclude_outside"] is True
+
+
+def test_resize_tf_crop_and_resize_keeps_the_roi_and_other_modes_drop_it():
+    inits = {"roi": np.array([0, 0, 0.2, 0.3, 1, 1, 0.9, 0.8], np.float32), "sizes": np.array([1, 4, 5, 5])}
+    graph = convert_node("Resize", {"x": X4}, 13, inits, input_names=["x", "roi", "", "sizes"], mode="linear",
+                         coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=2.5)
+    node = only_node(graph)
+    assert const(graph, node.inputs[1]).tolist() == inits["roi"].tolist()
+    assert node.attrs["extrapolation_value"] == 2.5 and node.inputs[2] == -1
+    node = only_node(convert_node("Resize", {"x": X4}, 13, inits, input_names=["x", "roi", "", "sizes"]))
+    assert node.inputs[1] == -1
+
+
 def test_resize_opset18_axes_expand_scales():
     inits = {"scales": np.array([3, 2], np.float32)}
     graph = convert_node("Resize", {"x": X4}, 18, inits, input_names=["x", "", "scales"], axes=[3, 2])
     assert const(graph, only_node(graph).inputs[2]).tolist() == [1, 1, 2, 3]
 
 
+def test_resize_opset18_axes_expand_sizes_and_roi():
+    inits = {"roi": np.array([0.1, 0.2, 0.7, 0.9], np.float32), "sizes": np.array([5, 6])}
+    graph = convert_node("Resize", {"x": X4}, 18, inits, input_names=["x", "roi", "", "sizes"], axes=[3, 2],
+                         coordinate_transformation_mode="tf_crop_and_resize")
+    node = only_node(graph)
+    np.testing.assert_allclose(const(graph, node.inputs[1]), [0, 0, 0.2, 0.1, 1, 1, 0.9, 0.7])
+    assert const(graph, node.inputs[3]).tolist() == [1, 4, 6, 5]
+
+
+def test_resize_opset18_axes_of_computed_scales_gather_them_at_run_time():
+    graph = convert_node("Resize", {"x": X4, "scales": np.array([3, 2], np.float32)}, 18,
+                         input_names=["x", "", "scales"], axes=[3, 2])
+    assert [n.op_type for n in graph.nodes] == ["Concat", "Gather", "Resize"]
+    concat, gather, _ = graph.nodes
+    assert const(graph, concat.inputs[1]).tolist() == [1, 1, 1, 1]
+    assert const(graph, gather.inputs[1]).tolist() == [2, 3, 1, 0]
+
+
+@pytest.mark.parametrize(("policy", "sizes", "dims", "scales"), [
+    ("not_larger", [4, 9], [1, 4, 4, 4], None),  # 8x8 -> scale 0.5 on both axes: sizes alone say it
+    ("not_larger", [4, 6], [1, 4, 4, 5], [1, 1, 4 / 7, 4 / 7]),  # 7x9 -> 4x5.14: the dims round
+    ("not_smaller", [4, 6], [1, 4, 5, 6], [1, 1, 6 / 9, 6 / 9]),
+])
+def test_resize_keep_aspect_ratio_policy_is_resolved(policy, sizes, dims, scales):
+    x = X4 if scales is None else random(1, 4, 7, 9)
+    graph = convert_node("Resize", {"x": x}, 18, {"sizes": np.array(sizes)}, input_names=["x", "", "", "sizes"],
+                         axes=[2, 3], keep_aspect_ratio_policy=policy)
+    node = only_node(graph)
+    assert const(graph, node.inputs[3]).tolist() == dims
+    if scales is None:
+        assert node.inputs[2] == -1
+    else:
+        np.testing.assert_allclose(const(graph, node.inputs[2]), scales, rtol=1e-6)
+
+
 @pytest.mark.parametrize(("attrs", "message"), [
-    ({"mode": "cubic"}, "mode='cubic'"),
-    ({"coordinate_transformation_mode": "tf_crop_and_resize"}, "tf_crop_and_resize"),
-    ({"antialias": 1}, "antialias"),
-    ({"keep_aspect_ratio_policy": "not_larger"}, "keep_aspect_ratio_policy"),
+    ({"coordinate_transformation_mode": "tf_half_pixel_for_nn"}, "tf_half_pixel_for_nn"),
+    ({"coordinate_transformation_mode": "tf_crop_and_resize"}, "needs the roi"),
+    ({"keep_aspect_ratio_policy": "fit"}, "keep_aspect_ratio_policy"),
+    ({"mode": "area"}, "mode='area'"),
 ])
 def test_resize_unsupported_modes(attrs, message):
     inits = {"scales": np.array([1, 1, 2, 2], np.float32)}
     reason = unsupported_reason("Resize", {"x": X4}, 18, initializers=inits, input_names=["x", "", "scales"],
                                 **attrs)
     assert message in reason
+
+
+def test_resize_antialias_needs_the_schema_field():
+    inits = {"scales": np.array([1, 1, 0.5, 0.5], np.float32)}
+    args = ({"x": X4}, 18)
+    kwargs = {"input_names": ["x", "", "scales"], "mode": "linear", "antialias": 1}
+    if "antialias" in default_attrs("Resize"):
+        assert only_node(convert_node("Resize", *args, inits, **kwargs)).attrs["antialias"] is True
+    else:
+        assert "Resize.antialias" in unsupported_reason("Resize", *args, initializers=inits, **kwargs)
+
+
+def test_resize_keep_aspect_ratio_policy_of_computed_sizes_is_unsupported():
+    reason = unsupported_reason("Resize", {"x": X4, "sizes": np.array([4, 6])}, 18, input_names=["x", "", "", "sizes"],
+                                axes=[2, 3], keep_aspect_ratio_policy="not_larger")
+    assert "constant sizes" in reason
