@@ -13,6 +13,25 @@ from lite.ops.dtypes import FLOATS
 from lite.ops.norm import batchnorm_affine, lrn_window, norm_axis, stats_dtype
 
 
+def checked_epsilon(kernel: NativeKernel) -> float:
+    """The kernel's ``epsilon`` attribute; fails unless it is a non-negative number."""
+    epsilon = float(kernel.attrs["epsilon"])
+    if not epsilon >= 0:
+        kernel.fail(f"epsilon must be non-negative, got {epsilon}")
+    return epsilon
+
+
+def per_channel_shapes(kernel: NativeKernel) -> tuple[int, ...]:
+    """x's shape, once x is (N, C, ...) and every other input has shape (C,)."""
+    x = kernel.input_shape(0)
+    if len(x) < 2:
+        kernel.fail(f"expects an input of rank 2 or more (N, C, ...), got shape {list(x)}")
+    for tensor in kernel.inputs[1:]:
+        if tensor.shape != (x[1],):
+            kernel.fail(f"{tensor.name!r} must have shape ({x[1]},) for {x[1]} channels, got {list(tensor.shape)}")
+    return x
+
+
 @register("BatchNorm", dtypes=FLOATS)
 class BatchNorm(NativeKernel):
     """y = (x - mean) / sqrt(var + epsilon) * scale + bias over channel axis 1.
@@ -24,19 +43,11 @@ class BatchNorm(NativeKernel):
 
     def check_attrs(self) -> None:
         check_io(self, 5)
-        self.epsilon = float(self.attrs["epsilon"])
-        if not self.epsilon >= 0:
-            self.fail(f"epsilon must be non-negative, got {self.epsilon}")
+        self.epsilon = checked_epsilon(self)
         self.folded: tuple[np.ndarray, np.ndarray] | None = None
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
-        x = self.input_shape(0)
-        if len(x) < 2:
-            self.fail(f"expects an input of rank 2 or more (N, C, ...), got shape {list(x)}")
-        for tensor in self.inputs[1:]:
-            if tensor.shape != (x[1],):
-                self.fail(f"{tensor.name!r} must have shape ({x[1]},) for {x[1]} channels, got {list(tensor.shape)}")
-        return [x]
+        return [per_channel_shapes(self)]
 
     def prepare(self) -> None:
         if all(t.is_const for t in self.inputs[1:]):
@@ -111,9 +122,7 @@ class LayerNormFusion(NativeKernel):
         check_io(self, 2, 1, outputs=None)
         if len(self.outputs) > 3:
             self.fail(f"has at most 3 outputs (y, mean, inverse std dev), got {len(self.outputs)}")
-        self.epsilon = float(self.attrs["epsilon"])
-        if not self.epsilon >= 0:
-            self.fail(f"epsilon must be non-negative, got {self.epsilon}")
+        self.epsilon = checked_epsilon(self)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         x = self.input_shape(0)
@@ -164,20 +173,13 @@ class ChannelGroupNorm(NativeKernel):
 
     def check_attrs(self) -> None:
         check_io(self, 3)
-        self.epsilon = float(self.attrs["epsilon"])
-        if not self.epsilon >= 0:
-            self.fail(f"epsilon must be non-negative, got {self.epsilon}")
+        self.epsilon = checked_epsilon(self)
 
     def groups(self, channels: int) -> int:
         raise NotImplementedError
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
-        x = self.input_shape(0)
-        if len(x) < 2:
-            self.fail(f"expects an input of rank 2 or more (N, C, ...), got shape {list(x)}")
-        for tensor in self.inputs[1:]:
-            if tensor.shape != (x[1],):
-                self.fail(f"{tensor.name!r} must have shape ({x[1]},) for {x[1]} channels, got {list(tensor.shape)}")
+        x = per_channel_shapes(self)
         self.n_groups = self.groups(x[1])
         return [x]
 
