@@ -1,11 +1,13 @@
 """Convolution kernels: Conv2DFusion (im2col + one GEMM) and Conv2dTransposeFusion (GEMM + col2im).
 
-Both work on NCHW with the weight layouts of ONNX Conv / ConvTranspose; a group axis turns
-grouped and depthwise convolutions into one batched matmul.
+Both work on (N, C, spatial...) with the weight layouts of ONNX Conv / ConvTranspose, for any
+number of spatial axes (the length of the per-axis attributes, else the input's rank - 2); a
+group axis turns grouped and depthwise convolutions into one batched matmul.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from functools import partial
@@ -16,7 +18,15 @@ from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
 from lite.kernels.fused import activation_step, fused_activation
 from lite.kernels.registry import register
-from lite.kernels.window import Planes, check_pads, check_window_taps, strided_view, window_list
+from lite.kernels.window import (
+    Planes,
+    check_input_rank,
+    check_pads,
+    check_window_taps,
+    strided_view,
+    window_list,
+    window_rank,
+)
 from lite.ops.dtypes import FLOATS
 from lite.ops.geometry import output_size, transposed_extent, transposed_pads, window_pads
 from lite.tensor import Tensor
@@ -33,10 +43,12 @@ class ConvBase(NativeKernel):
 
     def check_attrs(self) -> None:
         check_io(self, 2, 1)
-        self.kernel_size = window_list(self, "kernel_size", empty_means=None)
-        self.strides = window_list(self, "stride")
-        self.dilations = window_list(self, "dilation")
-        check_pads(self)
+        names = ("kernel_size", "stride", "dilation", "pad_list", "output_paddings")
+        self.rank = window_rank(self, tuple(n for n in names if n in self.attrs))
+        self.kernel_size = window_list(self, "kernel_size", self.rank, empty_means=None)
+        self.strides = window_list(self, "stride", self.rank)
+        self.dilations = window_list(self, "dilation", self.rank)
+        check_pads(self, self.rank)
         self.group = int(self.attrs["group"])
         if self.group < 1:
             self.fail(f"group must be a positive integer, got {self.group}")
@@ -47,9 +59,10 @@ class ConvBase(NativeKernel):
         self.steps: list[Step] = []
 
     def check_weight(self, x: tuple[int, ...], w: tuple[int, ...], out_channels: int) -> None:
-        """Fails unless x and weight are 4-D and agree on groups, kernel size and bias length."""
-        if len(x) != 4 or len(w) != 4:
-            self.fail(f"expects a 4-D NCHW input and a 4-D weight, got {list(x)} and {list(w)}")
+        """Fails unless x and weight have the window's rank and agree on groups, kernel size and bias length."""
+        check_input_rank(self, x, self.rank)
+        if len(w) != self.rank + 2:
+            self.fail(f"expects a {self.rank + 2}-D weight for its {self.rank}-D window, got shape {list(w)}")
         if min(w) < 1:
             self.fail(f"weight shape {list(w)} has an empty dim")
         if self.kernel_size and self.kernel_size != tuple(w[2:]):
@@ -74,8 +87,7 @@ class ConvBase(NativeKernel):
         """The calls of ``finish`` with their arrays bound."""
         steps: list[Step] = []
         if bias is not None:
-            n, c, h, w = out.shape
-            out3 = out.reshape(n, c, h * w)
+            out3 = out.reshape(*out.shape[:2], math.prod(out.shape[2:]))
             steps.append(partial(np.add, out3, bias.data[:, None], out=out3))
         activation = activation_step(out, self.activation)
         return steps if activation is None else [*steps, activation]
@@ -103,34 +115,34 @@ class ConvBase(NativeKernel):
 
 @register("Conv2DFusion", dtypes=FLOATS)
 class Conv2DFusion(ConvBase):
-    """2-D convolution (ONNX Conv): x (N,C,H,W), weight (O, C/group, KH, KW), bias (O,) optional.
+    """Convolution (ONNX Conv): x (N, C, spatial...), weight (O, C/group, kernel...), bias (O,) optional.
 
     resize picks one of three plans:
 
     - direct: a 1x1 stride-1 unpadded conv is one matmul on the input view.
     - im2col: the input is padded (and, for overlapping strided windows, split into stride
       phases: ``Planes``) in a workspace buffer; the taps reading one plane are copied through
-      one strided view into columns laid out (N, C, KH, KW, OH, OW), and one matmul of weight
-      (group, O/group, K) by columns (N, group, K, OH*OW) writes the output.
-    - depthwise (one input channel per group): the same, except each tap is copied as OH full
-      rows of its plane (long contiguous runs), a chunk of channels at a time; the matmul
-      (C, O/C, KH*KW) by (N, C, KH*KW, OH * plane width) fills a buffer whose valid columns,
-      plus the bias, are the output.
+      one strided view into columns laid out (N, C, kernel..., out...), and one matmul of weight
+      (group, O/group, K) by columns (N, group, K, out elements) writes the output.
+    - depthwise (one input channel per group; 1-D runs as 2-D of height 1): the same, except
+      each tap is copied as OH full rows of its plane (long contiguous runs), a chunk of
+      channels at a time; the matmul (C, O/C, KH*KW) by (N, C, KH*KW, OH * plane width) fills
+      a buffer whose valid columns, plus the bias, are the output.
     """
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         x, w = self.input_shape(0), self.input_shape(1)
-        self.check_weight(x, w, w[0] if len(w) == 4 else 0)
+        self.check_weight(x, w, w[0] if len(w) == self.rank + 2 else 0)
         if w[1] * self.group != x[1]:
             self.fail(f"input has {x[1]} channels, but weight {list(w)} with group {self.group} "
                       f"expects {w[1] * self.group}")
-        out_h, out_w = self.geometry(x, w)[2]
-        if out_h < 1 or out_w < 1:
+        out_sizes = self.geometry(x, w)[2]
+        if min(out_sizes) < 1:
             self.fail(f"input {list(x)} is smaller than the padded kernel {list(w[2:])}")
-        return [(x[0], w[0], out_h, out_w)]
+        return [(x[0], w[0], *out_sizes)]
 
     def geometry(self, x: tuple[int, ...], w: tuple[int, ...]):
-        """(begins, ends, (OH, OW)) for input shape x and weight shape w."""
+        """(begins, ends, output sizes) for input shape x and weight shape w."""
         begins, ends = window_pads(self.attrs["pad_mode"], self.attrs["pad_list"], x[2:], w[2:],
                                    self.strides, self.dilations)
         sizes = tuple(output_size(*args) for args in zip(x[2:], w[2:], self.strides, self.dilations,
@@ -143,48 +155,50 @@ class Conv2DFusion(ConvBase):
     def resize(self) -> None:
         x, w = self.input_shape(0), self.input_shape(1)
         self.planned = x
-        n, (out_c, per_group, kh, kw) = x[0], w
-        begins, ends, (out_h, out_w) = self.geometry(x, w)
+        n, (out_c, per_group, *kernel) = x[0], w
+        begins, ends, out_sizes = self.geometry(x, w)
         g = self.group
-        self.gemm_out = (n, g, out_c // g, out_h * out_w)
+        self.gemm_out = (n, g, out_c // g, math.prod(out_sizes))
         self.steps_key, self.steps, self.scratch = None, [], None
-        if (kh, kw, *self.strides, *begins, *ends) == (1, 1, 1, 1, 0, 0, 0, 0):
-            self.plan_steps, self.gemm_cols = self.direct_steps, (n, g, per_group, out_h * out_w)
-        elif per_group == 1 and g > 1:
-            self.plan_depthwise(x, w, begins, (out_h, out_w))
+        if max(*kernel, *self.strides) == 1 and not any(begins) and not any(ends):
+            self.plan_steps, self.gemm_cols = self.direct_steps, (n, g, per_group, math.prod(out_sizes))
+        elif per_group == 1 and g > 1 and self.rank <= 2:
+            lift = (1,) * (2 - self.rank)  # NOTE: 1-D as 2-D of height 1, so it gets this plan too
+            self.plan_depthwise((*x[:2], *lift, *x[2:]), (*w[:2], *lift, *kernel), (*(0,) * len(lift), *begins),
+                                (*lift, *out_sizes), (*lift, *self.strides), (*lift, *self.dilations))
         else:
-            self.plan_im2col(x, w, begins, (out_h, out_w))
+            self.plan_im2col(x, w, begins, out_sizes)
 
-    def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, int],
-                    out_sizes: tuple[int, int]) -> None:
-        (n, c, _, _), (_, per_group, kh, kw), (out_h, out_w) = x, w, out_sizes
+    def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
+                    out_sizes: tuple[int, ...]) -> None:
+        (n, c, *_), (_, per_group, *kernel) = x, w
         self.plan_steps = self.im2col_steps
-        self.gemm_cols = (n, self.group, per_group * kh * kw, out_h * out_w)
-        self.planes = planes = Planes(x, begins, (kh, kw), self.strides, self.dilations, out_sizes)
-        self.scratch = Scratch(planes.shape, (n, c, kh, kw, out_h, out_w))
-        item, plane, (step_h, step_w) = self.inputs[0].dtype.itemsize, planes.height * planes.width, planes.steps
-        self.gathers = [(phase, (slice(None), slice(None), rows, cols),
-                         (n, c, count(rows), count(cols), out_h, out_w),
-                         tuple(item * s for s in (c * plane, plane, *steps, step_h * planes.width, step_w)),
-                         item * first)
-                        for phase, rows, cols, first, steps in planes.tap_groups()]
+        self.gemm_cols = (n, self.group, per_group * math.prod(kernel), math.prod(out_sizes))
+        self.planes = planes = Planes(x, begins, tuple(kernel), self.strides, self.dilations, out_sizes)
+        self.scratch = Scratch(planes.shape, (n, c, *kernel, *out_sizes))
+        item, plane = self.inputs[0].dtype.itemsize, math.prod(planes.dims)
+        window = tuple(step * e for step, e in zip(planes.steps, planes.elements, strict=True))
+        self.gathers = [(phase, (slice(None), slice(None), *taps), (n, c, *map(count, taps), *out_sizes),
+                         tuple(item * s for s in (c * plane, plane, *steps, *window)), item * first)
+                        for phase, taps, first, steps in planes.tap_groups()]
 
     def plan_depthwise(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, int],
-                       out_sizes: tuple[int, int]) -> None:
+                       out_sizes: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int]) -> None:
+        """The depthwise plan of a 2-D geometry (1-D arrives lifted to height 1)."""
         (n, c, h, wd), (out_c, _, kh, kw), (out_h, out_w) = x, w, out_sizes
-        item, geometry = self.inputs[0].dtype.itemsize, (begins, (kh, kw), self.strides, self.dilations, out_sizes)
-        width = Planes((n, 1, h, wd), *geometry, spare_row=True, split=True).width
+        item, geometry = self.inputs[0].dtype.itemsize, (begins, (kh, kw), strides, dilations, out_sizes)
+        width = Planes((n, 1, h, wd), *geometry, spare_row=True, split=True).dims[1]
         length = out_h * width
         # NOTE: channels go in chunks whose columns stay in cache between the copies and the matmul.
         per = max(1, min(c, DEPTHWISE_CHUNK_BYTES // max(1, n * kh * kw * length * item)))
         self.chunks = [slice(start, min(c, start + per)) for start in range(0, c, per)]
         self.planes = planes = Planes((n, per, h, wd), *geometry, spare_row=True, split=True)
         self.scratch = Scratch(planes.shape, (n, per, kh * kw + 1, length), (n, per, out_c // c, out_h, width))
-        plane = planes.height * width
-        self.gathers = [(phase, (slice(None), slice(None), rows, cols), (count(rows), count(cols)),
+        plane = math.prod(planes.dims)
+        self.gathers = [(phase, (slice(None), slice(None), *taps), tuple(map(count, taps)),
                          tuple(item * s for s in (per * plane, plane, *steps, 1)), item * first)
-                        for phase, rows, cols, first, steps in planes.tap_groups()]
-        self.out_shape = (n, c, out_c // c, out_h, out_w)
+                        for phase, taps, first, steps in planes.tap_groups()]
+        self.x_shape, self.out_shape = x, (n, c, out_c // c, out_h, out_w)
         self.plan_steps = self.depthwise_steps
 
     def run(self, x: np.ndarray, out: np.ndarray) -> None:
@@ -224,7 +238,7 @@ class Conv2DFusion(ConvBase):
         matmul whose last column of weights is the bias (against a row of ones under the taps),
         then the valid columns into the output, clipped there by the activation. The pad border
         and the row of ones are written once per run: the chunks only write inside them."""
-        (planes, cols, wide), out = buffers, out.reshape(self.out_shape)
+        (planes, cols, wide), x, out = buffers, x.reshape(self.x_shape), out.reshape(self.out_shape)
         (n, channels, out_per_channel, _, out_w), (*_, taps, length) = self.out_shape, cols.shape
         (kh, kw), ones = self.planes.kernel_size, cols[:, :, taps - 1]
         grid = cols[:, :, :taps - 1].reshape(n, cols.shape[1], kh, kw, length)
@@ -244,6 +258,11 @@ class Conv2DFusion(ConvBase):
                                  out=chunk_wide.reshape(n, count, out_per_channel, length)))
             steps.append(activation_step(target, self.activation, chunk_wide[..., :out_w]))
         return steps
+
+
+def tap_window(tap: int, dilation: int, size: int, stride: int) -> slice:
+    """Along one axis, where a transposed convolution's tap adds the input's ``size`` positions."""
+    return slice(tap * dilation, tap * dilation + (size - 1) * stride + 1, stride)
 
 
 def count(taps: slice) -> int:
@@ -269,32 +288,32 @@ class Scratch:
 
 @register("Conv2dTransposeFusion", dtypes=FLOATS)
 class Conv2dTransposeFusion(ConvBase):
-    """2-D transposed convolution (ONNX ConvTranspose): x (N,C,H,W), weight (C, O/group, KH, KW).
+    """Transposed convolution (ONNX ConvTranspose): x (N, C, spatial...), weight (C, O/group, kernel...).
 
-    One matmul computes every tap's contribution, (N, group, O/group*KH*KW, H*W); col2im then
-    adds each tap into a strided window of the output (or of a larger buffer, cropped by the
-    pads), and bias and activation follow.
+    One matmul computes every tap's contribution, (N, group, O/group * taps, input elements);
+    col2im then adds each tap into a strided window of the output (or of a larger buffer,
+    cropped by the pads), and bias and activation follow.
     """
 
     def check_attrs(self) -> None:
         super().check_attrs()
-        self.output_paddings = tuple(int(v) for v in self.attrs["output_paddings"] or ()) or (0, 0)
-        if len(self.output_paddings) != 2 or min(self.output_paddings) < 0:
-            self.fail(f"output_paddings must be 2 non-negative integers, got {list(self.output_paddings)}")
+        self.output_paddings = tuple(int(v) for v in self.attrs["output_paddings"] or ()) or (0,) * self.rank
+        if len(self.output_paddings) != self.rank or min(self.output_paddings) < 0:
+            self.fail(f"output_paddings must be {self.rank} non-negative integers, got {list(self.output_paddings)}")
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         x, w = self.input_shape(0), self.input_shape(1)
-        out_c = w[1] * self.group if len(w) == 4 else 0
+        out_c = w[1] * self.group if len(w) == self.rank + 2 else 0
         self.check_weight(x, w, out_c)
         if w[0] != x[1]:
             self.fail(f"input has {x[1]} channels, but the weight {list(w)} expects {w[0]}")
-        out_h, out_w = self.geometry(x, w)[2]
-        if out_h < 1 or out_w < 1:
-            self.fail(f"output would be {out_h}x{out_w}: pads exceed the output of input {list(x)}")
-        return [(x[0], out_c, out_h, out_w)]
+        out_sizes = self.geometry(x, w)[2]
+        if min(out_sizes) < 1:
+            self.fail(f"output would be {'x'.join(map(str, out_sizes))}: pads exceed the output of input {list(x)}")
+        return [(x[0], out_c, *out_sizes)]
 
     def geometry(self, x: tuple[int, ...], w: tuple[int, ...]):
-        """(begins, ends, (OH, OW)); SAME pads make the output input * stride (ONNX)."""
+        """(begins, ends, output sizes); SAME pads make the output input * stride (ONNX)."""
         axes = (x[2:], w[2:], self.strides, self.dilations, self.output_paddings)
         begins, ends = transposed_pads(self.attrs["pad_mode"], self.attrs["pad_list"], *axes)
         sizes = tuple(transposed_extent(*args) - b - e for *args, b, e in zip(*axes, begins, ends, strict=True))
@@ -306,18 +325,20 @@ class Conv2dTransposeFusion(ConvBase):
     def resize(self) -> None:
         x, w = self.input_shape(0), self.input_shape(1)
         self.planned = x
-        (n, c, h, wd), (_, per_group, kh, kw) = x, w
-        (top, left), _, (out_h, out_w) = self.geometry(x, w)
-        (sh, sw), (dh, dw) = self.strides, self.dilations
-        self.gemm_in = (n, self.group, c // self.group, h * wd)
-        self.cols_shape = (n, self.group, per_group * kh * kw, h * wd)
-        self.tap_cols = (n, self.group * per_group, kh, kw, h, wd)
-        self.taps = [(i, j, (Ellipsis, slice(i * dh, i * dh + (h - 1) * sh + 1, sh),
-                             slice(j * dw, j * dw + (wd - 1) * sw + 1, sw))) for i in range(kh) for j in range(kw)]
-        reach = (transposed_extent(h, kh, sh, dh, 0), transposed_extent(wd, kw, sw, dw, 0))
-        self.full_shape = (n, self.group * per_group, max(reach[0], top + out_h), max(reach[1], left + out_w))
-        self.crop = None if self.full_shape[2:] == (out_h, out_w) else (
-            Ellipsis, slice(top, top + out_h), slice(left, left + out_w))
+        (n, c, *sizes), (_, per_group, *kernel) = x, w
+        begins, _, out_sizes = self.geometry(x, w)
+        elements = math.prod(sizes)
+        self.gemm_in = (n, self.group, c // self.group, elements)
+        self.cols_shape = (n, self.group, per_group * math.prod(kernel), elements)
+        self.tap_cols = (n, self.group * per_group, *kernel, *sizes)
+        self.taps = [((slice(None), slice(None), *tap), (Ellipsis, *map(tap_window, tap, self.dilations, sizes,
+                                                                        self.strides)))
+                     for tap in itertools.product(*map(range, kernel))]
+        reach = [transposed_extent(*args, 0) for args in zip(sizes, kernel, self.strides, self.dilations, strict=True)]
+        self.full_shape = (n, self.group * per_group,
+                           *(max(r, b + o) for r, b, o in zip(reach, begins, out_sizes, strict=True)))
+        self.crop = None if self.full_shape[2:] == out_sizes else (
+            Ellipsis, *(slice(b, b + o) for b, o in zip(begins, out_sizes, strict=True)))
 
     def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         return [(self.weight_matrix().shape, self.gemm_in)] if self.planned else []
@@ -328,9 +349,9 @@ class Conv2dTransposeFusion(ConvBase):
         cols = cols.reshape(self.tap_cols)
         full = out if self.crop is None else self.workspace.array(self.full_shape, x.dtype, 0)
         full.fill(0)
-        for i, j, index in self.taps:
+        for tap, index in self.taps:
             window = full[index]
-            np.add(window, cols[:, :, i, j], out=window)
+            np.add(window, cols[tap], out=window)
         if self.crop is not None:
             np.copyto(out, full[self.crop])
         self.finish(out)

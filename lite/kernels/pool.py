@@ -1,12 +1,15 @@
-"""Pooling kernels: MaxPoolFusion and AvgPoolFusion on NCHW, vectorised over the window taps.
+"""Pooling kernels: MaxPoolFusion and AvgPoolFusion on (N, C, spatial...), vectorised over the window taps.
 
-The input is padded (with -inf for max, 0 for average) and, for overlapping strided windows,
-split into stride phases in a workspace buffer (``Planes``); every tap of the window is then
-one view combined into the output with np.maximum or np.add. A global pool is one reduction.
+The input is padded (with the lowest value for max, 0 for average) and, for overlapping strided
+windows, split into stride phases in a workspace buffer (``Planes``); every tap of the window is
+then one view combined into the output with np.maximum or np.add. A global pool is one reduction.
+The number of spatial axes is the length of kernel_size (a global pool: the input's rank - 2).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import ClassVar
 
 import numpy as np
@@ -14,30 +17,35 @@ import numpy as np
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
-from lite.kernels.window import Planes, check_pads, check_window_taps, window_list
-from lite.ops.dtypes import FLOATS
+from lite.kernels.window import Planes, check_input_rank, check_pads, check_window_taps, window_list, window_rank
+from lite.ops.dtypes import FLOATS, NUMBERS
 from lite.ops.geometry import ROUND_MODES, ceil_rounds, effective, output_size, window_counts, window_pads
+
+INDICES = np.dtype(np.int64)
 
 
 class Pool(NativeKernel):
-    """Shared geometry of the 2-D pools; subclasses combine the taps.
+    """Shared geometry of the pools; subclasses combine the taps.
 
-    ``fill`` is the value of padded positions; ``reduce`` the global reduction.
+    ``reduce`` is the global reduction, ``lowest`` the value of padded positions for a dtype.
     """
 
-    fill: ClassVar[float]
     reduce: ClassVar[np.ufunc]
+    max_outputs: ClassVar[int] = 1
 
     def check_attrs(self) -> None:
-        check_io(self, 1)
+        check_io(self, 1, outputs=None)
+        if len(self.outputs) > self.max_outputs:
+            self.fail(f"expects at most {self.max_outputs} output(s), got {len(self.outputs)}")
         self.is_global = bool(self.attrs["is_global"])
-        self.kernel_size = window_list(self, "kernel_size", empty_means=None)
+        self.rank = window_rank(self, ("kernel_size", "strides", "dilation", "pad_list"))
+        self.kernel_size = window_list(self, "kernel_size", self.rank, empty_means=None)
         check_window_taps(self, self.kernel_size)
         if not self.kernel_size and not self.is_global:
             self.fail("kernel_size is required unless is_global is set")
-        self.strides = window_list(self, "strides")
-        self.dilations = window_list(self, "dilation") if "dilation" in self.attrs else (1, 1)
-        check_pads(self)
+        self.strides = window_list(self, "strides", self.rank)
+        self.dilations = window_list(self, "dilation", self.rank)
+        check_pads(self, self.rank)
         if self.attrs["round_mode"] not in ROUND_MODES:
             self.fail(f"unknown round_mode {self.attrs['round_mode']!r}; expected one of {ROUND_MODES}")
         pads = tuple(self.attrs["pad_list"] or ())
@@ -50,19 +58,18 @@ class Pool(NativeKernel):
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         x = self.input_shape(0)
-        if len(x) != 4:
-            self.fail(f"expects a 4-D NCHW input, got shape {list(x)}")
+        check_input_rank(self, x, self.rank)
         if self.is_global:
-            if not x[2] * x[3]:
+            if not math.prod(x[2:]):
                 self.fail(f"cannot pool an empty input of shape {list(x)}")
-            return [(x[0], x[1], 1, 1)]
-        out_h, out_w = self.geometry(x)[2]
-        if out_h < 1 or out_w < 1:
+            return [(*x[:2], *(1,) * self.rank)]
+        out_sizes = self.geometry(x)[2]
+        if min(out_sizes) < 1:
             self.fail(f"input {list(x)} is smaller than the padded window {list(self.kernel_size)}")
-        return [(x[0], x[1], out_h, out_w)]
+        return [(*x[:2], *out_sizes)]
 
     def geometry(self, x: tuple[int, ...]):
-        """(begins, ends, (OH, OW)) of input shape x; SAME pads ignore round_mode (ONNX)."""
+        """(begins, ends, output sizes) of input shape x; SAME pads ignore round_mode (ONNX)."""
         mode = self.attrs["pad_mode"]
         begins, ends = window_pads(mode, self.attrs["pad_list"], x[2:], self.kernel_size, self.strides,
                                    self.dilations)
@@ -86,11 +93,17 @@ class Pool(NativeKernel):
         if x.shape != self.planned:
             self.resize()
         if self.is_global:
-            n, c, h, w = x.shape
-            self.reduce.reduce(x.reshape(n, c, h * w), axis=2, out=out.reshape(n, c))
-            self.finish_global(out, h * w)
+            n, c = x.shape[:2]
+            count = math.prod(x.shape[2:])
+            self.reduce.reduce(x.reshape(n, c, count), axis=2, out=out.reshape(n, c))
+            self.finish_global(out, count)
             return
-        self.combine(self.planes.fill(x, self.workspace.array(self.planes.shape, x.dtype, 0), self.fill), out)
+        self.combine(self.planes.fill(x, self.workspace.array(self.planes.shape, x.dtype, 0), self.lowest(x.dtype)),
+                     out)
+
+    def lowest(self, dtype: np.dtype) -> float:
+        """The value of padded positions."""
+        raise NotImplementedError
 
     def combine(self, source: np.ndarray, out: np.ndarray) -> None:
         """Combines the taps of ``source`` into ``out``."""
@@ -106,38 +119,81 @@ class Pool(NativeKernel):
         """Turns the global reduction of ``count`` elements into the result."""
 
 
-@register("MaxPoolFusion", dtypes=FLOATS)
+@register("MaxPoolFusion", dtypes=NUMBERS)
 class MaxPoolFusion(Pool):
-    """Max pooling (ONNX MaxPool): kernel_size, strides, dilation, pads or SAME/VALID, ceil rounding."""
+    """Max pooling (ONNX MaxPool): kernel_size, strides, dilation, pads or SAME/VALID, ceil rounding.
 
-    fill = -np.inf
+    An optional second output holds the flat index (N, C, spatial... row-major: ONNX's
+    storage_order 0) of each maximum in the input; ties go to the first tap, row-major.
+    """
+
     reduce = np.maximum
+    max_outputs = 2  # values, indices
+
+    def check_attrs(self) -> None:
+        super().check_attrs()
+        if len(self.outputs) == 2 and self.is_global:
+            self.fail("a global max pool has no indices output")
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [self.inputs[0].dtype, INDICES][:len(self.outputs)]
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        return super().infer_shapes() * len(self.outputs)
+
+    def lowest(self, dtype: np.dtype) -> float:
+        return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+    def resize(self) -> None:
+        super().resize()
+        if len(self.outputs) == 2:
+            x = self.input_shape(0)
+            flat = np.arange(math.prod(x), dtype=INDICES).reshape(x)
+            self.index_planes = self.planes.fill(flat, np.empty(self.planes.shape, INDICES), -1)
+
+    def combine(self, source: np.ndarray, out: np.ndarray) -> None:
+        if len(self.outputs) == 1:
+            super().combine(source, out)
+            return
+        indices, taps = self.outputs[1].data, self.taps
+        np.copyto(out, source[taps[0]])
+        np.copyto(indices, self.index_planes[taps[0]])
+        better = self.workspace.array(out.shape, np.bool_, 1)
+        for index in taps[1:]:
+            np.greater(source[index], out, out=better)
+            better |= indices < 0  # NOTE: a real value beats a pad even when it equals the pad's lowest value
+            np.copyto(out, source[index], where=better)
+            np.copyto(indices, self.index_planes[index], where=better)
 
 
 @register("AvgPoolFusion", dtypes=FLOATS)
 class AvgPoolFusion(Pool):
-    """Average pooling (ONNX AveragePool): like MaxPoolFusion, without dilation.
+    """Average pooling (ONNX AveragePool): like MaxPoolFusion (dilation when the primitive has it).
 
-    The divisor of each output counts the window's positions inside the input, plus those in
-    the pads when count_include_pad is set (never those a CEIL window adds past the end pad).
+    The divisor of each output counts the window's taps inside the input, plus those in the
+    pads when count_include_pad is set (never those a CEIL window adds past the end pad).
     """
 
-    fill = 0.0
     reduce = np.add
+
+    def lowest(self, dtype: np.dtype) -> float:
+        return 0.0
 
     def resize(self) -> None:
         super().resize()
         if not self.is_global:
             x = self.input_shape(0)
-            counts = np.multiply.outer(*[self.counts(axis, x) for axis in (0, 1)])
-            uniform = (counts == counts[0, 0]).all()
-            self.scale = 1.0 / int(counts[0, 0]) if uniform else (1.0 / counts).astype(self.inputs[0].dtype)
+            counts = functools.reduce(np.multiply.outer, [self.counts(axis, x) for axis in range(self.rank)])
+            counts = np.maximum(counts, 1)  # NOTE: a dilated window can fall wholly in the pads; it sums to 0
+            first = counts.flat[0]
+            uniform = (counts == first).all()
+            self.scale = 1.0 / int(first) if uniform else (1.0 / counts).astype(self.inputs[0].dtype)
 
     def counts(self, axis: int, x: tuple[int, ...]) -> np.ndarray:
         """The divisor along one spatial axis, per output position."""
         begins, ends, sizes = self.geometry(x)
         return window_counts(x[2 + axis], sizes[axis], self.kernel_size[axis], self.strides[axis], begins[axis],
-                             ends[axis], bool(self.attrs["count_include_pad"]))
+                             ends[axis], bool(self.attrs["count_include_pad"]), self.dilations[axis])
 
     def combine(self, source: np.ndarray, out: np.ndarray) -> None:
         super().combine(source, out)

@@ -1,12 +1,14 @@
-"""Sliding windows shared by convolutions and pools: attribute checks, and ``Planes``, the
-padded (and stride-phase split) input every window tap reads from.
+"""Sliding windows shared by convolutions and pools of any number of spatial axes: attribute
+checks, and ``Planes``, the padded (and stride-phase split) input every window tap reads from.
 
 What the pads and output sizes are is ``lite.ops.geometry``'s.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from functools import partial
 
 import numpy as np
@@ -27,7 +29,22 @@ def check_window_taps(kernel: NativeKernel, kernel_size: tuple[int, ...]) -> Non
             "this runtime supports (use a global pool, or a smaller window)"))])
 
 
-def window_list(kernel: NativeKernel, name: str, rank: int = 2, empty_means: int | None = 1) -> tuple[int, ...]:
+def window_rank(kernel: NativeKernel, names: tuple[str, ...]) -> int:
+    """The number of spatial axes: the length of the non-empty per-axis attributes among ``names``
+    (``pad_list`` counts half), else the first input's rank minus 2 (N, C)."""
+    lengths = {name: len(kernel.attrs.get(name) or ()) // (2 if name == "pad_list" else 1) for name in names}
+    ranks = {n for n in lengths.values() if n}
+    if len(ranks) > 1:
+        kernel.fail(f"{', '.join(names)} must have one value per spatial axis (pad_list two), got "
+                    + ", ".join(f"{name} {list(kernel.attrs.get(name) or ())}" for name in names))
+    rank = ranks.pop() if ranks else len(kernel.inputs[0].shape) - 2
+    if rank < 1:
+        kernel.fail(f"needs at least one spatial axis (an N, C, spatial... input), got shape "
+                    f"{list(kernel.inputs[0].shape)}")
+    return rank
+
+
+def window_list(kernel: NativeKernel, name: str, rank: int, empty_means: int | None = 1) -> tuple[int, ...]:
     """A positive per-spatial-axis attribute (kernel size, stride, dilation).
 
     An empty list becomes ``empty_means`` on every axis, or ``()`` when that is None.
@@ -40,7 +57,7 @@ def window_list(kernel: NativeKernel, name: str, rank: int = 2, empty_means: int
     return values
 
 
-def check_pads(kernel: NativeKernel, rank: int = 2) -> None:
+def check_pads(kernel: NativeKernel, rank: int) -> None:
     """Fails for an unknown pad_mode or a pad_list that is not 2 * rank non-negative integers."""
     if kernel.attrs["pad_mode"] not in PAD_MODES:
         kernel.fail(f"unknown pad_mode {kernel.attrs['pad_mode']!r}; expected one of {PAD_MODES}")
@@ -49,62 +66,73 @@ def check_pads(kernel: NativeKernel, rank: int = 2) -> None:
         kernel.fail(f"pad_list must be {2 * rank} non-negative integers [begins..., ends...], got {list(pads)}")
 
 
-class Planes:
-    """An NCHW input padded with a fill value and, when that pays, split into stride phases.
+def check_input_rank(kernel: NativeKernel, shape: tuple[int, ...], rank: int) -> None:
+    """Fails unless ``shape`` is (N, C, one dim per spatial axis)."""
+    if len(shape) != rank + 2:
+        kernel.fail(f"expects a {rank + 2}-D (N, C, {rank} spatial) input for its {rank}-D window, "
+                    f"got shape {list(shape)}")
 
-    Split, phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ..., so every
-    tap of a strided window is a unit-stride window of one phase (worth one strided copy of
-    the input when the kernel has more taps than the stride has phases). Unsplit, there is
-    one plane and a tap steps by the stride; when no window reaches past x, x is that plane.
-    Planes are as large as the windows reach, plus one spare row when ``spare_row`` (a tap
-    flattened over full rows then stays inside).
+
+class Planes:
+    """An (N, C, spatial...) input padded with a fill value and, when that pays, split into stride phases.
+
+    Split, phase (a, b, ...) holds padded positions (a + sa * i, b + sb * j, ...), so every tap
+    of a strided window is a unit-stride window of one phase (worth one strided copy of the
+    input when the kernel has more taps than the stride has phases). Unsplit, there is one
+    plane and a tap steps by the stride; when no window reaches past x, x is that plane.
+    Planes are as large as the windows reach, plus one spare row (along the first spatial
+    axis) when ``spare_row`` (a tap flattened over full rows then stays inside).
     """
 
-    def __init__(self, x: tuple[int, ...], begins: tuple[int, int], kernel_size: tuple[int, int],
-                 strides: tuple[int, int], dilations: tuple[int, int], out_sizes: tuple[int, int],
+    def __init__(self, x: tuple[int, ...], begins: tuple[int, ...], kernel_size: tuple[int, ...],
+                 strides: tuple[int, ...], dilations: tuple[int, ...], out_sizes: tuple[int, ...],
                  spare_row: bool = False, split: bool | None = None):
+        ones = (1,) * len(kernel_size)
         if split is None:
             split = math.prod(kernel_size) > math.prod(strides)
-        self.phases = strides if split else (1, 1)
-        self.steps = (1, 1) if split else strides
-        self.dilations, self.kernel_size = dilations, kernel_size
-        height, self.width = ((k - 1) * d // p + (o - 1) * s + 1 for k, d, p, o, s in
-                              zip(kernel_size, dilations, self.phases, out_sizes, self.steps, strict=True))
-        if self.phases == (1, 1) and not spare_row and begins == (0, 0) and height <= x[2] and self.width <= x[3]:
-            height, self.width = x[2], x[3]  # NOTE: every window lies inside x: x itself is the plane, uncopied
-        self.height = height + spare_row
-        self.shape = (*self.phases, x[0], x[1], self.height, self.width)
-        self.identity = begins == (0, 0) and self.shape[:2] == (1, 1) and (self.height, self.width) == tuple(x[2:])
+        self.phases = tuple(strides) if split else ones
+        self.steps = ones if split else tuple(strides)
+        self.dilations, self.kernel_size = tuple(dilations), tuple(kernel_size)
+        dims = [(k - 1) * d // p + (o - 1) * s + 1 for k, d, p, o, s in
+                zip(kernel_size, dilations, self.phases, out_sizes, self.steps, strict=True)]
+        if self.phases == ones and not spare_row and not any(begins) and all(map(operator.le, dims, x[2:])):
+            dims = list(x[2:])  # NOTE: every window lies inside x: x itself is the plane, uncopied
+        dims[0] += spare_row
+        self.dims = tuple(dims)
+        self.elements = tuple(math.prod(self.dims[a + 1:]) for a in range(len(dims)))  # a plane's strides
+        self.shape = (*self.phases, x[0], x[1], *self.dims)
+        self.identity = not any(begins) and self.phases == ones and self.dims == tuple(x[2:])
         self.copies = []
-        for a, b in {phase for phase, _, _ in self.taps()}:
-            rows = phase_span(x[2], begins[0], a, self.phases[0], self.height)
-            cols = phase_span(x[3], begins[1], b, self.phases[1], self.width)
-            if rows and cols:
-                self.copies.append(((a, b, slice(None), slice(None), rows[0], cols[0]),
-                                    (slice(None), slice(None), rows[1], cols[1])))
+        for phase in sorted({phase for phase, _ in self.taps()}):
+            spans = [phase_span(*args) for args in zip(x[2:], begins, phase, self.phases, self.dims, strict=True)]
+            if all(spans):
+                self.copies.append(((*phase, slice(None), slice(None), *(plane for plane, _ in spans)),
+                                    (slice(None), slice(None), *(source for _, source in spans))))
 
-    def taps(self) -> list[tuple[tuple[int, int], int, int]]:
-        """((phase a, phase b), row, column) where each tap of the window at output (0, 0) reads, row-major."""
-        (kh, kw), (dh, dw), (ph, pw) = self.kernel_size, self.dilations, self.phases
-        return [((i * dh % ph, j * dw % pw), i * dh // ph, j * dw // pw) for i in range(kh) for j in range(kw)]
+    def taps(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(phase, position in it) each tap of the window at output 0 reads, row-major."""
+        axes = [[(i * d % p, i * d // p) for i in range(k)]
+                for k, d, p in zip(self.kernel_size, self.dilations, self.phases, strict=True)]
+        return [(tuple(phase for phase, _ in tap), tuple(at for _, at in tap)) for tap in itertools.product(*axes)]
 
-    def windows(self, out_sizes: tuple[int, int]) -> list[tuple[int, ...]]:
-        """Per tap, row-major, the index of its (N, C, OH, OW) window in the planes."""
-        (out_h, out_w), (sh, sw) = out_sizes, self.steps
-        return [(*phase, Ellipsis, slice(row, row + (out_h - 1) * sh + 1, sh),
-                 slice(col, col + (out_w - 1) * sw + 1, sw)) for phase, row, col in self.taps()]
+    def windows(self, out_sizes: tuple[int, ...]) -> list[tuple]:
+        """Per tap, row-major, the index of its (N, C, out_sizes...) window in the planes."""
+        return [(*phase, Ellipsis, *(slice(at, at + (out - 1) * step + 1, step)
+                                     for at, out, step in zip(position, out_sizes, self.steps, strict=True)))
+                for phase, position in self.taps()]
 
-    def tap_groups(self) -> list[tuple[tuple[int, int], slice, slice, int, tuple[int, int]]]:
+    def tap_groups(self) -> list[tuple[tuple[int, ...], tuple[slice, ...], int, tuple[int, ...]]]:
         """The taps grouped by the phase they read, each group a regular grid.
 
-        Returns ((a, b), tap rows, tap columns, first element, (row step, column step)):
-        the kernel rows and columns of the group as slices, the plane element (row * width +
-        column) the first tap reads and the plane offsets between neighbouring taps.
+        Returns (phase, tap slices, first element, steps): the kernel taps of the group along
+        each axis as slices, the plane element the first tap reads (flat, row-major) and the
+        plane offsets between neighbouring taps along each axis.
         """
-        rows = axis_groups(self.kernel_size[0], self.dilations[0], self.phases[0])
-        cols = axis_groups(self.kernel_size[1], self.dilations[1], self.phases[1])
-        return [((a, b), row_taps, col_taps, row * self.width + col, (row_step * self.width, col_step))
-                for a, row_taps, row, row_step in rows for b, col_taps, col, col_step in cols]
+        axes = [axis_groups(k, d, p) for k, d, p in zip(self.kernel_size, self.dilations, self.phases, strict=True)]
+        return [(tuple(g[0] for g in group), tuple(g[1] for g in group),
+                 sum(g[2] * e for g, e in zip(group, self.elements, strict=True)),
+                 tuple(g[3] * e for g, e in zip(group, self.elements, strict=True)))
+                for group in itertools.product(*axes)]
 
     def fill(self, x: np.ndarray, buffer: np.ndarray, value: float) -> np.ndarray:
         """The planes of x in ``buffer`` (of ``self.shape``); x itself, viewed, when nothing changes."""
@@ -116,7 +144,7 @@ class Planes:
     def fill_steps(self, x: np.ndarray, buffer: np.ndarray, value: float) -> tuple[np.ndarray, list[Step]]:
         """The planes ``fill`` returns, and the calls that fill them (none when x is the plane)."""
         if self.identity:
-            return x[None, None], []
+            return x[(None,) * len(self.phases)], []
         return buffer, [partial(buffer.fill, value), *(copy_step(buffer[target], x[source])
                                                        for target, source in self.copies)]
 

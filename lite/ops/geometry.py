@@ -93,10 +93,13 @@ def transposed_pads(pad_mode: str, pad_list: Sequence[int] | None, sizes: Sequen
 
 
 def window_counts(size: int, outputs: int, kernel_size: int, stride: int, begin: int, end: int,
-                  count_include_pad: bool) -> np.ndarray:
-    """Average pooling's divisor along one axis, per output position: the window's positions
-    inside the input, plus those in the pads when ``count_include_pad`` (never those a CEIL
-    window reaches past the end pad)."""
+                  count_include_pad: bool, dilation: int = 1) -> np.ndarray:
+    """Average pooling's divisor along one axis, per output position: the window's taps inside
+    the input, plus those in the pads when ``count_include_pad`` (never those a CEIL window
+    reaches past the end pad)."""
     starts = np.arange(outputs) * stride - begin
     low, high = (-begin, size + end) if count_include_pad else (0, size)
-    return np.minimum(starts + kernel_size, high) - np.maximum(starts, low)
+    if dilation == 1:
+        return np.minimum(starts + kernel_size, high) - np.maximum(starts, low)
+    taps = starts[:, None] + np.arange(kernel_size) * dilation
+    return ((taps >= low) & (taps < high)).sum(axis=1)

@@ -1,4 +1,5 @@
-"""Conv2DFusion and Conv2dTransposeFusion against onnxruntime's Conv and ConvTranspose."""
+"""Conv2DFusion and Conv2dTransposeFusion against onnxruntime's Conv and ConvTranspose, of 1, 2 and 3
+spatial axes."""
 
 from __future__ import annotations
 
@@ -120,6 +121,59 @@ TRANSPOSE_CASES = [
 ]
 
 
+CONV_ND_CASES = [
+    ((2, 4, 11), (6, 4, 3), {"pad_list": (1, 1)}),
+    ((1, 6, 16), (4, 6, 1), {}),  # direct: one matmul on the input
+    ((1, 4, 17), (5, 4, 4), {"stride": (3,), "pad_list": (2, 0)}),
+    ((1, 4, 15), (6, 2, 3), {"group": 2, "dilation": (3,), "pad_list": (0, 2)}),
+    ((1, 4, 12), (5, 4, 3), {"stride": (2,), "pad_mode": "SAME_UPPER"}),
+    ((1, 4, 12), (5, 4, 4), {"pad_mode": "SAME_LOWER"}),
+    ((1, 4, 12), (5, 4, 3), {"stride": (2,), "pad_mode": "VALID", "activation_type": "RELU"}),
+    ((2, 8, 20), (8, 1, 5), {"group": 8, "pad_list": (2, 2)}),  # depthwise, run as 2-D of height 1
+    ((1, 6, 19), (12, 1, 3), {"group": 6, "stride": (2,), "dilation": (2,), "pad_list": (1, 2)}),
+    ((2, 3, 6, 7, 5), (4, 3, 3, 3, 3), {"pad_list": (1, 1, 1, 1, 1, 1)}),
+    ((1, 6, 4, 5, 6), (4, 6, 1, 1, 1), {}),
+    ((1, 4, 7, 8, 9), (6, 2, 2, 3, 2), {"group": 2, "stride": (2, 1, 3), "dilation": (1, 2, 1),
+                                        "pad_list": (0, 1, 2, 1, 0, 1)}),
+    ((1, 4, 6, 7, 8), (4, 1, 3, 3, 3), {"group": 4, "stride": (2, 2, 2), "pad_mode": "SAME_UPPER"}),
+    ((1, 3, 5, 6, 7), (2, 3, 2, 2, 2), {"stride": (2, 2, 2), "pad_mode": "SAME_LOWER", "activation_type": "RELU6"}),
+    ((1, 2, 4, 5, 3, 4), (3, 2, 2, 3, 2, 2), {"stride": (1, 2, 1, 2), "pad_list": (1, 0, 0, 1, 0, 1, 1, 0)}),
+]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CONV_ND_CASES)
+def test_conv_1d_3d_4d_match_onnxruntime(x_shape, w_shape, attrs, bias):
+    x, w, b = conv_inputs(sum(x_shape) + sum(w_shape), x_shape, w_shape, w_shape[0], bias)
+    check("Conv2DFusion", "Conv", x * 3, w, b, attrs)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [c for c in CONV_ND_CASES if c[2].get("group") == c[0][1]])
+def test_depthwise_conv_1d_and_3d_one_channel_per_chunk(monkeypatch, x_shape, w_shape, attrs):
+    monkeypatch.setattr(conv, "DEPTHWISE_CHUNK_BYTES", 1)
+    x, w, b = conv_inputs(sum(x_shape), x_shape, w_shape, w_shape[0], True)
+    check("Conv2DFusion", "Conv", x, w, b, attrs)
+
+
+TRANSPOSE_ND_CASES = [
+    ((1, 4, 7), (4, 3, 3), {}),
+    ((2, 4, 6), (4, 2, 4), {"group": 2, "stride": (3,), "pad_list": (1, 2), "output_paddings": (1,)}),
+    ((1, 4, 6), (4, 3, 3), {"stride": (2,), "dilation": (2,), "pad_mode": "SAME_UPPER"}),
+    ((1, 2, 3, 4, 5), (2, 3, 3, 3, 3), {}),
+    ((1, 4, 3, 4, 3), (4, 2, 2, 3, 2), {"group": 2, "stride": (2, 1, 3), "pad_list": (1, 0, 0, 0, 1, 1),
+                                        "output_paddings": (1, 0, 2)}),
+    ((1, 2, 3, 3, 4), (2, 3, 3, 2, 2), {"stride": (2, 2, 2), "pad_mode": "SAME_LOWER", "activation_type": "RELU"}),
+    ((1, 2, 2, 3, 2, 3), (2, 2, 2, 2, 3, 2), {"stride": (2, 1, 2, 1), "pad_list": (0, 1, 0, 0, 1, 0, 1, 0)}),
+]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), TRANSPOSE_ND_CASES)
+def test_conv_transpose_1d_3d_4d_match_onnxruntime(x_shape, w_shape, attrs, bias):
+    x, w, b = conv_inputs(sum(x_shape) + sum(w_shape), x_shape, w_shape, w_shape[1] * attrs.get("group", 1), bias)
+    check("Conv2dTransposeFusion", "ConvTranspose", x, w, b, attrs)
+
+
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), TRANSPOSE_CASES)
 def test_conv_transpose_matches_onnxruntime(x_shape, w_shape, attrs, bias):
@@ -218,13 +272,17 @@ def test_conv2d_float64_matches_float32_reference():
 
 
 @pytest.mark.parametrize(("op_type", "w_shape", "attrs", "out_shape"), [
+    ("Conv2DFusion", (6, 4, 3), {"pad_list": (1, 1)}, (0, 6, 5)),
+    ("Conv2DFusion", (4, 1, 3), {"group": 4}, (0, 4, 3)),
+    ("Conv2DFusion", (6, 4, 3, 3, 3), {"pad_list": (1,) * 6}, (0, 6, 5, 5, 5)),
+    ("Conv2dTransposeFusion", (4, 3, 2), {"stride": (2,)}, (0, 3, 10)),
     ("Conv2DFusion", (6, 4, 3, 3), {"pad_list": (1, 1, 1, 1)}, (0, 6, 5, 5)),
     ("Conv2DFusion", (8, 1, 3, 3), {"group": 4, "stride": (2, 2)}, (0, 8, 2, 2)),
     ("Conv2DFusion", (6, 4, 1, 1), {}, (0, 6, 5, 5)),
     ("Conv2dTransposeFusion", (4, 3, 2, 2), {"stride": (2, 2)}, (0, 3, 10, 10)),
 ])
 def test_empty_batch(op_type, w_shape, attrs, out_shape):
-    x, w, b = conv_inputs(0, (0, 4, 5, 5), w_shape, out_shape[1], True)
+    x, w, b = conv_inputs(0, (0, 4, *(5,) * (len(w_shape) - 2)), w_shape, out_shape[1], True)
     assert run_kernel(op_type, attrs, [x, w, b])[0].shape == out_shape
 
 
@@ -233,7 +291,10 @@ def test_empty_batch(op_type, w_shape, attrs, out_shape):
     ((1, 6, 8, 8), (6, 4, 3, 3), {"group": 1}, "channels"),
     ((1, 6, 8, 8), (6, 3, 3, 3), {"group": 0}, "group"),
     ((1, 4, 8, 8), (6, 4, 3, 3), {"stride": (0, 1)}, "stride"),
-    ((1, 4, 8, 8), (6, 4, 3, 3), {"stride": (1, 1, 1)}, "stride"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"stride": (1, 1, 1), "pad_list": (0, 0, 0, 0)}, "one value per spatial axis"),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"stride": (1, 1, 1)}, "5-D"),
+    ((1, 4, 8), (6, 4, 3, 3), {}, "3-D weight for its 1-D window"),
+    ((1, 4, 8, 8), (6, 4, 3), {}, "4-D weight"),
     ((1, 4, 8, 8), (6, 4, 3, 3), {"dilation": (-1, 1)}, "dilation"),
     ((1, 4, 8, 8), (6, 4, 3, 3), {"pad_list": (1, 1, 1)}, "pad_list"),
     ((1, 4, 8, 8), (6, 4, 3, 3), {"pad_list": (1, -1, 1, 1)}, "pad_list"),
@@ -241,9 +302,10 @@ def test_empty_batch(op_type, w_shape, attrs, out_shape):
     ((1, 4, 8, 8), (6, 4, 3, 3), {"kernel_size": (5, 5)}, "kernel_size"),
     ((1, 4, 8, 8), (6, 4, 3, 3), {"activation_type": "SIGMOID"}, "activation"),
     ((1, 4, 2, 2), (6, 4, 3, 3), {}, "smaller"),
-    ((4, 8, 8), (6, 4, 3, 3), {}, "4-D"),
+    ((4, 8, 8), (6, 4, 3, 3), {}, "3-D weight"),
+    ((4, 8), (6, 4), {}, "at least one spatial axis"),
 ])
-def test_conv2d_rejects_invalid_attributes(x_shape, w_shape, attrs, message):
+def test_conv_rejects_invalid_attributes(x_shape, w_shape, attrs, message):
     x, w, b = conv_inputs(0, x_shape, w_shape, w_shape[0], True)
     with pytest.raises(ModelFormatError, match=message):
         run_kernel("Conv2DFusion", attrs, [x, w, b])

@@ -128,3 +128,19 @@ def test_window_counts_are_average_pool_divisors(count_include_pad, pads, ceil):
         top, left = i * strides[0], j * strides[1]
         sums[..., i, j] = padded[..., top:top + kernel[0], left:left + kernel[1]].sum(axis=(2, 3))
     np.testing.assert_allclose(sums / np.multiply.outer(*counts), y, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("count_include_pad", [False, True])
+@pytest.mark.parametrize("kernel, stride, dilation, pads, ceil", [
+    (3, 2, 2, (1, 1), False), (2, 3, 3, (0, 1), True), (3, 1, 2, (2, 0), True), (3, 2, 1, (1, 2), True)])
+def test_dilated_window_counts_are_average_pool_19_divisors(count_include_pad, kernel, stride, dilation, pads, ceil):
+    """The window sums (over zero pads) divided by the divisors are onnxruntime's AveragePool-19."""
+    size = 11
+    x = image(1, 1, size)
+    attrs = {"kernel_shape": [kernel], "strides": [stride], "dilations": [dilation], "pads": list(pads),
+             "ceil_mode": int(ceil)}
+    [y] = run_ort("AveragePool", {"x": x}, opset=19, count_include_pad=int(count_include_pad), **attrs)
+    counts = window_counts(size, y.shape[2], kernel, stride, *pads, count_include_pad, dilation)
+    padded = np.pad(x[0, 0], (pads[0], pads[1] + kernel * dilation))
+    sums = [padded[i * stride:i * stride + (kernel - 1) * dilation + 1:dilation].sum() for i in range(y.shape[2])]
+    np.testing.assert_allclose(np.array(sums) / counts, y[0, 0], rtol=1e-5, atol=1e-6)

@@ -671,7 +671,7 @@ def test_softmax_axes(op_type, opset, axis, axes):
 
 # ---- resize ------------------------------------------------------------------------
 
-RESIZE_DEFAULTS = {"cubic_coeff_a": -0.75, "exclude_outside": False, "extrapolation_value": 0.0}
+RESIZE_DEFAULTS = {"cubic_coeff_a": -0.75, "exclude_outside": False, "extrapolation_value": 0.0, "antialias": False}
 
 
 def test_upsample_opset7_scales_attribute():

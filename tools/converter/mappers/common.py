@@ -27,19 +27,21 @@ def ints(ctx: NodeContext, name: str, default: list[int] | None, length: int) ->
     return value
 
 
-def pad_attrs(ctx: NodeContext) -> dict[str, Any]:
-    """``pad_mode`` and ``pad_list`` ([top, left, bottom, right]) from auto_pad/pads."""
+def pad_attrs(ctx: NodeContext, rank: int) -> dict[str, Any]:
+    """``pad_mode`` and ``pad_list`` ([begins..., ends...] of ``rank`` spatial axes) from auto_pad/pads."""
     auto_pad = ctx.attr("auto_pad", "NOTSET")
     if auto_pad not in AUTO_PADS:
         ctx.unsupported(f"auto_pad={auto_pad!r} is not one of {sorted(AUTO_PADS)}")
-    pads = ints(ctx, "pads", [0, 0, 0, 0], 4) if auto_pad == "NOTSET" else [0, 0, 0, 0]
+    none = [0] * (2 * rank)
+    pads = ints(ctx, "pads", none, 2 * rank) if auto_pad == "NOTSET" else none
     return {"pad_mode": AUTO_PADS[auto_pad], "pad_list": pads}
 
 
-def require_2d(ctx: NodeContext, rank: int | None, what: str) -> None:
-    """Only 2-D spatial ops (4-D N,C,H,W tensors) convert."""
+def spatial_rank(ctx: NodeContext, rank: int | None, what: str) -> int:
+    """The number of spatial axes of an (N, C, spatial...) ``what`` of ``rank`` (at least one)."""
     if rank is None:
         ctx.unsupported(f"the rank of the {what} is unknown; give the inputs static ranks (--input-shape)")
-    if rank != 4:
-        ctx.unsupported(f"only 2-D {ctx.node.op_type} (a 4-D N,C,H,W {what}) is supported; this {what} "
+    if rank < 3:
+        ctx.unsupported(f"{ctx.node.op_type} needs an (N, C, spatial...) {what} of rank 3 or more; this {what} "
                         f"has rank {rank}")
+    return rank - 2

@@ -1,4 +1,5 @@
-"""Conv and ConvTranspose -> Conv2DFusion and Conv2dTransposeFusion (2-D only)."""
+"""Conv and ConvTranspose -> Conv2DFusion and Conv2dTransposeFusion, of any number of spatial axes
+(the length of the per-axis attribute lists)."""
 
 from __future__ import annotations
 
@@ -6,25 +7,26 @@ from typing import Any
 
 from lite.ops.geometry import split_totals, transposed_extent
 from lite.tools.converter.context import NodeContext
-from lite.tools.converter.mappers.common import ints, pad_attrs, require_2d
+from lite.tools.converter.mappers.common import ints, pad_attrs, spatial_rank
 from lite.tools.converter.registry import mapper
 
 
 def _weight_shape(ctx: NodeContext) -> tuple[int, ...]:
     shape = ctx.shape(1)
-    require_2d(ctx, None if shape is None else len(shape), "weight")
+    spatial_rank(ctx, None if shape is None else len(shape), "weight")
     if min(shape) < 0:
         ctx.unsupported(f"the weight shape {shape} is not static; make the weight a constant")
     return shape
 
 
 def _conv_attrs(ctx: NodeContext, weight_shape: tuple[int, ...]) -> dict[str, Any]:
+    rank = len(weight_shape) - 2
     return {
-        "kernel_size": ints(ctx, "kernel_shape", list(weight_shape[2:]), 2),
-        "stride": ints(ctx, "strides", [1, 1], 2),
-        "dilation": ints(ctx, "dilations", [1, 1], 2),
+        "kernel_size": ints(ctx, "kernel_shape", list(weight_shape[2:]), rank),
+        "stride": ints(ctx, "strides", [1] * rank, rank),
+        "dilation": ints(ctx, "dilations", [1] * rank, rank),
         "group": int(ctx.attr("group", 1)),
-        **pad_attrs(ctx),
+        **pad_attrs(ctx, rank),
     }
 
 
@@ -45,22 +47,26 @@ def conv_v1(ctx: NodeContext) -> None:
 def conv_transpose_v1(ctx: NodeContext) -> None:
     inputs, w = _inputs(ctx), _weight_shape(ctx)
     attrs = _conv_attrs(ctx, w)
+    rank = len(w) - 2
     attrs.update(in_channel=w[0], out_channel=w[1] * attrs["group"],
-                 output_paddings=ints(ctx, "output_padding", [0, 0], 2))
+                 output_paddings=ints(ctx, "output_padding", [0] * rank, rank))
     if ctx.has_attr("output_shape"):
-        attrs.update(pad_mode="PAD", pad_list=_pads_for_output_shape(ctx, attrs))
+        _pads_for_output_shape(ctx, attrs, rank)
     ctx.emit("Conv2dTransposeFusion", attrs, inputs)
 
 
-def _pads_for_output_shape(ctx: NodeContext, attrs: dict[str, Any]) -> list[int]:
-    """ONNX's pads for an explicit output_shape (needs static input H, W)."""
-    target = [int(v) for v in ctx.attr("output_shape")][-2:]
+def _pads_for_output_shape(ctx: NodeContext, attrs: dict[str, Any], rank: int) -> None:
+    """ONNX's pads for an explicit output_shape (needs a static input spatial size); a negative end
+    pad (an output larger than the taps reach) becomes output padding."""
+    target = [int(v) for v in ctx.attr("output_shape")][-rank:]
     x = ctx.shape(0)
-    if x is None or len(x) != 4 or min(x[2:]) < 0:
-        ctx.unsupported("output_shape needs a static input height and width; set them with --input-shape")
+    if x is None or len(x) != rank + 2 or min(x[2:]) < 0:
+        ctx.unsupported("output_shape needs a static input spatial size; set it with --input-shape")
     axes = (x[2:], attrs["kernel_size"], attrs["stride"], attrs["dilation"], attrs["output_paddings"], target)
     totals = [transposed_extent(*args) - size for *args, size in zip(*axes, strict=True)]
-    if min(totals) < 0:
-        ctx.unsupported(f"output_shape {target} is larger than the transposed convolution produces")
     begins, ends = split_totals(totals, ctx.attr("auto_pad", "NOTSET"))
-    return [*begins, *ends]
+    if min(begins) < 0:
+        ctx.unsupported(f"output_shape {target} would pad the start of the output (pads {[*begins, *ends]}); "
+                        "give output_padding instead")
+    attrs.update(pad_mode="PAD", pad_list=[*begins, *(max(e, 0) for e in ends)],
+                 output_paddings=[p - min(e, 0) for p, e in zip(attrs["output_paddings"], ends, strict=True)])
