@@ -136,10 +136,10 @@ class Engine:
 
     def plan(self) -> None:
         """Gives every activation its array (outputs get arrays of their own)."""
-        planned = [k for k in self.kernels if k not in self.runtime_shaped]  # NOTE: theirs come at run time
-        produced = {t for k in planned for t in k.outputs}
-        keep = {t for t in self.outputs if not t.value_known and t not in self.inputs and t in produced}
-        self.memory.apply(planned, keep, self.context.memory_limit)
+        # NOTE: runtime-shaped kernels' outputs get arrays when they run, but what they read stays alive
+        unplanned = frozenset(t for k in self.runtime_shaped for t in k.outputs)
+        keep = {t for t in self.outputs if not t.value_known and t not in self.inputs and t not in unplanned}
+        self.memory.apply(self.kernels, keep, self.context.memory_limit, unplanned)
 
     def apply_shapes(self) -> None:
         """Propagates the input shapes, re-plans memory and resizes every kernel.

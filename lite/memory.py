@@ -14,12 +14,13 @@ def _aligned(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
-def lifetimes(kernels: list[Kernel], keep: set[Tensor]) -> dict[Tensor, tuple[int, int]]:
-    """First and last kernel index of each planned tensor (outputs not in ``keep``)."""
+def lifetimes(kernels: list[Kernel], keep: set[Tensor],
+              unplanned: frozenset[Tensor] = frozenset()) -> dict[Tensor, tuple[int, int]]:
+    """First and last kernel index of each planned tensor (outputs not in ``keep`` or ``unplanned``)."""
     spans: dict[Tensor, tuple[int, int]] = {}
     for i, kernel in enumerate(kernels):
         for tensor in kernel.outputs:
-            if tensor not in keep and not tensor.value_known:
+            if tensor not in keep and tensor not in unplanned and not tensor.value_known:
                 spans[tensor] = (i, i)
     for i, kernel in enumerate(kernels):
         for tensor in kernel.inputs:
@@ -59,19 +60,21 @@ class MemoryPlan:
     """Gives every non-constant tensor of a kernel list its data array.
 
     Intermediate tensors are views into one arena whose slots are reused once a tensor
-    is dead; ``keep`` tensors (the model outputs) get arrays of their own.
+    is dead; ``keep`` tensors (the model outputs) get arrays of their own; ``unplanned`` tensors
+    (the outputs of runtime-shaped kernels, which get arrays when they run) get none.
     """
 
     def __init__(self) -> None:
         self.arena = np.empty(0, dtype=np.uint8)
 
-    def apply(self, kernels: list[Kernel], keep: set[Tensor], limit: int) -> None:
+    def apply(self, kernels: list[Kernel], keep: set[Tensor], limit: int,
+              unplanned: frozenset[Tensor] = frozenset()) -> None:
         """Plans and assigns the arrays.
 
         Raises:
             MemoryLimitError: the plan would need more than ``limit`` bytes (nothing is allocated).
         """
-        offsets, size = plan_offsets(lifetimes(kernels, keep))
+        offsets, size = plan_offsets(lifetimes(kernels, keep, unplanned))
         total = size + sum(_nbytes(t) for t in keep)
         if total > limit:
             raise MemoryLimitError(f"the model's activations would need {total} bytes, more than the memory "

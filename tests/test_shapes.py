@@ -128,3 +128,12 @@ def test_split_sizes_given_as_data():
     x = RNG.standard_normal((2, 7)).astype(np.float32)
     for sizes in ([3, 4], [7, 0], [1, 6]):
         assert_like_onnxruntime(model, graph, {"x": x, "s": np.array(sizes, np.int64)})
+
+
+def test_what_a_runtime_shaped_kernel_reads_stays_alive_until_it_runs():
+    # s2 is planned memory read only by the runtime-shaped Reshape; a and b come between
+    graph = model_of([helper.make_node("Add", ["s", "zero"], ["s2"]), helper.make_node("Mul", ["x", "x"], ["a"]),
+                      helper.make_node("Add", ["a", "x"], ["b"]), helper.make_node("Reshape", ["b", "s2"], ["y"])],
+                     {"x": (F, [4, 6]), "s": (I64, [2])}, ["y"], {"zero": np.zeros(2, np.int64)})
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    assert_like_onnxruntime(build(graph), graph, {"x": x, "s": np.array([3, 8], np.int64)})
