@@ -63,7 +63,7 @@ def load_lite_bytes(source: ModelSource, model_type: ModelType | None = None, *,
         return source_bytes(source, size_limit)
     from lite.tools.converter import convert  # NOTE: the converter (and onnx) load only when needed
 
-    return convert(load_onnx(source, size_limit=size_limit))
+    return convert(load_onnx(source, size_limit=size_limit), memory_limit=size_limit)
 
 
 def model_type_of(source: ModelSource, model_type: ModelType | None = None) -> ModelType:

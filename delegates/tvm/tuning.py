@@ -35,8 +35,8 @@ class PartitionCollector(TVMDelegate):
     def __init__(self, target: str | dict[str, Any] = "llvm", **options):
         super().__init__(target, cache_dir=None, symbolic_batch=False, **options)
 
-    def create_graph_kernel(self, kernels, inputs, outputs):
-        kernel = super().create_graph_kernel(kernels, inputs, outputs)
+    def create_graph_kernel(self, kernels, inputs, outputs, model):
+        kernel = super().create_graph_kernel(kernels, inputs, outputs, model)
         kernel.lower_only = True
         return kernel
 

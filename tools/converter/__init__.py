@@ -39,6 +39,7 @@ from lite.tools.converter.context import GraphBuilder, NodeContext, Unsupported
 from lite.tools.converter.fusions import fuse_attention, fuse_gelu, fuse_layer_norm, fuse_matmul_bias
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, OnnxGraph, from_model, infer_shapes
 from lite.tools.converter.passes import (
+    FOLD_LIMIT,
     constant_outputs,
     drop_identities,
     fold_batchnorm,
@@ -81,7 +82,8 @@ class ConversionReport:
 
 
 def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *, fusion: bool = True,
-            input_shapes: dict[str, Sequence[int]] | None = None, custom_domains: Sequence[str] = ()) -> bytes:
+            input_shapes: dict[str, Sequence[int]] | None = None, custom_domains: Sequence[str] = (),
+            memory_limit: int = DEFAULT_MEMORY_LIMIT) -> bytes:
     """Converts an ONNX model to .lite bytes, and writes them to ``output_path`` if given.
 
     Args:
@@ -95,6 +97,9 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
             primitives instead of unsupported ops. Their outputs' types come from the model's
             ``value_info`` (else their first input's type). Where no kernel is registered for a
             custom op in this process, what is computed from it is validated when the model is built.
+        memory_limit: the most bytes one tensor may need while converting (a dense sparse
+            initializer, a folded constant is at most 64 MiB and also within this, and every
+            tensor the runtime's shape inference computes), as ``lite.Context.memory_limit``.
 
     Returns:
         The .lite model bytes.
@@ -104,12 +109,14 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
         UnsupportedOpError: some ops or attribute values are not supported; lists all of them.
         InputError: ``input_shapes`` names a tensor that is not a graph input, or
             ``custom_domains`` names the standard domain.
+        MemoryLimitError: conversion would need a tensor larger than ``memory_limit``.
 
     Example:
         >>> from lite.tools import converter
         >>> data = converter.convert("mobilenet_v2.onnx", "mobilenet_v2.lite")  # doctest: +SKIP
     """
-    graph, _ = convert_to_graph(model, fusion=fusion, input_shapes=input_shapes, custom_domains=custom_domains)
+    graph, _ = convert_to_graph(model, fusion=fusion, input_shapes=input_shapes, custom_domains=custom_domains,
+                                memory_limit=memory_limit)
     data = write_model(graph)
     if output_path is not None:
         with open(output_path, "wb") as f:
@@ -118,12 +125,13 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
 
 
 def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: dict[str, Sequence[int]] | None = None,
-                     custom_domains: Sequence[str] = ()) -> tuple[GraphDef, ConversionReport]:
+                     custom_domains: Sequence[str] = (),
+                     memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[GraphDef, ConversionReport]:
     """Like ``convert`` but returns the in-memory ``GraphDef`` and a ``ConversionReport``."""
     custom = _custom_domains(custom_domains)
-    g = from_model(load_onnx(model), {k: list(v) for k, v in (input_shapes or {}).items()})
+    g = from_model(load_onnx(model), {k: list(v) for k, v in (input_shapes or {}).items()}, memory_limit)
     report = ConversionReport(opset=g.opset, onnx_nodes=len(g.nodes))
-    _onnx_passes(g, report, fusion)
+    _onnx_passes(g, report, fusion, min(FOLD_LIMIT, memory_limit))
     graph = _map_graph(g, custom)
     if g.shape_error:
         raise ModelFormatError(f"the model's shapes do not agree (ONNX strict shape inference): {g.shape_error}")
@@ -135,7 +143,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
         fuse_activations(graph, report)
     report.pruned_tensors = prune_tensors(graph)
     report.lite_nodes = len(graph.nodes)
-    validate_graph(_checkable(graph), DEFAULT_MEMORY_LIMIT)  # the runtime's own shape inference, as Model.build runs it
+    validate_graph(_checkable(graph), memory_limit)  # the runtime's own shape inference, as Model.build runs it
     return graph, report
 
 
@@ -170,10 +178,10 @@ def _no_custom_kernel(node: NodeDef) -> bool:
     return node.op_type == "Custom" and not supported_dtypes(kernel_key(node.op_type, node.attrs))
 
 
-def _onnx_passes(g: OnnxGraph, report: ConversionReport, fusion: bool) -> None:
+def _onnx_passes(g: OnnxGraph, report: ConversionReport, fusion: bool, fold_limit: int) -> None:
     infer_shapes(g)
     drop_identities(g, report)
-    while fold_constants(g, report):
+    while fold_constants(g, report, fold_limit):
         infer_shapes(g)  # folding can make more shapes static, and so more Shape nodes foldable
     drop_identities(g, report)
     constant_outputs(g)

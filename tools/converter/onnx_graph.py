@@ -8,6 +8,7 @@ builds a light model (large constants declared as typed inputs) for ONNX shape i
 from __future__ import annotations
 
 import heapq
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -16,8 +17,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from lite.errors import InputError, ModelFormatError
+from lite.errors import InputError, MemoryLimitError, ModelFormatError
 from lite.ops.naming import unique_name
+from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Element types a .lite file can store, as numpy dtypes.
@@ -107,18 +109,20 @@ class OnnxGraph:
         return self.info.get(name, TensorInfo())
 
 
-def from_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> OnnxGraph:
+def from_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
+               memory_limit: int = DEFAULT_MEMORY_LIMIT) -> OnnxGraph:
     """Checks the model's structure and returns its graph with inputs resized per ``input_shapes``.
 
     Raises:
         ModelFormatError: the model is structurally invalid (names, cycles, weights).
+        MemoryLimitError: a sparse initializer would need more than ``memory_limit`` bytes dense.
         InputError: ``input_shapes`` names a tensor that is not a graph input.
     """
     if not model.HasField("graph") or not model.graph.output:
         raise ModelFormatError("ONNX model has no graph or its graph has no outputs")
     graph = model.graph
     consts = {t.name: _initializer(t) for t in graph.initializer}
-    consts |= {t.values.name: _initializer(t) for t in graph.sparse_initializer}
+    consts |= {t.values.name: _dense(t, memory_limit) for t in graph.sparse_initializer}
     g = OnnxGraph(
         nodes=_copies(graph.node), consts=consts,
         inputs=_copies(i for i in graph.input if i.name not in consts),
@@ -157,23 +161,38 @@ def _header(model: onnx.ModelProto) -> onnx.ModelProto:
     return header
 
 
-def _initializer(tensor: TensorProto | onnx.SparseTensorProto) -> np.ndarray:
-    name = tensor.values.name if isinstance(tensor, onnx.SparseTensorProto) else tensor.name
+def _initializer(tensor: TensorProto) -> np.ndarray:
     try:
-        return _dense(tensor) if isinstance(tensor, onnx.SparseTensorProto) else numpy_helper.to_array(tensor)
+        return numpy_helper.to_array(tensor)
     except Exception as exc:  # onnx raises many exception types for broken tensors
         raise ModelFormatError(
-            f"initializer {name!r} cannot be read ({type(exc).__name__}: {exc}); if it uses "
+            f"initializer {tensor.name!r} cannot be read ({type(exc).__name__}: {exc}); if it uses "
             "external data, pass the model's path instead of a ModelProto") from exc
 
 
-def _dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
-    """A sparse initializer as a dense array (indices are flat [NNZ] or coordinates [NNZ, rank])."""
-    values, indices = numpy_helper.to_array(sparse.values), numpy_helper.to_array(sparse.indices)
-    dims = tuple(sparse.dims)
-    flat = indices if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), dims)
-    dense = np.zeros(int(np.prod(dims)), dtype=values.dtype)
-    dense[flat] = values
+def _dense(sparse: onnx.SparseTensorProto, memory_limit: int) -> np.ndarray:
+    """A sparse initializer as a dense array (indices are flat [NNZ] or coordinates [NNZ, rank]).
+
+    Raises:
+        MemoryLimitError: the dense array would need more than ``memory_limit`` bytes.
+        ModelFormatError: the sparse tensor is malformed.
+    """
+    name = sparse.values.name
+    values = _initializer(sparse.values)
+    dims = tuple(int(d) for d in sparse.dims)
+    if any(d < 0 for d in dims):
+        raise ModelFormatError(f"sparse initializer {name!r} has negative dims {list(dims)}")
+    nbytes = math.prod(dims) * values.dtype.itemsize
+    if nbytes > memory_limit:
+        raise MemoryLimitError(f"sparse initializer {name!r} of dims {list(dims)} would need {nbytes} bytes dense, "
+                               f"more than the memory limit of {memory_limit} bytes")
+    try:
+        indices = numpy_helper.to_array(sparse.indices)
+        flat = indices if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), dims)
+        dense = np.zeros(math.prod(dims), dtype=values.dtype)
+        dense[flat] = values
+    except Exception as exc:  # out-of-range indices, mismatched counts
+        raise ModelFormatError(f"sparse initializer {name!r} is malformed: {type(exc).__name__}: {exc}") from exc
     return dense.reshape(dims)
 
 

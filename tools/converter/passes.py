@@ -65,14 +65,19 @@ def _is_passthrough(node: onnx.NodeProto, g: OnnxGraph, uses: dict[str, int]) ->
     return training is not None and not bool(training)
 
 
-def fold_constants(g: OnnxGraph, report: ConversionReport) -> int:
+FOLD_LIMIT = 64 << 20  # bytes: a node whose outputs would be larger stays a node, computed at run time
+
+
+def fold_constants(g: OnnxGraph, report: ConversionReport, limit: int = FOLD_LIMIT) -> int:
     """Replaces every node computable from constants (or from static shapes and types) by constants.
 
-    Returns the number of nodes folded.
+    A node whose outputs would need more than ``limit`` bytes, or whose output shapes shape
+    inference does not know, is not evaluated: it stays a node, which the runtime computes within
+    its memory limit. Returns the number of nodes folded.
     """
     kept, folded = [], 0
     for node in g.nodes:
-        values = _fold(node, g)
+        values = _fold(node, g) if _bounded(node, g, limit) else None
         if values is None:
             kept.append(node)
             continue
@@ -82,6 +87,18 @@ def fold_constants(g: OnnxGraph, report: ConversionReport) -> int:
         folded += 1
     g.nodes = kept
     return folded
+
+
+def _bounded(node: onnx.NodeProto, g: OnnxGraph, limit: int) -> bool:
+    """Whether every output's shape is known and all of them fit in ``limit`` bytes."""
+    total = 0
+    for name in filter(None, node.output):
+        info = g.tensor_info(name)
+        if info.shape is None or min(info.shape, default=0) < 0:
+            return False
+        itemsize = np.dtype(LITE_DTYPES[info.elem_type]).itemsize if info.elem_type in LITE_DTYPES else 8
+        total += int(np.prod(info.shape, dtype=np.float64)) * itemsize
+    return total <= limit
 
 
 def _fold(node: onnx.NodeProto, g: OnnxGraph) -> dict[str, np.ndarray] | None:

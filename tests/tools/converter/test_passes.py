@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import lite
 from lite.schema.graph import GraphDef, NodeDef, TensorDef
 from lite.tools.converter import ConversionReport, convert_to_graph
 from lite.tools.converter.onnx_graph import OnnxGraph, from_model, infer_shapes
@@ -312,3 +313,50 @@ def test_resnet_style_passes_keep_onnx_numerics():
     assert len(g.nodes) == 5
     same_outputs(model, g, {"x": random(1, 3, 8, 8)})
     assert g.info["y"].elem_type == TensorProto.FLOAT
+
+
+# ---- bounded folding ---------------------------------------------------------------------------
+
+
+def fill_model(dims: list[int]):
+    """A model whose output is ConstantOfShape(dims): a few bytes asking for a large tensor."""
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["y"])]
+    return graph_model(nodes, {}, ["y"], {"s": np.array(dims, np.int64)})
+
+
+def test_a_large_constant_is_not_folded_into_the_file():
+    graph, report = convert_to_graph(fill_model([4096, 8192]))  # 128 MiB of float32
+    assert [n.op_type for n in graph.nodes] == ["ConstantOfShape"] and not report.folded
+    assert all(t.data is None or t.data.nbytes < 1024 for t in graph.tensors)
+
+
+@pytest.mark.parametrize("nodes", [
+    [helper.make_node("ConstantOfShape", ["s"], ["y"])],
+    [helper.make_node("Range", ["zero", "huge", "one"], ["y"])],
+])
+def test_a_huge_computed_constant_is_refused_within_the_memory_limit(nodes):
+    inits = {"s": np.array([1 << 20, 1 << 20], np.int64), "zero": np.array(0.0, np.float32),
+             "huge": np.array(1e12, np.float32), "one": np.array(1.0, np.float32)}
+    used = {name for node in nodes for name in node.input}
+    model = graph_model(nodes, {}, ["y"], {k: v for k, v in inits.items() if k in used})
+    with pytest.raises(lite.MemoryLimitError, match="memory limit"):
+        convert_to_graph(model)
+
+
+def test_the_memory_limit_bounds_conversion_in_build():
+    onnx_bytes = fill_model([1024, 1024]).SerializeToString()  # 4 MiB
+    small = lite.Context(memory_limit=1 << 20)
+    with pytest.raises(lite.MemoryLimitError):
+        lite.Model().build(onnx_bytes, lite.ModelType.ONNX, small)
+    model = lite.Model()
+    model.build(onnx_bytes, lite.ModelType.ONNX, lite.Context())
+    assert model.predict([])[0].shape == (1024, 1024)
+
+
+def test_a_huge_sparse_initializer_is_refused_before_it_is_made_dense():
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.ones(1, np.float32), "w"),
+                                       numpy_helper.from_array(np.array([5], np.int64), "w_i"), [1 << 20, 1 << 20])
+    model = graph_model([helper.make_node("Identity", ["w"], ["y"])], {}, ["y"], {})
+    model.graph.sparse_initializer.append(sparse)
+    with pytest.raises(lite.MemoryLimitError, match="sparse initializer 'w'"):
+        convert_to_graph(model)
