@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from lite.errors import InputError
+from lite.arguments import MAX_THREADS, delegate_list, positive_int
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 
 if TYPE_CHECKING:
@@ -33,9 +33,9 @@ class Context:
     def __init__(self, thread_num: int | None = None, fallback: bool = True,
                  delegates: list[Delegate] | None = None, memory_limit: int = DEFAULT_MEMORY_LIMIT):
         self.thread_num = thread_num if thread_num is not None else (os.cpu_count() or 1)
-        self.fallback = fallback
-        self.delegates = list(delegates or [])
-        self.memory_limit = memory_limit
+        self.fallback = bool(fallback)
+        self.delegates = [] if delegates is None else delegate_list(delegates)
+        self.memory_limit = positive_int(memory_limit, "memory_limit (bytes)")
 
     @property
     def thread_num(self) -> int:
@@ -43,9 +43,7 @@ class Context:
 
     @thread_num.setter
     def thread_num(self, value: int) -> None:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InputError(f"thread_num must be a positive int, got {value!r}")
-        self._thread_num = value
+        self._thread_num = positive_int(value, "thread_num", MAX_THREADS)
 
     @property
     def delegate(self) -> Delegate | None:
@@ -54,7 +52,7 @@ class Context:
 
     @delegate.setter
     def delegate(self, value: Delegate | None) -> None:
-        self.delegates = [] if value is None else [value]
+        self.delegates = [] if value is None else delegate_list([value])
 
     def __repr__(self) -> str:
         names = [type(d).__name__ for d in self.delegates]

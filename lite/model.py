@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lite.arguments import dims_of, model_bytes, sequence_of
 from lite.context import Context
 from lite.engine import Engine
 from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFormatError
@@ -28,6 +29,15 @@ class PartitionRow:
     runs_on: str
     graph_kernel: str
     reason: str
+
+
+def checked_context(context: Context | None) -> Context:
+    """``context``, or a default Context for None; anything else is refused."""
+    if context is None:
+        return Context()
+    if not isinstance(context, Context):
+        raise InputError(f"context must be a lite.Context, got {type(context).__name__}")
+    return context
 
 
 class Model:
@@ -75,7 +85,8 @@ class Model:
         with self._lock:
             if self._engine is not None:
                 raise InputError("this Model is already built; create a new lite.Model()")
-            context = context or Context()
+            context = checked_context(context)
+            model_bytes(model_data)
             timer = _StageTimer()
             if model_type_of(model_data, model_type) is ModelType.ONNX:
                 with timer("convert"):
@@ -97,7 +108,7 @@ class Model:
             model_type: overrides the type the file extension implies.
             context: as for ``build``.
         """
-        context = context or Context()
+        context = checked_context(context)
         timer = _StageTimer()
         kind = model_type_of(model_path, model_type)
         with timer("convert" if kind is ModelType.ONNX else "read"):
@@ -174,6 +185,8 @@ class Model:
                 model stays usable.
             KernelError, DelegateError: a kernel or graph kernel failed; the model stays usable.
         """
+        if profile is not None and not isinstance(profile, dict):
+            raise InputError(f"profile must be a dict (kernel -> seconds) or None, got {type(profile).__name__}")
         with self._lock:
             engine = self._checked_engine()
             if inputs is not None:
@@ -224,15 +237,14 @@ class Model:
                 raise
 
     def _resize_targets(self, engine: Engine, inputs: Sequence[Tensor], dims: Sequence[Sequence[int]]):
+        inputs = sequence_of(inputs, "the input tensors (from get_inputs())", "resize")
+        dims = sequence_of(dims, "one shape per input", "resize")
         if len(inputs) != len(dims):
             raise InputError(f"resize got {len(inputs)} inputs but {len(dims)} shapes")
         targets = []
         for tensor, shape in zip(inputs, dims, strict=True):
             own = self._own_input(engine, tensor)
-            try:
-                shape = tuple(int(d) for d in shape)
-            except (TypeError, ValueError) as exc:
-                raise InputError(f"resize: shape for {own.name!r} must be a list of ints, got {shape!r}") from exc
+            shape = dims_of(shape, f"the shape for {own.name!r}")
             if len(shape) != len(own.declared_shape):
                 raise InputError(f"resize: input {own.name!r} has rank {len(own.declared_shape)}, "
                                  f"got shape {list(shape)}")
@@ -253,10 +265,13 @@ class Model:
 
     @staticmethod
     def _feed(engine: Engine, inputs: Sequence[Tensor | np.ndarray]) -> None:
-        if isinstance(inputs, (np.ndarray, Tensor)) or len(inputs) != len(engine.inputs):
-            count = 1 if isinstance(inputs, (np.ndarray, Tensor)) else len(inputs)
+        if isinstance(inputs, (np.ndarray, Tensor)):
+            raise InputError(f"predict takes a list of inputs, one per graph input {[t.name for t in engine.inputs]}, "
+                             f"got one {type(inputs).__name__}: wrap it in a list")
+        inputs = sequence_of(inputs, "the inputs", "predict")
+        if len(inputs) != len(engine.inputs):
             raise InputError(f"the model has {len(engine.inputs)} inputs "
-                             f"{[t.name for t in engine.inputs]}, predict got {count}")
+                             f"{[t.name for t in engine.inputs]}, predict got {len(inputs)}")
         for own, given in zip(engine.inputs, inputs, strict=True):
             if given is own:
                 continue

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lite.arguments import sequence_of
 from lite.context import Context
 from lite.errors import InputError
 from lite.loader import ModelSource, ModelType, load_lite_bytes
@@ -69,6 +70,7 @@ class ModelParallelRunner:
         Raises:
             InputError: as ``Model.predict``; the copy stays usable.
         """
+        inputs = sequence_of(inputs, "one input per graph input", "ModelParallelRunner.predict")
         model = self._idle.get()
         try:
             return model.predict(list(inputs))

@@ -86,7 +86,8 @@ class Tensor:
         if not isinstance(array, np.ndarray):
             raise InputError(f"tensor {self.name!r}: expected a numpy array, got {type(array).__name__}")
         if array.dtype != self.dtype:
-            raise InputError(f"tensor {self.name!r}: expected dtype {self.dtype.name}, got {array.dtype.name}")
+            got = array.dtype.name if array.dtype.name != self.dtype.name else f"{array.dtype.str} (another byte order)"
+            raise InputError(f"tensor {self.name!r}: expected dtype {self.dtype.name} ({self.dtype.str}), got {got}")
         if self.is_const:
             raise InputError(f"tensor {self.name!r} is a constant of the model and cannot be set")
         declared = self.declared_shape
