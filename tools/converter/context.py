@@ -56,8 +56,9 @@ class GraphBuilder:
             raise Unsupported(f"ONNX shape inference found no element type for tensor {name!r}; "
                               "give the graph inputs typed shapes (or run onnx.shape_inference)")
         if info.elem_type not in LITE_DTYPES:
-            raise Unsupported(f"tensor {name!r} has element type "
-                              f"{TensorProto.DataType.Name(info.elem_type)}, which .lite cannot store")
+            known = info.elem_type in TensorProto.DataType.values()
+            type_name = TensorProto.DataType.Name(info.elem_type) if known else f"{info.elem_type} (not an ONNX type)"
+            raise Unsupported(f"tensor {name!r} has element type {type_name}, which .lite cannot store")
         return TensorDef(name, LITE_DTYPES[info.elem_type], info.shape if info.shape is not None else ())
 
     def add(self, tensor: TensorDef) -> int:

@@ -286,7 +286,7 @@ def infer_shapes(g: OnnxGraph) -> None:
     except onnx.shape_inference.InferenceError as exc:
         g.shape_error = str(exc).strip()  # raised once mapping has listed any unsupported ops
         inferred = _lenient_inference(model)
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
         raise ModelFormatError(f"ONNX shape inference rejects the model: {exc}") from exc
     g.info = {v.name: _value_info(v) for v in [*inferred.input, *inferred.value_info, *inferred.output]}
     _fill_missing_types(g)
@@ -295,7 +295,7 @@ def infer_shapes(g: OnnxGraph) -> None:
 def _lenient_inference(model: onnx.ModelProto) -> onnx.GraphProto:
     try:
         return onnx.shape_inference.infer_shapes(model, data_prop=True).graph
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
         raise ModelFormatError(f"ONNX shape inference rejects the model: {exc}") from exc
 
 

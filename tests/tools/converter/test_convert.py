@@ -297,3 +297,23 @@ def test_custom_node_output_types_come_from_value_info():
     assert vendor.attrs["attrs"] == {"k": 2} and names(lite_graph, vendor.outputs) == ["copy"]  # renamed, still typed
     assert {t.name: (t.dtype, t.shape) for t in lite_graph.tensors if t.name in ("copy", "t")} == {
         "copy": (np.float32, (2, 4)), "t": (np.float32, (4, 2))}
+
+
+def test_an_element_type_onnx_does_not_define_is_unsupported_not_a_crash():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 999, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(UnsupportedOpError, match="element type 999 \\(not an ONNX type\\)"):
+        convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_a_recursive_model_local_function_is_a_format_error():
+    function = helper.make_function("local", "F", ["a"], ["b"], [helper.make_node("F", ["a"], ["b"], domain="local")],
+                                    [helper.make_opsetid("", 17)])
+    graph = helper.make_graph([helper.make_node("F", ["x"], ["y"], domain="local")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                              functions=[function])
+    with pytest.raises(ModelFormatError, match="recursive"):
+        convert(model)
