@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lite.tools.converter.context import NodeContext
@@ -16,6 +17,14 @@ def same(ctx: NodeContext, op_type: str, attrs: dict[str, Any] | None = None) ->
     while inputs and inputs[-1] == -1:
         inputs.pop()
     ctx.emit(op_type, attrs, inputs)
+
+
+def attr_choice(ctx: NodeContext, name: str, default: str, choices: Mapping[str, str]) -> str:
+    """A string attribute translated by ``choices`` (ONNX value -> .lite value); others are unsupported."""
+    value = ctx.attr(name, default)
+    if value not in choices:
+        ctx.unsupported(f"{name}={value!r} is not supported; use one of {sorted(choices)}")
+    return choices[value]
 
 
 def ints(ctx: NodeContext, name: str, default: list[int] | None, length: int) -> list[int]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from lite.schema.graph import DTYPE_NAMES
 from lite.tools.converter.context import NodeContext
-from lite.tools.converter.mappers.common import same
+from lite.tools.converter.mappers.common import attr_choice, same
 from lite.tools.converter.onnx_graph import LITE_DTYPES
 from lite.tools.converter.registry import mapper
 
@@ -26,24 +26,18 @@ def gather_nd_v11(ctx: NodeContext) -> None:
     same(ctx, "GatherNd", {"batch_dims": int(ctx.attr("batch_dims", 0))})
 
 
-def _reduction(ctx: NodeContext) -> str:
-    name = ctx.attr("reduction", "none")
-    if name not in _REDUCTIONS:
-        ctx.unsupported(f"reduction={name!r} is not one of {sorted(_REDUCTIONS)}")
-    return _REDUCTIONS[name]
-
-
 @mapper("ScatterND", since=11)
 def scatter_nd_v11(ctx: NodeContext) -> None:
     """Opset 16 adds reduction add/mul, 18 max/min."""
-    same(ctx, "ScatterNd", {"reduction": _reduction(ctx)})
+    same(ctx, "ScatterNd", {"reduction": attr_choice(ctx, "reduction", "none", _REDUCTIONS)})
 
 
 @mapper("Scatter", since=9)
 @mapper("ScatterElements", since=11)
 def scatter_elements_v11(ctx: NodeContext) -> None:
     """Scatter (opset 9-10) is ScatterElements by its old name; reduction from opset 16."""
-    same(ctx, "ScatterElements", {"axis": int(ctx.attr("axis", 0)), "reduction": _reduction(ctx)})
+    reduction = attr_choice(ctx, "reduction", "none", _REDUCTIONS)
+    same(ctx, "ScatterElements", {"axis": int(ctx.attr("axis", 0)), "reduction": reduction})
 
 
 @mapper("CumSum", since=11)

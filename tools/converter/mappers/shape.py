@@ -10,7 +10,7 @@ from lite.ops.slicing import INT64_MAX
 from lite.ops.split import explicit_split_sizes
 from lite.schema.graph import DTYPE_NAMES
 from lite.tools.converter.context import NodeContext
-from lite.tools.converter.mappers.common import same
+from lite.tools.converter.mappers.common import attr_choice, same
 from lite.tools.converter.onnx_graph import LITE_DTYPES, ONNX_TYPE_NAMES
 from lite.tools.converter.registry import mapper
 
@@ -85,18 +85,11 @@ def _axes_op(ctx: NodeContext, op_type: str) -> None:
         ctx.emit(op_type, {"axis": [] if axes is None else axes.reshape(-1).tolist()}, [ctx.input(0)])
 
 
-def _padding_mode(ctx: NodeContext) -> str:
-    mode = ctx.attr("mode", "constant")
-    if mode not in _PADDING_MODES:
-        ctx.unsupported(f"mode={mode!r} is not supported; use one of {sorted(_PADDING_MODES)}")
-    return _PADDING_MODES[mode]
-
-
 @mapper("Pad", since=1)
 @mapper("Pad", since=2)
 def pad_v1(ctx: NodeContext) -> None:
     """Opset < 11: pads (``paddings`` in opset 1) and ``value`` are attributes."""
-    mode = _padding_mode(ctx)
+    mode = attr_choice(ctx, "mode", "constant", _PADDING_MODES)
     pads = ctx.add_const(f"{ctx.name}_pads", _int64(ctx.attr("pads" if ctx.opset >= 2 else "paddings")))
     inputs = [ctx.input(0), pads]
     value = float(ctx.attr("value", 0.0))
@@ -109,7 +102,7 @@ def pad_v1(ctx: NodeContext) -> None:
 def pad_v11(ctx: NodeContext) -> None:
     """Opset 11+: pads and constant_value are inputs; opset 18's ``axes`` are expanded to every
     axis when they and the pads are constants, else passed on as input 3."""
-    mode = _padding_mode(ctx)
+    mode = attr_choice(ctx, "mode", "constant", _PADDING_MODES)
     inputs = [ctx.input(0), _full_rank_pads(ctx) if ctx.has_input(3) else ctx.input(1), ctx.input(2, optional=True)]
     if ctx.has_input(3) and inputs[1] == ctx.input(1):
         inputs.append(ctx.input(3))
