@@ -27,6 +27,10 @@ from lite.tensor import Tensor
 from lite.threads import limit_blas_threads
 
 
+class WrongGraphOutput(DelegateError):
+    """A graph kernel wrote an output of the wrong shape or dtype, or none."""
+
+
 class Engine:
     """The tensors, kernels (native and delegated) and memory plan of one built model.
 
@@ -76,8 +80,10 @@ class Engine:
         view = DelegateModel(self.kernels, self.inputs, self.outputs, delegate, self.log, self.context)
         try:
             delegate.build(view)
-        except DelegateError:
-            raise
+        except DelegateError as exc:
+            if name in str(exc):
+                raise
+            raise DelegateError(f"delegate {name} failed in build(): {exc}") from exc
         except Exception as exc:
             raise DelegateError(f"delegate {name} failed in build(): {type(exc).__name__}: {exc}") from exc
 
@@ -185,25 +191,22 @@ class Engine:
         """Executes every kernel; any failure becomes a LiteError naming the kernel."""
         limit_blas_threads(self.context.thread_num)
         kernel = None
-        runtime_shaped, limit = self.runtime_shaped, self.context.memory_limit
+        runtime_shaped, limit, partitions = self.runtime_shaped, self.context.memory_limit, self.log.partitions
         try:
             with np.errstate(all="ignore"):  # IEEE results (NaN, inf) as onnxruntime gives them, no warnings
-                if profile is None:
-                    for kernel in self.kernels:
-                        if kernel in runtime_shaped:
-                            infer_at_run(kernel, limit)
-                        kernel.execute()
-                else:
-                    for kernel in self.kernels:
-                        start = time.perf_counter()
-                        if kernel in runtime_shaped:
-                            infer_at_run(kernel, limit)
-                        kernel.execute()
+                for kernel in self.kernels:
+                    start = time.perf_counter() if profile is not None else 0.0
+                    if kernel in runtime_shaped:
+                        infer_at_run(kernel, limit)
+                    kernel.execute()
+                    if profile is not None:
                         profile[kernel] = profile.get(kernel, 0.0) + time.perf_counter() - start
+                    if kernel in partitions:  # NOTE: before a later kernel reads a wrong output
+                        self._check_graph_outputs(partitions[kernel])
+        except WrongGraphOutput:
+            raise
         except Exception as exc:
             raise self._execute_error(kernel, exc) from exc
-        for partition in self.log.partitions.values():
-            self._check_graph_outputs(partition)
 
     def _execute_error(self, kernel: Kernel, exc: Exception) -> LiteError:
         partition = self.log.partitions.get(kernel)
@@ -218,7 +221,7 @@ class Engine:
             data = tensor.data
             if data is None or data.shape != tensor.shape or data.dtype != tensor.dtype:
                 got = "nothing" if data is None else f"{data.dtype.name}{list(data.shape)}"
-                raise DelegateError(
+                raise WrongGraphOutput(
                     f"delegate {partition.delegate_name}: graph kernel {partition.kernel.name!r} "
                     f"wrote {got} to {tensor.name!r}, expected {tensor.dtype.name}{list(tensor.shape)}")
 

@@ -423,3 +423,32 @@ def test_200_builds_with_a_delegate_keeping_its_graph_kernels_leave_no_model_and
     growth = resident_bytes() - before
     assert len(delegate.made) >= 220 and not any(engine() is not None for engine in engines)
     assert growth < 10 << 20, f"resident memory grew by {growth / 2**20:.1f} MiB over 200 builds"
+
+
+class MisbehavesMidway(Misbehaves):
+    """Takes only the Mul, so a native kernel (the Sigmoid) reads what its graph kernel wrote."""
+
+    def __init__(self, how: str, on_calls: set[int]):
+        super().__init__(how, on_calls)
+        self.ops = {"MulFusion"}
+
+
+def test_a_wrong_output_is_blamed_on_the_graph_kernel_not_on_the_native_kernel_reading_it():
+    onnx_model = chain_model()
+    model = build(onnx_model, MisbehavesMidway("shape", on_calls={1}))
+    assert [r.runs_on for r in model.partition_report() if r.op_type == "MulFusion"] == ["MisbehavesMidway"]
+    with pytest.raises(lite.DelegateError, match="MisbehavesMidway: graph kernel 'counting_0' wrote float32\\[1, 8\\] "
+                                                 "to 'c', expected float32\\[2, 8\\]"):
+        model.predict([RNG.standard_normal((2, 8)).astype(np.float32)])
+    assert_matches_onnxruntime(model, onnx_model)
+
+
+class RaisesItsOwnError(lite.Delegate):
+    def build(self, model: lite.DelegateModel) -> None:
+        raise lite.DelegateError("the device rejected the graph")
+
+
+def test_a_delegate_error_raised_in_build_names_the_delegate():
+    message = "delegate RaisesItsOwnError failed in build\\(\\): the device rejected"
+    with pytest.raises(lite.DelegateError, match=message):
+        build(chain_model(), RaisesItsOwnError())
