@@ -28,7 +28,7 @@ from lite.threads import limit_blas_threads
 
 
 class WrongGraphOutput(DelegateError):
-    """A graph kernel wrote an output of the wrong shape or dtype, or none."""
+    """A graph kernel wrote an output of the wrong shape or dtype (or none), or wrote into an input."""
 
 
 class Engine:
@@ -198,11 +198,12 @@ class Engine:
                     start = time.perf_counter() if profile is not None else 0.0
                     if kernel in runtime_shaped:
                         infer_at_run(kernel, limit)
-                    kernel.execute()
+                    if kernel in partitions:
+                        self._execute_graph_kernel(partitions[kernel])
+                    else:
+                        kernel.execute()
                     if profile is not None:
                         profile[kernel] = profile.get(kernel, 0.0) + time.perf_counter() - start
-                    if kernel in partitions:  # NOTE: before a later kernel reads a wrong output
-                        self._check_graph_outputs(partitions[kernel])
         except WrongGraphOutput:
             raise
         except Exception as exc:
@@ -216,14 +217,48 @@ class Engine:
             return exc
         return KernelError(f"kernel {kernel.name!r} ({kernel.type}) failed: {type(exc).__name__}: {exc}")
 
+    def _execute_graph_kernel(self, partition: Partition) -> None:
+        """Runs a graph kernel on read-only inputs, then checks what it wrote.
+
+        A delegate's code must not change the tensors it reads: native kernels after it read
+        them too, and a model input's array holds the user's data. A write into an input array
+        therefore raises, and an input whose array was replaced gets its array back.
+        """
+        kernel = partition.kernel
+        arrays = [None if t is None else t.data for t in kernel.inputs]
+        locked = list({id(a): a for a in arrays if a is not None and a.flags.writeable}.values())
+        for array in locked:
+            array.flags.writeable = False
+        try:
+            kernel.execute()
+        except ValueError as exc:
+            if "read-only" in str(exc):
+                raise self._misbehaved(partition, f"wrote into an input ({exc}); graph kernels write only "
+                                                  "their outputs") from exc
+            raise
+        finally:
+            for array in locked:
+                array.flags.writeable = True
+        rebound = [t.name for t, a in zip(kernel.inputs, arrays, strict=True) if t is not None and t.data is not a]
+        for tensor, array in zip(kernel.inputs, arrays, strict=True):
+            if tensor is not None:
+                tensor.data = array
+        if rebound:
+            raise self._misbehaved(partition, f"replaced the arrays of its inputs {rebound}; graph kernels write "
+                                              "only their outputs")
+        self._check_graph_outputs(partition)  # NOTE: before a later kernel reads a wrong output
+
+    @staticmethod
+    def _misbehaved(partition: Partition, what: str) -> WrongGraphOutput:
+        return WrongGraphOutput(f"delegate {partition.delegate_name}: graph kernel {partition.kernel.name!r} {what}")
+
     def _check_graph_outputs(self, partition: Partition) -> None:
         for tensor in partition.kernel.outputs:
             data = tensor.data
             if data is None or data.shape != tensor.shape or data.dtype != tensor.dtype:
                 got = "nothing" if data is None else f"{data.dtype.name}{list(data.shape)}"
-                raise WrongGraphOutput(
-                    f"delegate {partition.delegate_name}: graph kernel {partition.kernel.name!r} "
-                    f"wrote {got} to {tensor.name!r}, expected {tensor.dtype.name}{list(tensor.shape)}")
+                raise self._misbehaved(partition, f"wrote {got} to {tensor.name!r}, "
+                                                  f"expected {tensor.dtype.name}{list(tensor.shape)}")
 
     # ---- reports -----------------------------------------------------------------------
 

@@ -157,13 +157,15 @@ class TVMGraphKernel(Kernel):
         # NOTE: TVM's CPU kernels assume 64-byte aligned inputs (misaligned ones crash AVX-512 code).
         # tvm_ffi.from_dlpack checks alignment and contiguity itself and raises, at no cost when they
         # hold (reading the address in Python costs more than the whole call), so anything it refuses
-        # (misaligned, strided or read-only) is copied into an aligned staging buffer first.
+        # (misaligned or strided) is copied into an aligned staging buffer first. The runtime makes a
+        # graph kernel's inputs read-only while it runs: DLPack 1.0 (a versioned capsule) carries that.
         """
         array = tensor.data
         if not self.delegate.on_cpu:
             return self._upload(tensor, array)
         try:
-            return tvm_ffi.from_dlpack(array, require_alignment=ALIGNMENT, require_contiguous=True)
+            capsule = array.__dlpack__(max_version=(1, 0))
+            return tvm_ffi.from_dlpack(capsule, require_alignment=ALIGNMENT, require_contiguous=True)
         except (RuntimeError, BufferError, ValueError, TypeError):
             staging = self._staging.get(tensor)
             if staging is None or staging.shape != array.shape or staging.dtype != array.dtype:

@@ -793,6 +793,8 @@ def test_aligned_inputs_cross_without_a_copy():
     model.predict([feeds_for(onnx_model)["x"]])
     (kernel,) = model.graph_kernels()
     tensor = kernel.arguments[0]
+    assert not kernel._staging  # predict ran it on read-only inputs (the runtime locks them): no copy either
+    tensor.data.flags.writeable = False
     assert np.from_dlpack(kernel._argument(tensor)).ctypes.data == tensor.data.ctypes.data
 
 
