@@ -12,44 +12,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.tools.converter import convert
-from tests.delegate_support import CountingDelegate, NativeGraphKernel
+from tests.delegate_support import (
+    RNG,
+    CountingDelegate,
+    NativeGraphKernel,
+    assert_matches_onnxruntime,
+    build,
+    chain_model,
+)
 from tests.oracle import relative_l2, run_onnxruntime
-
-RNG = np.random.default_rng(7)
-
-
-def chain_model(dynamic_batch: bool = False):
-    """x -> Add c1 -> a -> Relu -> b -> Mul c2 -> c -> Sigmoid -> d -> Add(a, d) -> y; b is an output too."""
-    batch = "N" if dynamic_batch else 2
-    c1 = numpy_helper.from_array(RNG.standard_normal((1, 8)).astype(np.float32), "c1")
-    c2 = numpy_helper.from_array(RNG.standard_normal((1, 8)).astype(np.float32), "c2")
-    nodes = [
-        helper.make_node("Add", ["x", "c1"], ["a"], name="add1"),
-        helper.make_node("Relu", ["a"], ["b"], name="relu"),
-        helper.make_node("Mul", ["b", "c2"], ["c"], name="mul"),
-        helper.make_node("Sigmoid", ["c"], ["d"], name="sigmoid"),
-        helper.make_node("Add", ["a", "d"], ["y"], name="add2"),
-    ]
-    graph = helper.make_graph(
-        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 8]),
-         helper.make_tensor_value_info("b", TensorProto.FLOAT, [batch, 8])], [c1, c2])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-
-
-def build(onnx_model, *delegates, fallback=True):
-    model = lite.Model()
-    model.build(convert(onnx_model, fusion=False), lite.ModelType.LITE,
-                lite.Context(thread_num=1, fallback=fallback, delegates=list(delegates)))
-    return model
-
-
-def assert_matches_onnxruntime(model, onnx_model, batch=2):
-    x = RNG.standard_normal((batch, 8)).astype(np.float32)
-    outputs = model.predict([x])
-    expected = run_onnxruntime(onnx_model, {"x": x})
-    for got, want in zip(outputs, expected, strict=True):
-        assert relative_l2(got.get_data_to_numpy(), want) < 1e-6
 
 
 def test_lifecycle_order_and_counts():
