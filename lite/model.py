@@ -15,6 +15,7 @@ from lite.context import Context
 from lite.engine import Engine
 from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFormatError
 from lite.kernel import Kernel
+from lite.kernels import fast
 from lite.loader import ModelSource, ModelType, load_lite_bytes, model_type_of
 from lite.schema.reader import read_model
 from lite.tensor import Tensor
@@ -56,7 +57,8 @@ class Model:
 
     Attributes:
         build_timings: seconds spent per build stage ("convert" for ONNX input, "parse",
-            "schedule", "delegate build", "prepare").
+            "schedule", "delegate build", "prepare"); "jit": the part of "prepare" spent compiling
+            fast kernels (or loading them from the cache), when any was.
     """
 
     def __init__(self) -> None:
@@ -123,8 +125,11 @@ class Model:
         with timer("delegate build"):
             for delegate in context.delegates:
                 engine.delegate(delegate)
+        compiling = fast.compile_seconds()
         with timer("prepare"):
             engine.prepare()
+        if fast.compile_seconds() > compiling:  # NOTE: part of "prepare": compiled kernels load or compile there
+            timer.seconds["jit"] = fast.compile_seconds() - compiling
         return engine
 
     def partition_report(self) -> list[PartitionRow]:

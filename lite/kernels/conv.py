@@ -14,11 +14,13 @@ from functools import partial
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import activation_step, fused_activation
+from lite.kernels.fused import activation_step, clip_bounds, fused_activation
 from lite.kernels.registry import register
 from lite.kernels.window import (
+    Geometry,
     Planes,
     check_input_rank,
     check_pads,
@@ -164,8 +166,13 @@ class Conv2DFusion(ConvBase):
             self.plan_steps, self.gemm_cols = self.direct_steps, (n, g, per_group, math.prod(out_sizes))
         elif per_group == 1 and g > 1 and self.rank <= 2:
             lift = (1,) * (2 - self.rank)  # NOTE: 1-D as 2-D of height 1, so it gets this plan too
-            self.plan_depthwise((*x[:2], *lift, *x[2:]), (*w[:2], *lift, *kernel), (*(0,) * len(lift), *begins),
-                                (*lift, *out_sizes), (*lift, *self.strides), (*lift, *self.dilations))
+            no_pads = (0,) * len(lift)
+            geometry = Geometry((*x[:2], *lift, *x[2:]), (*lift, *kernel), (*lift, *self.strides),
+                                (*lift, *self.dilations), (*no_pads, *begins), (*no_pads, *ends), (*lift, *out_sizes))
+            if self.fast_depthwise(geometry):
+                self.plan_fast_depthwise(geometry, out_c)
+            else:
+                self.plan_depthwise(geometry, out_c)
         else:
             self.plan_im2col(x, w, begins, out_sizes)
 
@@ -182,11 +189,44 @@ class Conv2DFusion(ConvBase):
                          tuple(item * s for s in (c * plane, plane, *steps, *window)), item * first)
                         for phase, taps, first, steps in planes.tap_groups()]
 
-    def plan_depthwise(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, int],
-                       out_sizes: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int]) -> None:
-        """The depthwise plan of a 2-D geometry (1-D arrives lifted to height 1)."""
-        (n, c, h, wd), (out_c, _, kh, kw), (out_h, out_w) = x, w, out_sizes
-        item, geometry = self.inputs[0].dtype.itemsize, (begins, (kh, kw), strides, dilations, out_sizes)
+    def fast_depthwise(self, geometry: Geometry) -> bool:
+        """Whether the compiled depthwise kernel runs (it can, and beats numpy on this geometry)."""
+        if not fast.enabled() or self.inputs[0].dtype.name not in fast.FAST_DTYPES:
+            return False
+        from lite.kernels.fast import depthwise  # NOTE: imports the compiler: only when used
+
+        return depthwise.worth_it(geometry)
+
+    def plan_fast_depthwise(self, geometry: Geometry, out_c: int) -> None:
+        """The compiled direct depthwise kernel (``lite.kernels.fast.depthwise``) of a 2-D geometry."""
+        from lite.kernels.fast.depthwise import DepthwisePlan
+
+        self.fast_plan = plan = DepthwisePlan(geometry)
+        self.scratch = Scratch(*plan.scratch)
+        self.x_shape, self.out_shape = geometry.x, (geometry.x[0], out_c, *geometry.out)
+        self.plan_steps = self.fast_depthwise_steps
+        plan.warm(self.inputs[0].dtype)
+
+    def fast_depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
+                             bias: Tensor | None) -> list[Step]:
+        """One call: the compiled kernel with bias and activation fused."""
+        out_c, dtype = self.out_shape[1], out.dtype
+        # NOTE: writable C-contiguous arrays only: the kernel was compiled for those (a read-only weight from
+        # the model file, or a strided input, would be another type, compiled again in the middle of a predict)
+        bias_data = np.zeros(out_c, dtype) if bias is None else np.array(bias.data, dtype, copy=True)
+        bounds = clip_bounds(self.activation, dtype) or (-np.inf, np.inf)
+        kernel = np.array(self.fast_plan.arrange(weights.reshape(out_c, 1, *self.fast_plan.geometry.kernel)), copy=True)
+        x = x.reshape(self.x_shape)
+        if not (x.flags.writeable and x.flags.c_contiguous):
+            x = np.array(x, copy=True)  # NOTE: a copy bound once; refreshed below each run
+            return [partial(np.copyto, x, self.inputs[0].data.reshape(self.x_shape)),
+                    partial(self.fast_plan.run, x, kernel, bias_data, out.reshape(self.out_shape), bounds, buffers)]
+        return [partial(self.fast_plan.run, x, kernel, bias_data, out.reshape(self.out_shape), bounds, buffers)]
+
+    def plan_depthwise(self, g: Geometry, out_c: int) -> None:
+        """The numpy depthwise plan of a 2-D geometry (1-D arrives lifted to height 1)."""
+        (n, c, h, wd), (kh, kw), (out_h, out_w) = g.x, g.kernel, g.out
+        item, geometry = self.inputs[0].dtype.itemsize, (g.begins, g.kernel, g.strides, g.dilations, g.out)
         width = Planes((n, 1, h, wd), *geometry, spare_row=True, split=True).dims[1]
         length = out_h * width
         # NOTE: channels go in chunks whose columns stay in cache between the copies and the matmul.
@@ -198,7 +238,7 @@ class Conv2DFusion(ConvBase):
         self.gathers = [(phase, (slice(None), slice(None), *taps), tuple(map(count, taps)),
                          tuple(item * s for s in (per * plane, plane, *steps, 1)), item * first)
                         for phase, taps, first, steps in planes.tap_groups()]
-        self.x_shape, self.out_shape = x, (n, c, out_c // c, out_h, out_w)
+        self.x_shape, self.out_shape = g.x, (n, c, out_c // c, out_h, out_w)
         self.plan_steps = self.depthwise_steps
 
     def run(self, x: np.ndarray, out: np.ndarray) -> None:

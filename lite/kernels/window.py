@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -18,6 +19,19 @@ from lite.kernels.base import NativeKernel, Step, copy_step
 from lite.ops.geometry import PAD_MODES
 
 MAX_WINDOW_TAPS = 1 << 16  # a 256 x 256 window; global pooling has its own flag
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A 2-D window's shapes: input (N, C, H, W), kernel, strides, dilations, pads, output."""
+
+    x: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    begins: tuple[int, int]
+    ends: tuple[int, int]
+    out: tuple[int, int]
 
 
 def check_window_taps(kernel: NativeKernel, kernel_size: tuple[int, ...]) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lite.errors import ModelFormatError
-from lite.kernels import conv
+from lite.kernels import conv, fast
 from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
 from lite.schema.primitives import default_attrs
@@ -83,9 +83,18 @@ CONV_CASES = [
 ]
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def kernels(request, monkeypatch):
+    """Runs a test with the numpy kernels and again with the compiled ones (where numba imports)."""
+    if request.param == "compiled" and fast.numba_module() is None:
+        pytest.skip("numba is not importable here")
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1" if request.param == "compiled" else "0")
+    return request.param
+
+
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CONV_CASES)
-def test_conv2d_matches_onnxruntime(x_shape, w_shape, attrs, bias):
+def test_conv2d_matches_onnxruntime(kernels, x_shape, w_shape, attrs, bias):
     x, w, b = conv_inputs(len(x_shape) + sum(w_shape), x_shape, w_shape, w_shape[0], bias)
     check("Conv2DFusion", "Conv", x, w, b, attrs)
 
@@ -95,6 +104,7 @@ DEPTHWISE_CASES = [case for case in CONV_CASES if case[2].get("group") == case[0
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), DEPTHWISE_CASES)
 def test_depthwise_conv_one_channel_per_chunk(monkeypatch, x_shape, w_shape, attrs):
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")  # the numpy plan's chunks
     monkeypatch.setattr(conv, "DEPTHWISE_CHUNK_BYTES", 1)
     x, w, b = conv_inputs(sum(x_shape), x_shape, w_shape, w_shape[0], True)
     check("Conv2DFusion", "Conv", x, w, b, attrs)
@@ -252,6 +262,7 @@ def test_bound_calls_read_each_runs_values(w_shape, attrs, const_weight):
     ((4, 1, 3, 3), {"group": 4, "pad_list": (1, 1, 1, 1)}, [((2, 1, 10), (2, 2, 10, 80))] * 2)])
 def test_matmul_shapes_are_those_execute_runs(monkeypatch, w_shape, attrs, expected):
     """Direct, im2col and depthwise plans (two chunks of two channels; taps plus the bias row)."""
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")  # the numpy depthwise plan
     monkeypatch.setattr(conv, "DEPTHWISE_CHUNK_BYTES", 2 * 10 * 80 * 4 * 2)
     rng = np.random.default_rng(5)
     kernel = build("Conv2DFusion", attrs, [rng.standard_normal(s).astype(np.float32)

@@ -1,0 +1,85 @@
+"""The compiled-kernel layer: where it caches, what build reports, and the model without it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import lite
+from lite.kernels import fast
+from lite.tools.converter import convert
+from tests.oracle import relative_l2, run_onnxruntime
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def depthwise_model():
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((8, 1, 3, 3)).astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=8, pads=[1, 1, 1, 1]),
+         helper.make_node("Clip", ["c", "lo", "hi"], ["y"])], "dw",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 20, 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 20, 20])],
+        [weight, bias, numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("DELITE_NUMBA_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert fast.cache_directory() == tmp_path / "delite" / "numba"
+    monkeypatch.setenv("DELITE_NUMBA_CACHE", str(tmp_path / "mine"))
+    assert fast.cache_directory() == tmp_path / "mine"
+
+
+@pytest.mark.parametrize("why", ["no compiler", "switched off"])
+def test_the_model_runs_on_numpy_kernels_without_the_compiler(monkeypatch, why):
+    if why == "no compiler":
+        monkeypatch.setattr(fast, "numba_module", lambda: None)
+    else:
+        monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    assert not fast.enabled()
+    onnx_model = depthwise_model()
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=1))
+    x = np.random.default_rng(1).standard_normal((1, 8, 20, 20)).astype(np.float32)
+    got = model.predict([x])[0].get_data_to_numpy()
+    assert relative_l2(got, run_onnxruntime(onnx_model, {"x": x})[0]) < 1e-6
+    assert "jit" not in model.build_timings
+
+
+BUILD_SCRIPT = """
+import json, sys, lite
+model = lite.Model()
+model.build_from_file(sys.argv[1], context=lite.Context(thread_num=1))
+print(json.dumps(model.build_timings))
+"""
+
+
+@pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_the_cache(tmp_path):
+    path = tmp_path / "dw.lite"
+    path.write_bytes(convert(depthwise_model()))
+    environment = {"DELITE_NUMBA_CACHE": str(tmp_path / "cache"), "DELITE_FAST_KERNELS": "1"}
+
+    def build_in_a_new_process() -> dict[str, float]:
+        import os
+
+        result = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, str(path)], cwd=REPO, capture_output=True,
+                                text=True, env={**os.environ, **environment}, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    first = build_in_a_new_process()
+    assert list((tmp_path / "cache").rglob("*.nbi"))  # numba's cache index files
+    second = build_in_a_new_process()
+    assert first["jit"] > 0 and second["jit"] > 0
+    assert second["jit"] < first["jit"] / 2, (first, second)

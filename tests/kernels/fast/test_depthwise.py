@@ -1,0 +1,71 @@
+"""The compiled depthwise convolution against the numpy kernel it stands in for, and the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.kernels import fast
+from lite.kernels.fast import depthwise
+from tests.kernels.harness import run_kernel
+from tests.kernels.test_conv import onnx_reference
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+# (x shape, weight shape, Conv2DFusion attrs): strides, dilations, pads, multipliers, batches, dtypes
+CASES = [
+    ((1, 8, 20, 20), (8, 1, 3, 3), {"pad_list": (1, 1, 1, 1)}),
+    ((2, 6, 21, 19), (6, 1, 3, 3), {"stride": (2, 2), "pad_list": (1, 1, 1, 1)}),
+    ((1, 4, 21, 23), (4, 1, 3, 3), {"stride": (2, 2), "pad_list": (0, 1, 0, 1)}),
+    ((1, 5, 45, 29), (5, 1, 5, 5), {"stride": (3, 2), "pad_list": (2, 2, 1, 3)}),
+    ((1, 4, 24, 24), (4, 1, 3, 3), {"dilation": (2, 3), "pad_list": (2, 3, 2, 3)}),
+    ((1, 3, 16, 16), (6, 1, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # channel multiplier 2
+    ((1, 3, 12, 12), (9, 1, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # multiplier 3
+    ((2, 16, 10, 10), (16, 1, 3, 3), {"pad_list": (1, 1, 1, 1), "activation_type": "RELU6"}),
+    ((1, 8, 15, 15), (8, 1, 7, 7), {"pad_mode": "SAME_UPPER", "activation_type": "RELU"}),
+    ((1, 8, 12, 80), (8, 1, 1, 5), {"stride": (1, 4), "pad_list": (0, 0, 2, 2)}),
+    ((3, 2, 1, 200), (2, 1, 1, 3), {"pad_list": (0, 0, 1, 1)}),
+]
+
+
+def conv(x, w, b, attrs):
+    return run_kernel("Conv2DFusion", {"group": x.shape[1], **attrs}, [x, w, b])[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, dtype):
+    rng = np.random.default_rng([len(x_shape), *x_shape, *w_shape])
+    x, w = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    reference = conv(x, w, b, attrs)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
+    got = conv(x, w, b, attrs)
+    assert got.dtype == reference.dtype and got.shape == reference.shape
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_every_case_runs_the_compiled_kernel(monkeypatch):
+    depthwise._warm("float32")  # compiled (and cached) before the kernel is replaced by a probe
+    calls = []
+    monkeypatch.setattr(depthwise, "by_plane", lambda *args: calls.append(args[0].shape))
+    for x_shape, w_shape, attrs in CASES:
+        run_kernel("Conv2DFusion", {"group": x_shape[1], **attrs},
+                   [np.zeros(x_shape, np.float32), np.zeros(w_shape, np.float32)])
+    assert len(calls) == len(CASES)
+
+
+def test_small_planes_stay_on_the_numpy_kernel(monkeypatch):
+    monkeypatch.setattr(depthwise, "by_plane", lambda *args: pytest.fail("the compiled kernel ran"))
+    run_kernel("Conv2DFusion", {"group": 4, "pad_list": (1, 1, 1, 1)},
+               [np.zeros((1, 4, 7, 7), np.float32), np.zeros((4, 1, 3, 3), np.float32)])
+
+
+def test_matches_onnxruntime_on_a_mobilenet_layer():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 32, 56, 56)).astype(np.float32)
+    w, b = rng.standard_normal((32, 1, 3, 3)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    got = conv(x, w, b, {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "activation_type": "RELU6"})
+    expected = np.clip(onnx_reference("Conv", x, {"w": w, "b": b}, group=32, strides=[2, 2], pads=[1, 1, 1, 1]), 0, 6)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
