@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
@@ -141,7 +143,42 @@ class LayerNormFusion(NativeKernel):
     def output_dtypes(self) -> list[np.dtype]:
         return [self.inputs[0].dtype] + [np.dtype(np.float32)] * (len(self.outputs) - 1)
 
+    def resize(self) -> None:
+        self.compiled = len(self.outputs) == 1 and self.inputs[0].dtype.name in fast.FAST_DTYPES and fast.enabled()
+        self.affine_key: tuple | None = None
+        if self.compiled:
+            from lite.kernels.fast import norm  # NOTE: imports the compiler: only when used
+
+            norm.warm(self.inputs[0].dtype.name)
+            self.layer_norm = norm.layer_norm
+
     def execute(self) -> None:
+        if self.compiled:
+            self.execute_compiled()
+        else:
+            self.execute_numpy()
+
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """Scale and bias as writable (D,) arrays of x's dtype, D the normalised size."""
+        x = self.inputs[0]
+        normalised = x.shape[self.axis:]
+        bias = self.inputs[2] if len(self.inputs) > 2 else None
+        return tuple(np.array(np.broadcast_to(v, normalised).reshape(-1), x.dtype, copy=True)
+                     for v in (self.inputs[1].data, 0 if bias is None else bias.data))
+
+    def execute_compiled(self) -> None:
+        """``lite.kernels.fast.norm.layer_norm``: one pass per row."""
+        x, out = self.inputs[0].data, self.outputs[0].data
+        key = tuple(None if t is None else t.data for t in self.inputs[1:])
+        if self.affine_key is None or not all(map(operator.is_, key, self.affine_key)):
+            self.affine_key, self.scale_bias = key, self.affine()  # NOTE: once, for constant scale and bias
+        rows = math.prod(x.shape[:self.axis])
+        flat = x.reshape(rows, -1)
+        if not (flat.flags.writeable and flat.flags.c_contiguous):
+            flat = np.array(flat, copy=True)  # NOTE: the type it was compiled for
+        self.layer_norm(flat, *self.scale_bias, x.dtype.type(self.epsilon), out.reshape(rows, -1))
+
+    def execute_numpy(self) -> None:
         x, out = self.inputs[0].data, self.outputs[0].data
         rows = math.prod(x.shape[:self.axis])
         dtype = stats_dtype(x.dtype)
