@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import Unary, check_io, erf
 from lite.kernels.fused import clip_ufunc
@@ -22,6 +23,8 @@ class Activation(NativeKernel):
 
     Each type is the method named after it in lower case, e.g. ``leaky_relu(x, out)``.
     """
+
+    compiled_gelu = None  # lite.kernels.fast.activation.gelu_float32 where it runs (set by resize)
 
     def check_attrs(self) -> None:
         check_io(self, 1)
@@ -114,7 +117,18 @@ class Activation(NativeKernel):
         np.add(out, 1, out=out)
         np.divide(x, out, out=out)
 
+    def resize(self) -> None:
+        self.compiled_gelu = None
+        if self.attrs["activation_type"] == "GELU" and self.inputs[0].dtype == np.float32 and fast.enabled():
+            from lite.kernels.fast import activation  # NOTE: imports the compiler: only when used
+
+            activation.warm()
+            self.compiled_gelu = activation.gelu_float32
+
     def gelu(self, x: np.ndarray, out: np.ndarray) -> None:
+        if self.compiled_gelu is not None and x.flags.c_contiguous and x.flags.writeable and out.flags.c_contiguous:
+            self.compiled_gelu(x.reshape(-1), out.reshape(-1))
+            return
         np.multiply(x, SQRT_HALF, out=out)
         erf(out, out, self.workspace)
         self._half_x_times_one_plus(x, out)

@@ -492,9 +492,9 @@ def _horner(z: np.ndarray, coeffs: tuple[float, ...], out: np.ndarray) -> np.nda
 
 
 # Eigen's and XLA's float erf: x * P(x^2) / Q(x^2) on x clamped to [-4, 4].
-_ALPHA = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+ERF32_ALPHA = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
           -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_BETA = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+ERF32_BETA = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
          -1.42647390514189e-02)
 
 
@@ -503,8 +503,8 @@ def erf_float32(x: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> None:
     floats); ``scratch`` is float32 of shape (4, *x.shape)."""
     v = np.clip(x, -4.0, 4.0, out=scratch[0, ...])
     z = np.multiply(v, v, out=scratch[1, ...])
-    ratio = _horner(z, _ALPHA, scratch[2, ...])
-    ratio /= _horner(z, _BETA, scratch[3, ...])
+    ratio = _horner(z, ERF32_ALPHA, scratch[2, ...])
+    ratio /= _horner(z, ERF32_BETA, scratch[3, ...])
     # NOTE: P/Q is about 2/sqrt(pi); multiplying v last keeps tiny x from underflowing.
     np.multiply(ratio, v, out=out)
 
