@@ -16,6 +16,7 @@ tools) loads through here, so a model behaves the same whichever way it is given
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import stat
 from collections.abc import Iterator
@@ -117,12 +118,14 @@ def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT) ->
     or changed); a path is read with ``read_model_file``.
 
     Raises:
-        InputError, ModelFormatError: as ``read_model_file``; the bytes are not ONNX; or the
-            external data is missing, outside the model's folder, truncated or too large.
+        InputError, ModelFormatError: as ``read_model_file``; the bytes are not ONNX (or hold a
+            string that is not UTF-8); or the external data is missing, outside the model's
+            folder, truncated or too large.
     """
     import onnx
 
     if isinstance(source, onnx.ModelProto):
+        _check_text(source, "the ModelProto")
         _check_no_external_data(source)
         return source
     data = source_bytes(source, size_limit, "ONNX model")
@@ -130,11 +133,45 @@ def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT) ->
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # NOTE: protobuf raises several types for corrupt bytes
         raise ModelFormatError(f"not a valid ONNX model: {_describe(source)}: {exc}") from exc
+    _check_text(model, _describe(source))
     if isinstance(source, (str, os.PathLike)):
         read_external_data(model, Path(source).parent, size_limit)
     else:
         _check_no_external_data(model)
     return model
+
+
+def _check_text(message, source: str) -> None:
+    """Refuses a protobuf message (an ONNX model) with a string field that is not UTF-8.
+
+    The protobuf runtime parses such a field without complaint and hands it out as ``bytes``
+    (where the converter expects ``str``), or raises UnicodeDecodeError when it is copied. Only
+    string and message fields are read (never a tensor's data).
+    """
+    for name, full_name, is_message, repeated in _text_fields(message.DESCRIPTOR):
+        if repeated:
+            values = getattr(message, name)
+        elif message.HasField(name):
+            values = (getattr(message, name),)
+        else:
+            continue
+        for value in values:
+            if is_message:
+                _check_text(value, source)
+            elif not isinstance(value, str):
+                raise ModelFormatError(f"not a valid ONNX model: {source}: {full_name} is not UTF-8 text")
+
+
+@functools.cache
+def _text_fields(descriptor) -> tuple[tuple[str, str, bool, bool], ...]:
+    """(name, full name, is a message, is repeated) of the string and message fields of a message type."""
+    return tuple((f.name, f.full_name, f.type == f.TYPE_MESSAGE, _repeated(f)) for f in descriptor.fields
+                 if f.type in (f.TYPE_STRING, f.TYPE_MESSAGE))
+
+
+def _repeated(field) -> bool:
+    # NOTE: newer protobuf releases have is_repeated and no longer label
+    return field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
 
 
 def read_external_data(model: onnx.ModelProto, folder: Path, size_limit: int = DEFAULT_MEMORY_LIMIT) -> None:

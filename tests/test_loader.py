@@ -174,3 +174,19 @@ def test_model_type_from_suffix_identifier_or_argument(tmp_path):
     assert model_type_of(lite_bytes, ModelType.ONNX) is ModelType.ONNX
     with pytest.raises(lite.InputError, match="ModelType"):
         model_type_of(lite_bytes, "lite")
+
+
+NOT_UTF8 = bytes([0xE7, 0x00, 0xFF, 0xFE, 0x80, 0x81, 0xC0, 0xAF, 0xED, 0xA0, 0x80])  # 11 bytes, as "m.onnx.data"
+
+
+@pytest.mark.parametrize("text", [b"m.onnx.data", b"lite-tests!"], ids=["external data location", "graph name"])
+def test_a_string_that_is_not_utf8_is_a_format_error(external, text):
+    # protobuf hands such a string out as bytes: it raised TypeError (location) or UnicodeDecodeError (name)
+    path, _ = external
+    model = onnx.load_model(path, load_external_data=False)
+    model.graph.name = "lite-tests!"
+    path.write_bytes(model.SerializeToString().replace(text, NOT_UTF8))
+    with pytest.raises(lite.ModelFormatError, match="is not UTF-8 text"):
+        lite.Model().build_from_file(path)
+    with pytest.raises(lite.ModelFormatError, match="is not UTF-8 text"):
+        load_onnx(path.read_bytes())

@@ -21,6 +21,7 @@ from lite.schema.primitives import default_attrs
 from lite.tools.converter.onnx_graph import LITE_DTYPES, OnnxGraph
 
 _REQUIRED = object()
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class Unsupported(Exception):
@@ -185,6 +186,9 @@ class NodeContext:
         if unknown:
             raise ValueError(f"{op_type} has no attribute(s) {sorted(unknown)}")
         full.update(attrs or {})
+        wide = next((key for key, value in full.items() if _past_int64(value)), None)
+        if wide is not None:
+            self.invalid(f"attribute {wide}={full[wide]} does not fit in int64")  # e.g. a float axis=1e30
         if outputs is None:
             outputs = [self.output(j) for j, name in enumerate(self.node.output) if name]
         own = {self.builder.index.get(name) for name in self.node.output if name}
@@ -201,6 +205,12 @@ class NodeContext:
         """Raises ModelFormatError for a malformed node."""
         raise ModelFormatError(
             f"malformed ONNX node {self.name!r} ({self.node.op_type}, opset {self.opset}): {message}")
+
+
+def _past_int64(value: Any) -> bool:
+    """Whether an attribute value (a number or a list of them) holds an integer .lite cannot store as int64."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return any(isinstance(v, int) and not _INT64_MIN <= v <= _INT64_MAX for v in items)
 
 
 def _attribute_value(attribute: onnx.AttributeProto) -> Any:

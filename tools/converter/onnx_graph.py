@@ -43,6 +43,12 @@ _BOOL_OUTPUTS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOr
                            "IsNaN", "IsInf"})
 _INT64_OUTPUTS = frozenset({"Shape", "Size", "ArgMax", "ArgMin", "NonZero"})
 _INLINE_CONST_SIZE = 4096  # consts up to this many elements are given to shape inference by value
+# Ops whose ONNX data propagation reads their inputs' values, and the most elements of 1-D
+# tensors they may read in all for it to run (see _data_propagation_is_bounded).
+_DATA_PROPAGATING = frozenset({"Cast", "Squeeze", "Unsqueeze", "Gather", "Slice", "Concat", "Add", "Sub", "Mul",
+                               "Div"})
+DATA_PROP_LIMIT = 1 << 20
+_INFERENCE_ERRORS = (onnx.shape_inference.InferenceError, RuntimeError, ValueError, onnx.checker.ValidationError)
 
 
 @dataclass
@@ -281,22 +287,48 @@ def infer_shapes(g: OnnxGraph) -> None:
                               [numpy_helper.from_array(v, k) for k, v in small.items()], value_info=g.foreign_info)
     model = helper.make_model(graph, opset_imports=g.model.opset_import, ir_version=max(g.model.ir_version, 4))
     model.functions.extend(g.model.functions)
+    data = model.SerializeToString()  # NOTE: serialized once for the passes below
+    data_prop = _data_propagation_is_bounded(model, data)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph
+        inferred = onnx.shape_inference.infer_shapes(data, strict_mode=True, data_prop=data_prop).graph
     except onnx.shape_inference.InferenceError as exc:
         g.shape_error = str(exc).strip()  # raised once mapping has listed any unsupported ops
-        inferred = _lenient_inference(model)
+        inferred = _lenient_inference(data, data_prop)
     except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
         raise ModelFormatError(f"ONNX shape inference rejects the model: {exc}") from exc
     g.info = {v.name: _value_info(v) for v in [*inferred.input, *inferred.value_info, *inferred.output]}
     _fill_missing_types(g)
 
 
-def _lenient_inference(model: onnx.ModelProto) -> onnx.GraphProto:
+def _lenient_inference(model: onnx.ModelProto | bytes, data_prop: bool = True) -> onnx.GraphProto:
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True).graph
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
+        return onnx.shape_inference.infer_shapes(model, data_prop=data_prop).graph
+    except _INFERENCE_ERRORS as exc:
         raise ModelFormatError(f"ONNX shape inference rejects the model: {exc}") from exc
+
+
+def _data_propagation_is_bounded(model: onnx.ModelProto, data: bytes) -> bool:
+    """Whether ONNX data propagation (values of shape computations) can run on ``model`` in bounded memory.
+
+    It spells every 1-D tensor of known length N that a data-propagating op reads as N protobuf
+    dims, tens of bytes each: a Range or ConstantOfShape of 2**31 elements feeding a Cast takes
+    all memory. So it runs only while those tensors hold at most DATA_PROP_LIMIT elements in all,
+    as a pass without it finds them, and never into subgraphs or model-local functions, whose
+    tensors that pass does not list (the converter refuses their ops anyway). ``data``: the model serialized.
+    NOTE: a length only data propagation works out (a Reshape to a shape it computes) is not seen.
+    """
+    graph = model.graph
+    local = {(f.domain, f.name) for f in model.functions}
+    if any((n.domain, n.op_type) in local or any(a.HasField("g") or a.graphs for a in n.attribute) for n in graph.node):
+        return False
+    try:
+        inferred = onnx.shape_inference.infer_shapes(data).graph
+    except _INFERENCE_ERRORS:
+        return False  # the inference that follows reports it
+    lengths = {v.name: _value_info(v).shape for v in [*inferred.input, *inferred.value_info, *inferred.output]}
+    lengths |= {t.name: tuple(t.dims) for t in graph.initializer}
+    read = (lengths.get(name) for n in graph.node if n.op_type in _DATA_PROPAGATING for name in n.input)
+    return sum(shape[0] for shape in read if shape is not None and len(shape) == 1) <= DATA_PROP_LIMIT
 
 
 def _fill_missing_types(g: OnnxGraph) -> None:
@@ -309,18 +341,31 @@ def _fill_missing_types(g: OnnxGraph) -> None:
 
 
 def _output_type(node: onnx.NodeProto, g: OnnxGraph) -> int:
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     if node.op_type == "Cast":
-        to = attrs.get("to", TensorProto.UNDEFINED)
-        return ONNX_TYPE_NAMES.get(to.decode(), TensorProto.UNDEFINED) if isinstance(to, bytes) else int(to)
+        to = _attribute(node, "to", TensorProto.UNDEFINED)
+        if isinstance(to, bytes):
+            return ONNX_TYPE_NAMES.get(to.decode(errors="replace"), TensorProto.UNDEFINED)
+        return to if isinstance(to, int) else TensorProto.UNDEFINED
     if node.op_type in _BOOL_OUTPUTS:
         return TensorProto.BOOL
     if node.op_type in _INT64_OUTPUTS:
         return TensorProto.INT64
     if node.op_type == "ConstantOfShape":
-        return attrs["value"].data_type if "value" in attrs else TensorProto.FLOAT
+        value = _attribute(node, "value", TensorProto(data_type=TensorProto.FLOAT))
+        return value.data_type if isinstance(value, TensorProto) else TensorProto.UNDEFINED
     known = (g.tensor_info(i).elem_type for i in node.input if i)
     return next((t for t in known if t != TensorProto.UNDEFINED), TensorProto.UNDEFINED)
+
+
+def _attribute(node: onnx.NodeProto, name: str, default):
+    """The value of ``node``'s attribute ``name``, ``default`` when it has none, None when its type is not ONNX's."""
+    for attribute in node.attribute:
+        if attribute.name == name:
+            try:
+                return helper.get_attribute_value(attribute)
+            except ValueError:
+                return None
+    return default
 
 
 def _value_info(value: onnx.ValueInfoProto) -> TensorInfo:
