@@ -24,6 +24,7 @@ import contextlib
 import copy
 import functools
 import math
+import os
 import resource
 import signal
 import subprocess
@@ -139,30 +140,36 @@ def graph_bases() -> list[tuple[str, GraphDef]]:
 def mutation(name: str, seed: int) -> tuple[str, bytes]:
     """The ``seed``-th byte mutation of base ``name``: (kind, bytes)."""
     data, structural, _ = base(name)
-    rng = np.random.default_rng([seed, len(data)])
     kind = KINDS[seed % len(KINDS)]
+    return kind, mutate_bytes(data, kind, np.random.default_rng([seed, len(data)]), structural)
+
+
+def mutate_bytes(data: bytes, kind: str, rng: np.random.Generator, structural: np.ndarray | None = None) -> bytes:
+    """``data`` with one mutation of ``kind`` (one of KINDS); 3 in 4 positions are ``structural`` ones when given."""
 
     def position() -> int:
-        return int(rng.choice(structural) if rng.random() < 0.75 else rng.integers(len(data)))
+        if structural is not None and rng.random() < 0.75:
+            return int(rng.choice(structural))
+        return int(rng.integers(max(len(data), 1)))
 
     out = bytearray(data)
     if kind == "truncate":
         cut = position() if rng.random() < 0.5 else int(rng.integers(0, 64))
-        return kind, bytes(out[:cut])
+        return bytes(out[:cut])
     if kind == "bit_flips":
-        for _ in range(int(rng.integers(1, 9))):
-            out[position()] ^= 1 << int(rng.integers(8))
+        for _ in range(int(rng.integers(1, 9)) if out else 0):
+            out[min(position(), len(out) - 1)] ^= 1 << int(rng.integers(8))
     elif kind == "overwrite_8":
         at = position()
         run = SPECIAL_RUNS[int(rng.integers(len(SPECIAL_RUNS)))] if rng.random() < 0.5 else rng.bytes(8)
-        out[at:at + 8] = run[:len(out) - at]
+        out[at:at + 8] = run[:max(len(out) - at, 0)]
     elif kind == "insert":
         at = position()
         out[at:at] = rng.bytes(int(rng.integers(1, 17)))
     else:  # random bytes, half of them behind the valid root offset and file identifier
         body = rng.bytes(int(rng.integers(0, 4096)))
         out = bytearray(data[:8] + body if rng.random() < 0.5 else body)
-    return kind, bytes(out)
+    return bytes(out)
 
 
 def _pick(rng: np.random.Generator, values):
@@ -278,18 +285,29 @@ def valid_input(tensor: lite.Tensor, shape: tuple[int, ...] | None, rng: np.rand
 
 
 def build_and_predict(data: bytes, shape: tuple[int, ...] | None, seed: int, what: str) -> str:
-    """Builds and predicts ``data``; returns the outcome, raises AssertionError on a forbidden one."""
+    """Builds and predicts the .lite ``data``; returns the outcome, raises AssertionError on a forbidden one."""
+    return run_case(lambda model: model.build(data, lite.ModelType.LITE, lite.Context()), shape, seed, what)
+
+
+def run_case(build: Callable[[lite.Model], None], shape: tuple[int, ...] | None, seed: int, what: str,
+             check: Callable[[lite.Model, list[lite.Tensor]], None] | None = None) -> str:
+    """Builds a fresh model with ``build`` and, when it builds, predicts once on valid random inputs.
+
+    Returns the outcome ("built+predicted" or "<stage>: <LiteError subclass>"); raises AssertionError
+    on a forbidden one (another exception, a case past CASE_SECONDS). ``check`` then inspects the
+    model and the outputs of the prediction (none when a stage failed).
+    """
     stage, start = "build", time.perf_counter()
+    model, outputs = lite.Model(), []
     try:
         with time_limit(CASE_SECONDS):
-            model = lite.Model()
-            model.build(data, lite.ModelType.LITE, lite.Context())
+            build(model)
             stage = "predict"
             rng = np.random.default_rng(seed)
-            model.predict([valid_input(t, shape, rng) for t in model.get_inputs()])
-        return "built+predicted"
+            outputs = model.predict([valid_input(t, shape, rng) for t in model.get_inputs()])
+        outcome = "built+predicted"
     except lite.LiteError as exc:
-        return f"{stage}: {type(exc).__name__}"
+        outcome = f"{stage}: {type(exc).__name__}"
     except CaseTimeout:
         raise AssertionError(f"{what}: {stage} took more than {CASE_SECONDS} s") from None
     except Exception as exc:
@@ -298,9 +316,13 @@ def build_and_predict(data: bytes, shape: tuple[int, ...] | None, seed: int, wha
             f"{traceback.format_exc()}") from exc
     finally:
         assert time.perf_counter() - start < CASE_SECONDS + 1, f"{what}: the timer did not stop the case"
+    if check is not None:
+        check(model, outputs)
+    return outcome
 
 
 def run_chunk(first: int, count: int, run: Callable[[int], str]) -> collections.Counter:
+    """Runs the cases of seeds ``first`` .. ``first + count - 1``; prints and returns their outcomes."""
     outcomes: collections.Counter = collections.Counter()
     failures = []
     for seed in range(first, first + count):
@@ -385,14 +407,16 @@ def test_case_timer_interrupts_a_hang():
             pass
 
 
-def in_child(first: int, count: int, case: str) -> None:
-    """Runs ``run_chunk`` in a child process whose address space is capped at CHILD_ADDRESS_SPACE.
+def in_child(first: int, count: int, case: str, module: str = "tests.e2e.test_fuzz", cwd: Path = REPO) -> None:
+    """Runs ``module.run_chunk`` on ``module.case`` in a child process (working directory ``cwd``)
+    whose address space is capped at CHILD_ADDRESS_SPACE.
 
     An allocation bomb then fails inside the child (and the test) instead of taking the
     machine's memory, and a crash (a signal) is reported as a failure, not lost.
     """
-    code = f"from tests.e2e.test_fuzz import run_chunk, {case}; run_chunk({first}, {count}, {case})"
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+    code = f"from {module} import run_chunk, {case}; run_chunk({first}, {count}, {case})"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
                             preexec_fn=_cap_address_space, timeout=count * (CASE_SECONDS + 1))
     assert result.returncode == 0, (
         f"{case} seeds {first}..{first + count - 1}: the child "
