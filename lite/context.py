@@ -16,7 +16,10 @@ class Context:
     """Options for building and running a Model.
 
     Args:
-        thread_num: threads for native kernels and BLAS (at least 1).
+        thread_num: threads for native kernels (at least 1). On idle cores BLAS's own pool
+            runs each matrix product on them; when other processes keep the cores busy, large
+            products are split into chunks that the model's threads take dynamically, so a busy
+            core slows a predict in proportion instead of stalling it (``lite.kernels.parallel``).
         fallback: when a delegate's graph kernel fails ``prepare``, run the native
             kernels it covered instead of failing the build.
         delegates: delegates in priority order (highest first).

@@ -19,12 +19,13 @@ from lite.delegation import DelegationLog, Partition, logger
 from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel, Workspace
+from lite.kernels.parallel import KernelThreads
 from lite.memory import MemoryPlan
 from lite.scheduler import schedule
 from lite.schema.graph import GraphDef
 from lite.shapes import blame, classify, infer_at_run, propagate
 from lite.tensor import Tensor
-from lite.threads import limit_blas_threads
+from lite.threads import limit_blas_threads, load_monitor
 
 
 class WrongGraphOutput(DelegateError):
@@ -52,8 +53,9 @@ class Engine:
         self.outputs = [self.tensors[i] for i in graph.outputs]
         self.shape_kernels = schedule(graph, self.tensors)
         workspace = Workspace(context.memory_limit)  # kernels run one at a time: one scratch pool
+        self.threads = KernelThreads(context.thread_num)
         for kernel in self.shape_kernels:
-            kernel.workspace = workspace
+            kernel.workspace, kernel.threads = workspace, self.threads
         folded, runtime_shaped = classify(self.shape_kernels)
         self.folded, self.runtime_shaped = set(folded), set(runtime_shaped)
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
@@ -187,9 +189,15 @@ class Engine:
 
     # ---- running -----------------------------------------------------------------------
 
+    def choose_threads(self) -> None:
+        """BLAS's thread pool on idle cores; the kernels' dynamic chunks when other processes keep them busy."""
+        dynamic = self.context.thread_num > 1 and load_monitor().contended()
+        self.threads.dynamic = dynamic
+        limit_blas_threads(1 if dynamic else self.context.thread_num)
+
     def run(self, profile: dict[Kernel, float] | None) -> None:
         """Executes every kernel; any failure becomes a LiteError naming the kernel."""
-        limit_blas_threads(self.context.thread_num)
+        self.choose_threads()
         kernel = None
         runtime_shaped, limit, partitions = self.runtime_shaped, self.context.memory_limit, self.log.partitions
         try:

@@ -1,8 +1,10 @@
-"""Bounds the threads BLAS uses (threadpoolctl)."""
+"""Bounds the threads BLAS uses (threadpoolctl) and tells when other processes keep the cores busy."""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 from threadpoolctl import ThreadpoolController
 
@@ -34,3 +36,59 @@ def limit_blas_threads(thread_num: int) -> None:
                 release(force=True)
         _controller.limit(limits=thread_num, user_api="blas")
         _current = thread_num
+
+
+class LoadMonitor:
+    """Whether other processes keep this machine's cores busy, sampled from /proc/stat.
+
+    ``contended()`` compares the cores' busy time since the last sample with this process's
+    own CPU time: the difference is what other processes used. It samples at most every
+    ``interval`` seconds (the answer in between is the last one) and answers False where
+    /proc/stat cannot be read (then ``available`` is False).
+    """
+
+    def __init__(self, interval: float = 0.1, threshold: float = 0.5):
+        self.interval, self.threshold = interval, threshold
+        self.available = os.path.exists(_PROC_STAT)
+        self._busy = False
+        self._last = self._sample()
+
+    def contended(self) -> bool:
+        """Whether other processes used at least ``threshold`` of a core since the last sample."""
+        if not self.available or time.perf_counter() - self._last[0] < self.interval:
+            return self._busy
+        now = self._sample()
+        if now is None or self._last is None:
+            self.available = False
+            return False
+        wall, ticks, own = (b - a for a, b in zip(self._last, now, strict=True))
+        self._last = now
+        others = ticks / _TICKS_PER_SECOND - own
+        self._busy = others / wall >= self.threshold
+        return self._busy
+
+    def _sample(self) -> tuple[float, float, float] | None:
+        """(wall clock, busy ticks of all cores, this process's CPU seconds), or None."""
+        try:
+            with open(_PROC_STAT, "rb") as stat:
+                fields = stat.readline().split()[1:]
+        except OSError:
+            return None
+        ticks = [int(f) for f in fields[:8]]
+        busy = sum(ticks) - ticks[3] - ticks[4]  # NOTE: all but idle and iowait
+        return time.perf_counter(), busy, time.process_time()
+
+
+_PROC_STAT = "/proc/stat"
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+_monitor: LoadMonitor | None = None
+
+
+def load_monitor() -> LoadMonitor:
+    """The process's LoadMonitor (created on first use)."""
+    global _monitor
+    if _monitor is None:
+        _monitor = LoadMonitor()
+    return _monitor

@@ -1,10 +1,24 @@
-"""The BLAS thread limit follows the model that runs, whichever thread runs it."""
+"""The BLAS thread limit follows the model that runs, whichever thread runs it; the load monitor
+tells idle cores from busy ones, and the model's threads take over from BLAS's on busy ones."""
 
+import multiprocessing
+import os
 import threading
+import time
 
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
 from threadpoolctl import threadpool_info
 
+import lite
+from lite import threads
+from lite.kernels import parallel
 from lite.threads import limit_blas_threads
+from lite.tools.contention import spin
+from lite.tools.converter import convert
+from tests.oracle import relative_l2, run_onnxruntime
 
 
 def blas_threads() -> list[int]:
@@ -26,3 +40,101 @@ def test_a_worker_thread_can_change_the_limit_the_main_thread_set():
     assert set(seen) == {1}
     limit_blas_threads(2)  # and back from the main thread while the worker is gone
     assert set(blas_threads()) == {2}
+
+
+def write_stat(path, busy: int, idle: int) -> None:
+    """A /proc/stat whose first line says the cores were busy ``busy`` ticks and idle ``idle``."""
+    path.write_text(f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
+
+
+@pytest.mark.parametrize("other_cores, expected", [(0.0, False), (0.3, False), (0.6, True), (1.0, True)])
+def test_the_load_monitor_counts_what_other_processes_use(tmp_path, monkeypatch, other_cores, expected):
+    stat = tmp_path / "stat"
+    write_stat(stat, 1000, 5000)
+    clock, cpu = [100.0], [7.0]
+    monkeypatch.setattr(threads, "_PROC_STAT", str(stat))
+    monkeypatch.setattr(threads.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(threads.time, "process_time", lambda: cpu[0])
+    monitor = threads.LoadMonitor(interval=0.1)
+    # one second: this process used 0.5 s of CPU, the others ``other_cores`` s, on 2 cores
+    clock[0], cpu[0] = 101.0, 7.5
+    ticks = round((0.5 + other_cores) * threads._TICKS_PER_SECOND)
+    write_stat(stat, 1000 + ticks, 5000 + 2 * threads._TICKS_PER_SECOND - ticks)
+    assert monitor.contended() is expected
+    clock[0] = 101.05  # within the interval: the last answer, no new sample
+    write_stat(stat, 0, 0)
+    assert monitor.contended() is expected
+
+
+def test_the_load_monitor_answers_no_without_proc_stat(tmp_path, monkeypatch):
+    monkeypatch.setattr(threads, "_PROC_STAT", str(tmp_path / "missing"))
+    monitor = threads.LoadMonitor(interval=0.0)
+    assert not monitor.available and monitor.contended() is False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat") or (os.cpu_count() or 1) < 2, reason="needs /proc/stat, 2 cores")
+def test_the_load_monitor_sees_a_busy_process():
+    monitor = threads.LoadMonitor(interval=0.0)
+    busy = multiprocessing.get_context("spawn").Process(target=spin, args=(0,), daemon=True)
+    busy.start()
+    try:
+        time.sleep(0.5)  # the child starts (imports) and then spins
+        monitor.contended()
+        time.sleep(0.5)
+        assert monitor.contended()
+    finally:
+        busy.terminate()
+        busy.join()
+
+
+@pytest.mark.parametrize("thread_num", [2, 3])
+def test_a_model_on_dynamic_chunks_matches_onnxruntime(monkeypatch, thread_num):
+    runs = []
+    monkeypatch.setattr(parallel.Crew, "run", counting(parallel.Crew.run, runs))
+    monkeypatch.setattr(threads.LoadMonitor, "contended", lambda self: True)
+    onnx_model = conv_net()
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=thread_num))
+    assert_matches_onnxruntime(model, onnx_model)
+    assert runs and model._engine.threads.dynamic and set(blas_threads()) == {1}
+
+
+def test_idle_cores_leave_products_whole_to_blas(monkeypatch):
+    runs = []
+    monkeypatch.setattr(parallel.Crew, "run", counting(parallel.Crew.run, runs))
+    monkeypatch.setattr(threads.LoadMonitor, "contended", lambda self: False)
+    onnx_model = conv_net()
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=2))
+    assert_matches_onnxruntime(model, onnx_model)
+    assert not runs and set(blas_threads()) == {2}
+
+
+def counting(method, calls: list):
+    def counted(self, *args):
+        calls.append(args)
+        return method(self, *args)
+    return counted
+
+
+def conv_net() -> onnx.ModelProto:
+    """Two 3x3 convolutions and a Gemm, large enough that their products are split."""
+    rng = np.random.default_rng(3)
+    weights = {"w1": rng.standard_normal((32, 16, 3, 3)) * 0.1, "w2": rng.standard_normal((32, 32, 3, 3)) * 0.1,
+               "fc": rng.standard_normal((32 * 32 * 32, 64)) * 0.01}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Flatten", ["c"], ["d"]),
+             helper.make_node("MatMul", ["d", "fc"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])
+    graph = helper.make_graph(nodes, "conv_net", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def assert_matches_onnxruntime(model: lite.Model, onnx_model: onnx.ModelProto) -> None:
+    x = np.random.default_rng(4).standard_normal((1, 16, 32, 32)).astype(np.float32)
+    (got,) = model.predict([x])
+    (want,) = run_onnxruntime(onnx_model, {"x": x})
+    assert relative_l2(got.get_data_to_numpy(), want) < 1e-5

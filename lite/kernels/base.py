@@ -12,6 +12,7 @@ import numpy as np
 from lite.aligned import aligned_empty
 from lite.errors import MemoryLimitError, ModelFormatError, UnsupportedOpError
 from lite.kernel import Kernel
+from lite.kernels.parallel import SINGLE_THREAD, KernelThreads
 from lite.primitive import Primitive
 from lite.tensor import Tensor
 
@@ -70,6 +71,7 @@ class NativeKernel(Kernel):
 
     value_inputs: ClassVar[tuple[int, ...]] = ()
     shape_only: ClassVar[bool] = False
+    threads: KernelThreads = SINGLE_THREAD  # the model's threads (set by the runtime): large products split
 
     def __init__(self, inputs: list[Tensor | None], outputs: list[Tensor], primitive: Primitive,
                  name: str = ""):

@@ -18,6 +18,7 @@ from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
 from lite.kernels.fused import activation_step, clip_bounds, fused_activation
+from lite.kernels.parallel import product_shapes
 from lite.kernels.registry import register
 from lite.kernels.window import (
     Geometry,
@@ -254,12 +255,12 @@ class Conv2DFusion(ConvBase):
             step()
 
     def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        return [(step.args[0].shape, step.args[1].shape) for step in self.steps if step.func is np.matmul]
+        return [shapes for step in self.steps for shapes in product_shapes(step)]
 
     def direct_steps(self, x: np.ndarray, out: np.ndarray, _buffers: list[np.ndarray], weights: np.ndarray,
                      bias: Tensor | None) -> list[Step]:
         """One matmul of the weight by the input itself, then bias and activation."""
-        return [partial(np.matmul, weights, x.reshape(self.gemm_cols), out=out.reshape(self.gemm_out)),
+        return [self.threads.matmul_step(weights, x.reshape(self.gemm_cols), out.reshape(self.gemm_out)),
                 *self.finish_steps(out, bias)]
 
     def im2col_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
@@ -269,7 +270,7 @@ class Conv2DFusion(ConvBase):
         cols = buffers[1]
         steps += [copy_step(cols[into], strided_view(planes[phase], shape, strides, first))
                   for phase, into, shape, strides, first in self.gathers]
-        steps.append(partial(np.matmul, weights, cols.reshape(self.gemm_cols), out=out.reshape(self.gemm_out)))
+        steps.append(self.threads.matmul_step(weights, cols.reshape(self.gemm_cols), out.reshape(self.gemm_out)))
         return steps + self.finish_steps(out, bias)
 
     def depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
@@ -385,7 +386,7 @@ class Conv2dTransposeFusion(ConvBase):
 
     def run(self, x: np.ndarray, out: np.ndarray) -> None:
         cols = self.workspace.array(self.cols_shape, x.dtype, 1)
-        np.matmul(self.weight_matrix(), x.reshape(self.gemm_in), out=cols)
+        self.threads.matmul(self.weight_matrix(), x.reshape(self.gemm_in), cols)
         cols = cols.reshape(self.tap_cols)
         full = out if self.crop is None else self.workspace.array(self.full_shape, x.dtype, 0)
         full.fill(0)

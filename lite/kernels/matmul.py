@@ -71,7 +71,10 @@ class MatMulFusion(NativeKernel):
         if self.transpose_b and b.ndim >= 2:
             b = b.swapaxes(-1, -2)
         out = self.outputs[0].data
-        np.matmul(a, b, out=out)
+        if a.ndim >= 2 and b.ndim >= 2:
+            self.threads.matmul(a, b, out)
+        else:
+            np.matmul(a, b, out=out)
         if len(self.inputs) > 2 and self.inputs[2] is not None:
             np.add(out, self.inputs[2].data, out=out)
         apply_fused_activation(out, self.activation)
@@ -100,7 +103,7 @@ class Attention(NativeKernel):
     def execute(self) -> None:
         q, k, v = (self.inputs[i].data for i in range(3))
         scores = self.workspace.array(self.scores_shape, q.dtype)
-        np.matmul(q, k, out=scores)
+        self.threads.matmul(q, k, scores)
         if self.scale != 1.0:
             np.multiply(scores, scores.dtype.type(self.scale), out=scores)
         if len(self.inputs) > 3 and self.inputs[3] is not None:
@@ -108,4 +111,4 @@ class Attention(NativeKernel):
         np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
         np.exp(scores, out=scores)
         np.divide(scores, scores.sum(axis=-1, keepdims=True), out=scores)
-        np.matmul(scores, v, out=self.outputs[0].data)
+        self.threads.matmul(scores, v, self.outputs[0].data)

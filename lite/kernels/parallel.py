@@ -1,0 +1,197 @@
+"""The threads of one model's native kernels: large matrix products split into chunks taken dynamically.
+
+On idle cores BLAS's own thread pool runs each product (it shares packed panels between its
+threads and scales best). When other processes keep the cores busy (``lite.threads.LoadMonitor``)
+that pool stalls: it splits each product statically and waits for its slowest thread, in
+scheduler-slice steps (a MobileNetV2 9x slower). Then the runtime sets ``KernelThreads.dynamic``:
+BLAS runs single-threaded and ``Context.thread_num`` threads (the caller's and
+``thread_num - 1`` helpers) each take the next chunk of a product until none is left, so a
+thread whose core is busy simply takes fewer. Products too small to pay for a hand-off are
+never split.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+PARALLEL_FLOPS = 8_000_000  # products below this run on one thread (a hand-off costs ~10-30 us)
+CHUNK_FLOPS = 2_000_000  # the least work of one chunk
+CHUNKS_PER_THREAD = 2  # more chunks than threads, so a slowed thread holds up the others little
+SPIN_SECONDS = 0.002  # how long an idle helper polls for the next product before it sleeps
+ALIGN = 16  # chunk bounds on multiples of this many rows/columns (a SIMD tile of BLAS kernels)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a product: ``np.matmul(a, b, out=out)`` on views of the whole one."""
+
+    a: np.ndarray
+    b: np.ndarray
+    out: np.ndarray
+
+    def __call__(self) -> None:
+        np.matmul(self.a, self.b, out=self.out)
+
+
+class ParallelMatmul:
+    """A product split into chunks, run by the threads of a KernelThreads (a Step)."""
+
+    def __init__(self, threads: KernelThreads, whole: Chunk, chunks: list[Chunk]):
+        self.threads, self.whole, self.chunks = threads, whole, chunks
+
+    def __call__(self) -> None:
+        if self.threads.dynamic:
+            self.threads.run(self.chunks)
+        else:
+            self.whole()
+
+
+class KernelThreads:
+    """``thread_num`` threads for one model's kernels: the caller's and ``thread_num - 1`` helpers.
+
+    The helpers start with the first parallel product and stop when this object is collected.
+    """
+
+    def __init__(self, thread_num: int = 1):
+        self.thread_num = thread_num
+        self.dynamic = False  # split products into chunks (else BLAS's own threads run them whole)
+        self._crew: Crew | None = None
+
+    def matmul_step(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        """A call computing ``np.matmul(a, b, out=out)``, split across the threads when large enough.
+
+        ``a`` and ``b`` have at least two dims (batch dims broadcast, as in np.matmul); the
+        chunks are views, bound now: the step stays valid while these arrays do.
+        """
+        whole = Chunk(a, b, out)
+        pieces = self.pieces(a.shape, b.shape)
+        if pieces == 1:
+            return whole
+        rows, cols = a.shape[-2], b.shape[-1]
+        split_rows = rows >= cols
+        bounds = _bounds(rows if split_rows else cols, pieces)
+        if split_rows:
+            chunks = [Chunk(a[..., lo:hi, :], b, out[..., lo:hi, :]) for lo, hi in bounds]
+        else:
+            chunks = [Chunk(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in bounds]
+        return ParallelMatmul(self, whole, chunks)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        """``np.matmul(a, b, out=out)`` for operands of two or more dims, split when large."""
+        self.matmul_step(a, b, out)()
+
+    def pieces(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
+        """How many chunks a product of these operand shapes is split into (1: not split)."""
+        if self.thread_num == 1 or len(a) < 2 or len(b) < 2:
+            return 1
+        batch = math.prod(np.broadcast_shapes(a[:-2], b[:-2]))
+        flops = 2 * batch * a[-2] * a[-1] * b[-1]
+        if flops < PARALLEL_FLOPS:
+            return 1
+        longest = max(a[-2], b[-1])
+        return max(1, min(self.thread_num * CHUNKS_PER_THREAD, flops // CHUNK_FLOPS, longest // ALIGN))
+
+    def run(self, chunks: list[Chunk]) -> None:
+        """Runs every chunk: this thread and the helpers take them in turn; returns when all are done."""
+        if self._crew is None:
+            self._crew = Crew(self.thread_num - 1)
+            weakref.finalize(self, self._crew.stop)
+        self._crew.run(chunks)
+
+
+class Job:
+    """Chunks being taken: ``next(taken)`` hands out their indices, ``finished`` gets one item per chunk run."""
+
+    def __init__(self, chunks: list[Chunk]):
+        self.chunks = chunks
+        self.taken = itertools.count()  # NOTE: next() on a count is atomic under the GIL
+        self.finished: list[None] = []  # NOTE: list.append is atomic under the GIL
+        self.error: BaseException | None = None
+
+    def work(self) -> bool:
+        """Takes and runs chunks until none is left; whether this call finished the last one."""
+        last = False
+        while (index := next(self.taken)) < len(self.chunks):
+            try:
+                self.chunks[index]()
+            except BaseException as exc:  # NOTE: handed to the caller of Crew.run
+                self.error = exc
+            self.finished.append(None)
+            last = self.done()
+        return last
+
+    def done(self) -> bool:
+        return len(self.finished) == len(self.chunks)
+
+
+class Crew:
+    """Helper threads that spin briefly between jobs (a blocked thread wakes on a cold core) and then sleep."""
+
+    def __init__(self, helpers: int):
+        self.job: Job | None = None
+        self.generation = 0
+        self.stopped = False
+        self.wake = threading.Condition()
+        for _ in range(helpers):
+            threading.Thread(target=self.serve, name="lite-kernel", daemon=True).start()
+
+    def run(self, chunks: list[Chunk]) -> None:
+        job = Job(chunks)
+        with self.wake:
+            self.job, self.generation = job, self.generation + 1
+            self.wake.notify_all()
+        if not job.work():
+            while not job.done():
+                time.sleep(0)  # NOTE: hands the GIL to a helper finishing its last chunk
+        self.job = None
+        if job.error is not None:
+            raise job.error
+
+    def serve(self) -> None:
+        seen, idle_since = 0, time.perf_counter()
+        while not self.stopped:
+            if self.generation != seen:
+                seen = self.generation
+                job = self.job
+                if job is not None:
+                    job.work()
+                idle_since = time.perf_counter()
+            elif time.perf_counter() - idle_since < SPIN_SECONDS:
+                time.sleep(0)
+            else:
+                with self.wake:
+                    self.wake.wait_for(lambda seen=seen: self.generation != seen or self.stopped)
+
+    def stop(self) -> None:
+        with self.wake:
+            self.stopped = True
+            self.wake.notify_all()
+
+
+def product_shapes(step: Callable) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The operand shapes of the matrix product a step computes: [] when it computes none."""
+    if isinstance(step, ParallelMatmul):
+        step = step.whole
+    if isinstance(step, Chunk):
+        return [(step.a.shape, step.b.shape)]
+    if getattr(step, "func", None) is np.matmul:  # a functools.partial of np.matmul
+        return [(step.args[0].shape, step.args[1].shape)]
+    return []
+
+
+def _bounds(length: int, pieces: int) -> list[tuple[int, int]]:
+    """``pieces`` ranges covering ``range(length)``, their inner bounds on multiples of ALIGN."""
+    cuts = sorted({min(length, round(length * i / pieces / ALIGN) * ALIGN) for i in range(1, pieces)} - {0, length})
+    edges = [0, *cuts, length]
+    return list(itertools.pairwise(edges))
+
+
+SINGLE_THREAD = KernelThreads(1)

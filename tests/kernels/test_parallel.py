@@ -1,0 +1,101 @@
+"""Products split into chunks that several threads take: the same numbers as one np.matmul."""
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+from lite.kernels import parallel
+from lite.kernels.parallel import ALIGN, KernelThreads, product_shapes
+
+RNG = np.random.default_rng(11)
+
+
+def dynamic(thread_num: int) -> KernelThreads:
+    threads = KernelThreads(thread_num)
+    threads.dynamic = True
+    return threads
+
+
+@pytest.mark.parametrize("thread_num", [2, 3, 4])
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((512, 300), (300, 96)),  # rows split
+    ((64, 576), (576, 3136)),  # columns split
+    ((2, 3, 200, 64), (2, 3, 64, 200)),  # batch dims
+    ((4, 1, 256, 128), (1, 5, 128, 160)),  # broadcast batch dims
+    ((1000, 1000), (1000, 17)),  # an odd width
+])
+def test_split_products_match_one_matmul(thread_num, a_shape, b_shape):
+    a, b = RNG.standard_normal(a_shape, np.float32), RNG.standard_normal(b_shape, np.float32)
+    out = np.empty(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]) + (a_shape[-2], b_shape[-1]), np.float32)
+    threads = dynamic(thread_num)
+    step = threads.matmul_step(a, b, out)
+    assert isinstance(step, parallel.ParallelMatmul) and len(step.chunks) > 1
+    for _ in range(3):  # the helpers take chunks of later products too
+        out.fill(np.nan)
+        step()
+        np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+    assert product_shapes(step) == [(a_shape, b_shape)]
+
+
+def test_transposed_views_split_too():
+    a = RNG.standard_normal((300, 512), np.float32).T
+    b = RNG.standard_normal((96, 300), np.float64).astype(np.float32).T
+    out = np.empty((512, 96), np.float32)
+    dynamic(2).matmul(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_idle_products_run_whole():
+    threads = KernelThreads(2)  # dynamic is off: BLAS's own threads run the product
+    a, b = RNG.standard_normal((512, 300), np.float32), RNG.standard_normal((300, 96), np.float32)
+    out = np.empty((512, 96), np.float32)
+    threads.matmul(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    assert threads._crew is None
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((8, 8), (8, 8)), ((64, 64), (64, 64)), ((3, 64, 2000), (2000,))])
+def test_small_or_vector_products_are_not_split(a_shape, b_shape):
+    assert dynamic(2).pieces(a_shape, b_shape) == 1
+
+
+def test_one_thread_never_splits():
+    assert KernelThreads(1).pieces((4096, 4096), (4096, 4096)) == 1
+
+
+def test_chunks_are_aligned_and_cover_the_product():
+    threads = dynamic(2)
+    pieces = threads.pieces((64, 576), (576, 3136))
+    assert pieces == 2 * parallel.CHUNKS_PER_THREAD
+    bounds = parallel._bounds(3136, pieces)
+    assert bounds[0][0] == 0 and bounds[-1][1] == 3136
+    assert all(hi == lo for (_, hi), (lo, _) in zip(bounds, bounds[1:], strict=False))
+    assert all(lo % ALIGN == 0 for lo, _ in bounds)
+
+
+def test_an_error_in_a_chunk_reaches_the_caller():
+    a, b = RNG.standard_normal((512, 300), np.float32), RNG.standard_normal((300, 96), np.float32)
+    step = dynamic(2).matmul_step(a, b, np.empty((512, 96), np.float32))
+    step.chunks[-1] = parallel.Chunk(a, b, np.empty((3, 3), np.float32))  # a chunk numpy refuses
+    with pytest.raises(ValueError):
+        step()
+    good = dynamic(2).matmul_step(a, b, out := np.empty((512, 96), np.float32))
+    good()
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_helpers_stop_when_their_threads_object_is_gone():
+    before = threading.active_count()
+    threads = dynamic(3)
+    a, b = RNG.standard_normal((512, 300), np.float32), RNG.standard_normal((300, 96), np.float32)
+    threads.matmul(a, b, np.empty((512, 96), np.float32))
+    assert threading.active_count() == before + 2
+    del threads
+    gc.collect()
+    for _ in range(200):
+        if threading.active_count() == before:
+            break
+        threading.Event().wait(0.01)
+    assert threading.active_count() == before
