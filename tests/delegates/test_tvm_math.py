@@ -18,6 +18,7 @@ from tests.delegates.test_tvm import (  # noqa: E402
     assert_matches,
     check_on_tvm,
     op_types,
+    record_checked,
     rows,
     tvm_delegate,
 )
@@ -61,6 +62,7 @@ def test_floor_mod_matches_the_native_kernel():
     x = feeds_for(onnx_model)["x"]
     got, want = (m.predict([x])[0].get_data_to_numpy() for m in (on_tvm, native))
     assert relative_l2(got, want) < RTOL
+    record_checked(on_tvm)
 
 
 ACTIVATIONS = {  # name: (nodes, opset)
