@@ -1,9 +1,11 @@
-"""Transformers and vision models exported with random weights by both PyTorch exporters,
+"""Transformers and vision models (Hugging Face, timm, torchvision classification and segmentation)
+exported with random weights by both PyTorch exporters,
 converted, and run natively against onnxruntime (relative L2 1e-4); the text and audio encoders
 also after the batch goes 1 -> 3 and the sequence 32 -> 64 without a rebuild.
 
 Hugging Face ``transformers`` models are built from small configs, timm models with
-``pretrained=False``; a case skips when its package is not installed. Nothing is downloaded.
+``pretrained=False``, torchvision models with ``weights=None``; a case skips when its package is
+not installed or does not import beside the installed torch. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -68,6 +70,22 @@ def timm_model(name: str):
     return timm.create_model(name, pretrained=False, num_classes=10)
 
 
+TORCHVISION_KWARGS = {"vit_b_16": {"image_size": 64}}  # a smaller image: 16 patches instead of 196
+
+
+def torchvision_model(name: str):
+    """A torchvision classifier (10 classes) or segmentation model (5 classes, ``segmentation.<name>``)."""
+    try:
+        from torchvision import models
+    except Exception as exc:  # noqa: BLE001 - a torchvision build that does not match torch fails at import
+        pytest.skip(f"torchvision cannot be imported here: {type(exc).__name__}: {exc}")
+    name = name.removeprefix("tv_")
+    if name.startswith("segmentation."):
+        build = getattr(models.segmentation, name.removeprefix("segmentation."))
+        return build(weights=None, weights_backbone=None, num_classes=5, aux_loss=False)
+    return getattr(models, name)(weights=None, num_classes=10, **TORCHVISION_KWARGS.get(name, {}))
+
+
 def convnext_blocks():
     """Two ConvNeXt blocks in plain torch (depthwise 7x7 conv, channels-last LayerNorm, GELU MLP,
     layer scale, residual): the ConvNeXt pattern where timm is not installable."""
@@ -97,11 +115,17 @@ MODELS = {
     "convnext_atto": Spec("timm", "image", resizes=False), "efficientnet_b0": Spec("timm", "image", resizes=False),
     "mobilevit_xxs": Spec("timm", "image", resizes=False), "levit_128s": Spec("timm", "image", resizes=False),
     "swin_tiny_patch4_window7_224": Spec("timm", "image", resizes=False),
+    **{f"tv_{name}": Spec("torchvision", "image", resizes=False) for name in (
+        "mobilenet_v3_small", "efficientnet_b0", "regnet_y_400mf", "shufflenet_v2_x1_0", "convnext_tiny",
+        "swin_t", "vit_b_16", "maxvit_t", "segmentation.lraspp_mobilenet_v3_large",
+        "segmentation.deeplabv3_mobilenet_v3_large", "segmentation.fcn_resnet50")},
 }
+FULL_SIZE = ("swin", "levit", "maxvit")  # models whose windows or stages need 224 x 224 images
 
 
 class LastHidden(torch.nn.Module):
-    """The model's main output as one tensor (``last_hidden_state`` for transformers models)."""
+    """The model's main output as one tensor (``last_hidden_state`` for transformers models, ``out``
+    for torchvision's segmentation models)."""
 
     def __init__(self, model) -> None:
         super().__init__()
@@ -109,6 +133,8 @@ class LastHidden(torch.nn.Module):
 
     def forward(self, x):
         out = self.model(x)
+        if isinstance(out, dict) and "out" in out:
+            return out["out"]
         return getattr(out, "last_hidden_state", out)
 
 
@@ -120,7 +146,7 @@ def example(kind: str, name: str, batch: int = 2, seq: int = 32) -> np.ndarray:
         return rng.standard_normal((batch, 16, 128)).astype(np.float32)
     if kind == "audio":
         return rng.standard_normal((batch, 50 * seq)).astype(np.float32)
-    size = 32 if name == "vit" else 224 if "swin" in name or "levit" in name else 64
+    size = 32 if name == "vit" else 224 if any(n in name for n in FULL_SIZE) else 64
     return rng.standard_normal((batch, 3, size, size)).astype(np.float32)
 
 
@@ -168,7 +194,8 @@ def predict_and_compare(model: lite.Model, onnx_path: str, x: np.ndarray) -> Non
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_matches_onnxruntime(name, dynamo, tmp_path, monkeypatch):
     spec = MODELS[name]
-    build = {"hf": hf, "timm": timm_model, "plain": lambda _: convnext_blocks()}[spec.build]
+    build = {"hf": hf, "timm": timm_model, "torchvision": torchvision_model,
+             "plain": lambda _: convnext_blocks()}[spec.build]
     module = LastHidden(build(name).eval()).eval()
     x = example(spec.kind, name)
     path = export(module, x, dynamo, tmp_path, spec.resizes)
