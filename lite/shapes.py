@@ -70,7 +70,8 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
                 for tensor in kernel.outputs:
                     tensor.data = np.empty(tensor.shape, tensor.dtype)
                 kernel.resize()
-                kernel.execute()
+                with np.errstate(all="ignore"):  # NOTE: IEEE results, as at predict (T5's log of position 0)
+                    kernel.execute()
 
 
 def infer_at_run(kernel: NativeKernel, memory_limit: int) -> None:

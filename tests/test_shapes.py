@@ -137,3 +137,15 @@ def test_what_a_runtime_shaped_kernel_reads_stays_alive_until_it_runs():
                      {"x": (F, [4, 6]), "s": (I64, [2])}, ["y"], {"zero": np.zeros(2, np.int64)})
     x = RNG.standard_normal((4, 6)).astype(np.float32)
     assert_like_onnxruntime(build(graph), graph, {"x": x, "s": np.array([3, 8], np.int64)})
+
+
+def test_values_folded_from_shapes_follow_ieee_without_warnings(recwarn):
+    """T5's position buckets take the log of position 0 (-inf) in a chain computed from shapes alone."""
+    onnx_model = model_of(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Cast", ["s"], ["f"], to=F),
+         helper.make_node("Sub", ["f", "f"], ["zero"]), helper.make_node("Log", ["zero"], ["y"])],
+        {"x": (F, ["batch", 3])}, ["y"])
+    model = build(onnx_model)
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    assert_like_onnxruntime(model, onnx_model, {"x": x})
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
