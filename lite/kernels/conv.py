@@ -170,7 +170,7 @@ class Conv2DFusion(ConvBase):
             no_pads = (0,) * len(lift)
             geometry = Geometry((*x[:2], *lift, *x[2:]), (*lift, *kernel), (*lift, *self.strides),
                                 (*lift, *self.dilations), (*no_pads, *begins), (*no_pads, *ends), (*lift, *out_sizes))
-            if self.fast_depthwise(geometry):
+            if self.fast_depthwise():
                 self.plan_fast_depthwise(geometry, out_c)
             else:
                 self.plan_depthwise(geometry, out_c)
@@ -190,13 +190,9 @@ class Conv2DFusion(ConvBase):
                          tuple(item * s for s in (c * plane, plane, *steps, *window)), item * first)
                         for phase, taps, first, steps in planes.tap_groups()]
 
-    def fast_depthwise(self, geometry: Geometry) -> bool:
-        """Whether the compiled depthwise kernel runs (it can, and beats numpy on this geometry)."""
-        if not fast.enabled() or self.inputs[0].dtype.name not in fast.FAST_DTYPES:
-            return False
-        from lite.kernels.fast import depthwise  # NOTE: imports the compiler: only when used
-
-        return depthwise.worth_it(geometry)
+    def fast_depthwise(self) -> bool:
+        """Whether the compiled depthwise kernel can run (it beats numpy on every geometry measured)."""
+        return fast.enabled() and self.inputs[0].dtype.name in fast.FAST_DTYPES
 
     def plan_fast_depthwise(self, geometry: Geometry, out_c: int) -> None:
         """The compiled direct depthwise kernel (``lite.kernels.fast.depthwise``) of a 2-D geometry."""

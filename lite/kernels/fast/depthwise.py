@@ -6,9 +6,11 @@ the phase; the extra columns are thrown away). It computes ``clip(bias + sum of 
 for x (N, C, H, W) and weight (O, 1, KH, KW) with O a multiple of C (output channel o reads
 input channel o // (O / C)).
 
-Measured against the numpy kernel (im2col-style copies and a batched matmul) on MobileNetV2's
-layers, it wins on output planes of 14x14 and more, and loses below (fixed costs per channel):
-``worth_it`` says which.
+Indices are unsigned and three taps of a kernel row go in one pass, so the loops vectorize.
+Measured against the numpy kernel (im2col-style copies and a batched matmul), one thread, on
+MobileNetV2's and EfficientNet's layers: 144ch@56 0.40 ms against 0.87, 96ch@112 stride 2 0.75
+against 1.72, and faster down to 7x7 planes (960ch@7 0.20 against 0.26), so it runs on every
+geometry it can.
 """
 
 from __future__ import annotations
@@ -16,16 +18,10 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.window import Geometry
-
-SMALL_PLANE = 100  # output pixels below which the numpy kernel is faster
-
-
-def worth_it(g: Geometry) -> bool:
-    """Whether this kernel beats the numpy one on geometry ``g``."""
-    return g.out[0] * g.out[1] >= SMALL_PLANE
 
 
 class DepthwisePlan:
@@ -65,43 +61,49 @@ def _warm(dtype: str) -> None:
 
 
 @jit
-def _fill_phases(plane, h, w, pt, pl, sh, sw, hq, wq, phases):
-    """Zero-pads one channel's plane and splits it into sh * sw stride phases of hq x wq."""
-    phases[:] = 0
+def _fill_phases(xf, base, h, w, pt, pl, sh, sw, hq, wq, phases):
+    """Copies one channel's plane (``xf[base:]``) into its sh * sw stride phases of hq x wq; the
+    padding is not written (every channel writes the same positions, so it stays zero)."""
     for r in range(h):
-        pr = r + pt
-        source = plane[r * w:]
+        pr, source = r + pt, base + r * w
         for q in range(sw):
-            row = phases[((pr % sh) * sw + q) * hq * wq + (pr // sh) * wq:]
+            row = ((pr % sh) * sw + q) * hq * wq + (pr // sh) * wq
             j0 = (pl - q + sw - 1) // sw if pl > q else 0
             j1 = min(wq, (w - 1 + pl - q) // sw + 1)
-            if j1 <= j0:
-                continue
-            target, start = row[j0:], j0 * sw + q - pl
-            if sw == 1:
-                for j in range(j1 - j0):
-                    target[j] = source[start + j]
-            else:
-                for j in range(j1 - j0):
-                    target[j] = source[start + j * sw]
+            start, into = source + j0 * sw + q - pl, row + j0
+            for j in range(j1 - j0):
+                phases[_u(into + j)] = xf[_u(start + j * sw)]
 
 
 @jit
-def _plane(phases, taps, kh, kw, sh, sw, dh, dw, hq, wq, bias, lo, hi, oh, ow, wide, out):
-    """One output channel from its phases: taps as long multiply-adds over the wide plane."""
-    count = oh * wq
+def _plane(phases, wf, wbase, kh, kw, sh, sw, dh, dw, hq, wq, bias, lo, hi, oh, ow, wide, of, obase):
+    """One output channel from its phases: taps as long multiply-adds over the wide plane, three
+    taps of a kernel row per pass (fewer loads and stores of the wide plane)."""
+    count, phase = oh * wq, hq * wq
     for i in range(count):
-        wide[i] = bias
+        wide[_u(i)] = bias
     for a in range(kh):
-        for b in range(kw):
-            weight, th, tw = taps[a * kw + b], a * dh, b * dw
-            source = phases[((th % sh) * sw + tw % sw) * hq * wq + (th // sh) * wq + tw // sw:]
+        th = a * dh
+        row = (th % sh) * sw * phase + (th // sh) * wq
+        b = 0
+        while b + 3 <= kw:
+            w0, w1, w2 = wf[_u(wbase + a * kw + b)], wf[_u(wbase + a * kw + b + 1)], wf[_u(wbase + a * kw + b + 2)]
+            t0, t1, t2 = b * dw, (b + 1) * dw, (b + 2) * dw
+            s0 = row + (t0 % sw) * phase + t0 // sw
+            s1 = row + (t1 % sw) * phase + t1 // sw
+            s2 = row + (t2 % sw) * phase + t2 // sw
             for i in range(count):
-                wide[i] += weight * source[i]
+                wide[_u(i)] += w0 * phases[_u(s0 + i)] + w1 * phases[_u(s1 + i)] + w2 * phases[_u(s2 + i)]
+            b += 3
+        while b < kw:
+            weight, tw = wf[_u(wbase + a * kw + b)], b * dw
+            s0 = row + (tw % sw) * phase + tw // sw
+            for i in range(count):
+                wide[_u(i)] += weight * phases[_u(s0 + i)]
+            b += 1
     for r in range(oh):
-        row, target = wide[r * wq:], out[r * ow:]
         for i in range(ow):
-            target[i] = min(max(row[i], lo), hi)
+            of[_u(obase + r * ow + i)] = min(max(wide[_u(r * wq + i)], lo), hi)
 
 
 @jit
@@ -109,10 +111,11 @@ def by_plane(x, weight, bias, out, kh, kw, sh, sw, dh, dw, pt, pl, lo, hi, hq, w
     """Channel by channel: its stride phases, then the taps over the whole output plane."""
     n, c, h, w = x.shape
     o, oh, ow = out.shape[1], out.shape[2], out.shape[3]
-    planes, outs = x.reshape(n * c, h * w), out.reshape(n * o, oh * ow)
+    xf, of, wf = x.reshape(n * c * h * w), out.reshape(n * o * oh * ow), weight.reshape(o * kh * kw)
     multiplier = o // c
+    phases[:] = 0
     for job in range(n * o):
         image, channel = job // o, job % o
-        _fill_phases(planes[image * c + channel // multiplier], h, w, pt, pl, sh, sw, hq, wq, phases)
-        _plane(phases, weight[channel], kh, kw, sh, sw, dh, dw, hq, wq, bias[channel], lo, hi, oh, ow, wide,
-               outs[job])
+        _fill_phases(xf, (image * c + channel // multiplier) * h * w, h, w, pt, pl, sh, sw, hq, wq, phases)
+        _plane(phases, wf, channel * kh * kw, kh, kw, sh, sw, dh, dw, hq, wq, bias[channel], lo, hi, oh, ow, wide,
+               of, job * oh * ow)
