@@ -17,6 +17,7 @@ from lite.context import Context
 from lite.delegate import Delegate, DelegateModel
 from lite.delegation import DelegationLog, Partition, logger
 from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
+from lite.fusion import fuse_residuals
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.parallel import KernelThreads
@@ -102,9 +103,20 @@ class Engine:
             else:
                 prepared.extend(partition.covered)
         self.kernels = prepared
+        self._fuse()
         self._release_unused_constants()
         if not self.shapes_dirty:
             self.plan()
+
+    def _fuse(self) -> None:
+        """Fuses native kernels that only native kernels read (``lite.fusion``), resized when shapes are known."""
+        native = {k for k in self.kernels if k not in self.log.partitions and k not in self.runtime_shaped}
+        before = set(self.kernels)
+        self.kernels = fuse_residuals(self.kernels, self.shape_kernels, self.outputs, native)
+        if not self.shapes_dirty:
+            for kernel in self.kernels:
+                if kernel not in before:
+                    kernel.resize()
 
     def _prepare_native(self, kernel: Kernel) -> None:
         """prepare(), then resize() when shapes are known: native kernels plan for shapes there."""
@@ -211,7 +223,7 @@ class Engine:
                     else:
                         kernel.execute()
                     if profile is not None:
-                        profile[kernel] = profile.get(kernel, 0.0) + time.perf_counter() - start
+                        _charge(profile, kernel, time.perf_counter() - start)
         except WrongGraphOutput:
             raise
         except Exception as exc:
@@ -276,6 +288,14 @@ class Engine:
 
     def graph_kernels(self) -> list[Kernel]:
         return [k for k in self.kernels if k in self.log.partitions]
+
+
+def _charge(profile: dict[Kernel, float], kernel: Kernel, seconds: float) -> None:
+    """Adds a kernel's time to the profile; a fused kernel's goes to its first part (the rest get 0)."""
+    first, *rest = getattr(kernel, "parts", (kernel,))
+    profile[first] = profile.get(first, 0.0) + seconds
+    for part in rest:
+        profile.setdefault(part, 0.0)
 
 
 def _weak_callback(method) -> Callable[[Tensor], None]:

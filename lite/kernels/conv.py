@@ -17,7 +17,7 @@ import numpy as np
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import activation_step, clip_bounds, fused_activation
+from lite.kernels.fused import activation_step, clip_bounds, epilogue_steps, fused_activation
 from lite.kernels.parallel import product_shapes
 from lite.kernels.registry import register
 from lite.kernels.window import (
@@ -43,6 +43,9 @@ class ConvBase(NativeKernel):
     Subclasses define ``arrange`` (the weight as the GEMM operand; run once in prepare when the
     weight is constant) and ``run(x, out)``, a method or the plan that resize picked.
     """
+
+    residual: Tensor | None = None  # added to the output before ``residual_activation`` (set by lite.fusion)
+    residual_activation = "NO_ACTIVATION"
 
     def check_attrs(self) -> None:
         check_io(self, 2, 1)
@@ -87,13 +90,11 @@ class ConvBase(NativeKernel):
             step()
 
     def finish_steps(self, out: np.ndarray, bias: Tensor | None) -> list[Step]:
-        """The calls of ``finish`` with their arrays bound."""
-        steps: list[Step] = []
-        if bias is not None:
-            out3 = out.reshape(*out.shape[:2], math.prod(out.shape[2:]))
-            steps.append(partial(np.add, out3, bias.data[:, None], out=out3))
-        activation = activation_step(out, self.activation)
-        return steps if activation is None else [*steps, activation]
+        """The calls of ``finish`` with their arrays bound: bias, the residual (when the runtime
+        gave one, ``lite.fusion``) and the activation, one compiled pass where it runs."""
+        if self.residual is None:
+            return epilogue_steps(out, None if bias is None else bias.data, None, self.activation)
+        return epilogue_steps(out, None if bias is None else bias.data, self.residual.data, self.residual_activation)
 
     def prepare(self) -> None:
         if self.inputs[1].is_const:
@@ -177,6 +178,11 @@ class Conv2DFusion(ConvBase):
         else:
             self.plan_im2col(x, w, begins, out_sizes)
 
+    @property
+    def takes_residual(self) -> bool:
+        """Whether the plan resize picked ends in ``finish_steps``, where a residual rides in the epilogue."""
+        return self.plan_steps in (self.direct_steps, self.im2col_steps)
+
     def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
                     out_sizes: tuple[int, ...]) -> None:
         (n, c, *_), (_, per_group, *kernel) = x, w
@@ -244,7 +250,8 @@ class Conv2DFusion(ConvBase):
         # to slow models that predict in parallel threads (pipelines, runners).
         buffers = self.scratch.arrays(self.workspace, x.dtype) if self.scratch else []
         weights, bias = self.weight_matrix(), self.bias()
-        key = (x, out, buffers[0].base if buffers else None, weights, None if bias is None else bias.data)
+        key = (x, out, buffers[0].base if buffers else None, weights, None if bias is None else bias.data,
+               None if self.residual is None else self.residual.data)
         if self.steps_key is None or not all(map(operator.is_, key, self.steps_key)):
             self.steps_key, self.steps = key, self.plan_steps(x, out, buffers, weights, bias)
         for step in self.steps:

@@ -1,12 +1,15 @@
 """Activations fused into a producer (Conv2DFusion, MatMulFusion, AddFusion, ...): clips whose
-bounds ``lite.ops.activation.FUSED_CLIPS`` gives."""
+bounds ``lite.ops.activation.FUSED_CLIPS`` gives; and a producer's whole epilogue (bias, a
+residual, the activation), compiled into one pass where ``lite.kernels.fast`` runs."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step, copy_step
 from lite.ops.activation import FUSED_ACTIVATIONS, FUSED_CLIPS
 
@@ -51,3 +54,40 @@ def clip_bounds(activation_type: str, dtype: np.dtype) -> tuple | None:
         return bounds
     info = np.iinfo(dtype)
     return tuple(dtype.type(min(max(bound, info.min), info.max)) for bound in bounds)
+
+
+def epilogue_steps(out: np.ndarray, bias: np.ndarray | None, residual: np.ndarray | None,
+                   activation_type: str) -> list[Step]:
+    """Calls computing ``activation(out + bias + residual)`` in place on ``out`` (N, C, ...), the
+    bias per channel (axis 1) and the residual of out's shape; None leaves a term out.
+
+    One compiled pass where it pays (a bias or residual beside a clip, or a residual) and the
+    arrays suit the compiled code; numpy passes otherwise, with the same results.
+    """
+    bounds = clip_bounds(activation_type, out.dtype)
+    rows = out.reshape(*out.shape[:2], math.prod(out.shape[2:]))
+    if (residual is not None or (bias is not None and bounds is not None)) and _compilable(out, residual):
+        from lite.kernels.fast import epilogue  # NOTE: imports the compiler: only when used
+
+        epilogue.warm(out.dtype.name)
+        dtype = out.dtype.type
+        shift = np.zeros(out.shape[1], out.dtype) if bias is None else np.array(bias, out.dtype, copy=True)
+        lo, hi = (dtype(b) for b in (bounds or (-np.inf, np.inf)))
+        if residual is None:
+            return [partial(epilogue.bias_clip, rows, shift, lo, hi)]
+        return [partial(epilogue.bias_residual_clip, rows, shift, residual.reshape(rows.shape), lo, hi)]
+    steps: list[Step] = []
+    if bias is not None:
+        steps.append(partial(np.add, rows, bias.reshape(-1, 1), out=rows))
+    if residual is not None:
+        steps.append(partial(np.add, out, residual, out=out))
+    activation = activation_step(out, activation_type)
+    return steps if activation is None else [*steps, activation]
+
+
+def _compilable(out: np.ndarray, residual: np.ndarray | None) -> bool:
+    """Whether the compiled epilogue takes these arrays (writable, C-contiguous, one float dtype)."""
+    arrays = [out] if residual is None else [out, residual]
+    return (fast.enabled() and out.dtype.name in fast.FAST_DTYPES
+            and all(a.flags.c_contiguous and a.flags.writeable and a.dtype == out.dtype for a in arrays)
+            and (residual is None or residual.shape == out.shape))

@@ -1,0 +1,74 @@
+"""The compiled convolution epilogue (bias, residual, clip in one pass) against numpy's passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.kernels import fast
+from lite.kernels.fused import epilogue_steps
+from lite.ops.activation import FUSED_CLIPS
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+
+def expected(out, bias, residual, activation):
+    total = out + (0 if bias is None else bias.reshape(1, -1, *[1] * (out.ndim - 2)))
+    total = total + (0 if residual is None else residual)
+    bounds = FUSED_CLIPS.get(activation)
+    return total if bounds is None else np.clip(total, *bounds)
+
+
+def run(steps) -> None:
+    for step in steps:
+        step()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 6, 5, 7), (1, 3, 11), (3, 4, 2, 2, 2), (1, 5)])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("with_residual", [True, False])
+@pytest.mark.parametrize("activation", ["NO_ACTIVATION", "RELU", "RELU6"])
+def test_compiled_matches_numpy(monkeypatch, dtype, shape, with_bias, with_residual, activation):
+    rng = np.random.default_rng([len(shape), *shape])
+    out = (rng.standard_normal(shape) * 4).astype(dtype)
+    bias = rng.standard_normal(shape[1]).astype(dtype) if with_bias else None
+    residual = (rng.standard_normal(shape) * 4).astype(dtype) if with_residual else None
+    want = expected(out, bias, residual, activation)
+    results = []
+    for enabled in ("0", "1"):
+        monkeypatch.setenv("DELITE_FAST_KERNELS", enabled)
+        got = out.copy()
+        run(epilogue_steps(got, bias, residual, activation))
+        results.append(got)
+    for got in results:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_pass_is_one_call_where_it_pays():
+    out, bias, residual = np.ones((1, 2, 3), np.float32), np.ones(2, np.float32), np.ones((1, 2, 3), np.float32)
+    assert len(epilogue_steps(out, bias, residual, "RELU")) == 1
+    assert len(epilogue_steps(out, bias, None, "RELU6")) == 1
+    assert len(epilogue_steps(out, None, residual, "NO_ACTIVATION")) == 1
+
+
+@pytest.mark.parametrize("residual", [
+    np.arange(24, dtype=np.float32).reshape(1, 4, 6)[:, ::2],  # strided
+    np.arange(12, dtype=np.float64).reshape(1, 2, 6),  # another dtype
+    np.arange(6, dtype=np.float32).reshape(1, 1, 6),  # broadcast
+])
+def test_arrays_the_compiled_code_does_not_take_go_through_numpy(residual):
+    out = np.linspace(-3, 3, 12, dtype=np.float32).reshape(1, 2, 6)
+    bias = np.array([0.5, -0.25], np.float32)
+    want = expected(out, bias, residual, "RELU")
+    steps = epilogue_steps(out, bias, residual, "RELU")
+    assert len(steps) == 3
+    run(steps)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_a_read_only_bias_is_copied_for_the_compiled_code():
+    out, bias = np.full((1, 2, 4), -1.0, np.float32), np.array([2.0, 9.0], np.float32)
+    bias.flags.writeable = False
+    run(epilogue_steps(out, bias, None, "RELU6"))
+    np.testing.assert_array_equal(out, np.array([[[1.0] * 4, [6.0] * 4]], np.float32))

@@ -1,0 +1,114 @@
+"""Native fusion at build (lite.fusion): a convolution takes over the residual Add that alone reads
+it, the bias, shortcut and activation added in one compiled pass; checked against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import lite
+from lite.delegates.onnxruntime import ORTDelegate
+from lite.fusion import ConvResidual
+from lite.kernels import fast
+from lite.tools.converter import convert
+from tests.oracle import relative_l2, run_onnxruntime
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+RNG = np.random.default_rng(21)
+
+
+def block(shortcut: str = "conv", extra_nodes=(), outputs=("y",), relu_first: bool = False) -> onnx.ModelProto:
+    """x -> Conv(3x3) [-> Relu] -> c; shortcut: a 1x1 Conv of x ("conv", itself fusable), x itself
+    ("input") or x's channel means, which broadcast ("broadcast"); Add(c, shortcut) -> Relu -> y."""
+    inits = {"w": RNG.standard_normal((8, 8, 3, 3)) * 0.2, "b": RNG.standard_normal(8),
+             "ws": RNG.standard_normal((8, 8, 1, 1)) * 0.3, "bs": RNG.standard_normal(8)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c0"], pads=[1, 1, 1, 1])]
+    nodes.append(helper.make_node("Relu", ["c0"], ["c"]) if relu_first else helper.make_node("Identity", ["c0"], ["c"]))
+    if shortcut == "conv":
+        nodes.append(helper.make_node("Conv", ["x", "ws", "bs"], ["s"]))
+    elif shortcut == "broadcast":
+        nodes.append(helper.make_node("ReduceMean", ["x"], ["s"], axes=[2, 3]))
+    nodes += [helper.make_node("Add", ["c", "x" if shortcut == "input" else "s"], ["a"]),
+              helper.make_node("Relu", ["a"], ["y"]), *extra_nodes]
+    graph = helper.make_graph(
+        nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 10, 10])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def build(onnx_model: onnx.ModelProto, *delegates) -> lite.Model:
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=1, delegates=list(delegates)))
+    return model
+
+
+def fused(model: lite.Model) -> list[ConvResidual]:
+    return [k for k in model._engine.kernels if isinstance(k, ConvResidual)]
+
+
+def assert_matches(model: lite.Model, onnx_model: onnx.ModelProto, batch: int) -> None:
+    x = RNG.standard_normal((batch, 8, 10, 10)).astype(np.float32)
+    if model.get_inputs()[0].shape[0] != batch:
+        model.resize(model.get_inputs(), [[batch, 8, 10, 10]])
+    got = model.predict([x])
+    for g, want in zip(got, run_onnxruntime(onnx_model, {"x": x}), strict=True):
+        assert relative_l2(g.get_data_to_numpy(), want) < 1e-5
+
+
+@pytest.mark.parametrize("shortcut", ["conv", "input"])
+def test_a_residual_add_runs_in_the_convolution_epilogue(shortcut):
+    onnx_model = block(shortcut)
+    model = build(onnx_model)
+    for batch in (1, 3, 2):
+        assert_matches(model, onnx_model, batch)
+        [kernel] = fused(model)
+        assert kernel.fused and kernel.conv.residual is kernel.residual
+    assert [r.op_type for r in model.partition_report()].count("AddFusion") == 1  # the report keeps both nodes
+
+
+@pytest.mark.parametrize("case, onnx_model", [
+    ("the conv output is also a model output", block("input", outputs=("y", "c0"))),
+    ("the conv output has another reader", block("input", extra_nodes=[helper.make_node("Neg", ["c"], ["n"])],
+                                                 outputs=("y", "n"))),
+    ("the conv has its own activation", block("input", relu_first=True)),
+])
+def test_convolutions_whose_output_is_needed_elsewhere_are_not_fused(case, onnx_model):
+    model = build(onnx_model)
+    assert not fused(model), case
+    assert_matches(model, onnx_model, 2)
+
+
+def test_a_residual_that_broadcasts_runs_the_two_kernels_one_after_the_other():
+    onnx_model = block("broadcast")
+    model = build(onnx_model)
+    assert_matches(model, onnx_model, 2)
+    [kernel] = fused(model)
+    assert not kernel.fused
+    assert_matches(model, onnx_model, 2)
+
+
+def test_without_the_compiler_nothing_is_fused(monkeypatch):
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    onnx_model = block()
+    model = build(onnx_model)
+    assert not fused(model)
+    assert_matches(model, onnx_model, 2)
+
+
+def test_delegated_kernels_are_left_to_the_delegate():
+    onnx_model = block()
+    model = build(onnx_model, ORTDelegate())
+    assert not fused(model)
+    assert_matches(model, onnx_model, 2)
+
+
+def test_a_profile_charges_the_fused_time_to_the_convolution():
+    model = build(block())
+    profile: dict = {}
+    model.predict([RNG.standard_normal((2, 8, 10, 10)).astype(np.float32)], profile=profile)
+    [kernel] = fused(model)
+    assert profile[kernel.conv] > 0 and profile[kernel.add] == 0.0 and kernel not in profile
