@@ -17,7 +17,7 @@ import numpy as np
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import activation_step, clip_bounds, epilogue_steps, fused_activation
+from lite.kernels.fused import activation_step, clip_bounds, compilable, epilogue_steps, fused_activation
 from lite.kernels.parallel import product_shapes
 from lite.kernels.registry import register
 from lite.kernels.window import (
@@ -63,6 +63,7 @@ class ConvBase(NativeKernel):
         self.planned: tuple[int, ...] | None = None
         self.steps_key: tuple | None = None
         self.steps: list[Step] = []
+        self.winograd_weights: np.ndarray | None = None  # the transformed weight, made at the first Winograd plan
 
     def check_weight(self, x: tuple[int, ...], w: tuple[int, ...], out_channels: int) -> None:
         """Fails unless x and weight have the window's rank and agree on groups, kernel size and bias length."""
@@ -175,13 +176,53 @@ class Conv2DFusion(ConvBase):
                 self.plan_fast_depthwise(geometry, out_c)
             else:
                 self.plan_depthwise(geometry, out_c)
+        elif self.winograd(x, w, out_sizes):
+            self.plan_winograd(x, out_c, begins, out_sizes)
         else:
             self.plan_im2col(x, w, begins, out_sizes)
 
     @property
     def takes_residual(self) -> bool:
-        """Whether the plan resize picked ends in ``finish_steps``, where a residual rides in the epilogue."""
-        return self.plan_steps in (self.direct_steps, self.im2col_steps)
+        """Whether the plan resize picked adds a residual in its epilogue (``residual``)."""
+        return self.plan_steps in (self.direct_steps, self.im2col_steps, self.winograd_steps)
+
+    def winograd(self, x: tuple[int, ...], w: tuple[int, ...], out_sizes: tuple[int, ...]) -> bool:
+        """Whether Winograd F(4x4, 3x3) runs: a constant 3x3 stride-1 weight, one group, a compiled
+        dtype, and a shape where it beats im2col (``lite.kernels.fast.winograd.worth_it``)."""
+        if (self.rank != 2 or tuple(w[2:]) != (3, 3) or self.strides != (1, 1) or self.dilations != (1, 1)
+                or self.group != 1 or not self.inputs[1].is_const or not self.fast_depthwise()):
+            return False
+        from lite.kernels.fast import winograd  # NOTE: imports the compiler: only when used
+
+        return winograd.worth_it(x[1], w[0], out_sizes)
+
+    def plan_winograd(self, x: tuple[int, ...], out_c: int, begins: tuple[int, ...],
+                      out_sizes: tuple[int, ...]) -> None:
+        from lite.kernels.fast import winograd
+
+        self.winograd_plan = plan = winograd.WinogradPlan(x, out_c, begins, out_sizes)
+        self.scratch = Scratch(*plan.scratch)
+        self.plan_steps = self.winograd_steps
+        if self.winograd_weights is None:
+            self.winograd_weights = winograd.transform_weights(self.inputs[1].data)
+        winograd.warm(self.inputs[0].dtype.name)
+
+    def winograd_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], _weights: np.ndarray,
+                       bias: Tensor | None) -> list[Step]:
+        """Input transform, 36 products, output transform with bias, residual and activation."""
+        steps: list[Step] = []
+        if not (x.flags.c_contiguous and x.flags.writeable):
+            source, x = x, np.empty(x.shape, x.dtype)  # NOTE: the compiled code takes writable C arrays
+            steps.append(partial(np.copyto, x, source))
+        residual = None if self.residual is None else self.residual.data
+        activation = self.activation if residual is None else self.residual_activation
+        later = []
+        if residual is not None and not compilable(out, residual):
+            later, residual, activation = epilogue_steps(out, None, residual, activation), None, "NO_ACTIVATION"
+        shift = np.zeros(out.shape[1], out.dtype) if bias is None else np.array(bias.data, out.dtype, copy=True)
+        bounds = clip_bounds(activation, out.dtype) or (-np.inf, np.inf)
+        return [*steps, *self.winograd_plan.steps(x, self.winograd_weights, shift, residual, out, bounds, buffers,
+                                                  self.threads.matmul_step), *later]
 
     def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
                     out_sizes: tuple[int, ...]) -> None:

@@ -66,7 +66,7 @@ def epilogue_steps(out: np.ndarray, bias: np.ndarray | None, residual: np.ndarra
     """
     bounds = clip_bounds(activation_type, out.dtype)
     rows = out.reshape(*out.shape[:2], math.prod(out.shape[2:]))
-    if (residual is not None or (bias is not None and bounds is not None)) and _compilable(out, residual):
+    if (residual is not None or (bias is not None and bounds is not None)) and compilable(out, residual):
         from lite.kernels.fast import epilogue  # NOTE: imports the compiler: only when used
 
         epilogue.warm(out.dtype.name)
@@ -85,8 +85,8 @@ def epilogue_steps(out: np.ndarray, bias: np.ndarray | None, residual: np.ndarra
     return steps if activation is None else [*steps, activation]
 
 
-def _compilable(out: np.ndarray, residual: np.ndarray | None) -> bool:
-    """Whether the compiled epilogue takes these arrays (writable, C-contiguous, one float dtype)."""
+def compilable(out: np.ndarray, residual: np.ndarray | None) -> bool:
+    """Whether compiled epilogues take these arrays (writable, C-contiguous, one float dtype)."""
     arrays = [out] if residual is None else [out, residual]
     return (fast.enabled() and out.dtype.name in fast.FAST_DTYPES
             and all(a.flags.c_contiguous and a.flags.writeable and a.dtype == out.dtype for a in arrays)

@@ -1,0 +1,183 @@
+"""Winograd F(4x4, 3x3) convolution for 3x3, stride-1 layers (Lavin and Gray, 2016).
+
+Each 4 x 4 block of the output comes from a 6 x 6 tile of the input: the tiles are transformed
+(``V = B^T d B``), multiplied by the transformed weights (``U = G g G^T``, made once at build)
+as 36 matrix products over channels, one per tile position, and transformed back
+(``Y = A^T M A``) with the bias, a residual and the activation added as the blocks are written.
+That is 36 multiplies for 16 outputs against im2col's 144, at the cost of the transforms and
+of weights four times larger, so it pays on layers with many channels and large planes; the
+convolution kernel picks it by shape (``worth_it``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
+
+from lite.kernels.fast import compiled, jit
+
+TILE, WINDOW = 4, 6  # output block and input tile sizes
+G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+              [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+
+
+def transform_weights(weight: np.ndarray) -> np.ndarray:
+    """``U``: (36, K, C) from a (K, C, 3, 3) weight, computed in float64 and stored in its dtype."""
+    u = np.einsum("ai,kcij,bj->abkc", G, weight.astype(np.float64), G)
+    return np.ascontiguousarray(u.reshape(WINDOW * WINDOW, *weight.shape[:2]).astype(weight.dtype))
+
+
+class WinogradPlan:
+    """Tile counts and scratch shapes for one input shape; ``steps`` binds the calls of a run."""
+
+    def __init__(self, x: tuple[int, ...], out_channels: int, begins: tuple[int, ...], out: tuple[int, ...]):
+        (n, c), (self.oh, self.ow) = x[:2], out
+        self.pads = begins
+        self.tiles_h, self.tiles_w = -(-self.oh // TILE), -(-self.ow // TILE)
+        tiles = n * self.tiles_h * self.tiles_w
+        padded = ((self.tiles_h * TILE + 2) * (self.tiles_w * TILE + 2),)  # NOTE: also holds the output rows
+        self.scratch = ((WINDOW * WINDOW, c, tiles), (WINDOW * WINDOW, out_channels, tiles), padded)
+
+    def steps(self, x: np.ndarray, u: np.ndarray, bias: np.ndarray, residual: np.ndarray | None,
+              out: np.ndarray, bounds: tuple, buffers: list[np.ndarray], matmul) -> list:
+        """The calls computing ``out = clip(conv(x) + bias + residual, *bounds)``; ``matmul(a, b, out)``
+        makes the step of a matrix product (the model's threads split it)."""
+        v, m, plane = buffers
+        lo, hi = (out.dtype.type(b) for b in bounds)
+        extra = np.zeros((1, 1, 1, 1), out.dtype) if residual is None else residual
+        return [functools.partial(input_transform, x, v, plane, *self.pads, self.tiles_h, self.tiles_w),
+                matmul(u, v, m),
+                functools.partial(output_transform, m, bias, extra, residual is not None, out, lo, hi,
+                                  self.tiles_h, self.tiles_w, plane)]
+
+
+def worth_it(channels: int, out_channels: int, out: tuple[int, int]) -> bool:
+    """Whether Winograd beats im2col here: enough channels and a plane of at least 12 x 12 blocks."""
+    return min(channels, out_channels) >= 32 and math.ceil(out[0] / TILE) * math.ceil(out[1] / TILE) >= 36
+
+
+@jit
+def input_transform(x, v, plane, pt, pl, th, tw):
+    """``v[:, c, tile] = B^T d B`` for every 6 x 6 tile ``d`` of every channel of x (zero-padded).
+
+    A row of tiles at a time: first the rows of the padded plane combine into six rows (``B^T d``,
+    contiguous, so vectorized), then every tile's six columns of those combine into its six values
+    per row (``(B^T d) B``), written along the row of tiles.
+    """
+    n, c, h, w = x.shape
+    pw = tw * TILE + 2
+    rows = np.empty((WINDOW, pw), plane.dtype)
+    plane[:] = 0
+    for image in range(n):
+        for channel in range(c):
+            for r in range(h):  # the padded plane: only the interior is written, so the border stays zero
+                source, into = x[image, channel, r], (r + pt) * pw + pl
+                for q in range(w):
+                    plane[_u(into + q)] = source[q]
+            for ty in range(th):
+                _rows_in(plane, ty * TILE * pw, pw, rows)
+                tile = image * th * tw + ty * tw
+                for a in range(WINDOW):
+                    _columns_in(rows[a], v, a * WINDOW, channel, tile, tw)
+
+
+@jit
+def _rows_in(plane, at, pw, rows):
+    for q in range(pw):
+        d0, d1, d2 = plane[_u(at + q)], plane[_u(at + pw + q)], plane[_u(at + 2 * pw + q)]
+        d3, d4, d5 = plane[_u(at + 3 * pw + q)], plane[_u(at + 4 * pw + q)], plane[_u(at + 5 * pw + q)]
+        rows[0, q] = 4 * d0 - 5 * d2 + d4
+        rows[1, q] = -4 * d1 - 4 * d2 + d3 + d4
+        rows[2, q] = 4 * d1 - 4 * d2 - d3 + d4
+        rows[3, q] = -2 * d1 - d2 + 2 * d3 + d4
+        rows[4, q] = 2 * d1 - d2 - 2 * d3 + d4
+        rows[5, q] = 4 * d1 - 5 * d3 + d5
+
+
+@jit
+def _columns_in(row, v, first, channel, tile, tw):
+    v0, v1, v2 = v[first, channel, tile:], v[first + 1, channel, tile:], v[first + 2, channel, tile:]
+    v3, v4, v5 = v[first + 3, channel, tile:], v[first + 4, channel, tile:], v[first + 5, channel, tile:]
+    for tx in range(tw):
+        at = _u(tx * TILE)
+        d0, d1, d2, d3, d4, d5 = row[at], row[at + 1], row[at + 2], row[at + 3], row[at + 4], row[at + 5]
+        v0[_u(tx)] = 4 * d0 - 5 * d2 + d4
+        v1[_u(tx)] = -4 * d1 - 4 * d2 + d3 + d4
+        v2[_u(tx)] = 4 * d1 - 4 * d2 - d3 + d4
+        v3[_u(tx)] = -2 * d1 - d2 + 2 * d3 + d4
+        v4[_u(tx)] = 2 * d1 - d2 - 2 * d3 + d4
+        v5[_u(tx)] = 4 * d1 - 5 * d3 + d5
+
+
+@jit
+def output_transform(m, bias, residual, has_residual, out, lo, hi, th, tw, plane):
+    """``out = clip(A^T M A + bias [+ residual], lo, hi)``, the 4 x 4 blocks cropped to out's plane.
+
+    A row of tiles at a time, as ``input_transform`` backwards: each tile position's six values
+    combine along the row of tiles into four rows (``A^T M``), whose columns combine into the
+    blocks (``(A^T M) A``) of four output rows; bias, residual and clip go on as they are copied out.
+    """
+    n, k, oh, ow = out.shape
+    pw = tw * TILE
+    rows = np.empty((TILE, WINDOW, tw), m.dtype)
+    for image in range(n):
+        for channel in range(k):
+            shift = bias[channel]
+            for ty in range(th):
+                tile = image * th * tw + ty * tw
+                for j in range(WINDOW):
+                    _rows_out(m, j, channel, tile, tw, rows)
+                for r in range(TILE):
+                    _columns_out(rows[r], plane, r * pw, tw)
+                for r in range(min(TILE, oh - ty * TILE)):
+                    y = ty * TILE + r
+                    source, target = plane[r * pw:], out[image, channel, y]
+                    if has_residual:
+                        extra = residual[image, channel, y]
+                        for q in range(ow):
+                            target[q] = min(max(source[q] + shift + extra[q], lo), hi)
+                    else:
+                        for q in range(ow):
+                            target[q] = min(max(source[q] + shift, lo), hi)
+
+
+@jit
+def _rows_out(m, j, channel, tile, tw, rows):
+    m0, m1, m2 = m[j, channel, tile:], m[WINDOW + j, channel, tile:], m[2 * WINDOW + j, channel, tile:]
+    m3, m4, m5 = m[3 * WINDOW + j, channel, tile:], m[4 * WINDOW + j, channel, tile:], m[5 * WINDOW + j, channel, tile:]
+    r0, r1, r2, r3 = rows[0, j], rows[1, j], rows[2, j], rows[3, j]
+    for tx in range(tw):
+        i = _u(tx)
+        a0, a1, a2, a3, a4, a5 = m0[i], m1[i], m2[i], m3[i], m4[i], m5[i]
+        r0[i] = a0 + a1 + a2 + a3 + a4
+        r1[i] = a1 - a2 + 2 * a3 - 2 * a4
+        r2[i] = a1 + a2 + 4 * a3 + 4 * a4
+        r3[i] = a1 - a2 + 8 * a3 - 8 * a4 + a5
+
+
+@jit
+def _columns_out(rows, plane, at, tw):
+    s0, s1, s2, s3, s4, s5 = rows[0], rows[1], rows[2], rows[3], rows[4], rows[5]
+    for tx in range(tw):
+        i, o = _u(tx), _u(at + tx * TILE)
+        a0, a1, a2, a3, a4, a5 = s0[i], s1[i], s2[i], s3[i], s4[i], s5[i]
+        plane[o] = a0 + a1 + a2 + a3 + a4
+        plane[o + 1] = a1 - a2 + 2 * a3 - 2 * a4
+        plane[o + 2] = a1 + a2 + 4 * a3 + 4 * a4
+        plane[o + 3] = a1 - a2 + 8 * a3 - 8 * a4 + a5
+
+
+@functools.cache
+def warm(dtype: str) -> None:
+    """Compiles the transforms for ``dtype`` now (at build), not in the first predict."""
+    plan = WinogradPlan((1, 2, 4, 4), 2, (1, 1), (4, 4))
+    buffers = [np.zeros(shape, dtype) for shape in plan.scratch]
+    x, out = np.zeros((1, 2, 4, 4), dtype), np.zeros((1, 2, 4, 4), dtype)
+    u = transform_weights(np.zeros((2, 2, 3, 3), dtype))
+    for residual in (None, np.zeros_like(out)):
+        for step in plan.steps(x, u, np.zeros(2, dtype), residual, out, (-np.inf, np.inf), buffers,
+                               lambda a, b, o: functools.partial(np.matmul, a, b, out=o)):
+            compiled(step)
