@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_info
 
 import lite
 from lite import threads
-from lite.kernels import parallel
+from lite.kernels import fast, parallel
 from lite.threads import limit_blas_threads
 from lite.tools.contention import spin
 from lite.tools.converter import convert
@@ -97,6 +97,9 @@ def test_a_model_on_dynamic_chunks_matches_onnxruntime(monkeypatch, thread_num):
     model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=thread_num))
     assert_matches_onnxruntime(model, onnx_model)
     assert runs and model._engine.threads.dynamic and set(blas_threads()) == {1}
+    if fast.enabled():  # the compiled depthwise kernel's planes were shared out too
+        assert any(type(getattr(chunk, "func", None).__self__).__name__ == "DepthwisePlan"
+                   for (chunks,) in runs for chunk in chunks if hasattr(getattr(chunk, "func", None), "__self__"))
 
 
 def test_idle_cores_leave_products_whole_to_blas(monkeypatch):
@@ -118,12 +121,15 @@ def counting(method, calls: list):
 
 
 def conv_net() -> onnx.ModelProto:
-    """Two 3x3 convolutions and a Gemm, large enough that their products are split."""
+    """Two 3x3 convolutions around a depthwise one, and a Gemm: large enough that products and the
+    depthwise planes are split."""
     rng = np.random.default_rng(3)
     weights = {"w1": rng.standard_normal((32, 16, 3, 3)) * 0.1, "w2": rng.standard_normal((32, 32, 3, 3)) * 0.1,
+               "wd": rng.standard_normal((32, 1, 3, 3)) * 0.3,
                "fc": rng.standard_normal((32 * 32 * 32, 64)) * 0.01}
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "wd"], ["b"], pads=[1, 1, 1, 1], group=32),
              helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Flatten", ["c"], ["d"]),
              helper.make_node("MatMul", ["d", "fc"], ["y"])]

@@ -101,7 +101,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--thread-num", type=int, default=2)
     p.add_argument("--loop-count", type=int, default=20)
     p.add_argument("--busy-core", type=int, default=1, help="the core the busy-loop process is pinned to")
-    p.add_argument("--pause-ms", type=float, default=50.0, help="pause before each run")
+    p.add_argument("--pause-ms", type=float, default=200.0,
+                   help="pause before each run, so the other engine's threads stop spinning (BLAS's spin for "
+                        "tens of ms after a product; with 50 ms, onnxruntime's idle MobileNetV2 measured 15.6 ms "
+                        "instead of 4.4)")
     p.add_argument("--json", type=Path, metavar="OUT.json")
     args = p.parse_args(argv)
     results = []

@@ -242,30 +242,36 @@ class Conv2DFusion(ConvBase):
         return fast.enabled() and self.inputs[0].dtype.name in fast.FAST_DTYPES
 
     def plan_fast_depthwise(self, geometry: Geometry, out_c: int) -> None:
-        """The compiled direct depthwise kernel (``lite.kernels.fast.depthwise``) of a 2-D geometry."""
+        """The compiled direct depthwise kernel (``lite.kernels.fast.depthwise``) of a 2-D geometry,
+        its output planes shared out among the model's threads (scratch for each piece)."""
         from lite.kernels.fast.depthwise import DepthwisePlan
 
         self.fast_plan = plan = DepthwisePlan(geometry)
-        self.scratch = Scratch(*plan.scratch)
         self.x_shape, self.out_shape = geometry.x, (geometry.x[0], out_c, *geometry.out)
+        self.scratch = Scratch(*plan.scratch * self.threads.loop_pieces(self.out_shape[0] * out_c))
         self.plan_steps = self.fast_depthwise_steps
         plan.warm(self.inputs[0].dtype)
 
     def fast_depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                              bias: Tensor | None) -> list[Step]:
-        """One call: the compiled kernel with bias and activation fused."""
+        """The compiled kernel with bias and activation fused, on the model's threads."""
         out_c, dtype = self.out_shape[1], out.dtype
         # NOTE: writable C-contiguous arrays only: the kernel was compiled for those (a read-only weight from
         # the model file, or a strided input, would be another type, compiled again in the middle of a predict)
         bias_data = np.zeros(out_c, dtype) if bias is None else np.array(bias.data, dtype, copy=True)
         bounds = clip_bounds(self.activation, dtype) or (-np.inf, np.inf)
         kernel = np.array(self.fast_plan.arrange(weights.reshape(out_c, 1, *self.fast_plan.geometry.kernel)), copy=True)
-        x = x.reshape(self.x_shape)
+        x, out, steps = x.reshape(self.x_shape), out.reshape(self.out_shape), []
         if not (x.flags.writeable and x.flags.c_contiguous):
             x = np.array(x, copy=True)  # NOTE: a copy bound once; refreshed below each run
-            return [partial(np.copyto, x, self.inputs[0].data.reshape(self.x_shape)),
-                    partial(self.fast_plan.run, x, kernel, bias_data, out.reshape(self.out_shape), bounds, buffers)]
-        return [partial(self.fast_plan.run, x, kernel, bias_data, out.reshape(self.out_shape), bounds, buffers)]
+            steps.append(partial(np.copyto, x, self.inputs[0].data.reshape(self.x_shape)))
+        per = len(self.fast_plan.scratch)
+
+        def piece(index: int, first: int, last: int) -> Step:
+            scratch = buffers[index * per:(index + 1) * per]
+            return partial(self.fast_plan.run, x, kernel, bias_data, out, bounds, scratch, first, last)
+
+        return [*steps, self.threads.loop_step(out.shape[0] * out_c, piece)]
 
     def plan_depthwise(self, g: Geometry, out_c: int) -> None:
         """The numpy depthwise plan of a 2-D geometry (1-D arrives lifted to height 1)."""

@@ -99,3 +99,37 @@ def test_helpers_stop_when_their_threads_object_is_gone():
             break
         threading.Event().wait(0.01)
     assert threading.active_count() == before
+
+
+@pytest.mark.parametrize("thread_num, count, pieces", [(1, 100, 1), (2, 100, 4), (3, 5, 5), (2, 1, 1)])
+def test_a_loop_is_cut_into_pieces_that_cover_it(thread_num, count, pieces):
+    threads = dynamic(thread_num)
+    assert threads.loop_pieces(count) == pieces
+    ranges, names = [], set()
+
+    def piece(index, first, last):
+        return lambda: (ranges.append((index, first, last)), names.add(threading.current_thread().name))
+
+    threads.loop_step(count, piece)()
+    assert sorted(ranges) == [(i, round(count * i / pieces), round(count * (i + 1) / pieces)) for i in range(pieces)]
+
+
+def test_idle_threads_run_the_pieces_in_the_callers_thread():
+    threads = KernelThreads(2)  # not dynamic: BLAS's pool owns the other core
+    seen = []
+    threads.loop_step(10, lambda index, first, last: lambda: seen.append(threading.current_thread()))()
+    assert seen == [threading.current_thread()] * threads.loop_pieces(10) and threads._crew is None
+
+
+def test_dynamic_threads_share_the_pieces_out():
+    threads, seen, barrier = dynamic(2), set(), threading.Barrier(2, timeout=5)
+
+    def piece(index, first, last):
+        def run():
+            seen.add(threading.current_thread().name)
+            if index < 2:
+                barrier.wait()  # the first two pieces can only finish together, on two threads
+        return run
+
+    threads.loop_step(8, piece)()
+    assert len(seen) == 2

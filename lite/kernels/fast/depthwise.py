@@ -41,11 +41,13 @@ class DepthwisePlan:
         return np.ascontiguousarray(weight.reshape(weight.shape[0], -1))
 
     def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
-            bounds: tuple[float, float], scratch: list[np.ndarray]) -> None:
-        """``out`` = clip(depthwise(x, weight) + bias, *bounds); ``weight`` as ``arrange`` gave it."""
+            bounds: tuple[float, float], scratch: list[np.ndarray], first: int = 0, last: int | None = None) -> None:
+        """``out`` = clip(depthwise(x, weight) + bias, *bounds) for the output planes ``first`` to
+        ``last - 1`` (of N * O; default all); ``weight`` as ``arrange`` gave it."""
         g, lo, hi = self.geometry, out.dtype.type(bounds[0]), out.dtype.type(bounds[1])
+        last = out.shape[0] * out.shape[1] if last is None else last
         by_plane(x, weight, bias, out, *g.kernel, *g.strides, *g.dilations, *g.begins, lo, hi, self.hq, self.wq,
-                 *scratch)
+                 *scratch, first, last)
 
     def warm(self, dtype: np.dtype) -> None:
         """Compiles the kernel for ``dtype`` now (at build), not in the first predict."""
@@ -107,14 +109,15 @@ def _plane(phases, wf, wbase, kh, kw, sh, sw, dh, dw, hq, wq, bias, lo, hi, oh, 
 
 
 @jit
-def by_plane(x, weight, bias, out, kh, kw, sh, sw, dh, dw, pt, pl, lo, hi, hq, wq, phases, wide):
-    """Channel by channel: its stride phases, then the taps over the whole output plane."""
+def by_plane(x, weight, bias, out, kh, kw, sh, sw, dh, dw, pt, pl, lo, hi, hq, wq, phases, wide, first, last):
+    """Output planes ``first`` to ``last - 1`` (of N * O), channel by channel: its stride phases,
+    then the taps over the whole output plane."""
     n, c, h, w = x.shape
     o, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     xf, of, wf = x.reshape(n * c * h * w), out.reshape(n * o * oh * ow), weight.reshape(o * kh * kw)
     multiplier = o // c
     phases[:] = 0
-    for job in range(n * o):
+    for job in range(first, last):
         image, channel = job // o, job % o
         _fill_phases(xf, (image * c + channel // multiplier) * h * w, h, w, pt, pl, sh, sw, hq, wq, phases)
         _plane(phases, wf, channel * kh * kw, kh, kw, sh, sw, dh, dw, hq, wq, bias[channel], lo, hi, oh, ow, wide,
