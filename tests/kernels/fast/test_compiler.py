@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,14 @@ def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     assert fast.cache_directory() == tmp_path / "delite" / "numba"
     monkeypatch.setenv("DELITE_NUMBA_CACHE", str(tmp_path / "mine"))
     assert fast.cache_directory() == tmp_path / "mine"
+
+
+def test_code_compiled_with_other_options_is_not_found(monkeypatch):
+    """numba's cache keys on the source only: the options name the cache's subfolder."""
+    key = fast._options_key()
+    assert str(fast.numba_module().config.CACHE_DIR).endswith(key) or os.environ.get("NUMBA_CACHE_DIR")
+    monkeypatch.setitem(fast.JIT_OPTIONS, "error_model", "python")
+    assert fast._options_key() != key
 
 
 @pytest.mark.parametrize("why", ["no compiler", "switched off"])
