@@ -9,32 +9,11 @@ import onnx
 
 
 def encoder(torch, layers: int = 2, width: int = 64, heads: int = 4):
-    """Post-norm encoder blocks: self-attention, LayerNorm, GELU feed-forward (random weights)."""
-    nn = torch.nn
-
-    class Attention(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
-
-        def forward(self, x):
-            batch, seq, _ = x.shape
-            q, k, v = self.qkv(x).reshape(batch, seq, 3, heads, width // heads).permute(2, 0, 3, 1, 4)
-            scores = torch.softmax(q @ k.transpose(-1, -2) / (width // heads) ** 0.5, dim=-1)
-            return self.out((scores @ v).transpose(1, 2).reshape(batch, seq, width))
-
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.attention, self.norm1, self.norm2 = Attention(), nn.LayerNorm(width), nn.LayerNorm(width)
-            self.feed_forward = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
-
-        def forward(self, x):
-            x = self.norm1(x + self.attention(x))
-            return self.norm2(x + self.feed_forward(x))
+    """Post-norm encoder blocks (``lite.tools.zoo_nets.transformer_encoder``) with seed-0 random weights."""
+    from lite.tools import zoo_nets
 
     torch.manual_seed(0)
-    return nn.Sequential(*[Block() for _ in range(layers)]).eval()
+    return zoo_nets.transformer_encoder(layers, width, heads, 4 * width).eval()
 
 
 def export_encoder(torch, opset: int = 14, seq: int = 32, **sizes) -> onnx.ModelProto:

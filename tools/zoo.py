@@ -1,8 +1,9 @@
 """Deterministic test and benchmark models with seeded random weights, as ``onnx.ModelProto``.
 
-PyTorch models (``resnet18``, ``resnet50``, ``mobilenet_v2``, ``squeezenet``,
-``inception_block``) come from the torch.nn definitions in ``lite.tools.zoo_nets``, in
-eval mode with BatchNorm statistics calibrated on random inputs, exported with the TorchScript exporter:
+PyTorch models (``resnet18``, ``resnet50``, ``mobilenet_v2``, ``mobilenet_v3_large``,
+``efficientnet_b0``, ``squeezenet``, ``inception_block``, ``bert_encoder``) come from the
+torch.nn definitions in ``lite.tools.zoo_nets``, in eval mode with BatchNorm statistics
+calibrated on random inputs, exported with the TorchScript exporter:
 ``torch.onnx.export(..., dynamo=False, do_constant_folding=False)``. In torch 2.13 that
 path still works, takes well under a second, and keeps BatchNormalization nodes (the
 default constant folding merges them into the convolutions), so the converter's BN
@@ -63,6 +64,20 @@ def mobilenet_v2(batch_size: int = 1, dynamic_batch: bool = False, image_size: i
                         (3, image_size, image_size))
 
 
+def mobilenet_v3_large(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
+                       num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
+    """MobileNetV3-Large (HardSwish, SE gates with HardSigmoid, 3x3/5x5 depthwise); input ``input`` (N, 3, H, W)."""
+    return _torch_model("mobilenet_v3_large", locals(), lambda nets: nets.MobileNetV3Large(num_classes),
+                        (3, image_size, image_size))
+
+
+def efficientnet_b0(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
+                    num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
+    """EfficientNet-B0 (SiLU as Sigmoid * x, MBConv with SE gates, 3x3/5x5 depthwise); input ``input`` (N, 3, H, W)."""
+    return _torch_model("efficientnet_b0", locals(), lambda nets: nets.EfficientNetB0(num_classes),
+                        (3, image_size, image_size))
+
+
 def squeezenet(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
                num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
     """SqueezeNet 1.1 (fire modules: Concat of 1x1 and 3x3 expands, ceil-mode max pools)."""
@@ -77,12 +92,29 @@ def inception_block(batch_size: int = 1, dynamic_batch: bool = False, image_size
                         (in_channels, image_size, image_size))
 
 
-def _torch_model(name: str, args: dict[str, Any], build: Callable, sample_shape: tuple[int, ...]) -> onnx.ModelProto:
-    """The cached export of ``build(zoo_nets)``; ``args`` (the public builder's arguments) key the cache."""
+def bert_encoder(batch_size: int = 1, dynamic_batch: bool = False, seq_len: int = 128, layers: int = 4,
+                 width: int = 768, heads: int = 12, feed_forward: int = 3072, opset: int = 17) -> onnx.ModelProto:
+    """BERT-style encoder, no embeddings: post-norm blocks (self-attention, LayerNorm, GELU feed-forward).
+
+    Input ``x`` (N, seq_len, width) float32, output ``output`` of the same shape; ``dynamic_batch`` makes
+    both N and seq_len dynamic ("batch", "seq").
+    """
+    return _torch_model("bert_encoder", locals(),
+                        lambda nets: nets.transformer_encoder(layers, width, heads, feed_forward),
+                        (seq_len, width), input_name="x", dynamic_axes=("batch", "seq"))
+
+
+def _torch_model(name: str, args: dict[str, Any], build: Callable, sample_shape: tuple[int, ...],
+                 input_name: str = "input", dynamic_axes: tuple[str, ...] = ("batch",)) -> onnx.ModelProto:
+    """The cached export of ``build(zoo_nets)``; ``args`` (the public builder's arguments) key the cache.
+
+    ``dynamic_axes`` names the leading axes of the input and the output that ``dynamic_batch`` frees.
+    """
     path = cache_dir() / _cache_name(name, args)
     if path.exists():
         return onnx.load_model(str(path))
-    data = _export(build, args["batch_size"], sample_shape, args["dynamic_batch"], args["opset"])
+    axes = dict(enumerate(dynamic_axes)) if args["dynamic_batch"] else None
+    data = _export(build, args["batch_size"], sample_shape, args["opset"], input_name, axes)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     partial.write_bytes(data)
@@ -95,8 +127,8 @@ def _cache_name(name: str, args: dict[str, Any]) -> str:
     return f"{name}_{key}_v{ZOO_VERSION}_torch{importlib.metadata.version('torch')}.onnx"
 
 
-def _export(build: Callable, batch_size: int, sample_shape: tuple[int, ...], dynamic_batch: bool,
-            opset: int) -> bytes:
+def _export(build: Callable, batch_size: int, sample_shape: tuple[int, ...], opset: int, input_name: str,
+            axes: dict[int, str] | None) -> bytes:
     import torch
 
     from lite.tools import zoo_nets
@@ -107,11 +139,11 @@ def _export(build: Callable, batch_size: int, sample_shape: tuple[int, ...], dyn
         zoo_nets.calibrate_batchnorm(module, sample_shape)
         sample = torch.randn(batch_size, *sample_shape)
     buffer = io.BytesIO()
-    dynamic = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch else None
+    dynamic = {input_name: axes, "output": axes} if axes else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated, and says so
         torch.onnx.export(module, (sample,), buffer, dynamo=False, do_constant_folding=False,
-                          opset_version=opset, input_names=["input"], output_names=["output"],
+                          opset_version=opset, input_names=[input_name], output_names=["output"],
                           dynamic_axes=dynamic)
     return buffer.getvalue()
 
@@ -186,6 +218,8 @@ def add_chain(n: int = 500, seed: int = SEED) -> onnx.ModelProto:
 
 
 MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
-    "resnet18": resnet18, "resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "squeezenet": squeezenet,
-    "inception_block": inception_block, "old_style_opset9": old_style_opset9, "add_chain": add_chain,
+    "resnet18": resnet18, "resnet50": resnet50, "mobilenet_v2": mobilenet_v2,
+    "mobilenet_v3_large": mobilenet_v3_large, "efficientnet_b0": efficientnet_b0, "squeezenet": squeezenet,
+    "inception_block": inception_block, "bert_encoder": bert_encoder, "old_style_opset9": old_style_opset9,
+    "add_chain": add_chain,
 }

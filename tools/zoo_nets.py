@@ -1,4 +1,5 @@
-"""torch.nn definitions of the zoo's CNNs (torchvision-style layouts, no torchvision).
+"""torch.nn definitions of the zoo's models: CNNs with torchvision's layouts (no torchvision) and a
+BERT-style encoder.
 
 Imported by ``lite.tools.zoo`` only when a PyTorch model is built, so importing the zoo
 does not import torch.
@@ -11,10 +12,10 @@ from torch import nn
 
 
 def conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
-            act: type[nn.Module] | None = nn.ReLU) -> nn.Sequential:
+            act: type[nn.Module] | None = nn.ReLU, eps: float = 1e-5) -> nn.Sequential:
     """Conv (no bias) -> BatchNorm -> optional activation, 'same' padding."""
     layers = [nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
-              nn.BatchNorm2d(cout)]
+              nn.BatchNorm2d(cout, eps=eps)]
     return nn.Sequential(*layers, *([act(inplace=True)] if act else []))
 
 
@@ -67,13 +68,30 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.pool(self.stages(self.stem(x))), 1))
 
 
-class InvertedResidual(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int, expand: int):
+class SqueezeExcitation(nn.Module):
+    """Channel gates: global average pool -> 1x1 conv -> ``act`` -> 1x1 conv -> ``gate``, times the input."""
+
+    def __init__(self, channels: int, squeeze: int, act: type[nn.Module], gate: type[nn.Module]):
         super().__init__()
-        hidden = cin * expand
-        layers = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.ReLU6)]
-        layers += [conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
-                   conv_bn(hidden, cout, 1, act=None)]
+        self.fc1, self.act = nn.Conv2d(channels, squeeze, 1), act(inplace=True)
+        self.fc2, self.gate = nn.Conv2d(squeeze, channels, 1), gate()
+        he_init(self)  # NOTE: PyTorch's default init leaves every gate near 0.5 whatever the input
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = nn.functional.adaptive_avg_pool2d(x, 1)
+        return x * self.gate(self.fc2(self.act(self.fc1(scale))))
+
+
+class InvertedResidual(nn.Module):
+    """1x1 expand (none when ``hidden == cin``), depthwise conv, optional ``se``, 1x1 project, residual add
+    when the shape is kept: MobileNetV2's and V3's block, EfficientNet's MBConv."""
+
+    def __init__(self, cin: int, hidden: int, cout: int, stride: int, kernel: int = 3,
+                 act: type[nn.Module] = nn.ReLU6, se: nn.Module | None = None, eps: float = 1e-5):
+        super().__init__()
+        layers = [] if hidden == cin else [conv_bn(cin, hidden, 1, act=act, eps=eps)]
+        layers += [conv_bn(hidden, hidden, kernel, stride, groups=hidden, act=act, eps=eps), *([se] if se else []),
+                   conv_bn(hidden, cout, 1, act=None, eps=eps)]
         self.body = nn.Sequential(*layers)
         self.residual = stride == 1 and cin == cout
 
@@ -81,7 +99,15 @@ class InvertedResidual(nn.Module):
         return x + self.body(x) if self.residual else self.body(x)
 
 
-class MobileNetV2(nn.Module):
+class PooledClassifier(nn.Module):
+    """``features`` -> global average pool -> ``classifier``; subclasses build both."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+class MobileNetV2(PooledClassifier):
     # (expansion, output channels, repeats, first stride)
     CONFIG = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
               (6, 320, 1, 1))
@@ -91,14 +117,61 @@ class MobileNetV2(nn.Module):
         layers, cin = [conv_bn(3, 32, 3, 2, act=nn.ReLU6)], 32
         for expand, cout, repeats, stride in self.CONFIG:
             for j in range(repeats):
-                layers.append(InvertedResidual(cin, cout, stride if j == 0 else 1, expand))
+                layers.append(InvertedResidual(cin, cin * expand, cout, stride if j == 0 else 1))
                 cin = cout
         self.features = nn.Sequential(*layers, conv_bn(cin, 1280, 1, act=nn.ReLU6))
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
-        return self.classifier(torch.flatten(x, 1))
+
+def _divisible_by_8(v: float) -> int:
+    """torchvision's ``_make_divisible(v, 8)``: v rounded to a multiple of 8, at least 8 and 0.9 v."""
+    rounded = max(8, int(v + 4) // 8 * 8)
+    return rounded + 8 if rounded < 0.9 * v else rounded
+
+
+class MobileNetV3Large(PooledClassifier):
+    """torchvision's MobileNetV3-Large: BatchNorm eps 1e-3, SE gates squeeze to hidden / 4 (rounded to 8)."""
+
+    # (kernel, expanded channels, output channels, squeeze-and-excitation, hardswish (else ReLU), stride)
+    CONFIG = ((3, 16, 16, False, False, 1), (3, 64, 24, False, False, 2), (3, 72, 24, False, False, 1),
+              (5, 72, 40, True, False, 2), (5, 120, 40, True, False, 1), (5, 120, 40, True, False, 1),
+              (3, 240, 80, False, True, 2), (3, 200, 80, False, True, 1), (3, 184, 80, False, True, 1),
+              (3, 184, 80, False, True, 1), (3, 480, 112, True, True, 1), (3, 672, 112, True, True, 1),
+              (5, 672, 160, True, True, 2), (5, 960, 160, True, True, 1), (5, 960, 160, True, True, 1))
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers, cin = [conv_bn(3, 16, 3, 2, act=nn.Hardswish, eps=1e-3)], 16
+        for kernel, hidden, cout, use_se, hardswish, stride in self.CONFIG:
+            se = SqueezeExcitation(hidden, _divisible_by_8(hidden / 4), nn.ReLU, nn.Hardsigmoid) if use_se else None
+            act = nn.Hardswish if hardswish else nn.ReLU
+            layers.append(InvertedResidual(cin, hidden, cout, stride, kernel, act, se, eps=1e-3))
+            cin = cout
+        self.features = nn.Sequential(*layers, conv_bn(cin, 6 * cin, 1, act=nn.Hardswish, eps=1e-3))
+        self.classifier = nn.Sequential(nn.Linear(6 * cin, 1280), nn.Hardswish(inplace=True), nn.Dropout(0.2),
+                                        nn.Linear(1280, num_classes))
+
+
+class EfficientNetB0(PooledClassifier):
+    """torchvision's EfficientNet-B0: SiLU, MBConv blocks with SE gates squeezing to block input / 4.
+
+    Stochastic depth is the identity at eval, so it is left out.
+    """
+
+    # (expansion, kernel, first stride, output channels, repeats)
+    CONFIG = ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3),
+              (6, 5, 2, 192, 4), (6, 3, 1, 320, 1))
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers, cin = [conv_bn(3, 32, 3, 2, act=nn.SiLU)], 32
+        for expand, kernel, stride, cout, repeats in self.CONFIG:
+            for j in range(repeats):
+                se = SqueezeExcitation(cin * expand, max(1, cin // 4), nn.SiLU, nn.Sigmoid)
+                layers.append(InvertedResidual(cin, cin * expand, cout, stride if j == 0 else 1, kernel, nn.SiLU, se))
+                cin = cout
+        self.features = nn.Sequential(*layers, conv_bn(cin, 1280, 1, act=nn.SiLU))
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
 
 
 class Fire(nn.Module):
@@ -158,6 +231,40 @@ class InceptionBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat([branch(x) for branch in self.branches], 1)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention over (batch, seq, width): one QKV projection, scaled dot product, out projection."""
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.width, self.heads = width, heads
+        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, _ = x.shape
+        head = self.width // self.heads
+        q, k, v = self.qkv(x).reshape(batch, seq, 3, self.heads, head).permute(2, 0, 3, 1, 4)
+        scores = torch.softmax(q @ k.transpose(-1, -2) / head**0.5, dim=-1)
+        return self.out((scores @ v).transpose(1, 2).reshape(batch, seq, self.width))
+
+
+class EncoderBlock(nn.Module):
+    """Post-norm transformer block: LayerNorm(x + attention), then LayerNorm(x + GELU feed-forward)."""
+
+    def __init__(self, width: int, heads: int, feed_forward: int):
+        super().__init__()
+        self.attention, self.norm1, self.norm2 = SelfAttention(width, heads), nn.LayerNorm(width), nn.LayerNorm(width)
+        self.feed_forward = nn.Sequential(nn.Linear(width, feed_forward), nn.GELU(), nn.Linear(feed_forward, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.feed_forward(x))
+
+
+def transformer_encoder(layers: int, width: int, heads: int, feed_forward: int) -> nn.Sequential:
+    """A BERT-style encoder without embeddings: ``layers`` post-norm blocks, (batch, seq, width) in and out."""
+    return nn.Sequential(*[EncoderBlock(width, heads, feed_forward) for _ in range(layers)])
 
 
 @torch.no_grad()
