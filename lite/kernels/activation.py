@@ -16,6 +16,8 @@ from lite.ops.activation import ACTIVATION_TYPES, FUSED_CLIPS, GELU_TANH_CUBIC, 
 from lite.ops.dtypes import FLOATS, NUMBERS
 from lite.tensor import Tensor
 
+COMPILED_TYPES = ("GELU", "SIGMOID", "SWISH", "HARD_SWISH")  # lite.kernels.fast.activation.COMPILED
+
 
 @register("Activation", FLOATS)
 class Activation(NativeKernel):
@@ -24,7 +26,7 @@ class Activation(NativeKernel):
     Each type is the method named after it in lower case, e.g. ``leaky_relu(x, out)``.
     """
 
-    compiled_gelu = None  # lite.kernels.fast.activation.gelu_float32 where it runs (set by resize)
+    compiled = None  # the type's function in lite.kernels.fast.activation where it runs (set by resize)
 
     def check_attrs(self) -> None:
         check_io(self, 1)
@@ -39,9 +41,6 @@ class Activation(NativeKernel):
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         return [self.inputs[0].shape]
-
-    def execute(self) -> None:
-        self.function(self.inputs[0].data, self.outputs[0].data)
 
     def no_activation(self, x: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out, x)
@@ -118,17 +117,22 @@ class Activation(NativeKernel):
         np.divide(x, out, out=out)
 
     def resize(self) -> None:
-        self.compiled_gelu = None
-        if self.attrs["activation_type"] == "GELU" and self.inputs[0].dtype == np.float32 and fast.enabled():
+        self.compiled = None
+        kind = self.attrs["activation_type"]
+        if kind in COMPILED_TYPES and self.inputs[0].dtype == np.float32 and fast.enabled():
             from lite.kernels.fast import activation  # NOTE: imports the compiler: only when used
 
-            activation.warm()
-            self.compiled_gelu = activation.gelu_float32
+            activation.warm(kind)
+            self.compiled = activation.COMPILED[kind]
+
+    def execute(self) -> None:
+        x, out = self.inputs[0].data, self.outputs[0].data
+        if self.compiled is not None and x.flags.c_contiguous and x.flags.writeable and out.flags.c_contiguous:
+            self.compiled(x.reshape(-1), out.reshape(-1), np.float32(self.alpha))
+        else:
+            self.function(x, out)
 
     def gelu(self, x: np.ndarray, out: np.ndarray) -> None:
-        if self.compiled_gelu is not None and x.flags.c_contiguous and x.flags.writeable and out.flags.c_contiguous:
-            self.compiled_gelu(x.reshape(-1), out.reshape(-1))
-            return
         np.multiply(x, SQRT_HALF, out=out)
         erf(out, out, self.workspace)
         self._half_x_times_one_plus(x, out)

@@ -11,6 +11,8 @@ MindSpore Lite's converter do them: exporters decompose these blocks into many s
   last axis -> MatMul becomes one Attention.
 - ``fuse_matmul_bias``: MatMulFusion followed by the Add of a constant vector becomes one
   MatMulFusion with a bias input.
+- ``fuse_swish``: Mul(x, Sigmoid(x)) (SiLU, as exporters write EfficientNet's and many
+  transformers' activation) becomes Activation SWISH with alpha 1.
 
 Each pass rewrites ``GraphDef.nodes`` in place and records the fused nodes' names.
 """
@@ -367,6 +369,31 @@ def fuse_matmul_bias(graph: GraphDef, report: ConversionReport) -> None:
             matmul.outputs = list(add.outputs)
             removed.append(add)
             report.fused_blocks.append(f"MatMul+bias {add.name}")
+            break
+    gone = {id(n) for n in removed}
+    graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]
+
+
+# ---- Swish ---------------------------------------------------------------------------------------
+
+
+def fuse_swish(graph: GraphDef, report: ConversionReport) -> None:
+    """Every Mul of a tensor by its own sigmoid (read by that Mul alone) becomes Activation SWISH."""
+    view = View(graph)
+    removed = []
+    for mul in graph.nodes:
+        if mul.op_type != "MulFusion" or len(mul.inputs) != 2 or not plain(mul):
+            continue
+        for position in (0, 1):
+            sigmoid = view.producer.get(mul.inputs[position])
+            x = mul.inputs[1 - position]
+            if (sigmoid is None or sigmoid.op_type != "Activation" or sigmoid.attrs["activation_type"] != "SIGMOID"
+                    or sigmoid.inputs[0] != x or not view.private(mul.inputs[position])):
+                continue
+            mul.op_type, mul.inputs = "Activation", [x]
+            mul.attrs = {**default_attrs("Activation"), "activation_type": "SWISH", "alpha": 1.0}
+            removed.append(sigmoid)
+            report.fused_blocks.append(f"SWISH {mul.name}")
             break
     gone = {id(n) for n in removed}
     graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]

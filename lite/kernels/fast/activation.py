@@ -1,12 +1,24 @@
-"""GELU in one compiled pass: x * (1 + erf(x / sqrt(2))) / 2 with the float32 erf of
-``lite.kernels.elementwise.erf_float32`` (x * P(x^2) / Q(x^2) on x clamped to [-4, 4]), which
-is plain arithmetic, so the compiler vectorizes it (numpy runs it as about twenty passes)."""
+"""Activations in one compiled pass each, float32, plain arithmetic that the compiler vectorizes
+(numpy runs them as several passes, and numba's own exp is a scalar call per element).
+
+- GELU: x * (1 + erf(x / sqrt(2))) / 2 with the float32 erf of
+  ``lite.kernels.elementwise.erf_float32`` (x * P(x^2) / Q(x^2) on x clamped to [-4, 4]);
+- SIGMOID and SWISH (x * sigmoid(alpha * x)) on ``exp32``, the exponential as Cephes' expf
+  computes it: 2^n by its bits times a degree-6 polynomial on the remainder (within 4 ulp);
+- HARD_SWISH: x * clip(x / 6 + 1/2, 0, 1).
+
+Each takes (x, out, alpha) as 1-D arrays of one length (out may be x); ``COMPILED`` maps an
+activation type to its function.
+"""
 
 from __future__ import annotations
 
 import functools
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from lite.kernels.elementwise import ERF32_ALPHA, ERF32_BETA
 from lite.kernels.fast import compiled, jit
@@ -14,12 +26,36 @@ from lite.ops.activation import SQRT_HALF
 
 A0, A1, A2, A3, A4, A5, A6 = (np.float32(c) for c in ERF32_ALPHA)
 B0, B1, B2, B3, B4 = (np.float32(c) for c in ERF32_BETA)
-HALF, ROOT_HALF = np.float32(0.5), np.float32(SQRT_HALF)
+HALF, ROOT_HALF, SIXTH = np.float32(0.5), np.float32(SQRT_HALF), np.float32(1 / 6)
+ONE, ZERO = np.float32(1), np.float32(0)
+# Cephes expf: x = n ln 2 + r (ln 2 in two parts), e^r by a polynomial, 2^n from its exponent bits
+LOG2E, LN2_HI, LN2_LO = np.float32(1.44269504088896341), np.float32(0.693359375), np.float32(-2.12194440e-4)
+EXP_LO, EXP_HI = np.float32(-87.3), np.float32(88.3)  # NOTE: 2^n stays a normal float: fastmath assumes no inf
+P0, P1, P2, P3, P4, P5 = (np.float32(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                                  4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1))
+
+
+@intrinsic
+def _float_from_bits(typingctx, bits):
+    """The float32 whose bits are the int32 ``bits`` (a bitcast, which vectorizes)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
 
 
 @jit
-def gelu_float32(x, out):
-    """out = GELU(x) for float32 1-D arrays of one length (out may be x)."""
+def exp32(x):
+    """e^x for float32 x (clamped to [-87.3, 88.3], where the result is a normal float)."""
+    x = min(max(x, EXP_LO), EXP_HI)
+    n = np.floor(x * LOG2E + HALF)
+    r = x - n * LN2_HI - n * LN2_LO
+    p = (((((P0 * r + P1) * r + P2) * r + P3) * r + P4) * r + P5) * r * r + r + ONE
+    return p * _float_from_bits(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
+
+
+@jit
+def gelu_float32(x, out, alpha):
+    """out = GELU(x)."""
     for i in range(x.shape[0]):
         value = x[i]
         v = min(max(value * ROOT_HALF, np.float32(-4)), np.float32(4))
@@ -29,8 +65,44 @@ def gelu_float32(x, out):
         out[i] = value * (HALF + HALF * (v * (p / q)))
 
 
+@jit
+def _sigmoid(v):
+    """1 / (1 + e^-v) from e = e^-|v| (in (0, 1], so nothing overflows): 1 / (1 + e) for v >= 0,
+    e / (1 + e) below, which keeps tiny results' relative precision; 0 where e^v underflows."""
+    e = exp32(-abs(v))
+    s = ONE / (ONE + e)
+    return s if v >= ZERO else (e * s if v >= EXP_LO else ZERO)
+
+
+@jit
+def sigmoid_float32(x, out, alpha):
+    """out = sigmoid(x)."""
+    for i in range(x.shape[0]):
+        out[i] = _sigmoid(x[i])
+
+
+@jit
+def swish_float32(x, out, alpha):
+    """out = x * sigmoid(alpha * x)."""
+    for i in range(x.shape[0]):
+        value = x[i]
+        out[i] = value * _sigmoid(alpha * value)
+
+
+@jit
+def hard_swish_float32(x, out, alpha):
+    """out = x * clip(x / 6 + 1/2, 0, 1)."""
+    for i in range(x.shape[0]):
+        value = x[i]
+        out[i] = value * min(max(value * SIXTH + HALF, ZERO), ONE)
+
+
+COMPILED = {"GELU": gelu_float32, "SIGMOID": sigmoid_float32, "SWISH": swish_float32,
+            "HARD_SWISH": hard_swish_float32}
+
+
 @functools.cache
-def warm() -> None:
-    """Compiles ``gelu_float32`` now (at build), not in the first predict."""
+def warm(kind: str) -> None:
+    """Compiles the function of activation ``kind`` now (at build), not in the first predict."""
     x = np.zeros(4, np.float32)
-    compiled(gelu_float32, x, np.zeros_like(x))
+    compiled(COMPILED[kind], x, np.zeros_like(x), np.float32(1))

@@ -192,3 +192,22 @@ def test_a_torch_encoder_block_exported_at_opset_14_fuses_its_blocks():
     assert kinds == ["Attention", "GELU", "LayerNorm", "LayerNorm", "MatMul+bias", "MatMul+bias", "MatMul+bias"], kinds
     feeds = {"x": RNG.standard_normal((3, 7, 32)).astype(np.float32)}
     assert_matches(predict(build_lite(write_model(graph)), feeds), run_onnxruntime(onnx_model, feeds))
+
+
+@pytest.mark.parametrize("order", [["x", "s"], ["s", "x"]])
+def test_x_times_its_sigmoid_becomes_one_swish(order):
+    onnx_model = model([n("Sigmoid", ["x"], "s"), n("Mul", order, "y")], [2, 3, 5], {})
+    assert converted(onnx_model, [2, 3, 5]) == ["Activation"]
+    graph, report = convert_to_graph(onnx_model)
+    assert graph.nodes[0].attrs["activation_type"] == "SWISH" and graph.nodes[0].attrs["alpha"] == 1.0
+    assert report.fused_blocks == ["SWISH y"]
+
+
+@pytest.mark.parametrize("nodes", [
+    [n("Sigmoid", ["x"], "s"), n("Mul", ["x", "s"], "m"), n("Add", ["m", "s"], "y")],  # the sigmoid read twice
+    [n("Neg", ["x"], "z"), n("Sigmoid", ["z"], "s"), n("Mul", ["x", "s"], "y")],  # the sigmoid of another tensor
+])
+def test_other_sigmoid_products_stay(nodes):
+    assert "Activation" in converted(model(nodes, [4, 6], {}), [4, 6])
+    graph, _ = convert_to_graph(model(nodes, [4, 6], {}))
+    assert "MulFusion" in [node.op_type for node in graph.nodes]
