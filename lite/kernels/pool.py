@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
@@ -129,6 +130,7 @@ class MaxPoolFusion(Pool):
 
     reduce = np.maximum
     max_outputs = 2  # values, indices
+    compiled = None  # lite.kernels.fast.pool.max_pool bound to the geometry, where it runs (set by resize)
 
     def check_attrs(self) -> None:
         super().check_attrs()
@@ -146,10 +148,28 @@ class MaxPoolFusion(Pool):
 
     def resize(self) -> None:
         super().resize()
+        x = self.input_shape(0)
         if len(self.outputs) == 2:
-            x = self.input_shape(0)
             flat = np.arange(math.prod(x), dtype=INDICES).reshape(x)
             self.index_planes = self.planes.fill(flat, np.empty(self.planes.shape, INDICES), -1)
+        self.compiled = None
+        if self.rank == 2 and not self.is_global and len(self.outputs) == 1 and fast.enabled() \
+                and self.inputs[0].dtype.name in fast.FAST_DTYPES:
+            from lite.kernels.fast import pool  # NOTE: imports the compiler: only when used
+
+            pool.warm(self.inputs[0].dtype.name)
+            begins = self.geometry(x)[0]
+            self.compiled = functools.partial(pool.max_pool, kh=self.kernel_size[0], kw=self.kernel_size[1],
+                                              sh=self.strides[0], sw=self.strides[1], dh=self.dilations[0],
+                                              dw=self.dilations[1], pt=begins[0], pl=begins[1],
+                                              lowest=self.inputs[0].dtype.type(-np.inf))
+
+    def execute(self) -> None:
+        x, out = self.inputs[0].data, self.outputs[0].data
+        if self.compiled is not None and x.shape == self.planned and x.flags.c_contiguous and x.flags.writeable:
+            self.compiled(x, out)
+        else:
+            super().execute()
 
     def combine(self, source: np.ndarray, out: np.ndarray) -> None:
         if len(self.outputs) == 1:

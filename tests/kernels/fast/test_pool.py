@@ -1,0 +1,56 @@
+"""The compiled 2-D max pool against the numpy kernel it stands in for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.kernels import fast
+from lite.kernels.fast import pool
+from tests.kernels.harness import run_kernel
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+# (x shape, MaxPoolFusion attrs): strides, pads, dilations, ceil rounding, SAME pads, batches
+CASES = [
+    ((1, 4, 12, 12), {"kernel_size": (3, 3), "strides": (2, 2), "pad_list": (1, 1, 1, 1)}),
+    ((2, 3, 111, 111), {"kernel_size": (3, 3), "strides": (2, 2), "round_mode": "CEIL"}),
+    ((1, 5, 13, 9), {"kernel_size": (2, 3), "strides": (1, 2), "pad_list": (1, 0, 0, 2)}),
+    ((1, 2, 15, 16), {"kernel_size": (3, 3), "strides": (2, 2), "dilation": (2, 2), "pad_list": (2, 2, 2, 2)}),
+    ((1, 3, 10, 11), {"kernel_size": (3, 3), "strides": (3, 2), "pad_mode": "SAME_UPPER"}),
+    ((3, 1, 7, 7), {"kernel_size": (7, 7), "strides": (1, 1)}),
+]
+
+
+def max_pool(x, attrs):
+    return run_kernel("MaxPoolFusion", attrs, [x])[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("x_shape", "attrs"), CASES)
+def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, attrs, dtype):
+    x = np.random.default_rng(list(x_shape)).standard_normal(x_shape).astype(dtype)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    reference = max_pool(x, attrs)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
+    got = max_pool(x, attrs)
+    assert got.dtype == reference.dtype and got.shape == reference.shape
+    np.testing.assert_array_equal(got, reference)
+
+
+def test_every_case_runs_the_compiled_kernel(monkeypatch):
+    pool.warm("float32")
+    calls = []
+    monkeypatch.setattr(pool, "max_pool", lambda x, out, **geometry: calls.append(x.shape))
+    for x_shape, attrs in CASES:
+        max_pool(np.zeros(x_shape, np.float32), attrs)
+    assert calls == [shape for shape, _ in CASES]
+
+
+@pytest.mark.parametrize(("x", "attrs"), [
+    (np.zeros((1, 2, 5, 5, 5), np.float32), {"kernel_size": (2, 2, 2)}),  # 3-D
+    (np.zeros((1, 2, 6, 6), np.int32), {"kernel_size": (2, 2)}),  # an integer dtype
+])
+def test_other_pools_stay_on_numpy(monkeypatch, x, attrs):
+    monkeypatch.setattr(pool, "max_pool", lambda *args, **kwargs: pytest.fail("the compiled kernel ran"))
+    max_pool(x, attrs)
