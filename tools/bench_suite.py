@@ -100,7 +100,7 @@ def table(rows: list[dict]) -> str:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['delegate']} | failed: {r['error']} | | | | |")
             continue
-        err = max((a["mean_relative_error"] for a in r["accuracy"]), default=0.0)
+        err = max((a["mean_relative_error"] or 0.0 for a in r["accuracy"]), default=0.0)
         delegate = r["delegate"] + (f" ({r['capped_runs']} runs)" if "capped_runs" in r else "")
         lines.append(f"| {r['model']} | {delegate} | {r['partition_summary'].split(':')[1].split(',')[0]} | "
                      f"{r['latency']['median']:.2f} | {r['onnxruntime_latency']['median']:.2f} | "

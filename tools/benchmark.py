@@ -50,15 +50,17 @@ class Latency:
 
 @dataclass
 class OutputAccuracy:
-    """How one output compares with its reference."""
+    """How one output compares with its reference (the errors are None without a reference)."""
 
     name: str
-    max_abs_error: float
-    mean_relative_error: float
-    cosine_similarity: float
+    max_abs_error: float | None
+    mean_relative_error: float | None
+    cosine_similarity: float | None
     finite: bool
 
     def passes(self, threshold: float | None) -> bool:
+        if threshold is not None and self.mean_relative_error is None:
+            return False  # NOTE: a threshold with nothing to compare against cannot pass
         return self.finite and (threshold is None or self.mean_relative_error <= threshold)
 
 
@@ -77,6 +79,7 @@ class Report:
     accuracy: list[OutputAccuracy] = field(default_factory=list)
     accuracy_reference: str = ""
     profile: list[dict[str, Any]] = field(default_factory=list)
+    profile_loops: int = 0
     partition_summary: str = ""
     peak_rss_mib: float = 0.0
     matmul_count: int = 0
@@ -239,10 +242,10 @@ def by_op_type(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for row in rows:
         key = row["op_type"] if row["runs_on"] == "native" else f"{row['runs_on']} graph kernel"
-        group = groups.setdefault(key, {"op_type": key, "count": 0, "total_ms": 0.0, "percent": 0.0})
+        group = groups.setdefault(key, {"op_type": key, "count": 0, "total_ms": 0.0, "avg_ms": 0.0, "percent": 0.0})
         group["count"] += 1
-        group["total_ms"] += row["total_ms"]
-        group["percent"] += row["percent"]
+        for field_name in ("total_ms", "avg_ms", "percent"):
+            group[field_name] += row[field_name]
     return sorted(groups.values(), key=lambda g: -g["total_ms"])
 
 
@@ -285,12 +288,20 @@ def prepare_inputs(model: lite.Model, args: argparse.Namespace) -> dict[str, np.
     return random_inputs(inputs, args.seed)
 
 
-def reference_outputs(args, engine: OnnxRuntimeEngine | None, feeds, names) -> tuple[list[np.ndarray] | None, str]:
+def reference_outputs(args, engine: OnnxRuntimeEngine | None, data: bytes, feeds,
+                      names) -> tuple[list[np.ndarray] | None, str]:
+    """The outputs to compare with, and what they are: reference data, onnxruntime or Delite's
+    own native kernels (``--compare native``: TFLite's inference_diff, a delegate against the CPU)."""
     if args.benchmark_data:
         stored = load_npz(args.benchmark_data, names)
         return [stored[n] for n in names], args.benchmark_data
     if engine is not None:
         return engine.run(feeds), "onnxruntime"
+    if args.compare == "native":
+        native = lite.Model()
+        native.build(data, lite.ModelType.LITE, lite.Context(thread_num=args.thread_num))
+        outputs = native.predict([feeds[t.name] for t in native.get_inputs()])
+        return [t.get_data_to_numpy() for t in outputs], "native (Delite's own kernels)"
     return None, ""
 
 
@@ -312,18 +323,20 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
                     {t.name: list(t.shape) for t in model.get_inputs()},
                     {"convert": convert_seconds, **model.build_timings})
     engine = OnnxRuntimeEngine(onnx_model, args.thread_num) if args.compare == "onnxruntime" else None
-    expected, report.accuracy_reference = reference_outputs(args, engine, feeds, names)
+    expected, report.accuracy_reference = reference_outputs(args, engine, data, feeds, names)
     if expected is not None:
         report.accuracy = [accuracy(n, a, e) for n, a, e in zip(names, outputs, expected, strict=True)]
     else:
-        report.accuracy = [accuracy(n, a, a) for n, a in zip(names, outputs, strict=True)]  # NaN/Inf check
+        report.accuracy = [OutputAccuracy(n, None, None, None, bool(np.isfinite(a).all()))
+                           for n, a in zip(names, outputs, strict=True)]
     lite_times, ort_times = measure(model, ordered, engine, feeds, args.loop_count, args.warmup, args.pause_ms / 1e3)
     report.latency = Latency.of(lite_times)
     if ort_times:
         report.onnxruntime_latency = Latency.of(ort_times)
         report.ratio_of_medians = report.latency.median / report.onnxruntime_latency.median
     if args.time_profiling:
-        report.profile = profile_rows(model, ordered, max(args.loop_count, 1))
+        report.profile_loops = max(args.loop_count, 1)
+        report.profile = profile_rows(model, ordered, report.profile_loops)
     if args.gemm_floor:
         time.sleep(args.pause_ms / 1e3)  # NOTE: onnxruntime's threads spin a while after its last run
         report.matmul_count, seconds = matmul_floor(model, ordered)
@@ -356,19 +369,25 @@ def print_report(report: Report, out=None) -> None:
         w("\n")
     if report.accuracy_reference:
         w(f"accuracy against {report.accuracy_reference}:\n")
-    for acc in report.accuracy:
-        w(f"  {acc.name}: max abs error {acc.max_abs_error:.3g}  mean relative error {acc.mean_relative_error:.3g}"
-          f"  cosine similarity {acc.cosine_similarity:.6f}{'' if acc.finite else '  NaN/Inf in output!'}\n")
+        for acc in report.accuracy:
+            w(f"  {acc.name}: max abs error {acc.max_abs_error:.3g}  mean relative error "
+              f"{acc.mean_relative_error:.3g}  cosine similarity {acc.cosine_similarity:.6f}"
+              f"{'' if acc.finite else '  NaN/Inf in output!'}\n")
+    else:
+        w("accuracy: no reference (give --compare onnxruntime, --compare native or --benchmark-data); outputs "
+          "checked for NaN/Inf only:\n")
+        for acc in report.accuracy:
+            w(f"  {acc.name}: {'finite' if acc.finite else 'NaN/Inf in output!'}\n")
     if report.profile:
-        _print_profile(report.profile, w)
+        _print_profile(report.profile, w, report.profile_loops)
     w(f"peak RSS: {report.peak_rss_mib:.1f} MiB\n")
 
 
-def _print_profile(rows: list[dict[str, Any]], w) -> None:
-    w("per op type:\n")
+def _print_profile(rows: list[dict[str, Any]], w, loops: int) -> None:
+    w(f"per op type (ms per predict, mean of {loops} profiled predicts; x kernels):\n")
     for g in by_op_type(rows):
-        w(f"  {g['op_type']:<32} x{g['count']:<4} {g['total_ms']:10.3f} ms {g['percent']:6.1f}%\n")
-    w("per kernel (top 30):\n")
+        w(f"  {g['op_type']:<32} x{g['count']:<4} {g['avg_ms']:10.3f} ms {g['percent']:6.1f}%\n")
+    w(f"per kernel (ms per predict, mean of {loops} profiled predicts; top 30):\n")
     for r in rows[:30]:
         where = "" if r["runs_on"] == "native" else f" [{r['runs_on']}]"
         w(f"  {(r['kernel'] + where)[:48]:<48} {r['op_type']:<22} {r['avg_ms']:9.3f} ms {r['percent']:6.1f}%\n")
@@ -388,7 +407,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--in-data", metavar="FILE.npz", help="inputs by name (else seeded random inputs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--benchmark-data", metavar="FILE.npz", help="reference outputs by name")
-    p.add_argument("--compare", choices=["onnxruntime"], help="run the same ONNX model in onnxruntime too")
+    p.add_argument("--compare", choices=["onnxruntime", "native"],
+                   help="onnxruntime: run the same ONNX model in onnxruntime too, interleaved, for latency and "
+                        "accuracy; native: check accuracy against Delite's own native kernels (a delegate against "
+                        "the CPU reference)")
     p.add_argument("--onnx", metavar="FILE.onnx", help="the ONNX model for --compare when --model is .lite")
     p.add_argument("--accuracy-threshold", type=float, metavar="MEAN_REL_ERR",
                    help="fail (exit 1) when an output's mean relative error exceeds this")
@@ -426,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(asdict(report), indent=2))
     for acc in report.accuracy:
         if not acc.passes(args.accuracy_threshold):
-            why = "NaN/Inf" if not acc.finite else f"mean relative error {acc.mean_relative_error:.3g}"
+            why = ("NaN/Inf" if not acc.finite else "no reference to compare with" if acc.mean_relative_error is None
+                   else f"mean relative error {acc.mean_relative_error:.3g}")
             print(f"lite-benchmark: accuracy check failed for output {acc.name!r}: {why} "
                   f"(threshold {args.accuracy_threshold})", file=sys.stderr)
     return 0 if passed else 1

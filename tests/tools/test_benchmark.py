@@ -114,3 +114,29 @@ def test_suite_writes_table(tmp_path, capsys):
                  "--warmup", "0"]) == 0
     table = (tmp_path / "suite.md").read_text()
     assert "| add_chain | native |" in table and "us per kernel" in table
+
+
+def test_without_a_reference_it_says_so_and_checks_for_nan_only(files, capsys):
+    out = files / "alone.json"
+    assert main(["--model", str(files / "cnn.lite"), "--json", str(out), *FAST]) == 0
+    text = capsys.readouterr().out
+    assert "no reference" in text and "checked for NaN/Inf only" in text and "z: finite" in text
+    assert "cosine similarity" not in text
+    [acc] = json.loads(out.read_text())["accuracy"]
+    assert acc["mean_relative_error"] is None and acc["finite"] is True
+    assert main(["--model", str(files / "cnn.lite"), "--accuracy-threshold", "1e-4", *FAST]) == 1
+    assert "no reference to compare with" in capsys.readouterr().err
+
+
+def test_a_delegate_compared_with_the_native_kernels(files, capsys):
+    assert main(["--model", str(files / "cnn.lite"), "--compare", "native", "--delegate",
+                 "tests.delegate_support:ConvAndConcat", "--accuracy-threshold", "1e-6", *FAST]) == 0
+    text = capsys.readouterr().out
+    assert "accuracy against native (Delite's own kernels)" in text and "onnxruntime" not in text
+
+
+def test_profile_tables_say_they_are_per_predict(files, capsys):
+    assert main(["--model", str(files / "cnn.lite"), "--time-profiling", *FAST]) == 0
+    text = capsys.readouterr().out
+    assert "per op type (ms per predict, mean of 2 profiled predicts" in text
+    assert "per kernel (ms per predict, mean of 2 profiled predicts" in text
