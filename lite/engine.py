@@ -76,7 +76,10 @@ class Engine:
         try:
             delegate.init()
         except NotSupportedError as exc:
-            logger.info("delegate %s declined: %s", name, exc)
+            logger.warning("delegate %s declined: %s; its kernels run natively", name, exc)
+            for kernel in self.kernels:
+                if kernel not in self.log.partitions:
+                    self.log.note(kernel, delegate, f"declined in init(): {exc}")
             return
         except Exception as exc:
             raise DelegateError(f"delegate {name} failed in init(): {type(exc).__name__}: {exc}") from exc

@@ -112,3 +112,10 @@ class ConvAndConcat(CountingDelegate):
 
     def __init__(self, label: str = "npu"):
         super().__init__({"Conv2DFusion", "Concat"}, label=label)
+
+
+class AbsentDevice(ConvAndConcat):
+    """A command-line test delegate whose device is missing: it declines in init()."""
+
+    def init(self) -> None:
+        raise lite.NotSupportedError("no accelerator on this machine")

@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.tools.converter import convert
+from lite.tools.inspector import summary
 from tests.delegate_support import (
     RNG,
     CountingDelegate,
@@ -75,14 +76,19 @@ def test_two_delegates_in_priority_order():
     assert_matches_onnxruntime(model, onnx_model)
 
 
-def test_declining_delegate_leaves_the_model_native():
+def test_declining_delegate_leaves_the_model_native_and_says_why(caplog):
     class Declines(CountingDelegate):
         def init(self):
             raise lite.NotSupportedError("no such device here")
 
     onnx_model = chain_model()
-    model = build(onnx_model, Declines({"AddFusion"}))
-    assert {row.runs_on for row in model.partition_report()} == {"native"}
+    with caplog.at_level("WARNING", logger="lite"):
+        model = build(onnx_model, Declines({"AddFusion"}))
+    report = model.partition_report()
+    assert {row.runs_on for row in report} == {"native"}
+    assert all(row.reason == "Declines: declined in init(): no such device here" for row in report)
+    assert "delegate Declines declined: no such device here" in caplog.text
+    assert "Declines declined: no such device here" in summary(report)
     assert_matches_onnxruntime(model, onnx_model)
 
 

@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 import lite
 from lite.delegates import load_delegate, parse_options
+from lite.tools.inspector import idle_delegates, summary
 
 EXAMPLES = """examples:
   lite-benchmark --model zoo:resnet18 --compare onnxruntime
@@ -80,6 +81,7 @@ class Report:
     accuracy_reference: str = ""
     profile: list[dict[str, Any]] = field(default_factory=list)
     profile_loops: int = 0
+    idle_delegates: list[str] = field(default_factory=list)
     partition_summary: str = ""
     peak_rss_mib: float = 0.0
     matmul_count: int = 0
@@ -264,9 +266,7 @@ def peak_rss_mib() -> float:
 # ---- the run ------------------------------------------------------------------------
 
 
-def build_model(data: bytes, args: argparse.Namespace) -> lite.Model:
-    options = parse_options(args.delegate_option)
-    delegates = [d for d in (load_delegate(s, options) for s in args.delegate) if d is not None]
+def build_model(data: bytes, args: argparse.Namespace, delegates: list) -> lite.Model:
     model = lite.Model()
     with tqdm(total=1, desc="build", disable=None, leave=False, file=sys.stderr) as bar:
         model.build(data, lite.ModelType.LITE, lite.Context(thread_num=args.thread_num, delegates=delegates))
@@ -314,7 +314,9 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
         from lite.loader import load_onnx
 
         onnx_model = load_onnx(args.onnx)
-    model = build_model(data, args)
+    options = parse_options(args.delegate_option)
+    delegates = [d for d in (load_delegate(s, options) for s in args.delegate) if d is not None]
+    model = build_model(data, args, delegates)
     feeds = prepare_inputs(model, args)
     ordered = [feeds[t.name] for t in model.get_inputs()]
     outputs = [t.get_data_to_numpy() for t in model.predict(ordered)]
@@ -342,13 +344,12 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
         report.matmul_count, seconds = matmul_floor(model, ordered)
         report.matmul_floor_ms = seconds * 1e3
     report.partition_summary = _partition_summary(model)
+    report.idle_delegates = idle_delegates(delegates, model.partition_report())
     report.peak_rss_mib = peak_rss_mib()
     return report, all(a.passes(args.accuracy_threshold) for a in report.accuracy)
 
 
 def _partition_summary(model: lite.Model) -> str:
-    from lite.tools.inspector import summary
-
     return summary(model.partition_report())
 
 
@@ -417,6 +418,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--time-profiling", action="store_true", help="per-kernel and per-op-type time table")
     p.add_argument("--gemm-floor", action="store_true",
                    help="time the native kernels' matmuls alone: the least time those kernels can take")
+    p.add_argument("--require-delegate", action="store_true",
+                   help="exit 3 when a delegate given with --delegate runs no node")
     p.add_argument("--pause-ms", type=float, default=200.0,
                    help="pause before each timed run so the other engine's threads go idle (default 200)")
     p.add_argument("--json", type=Path, metavar="OUT.json")
@@ -452,6 +455,10 @@ def main(argv: list[str] | None = None) -> int:
                    else f"mean relative error {acc.mean_relative_error:.3g}")
             print(f"lite-benchmark: accuracy check failed for output {acc.name!r}: {why} "
                   f"(threshold {args.accuracy_threshold})", file=sys.stderr)
+    if args.require_delegate and report.idle_delegates:
+        print(f"lite-benchmark: {', '.join(report.idle_delegates)} ran no node: {report.partition_summary}",
+              file=sys.stderr)
+        return 3
     return 0 if passed else 1
 
 

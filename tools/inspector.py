@@ -33,12 +33,21 @@ def format_table(rows: list[PartitionRow]) -> str:
     return "\n".join(lines) + "\n" + summary(rows)
 
 
+def idle_delegates(delegates: list, rows: list[PartitionRow]) -> list[str]:
+    """The class names of ``delegates`` that run no node (they declined, or supported nothing)."""
+    used = {r.runs_on for r in rows}
+    return [type(d).__name__ for d in delegates if type(d).__name__ not in used]
+
+
 def summary(rows: list[PartitionRow]) -> str:
+    """One line: how many nodes each place runs, and every delegate that declined in init()."""
     delegated = [r for r in rows if r.graph_kernel]
     partitions = {r.graph_kernel for r in delegated}
     folded = sum(r.runs_on == "folded" for r in rows)
+    declines = sorted({part for r in rows for part in r.reason.split("; ") if ": declined in init(): " in part})
     return (f"{len(rows)} nodes: {len(delegated)} delegated in {len(partitions)} partition(s), "
-            f"{len(rows) - len(delegated) - folded} native, {folded} folded from shapes")
+            f"{len(rows) - len(delegated) - folded} native, {folded} folded from shapes"
+            + "".join(f"\n  {decline.replace(': declined in init(): ', ' declined: ')}" for decline in declines))
 
 
 def layers(graph: GraphDef, names: list[str]) -> dict[str, int]:
@@ -119,6 +128,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--svg", type=Path, help="write the picture as SVG")
     parser.add_argument("--dump-partitions", type=Path, metavar="DIR",
                         help="write what each graph kernel runs (for ort: <graph kernel>.onnx) into DIR")
+    parser.add_argument("--require-delegate", action="store_true",
+                        help="exit 3 when a delegate given with --delegate runs no node")
     return parser.parse_args(argv)
 
 
@@ -144,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.dump_partitions:
         for path in dump_partitions(model, rows, args.dump_partitions):
             print(f"wrote {path}")
+    idle = idle_delegates(delegates, rows)
+    if args.require_delegate and idle:
+        print(f"lite-inspect: {', '.join(idle)} ran no node (the reasons are in the table)", file=sys.stderr)
+        return 3
     return 0
 
 

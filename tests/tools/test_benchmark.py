@@ -140,3 +140,11 @@ def test_profile_tables_say_they_are_per_predict(files, capsys):
     text = capsys.readouterr().out
     assert "per op type (ms per predict, mean of 2 profiled predicts" in text
     assert "per kernel (ms per predict, mean of 2 profiled predicts" in text
+
+
+def test_a_delegate_that_runs_nothing_is_reported_and_can_fail_the_run(files, capsys):
+    argv = ["--model", str(files / "cnn.lite"), "--delegate", "tests.delegate_support:AbsentDevice", *FAST]
+    assert main(argv) == 0
+    assert "AbsentDevice declined: no accelerator on this machine" in capsys.readouterr().out
+    assert main([*argv, "--require-delegate"]) == 3
+    assert "AbsentDevice ran no node" in capsys.readouterr().err

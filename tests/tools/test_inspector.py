@@ -47,3 +47,14 @@ def test_help_shows_an_example(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "lite-inspect model.onnx --delegate" in capsys.readouterr().out
+
+
+def test_a_declining_delegate_is_named_and_can_fail_the_command(inception_file, capsys):
+    argv = [str(inception_file), "--delegate", "tests.delegate_support:AbsentDevice"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "AbsentDevice declined: no accelerator on this machine" in out
+    assert "AbsentDevice: declined in init(): no accelerator on this machine" in out  # the reason column
+    assert main([*argv, "--require-delegate"]) == 3
+    assert "AbsentDevice ran no node" in capsys.readouterr().err
+    assert main([str(inception_file), "--delegate", "tests.delegate_support:ConvAndConcat", "--require-delegate"]) == 0
