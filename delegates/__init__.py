@@ -41,6 +41,29 @@ def load_delegate(spec: str, options: dict[str, Any] | None = None) -> Delegate 
         raise InputError(f"delegate {spec!r} does not take options {options}: {exc}") from exc
 
 
+def available_delegates() -> list[str]:
+    """The bundled delegates that load and accept this machine (their ``init()`` does not decline),
+    as ``onnxruntime.get_available_providers()`` lists execution providers.
+
+    Loading a delegate imports its framework (TVM takes seconds); a delegate whose package is
+    missing, or whose device is absent, is left out.
+
+    Example:
+        >>> import lite
+        >>> "example_npu" in lite.available_delegates()
+        True
+    """
+    names = []
+    for name in BUNDLED:
+        try:
+            delegate = load_delegate(name)
+            delegate.init()
+        except Exception:  # NOTE: any failure means "not available here"
+            continue
+        names.append(name)
+    return names
+
+
 def parse_options(pairs: list[str]) -> dict[str, Any]:
     """``["target=cuda", "threads=2"]`` -> ``{"target": "cuda", "threads": 2}`` (ints/floats/bools parsed)."""
     options: dict[str, Any] = {}

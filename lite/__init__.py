@@ -6,6 +6,7 @@ then predict. Whatever no delegate takes runs on the native numpy kernels.
 
 from lite.context import Context
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate
+from lite.delegates import available_delegates
 from lite.errors import (
     DelegateError,
     InputError,
@@ -35,6 +36,6 @@ __all__ = [
     "LiteError", "MemoryLimitError", "Model", "ModelFileError", "ModelFormatError", "ModelParallelRunner",
     "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow", "PipelineConfig",
     "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor", "UnsupportedOpError",
-    "register_custom_kernel", "split_model", "unregister_custom_kernel",
+    "available_delegates", "register_custom_kernel", "split_model", "unregister_custom_kernel",
 ]
 __version__ = "0.1.0"

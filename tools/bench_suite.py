@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lite.delegates import BUNDLED, load_delegate
+from lite.delegates import available_delegates
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "squeezenet",
           "inception_block", "bert_encoder", "add_chain"]
@@ -46,19 +46,6 @@ else:
         session.run(None, feeds)
 print(peak_rss_mib())
 """
-
-
-def available_delegates() -> list[str]:
-    """Bundled delegates that load and accept this machine (their init() does not decline)."""
-    names = []
-    for name in BUNDLED:
-        try:
-            delegate = load_delegate(name)
-            delegate.init()
-        except Exception:  # any failure means "not available here"
-            continue
-        names.append(name)
-    return names
 
 
 def export_model(name: str, directory: Path) -> tuple[Path, Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import resource
 import sys
@@ -100,12 +101,7 @@ def load_source(spec: str) -> tuple[bytes, Any, float]:
     from lite.loader import ModelType, load_lite_bytes, load_onnx, model_type_of
 
     if spec.startswith("zoo:"):
-        from lite.tools import zoo
-
-        builder = getattr(zoo, spec[4:], None)
-        if builder is None or spec[4:].startswith("_"):
-            raise lite.InputError(f"unknown zoo model {spec!r}")
-        onnx_model = builder()
+        onnx_model = zoo_model(spec[4:])
     elif model_type_of(spec) is ModelType.ONNX:
         onnx_model = load_onnx(spec)
     else:
@@ -113,6 +109,20 @@ def load_source(spec: str) -> tuple[bytes, Any, float]:
     start = time.perf_counter()
     data = load_lite_bytes(onnx_model)
     return data, onnx_model, time.perf_counter() - start
+
+
+def zoo_model(name: str) -> Any:
+    """The zoo's ONNX model ``name``; an InputError lists the names, or says to install torch."""
+    from lite.tools import zoo
+
+    builder = zoo.MODELS.get(name)
+    if builder is None:
+        raise lite.InputError(f"unknown zoo model {name!r}; the zoo has {', '.join(sorted(zoo.MODELS))}")
+    try:
+        return builder()
+    except (ImportError, importlib.metadata.PackageNotFoundError) as exc:
+        raise lite.InputError(f"zoo:{name} is exported from PyTorch, which is not installed here ({exc}): "
+                              "pip install torch (a CPU build is enough), or give a .onnx/.lite --model") from exc
 
 
 def parse_input_shapes(text: str | None) -> dict[str, list[int]]:
@@ -177,7 +187,10 @@ class OnnxRuntimeEngine:
     """The same ONNX model in onnxruntime (CPU, graph optimisations on, same thread count)."""
 
     def __init__(self, onnx_model: Any, thread_num: int):
-        import onnxruntime as ort
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise lite.InputError('--compare onnxruntime needs onnxruntime: pip install "delite[ort]"') from exc
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = thread_num

@@ -148,3 +148,31 @@ def test_a_delegate_that_runs_nothing_is_reported_and_can_fail_the_run(files, ca
     assert "AbsentDevice declined: no accelerator on this machine" in capsys.readouterr().out
     assert main([*argv, "--require-delegate"]) == 3
     assert "AbsentDevice ran no node" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["resnet19", "np", "_export"])
+def test_an_unknown_zoo_name_lists_the_zoo(name, capsys):
+    assert main(["--model", f"zoo:{name}"]) == 1
+    err = capsys.readouterr().err
+    assert f"unknown zoo model {name!r}; the zoo has" in err and "resnet18" in err
+
+
+def test_missing_packages_name_what_to_install(files, monkeypatch, capsys):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without(blocked):
+        def fake_import(name, *args, **kwargs):
+            if name.split(".")[0] in blocked:
+                raise ModuleNotFoundError(f"No module named {name!r}")
+            return real_import(name, *args, **kwargs)
+        return fake_import
+
+    monkeypatch.setattr(builtins, "__import__", without({"onnxruntime"}))
+    assert main(["--model", str(files / "cnn.onnx"), "--compare", "onnxruntime", *FAST]) == 1
+    assert 'pip install "delite[ort]"' in capsys.readouterr().err
+    monkeypatch.setattr("lite.tools.zoo.cache_dir", lambda: files / "empty-zoo-cache")
+    monkeypatch.setattr(builtins, "__import__", without({"torch"}))
+    assert main(["--model", "zoo:resnet18", *FAST]) == 1
+    assert "pip install torch" in capsys.readouterr().err
