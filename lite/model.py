@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,29 +171,36 @@ class Model:
         """The graph output tensors, in the model's order (filled by ``predict``)."""
         return list(self._checked_engine().outputs)
 
-    def predict(self, inputs: Sequence[Tensor | np.ndarray] | None = None,
-                profile: dict[Kernel, float] | None = None) -> list[Tensor]:
+    def predict(self, inputs: Sequence[Tensor | np.ndarray] | Mapping[str, Tensor | np.ndarray] | None = None,
+                profile: dict[Kernel, float] | None = None,
+                output_names: Sequence[str] | None = None) -> list[Tensor]:
         """Runs the model.
 
         Args:
             inputs: one entry per graph input: the Tensors from ``get_inputs()`` (already
-                filled), other Tensors, or numpy arrays. None: use the inputs as set.
+                filled), other Tensors, or numpy arrays; or a dict of them by input name (as
+                onnxruntime's ``run`` takes them). None: use the inputs as set.
             profile: when given, each kernel's execute time (seconds) is added to it,
                 keyed by kernel (graph kernels are one entry each).
+            output_names: the outputs to return, in this order (default: all, in the model's order).
 
         Returns:
             Tensors holding this call's outputs (copies: another thread's predict cannot
             change them; ``get_outputs()`` holds the latest results).
 
         Raises:
-            InputError: wrong input count, dtype or shape, or an input with no data; the
-                model stays usable.
+            InputError: wrong input count, names, dtype or shape, an input with no data, or an
+                unknown output name; the model stays usable.
             KernelError, DelegateError: a kernel or graph kernel failed; the model stays usable.
+
+        Example:
+            >>> [y] = model.predict({"input": x}, output_names=["output"])  # doctest: +SKIP
         """
         if profile is not None and not isinstance(profile, dict):
             raise InputError(f"profile must be a dict (kernel -> seconds) or None, got {type(profile).__name__}")
         with self._lock:
             engine = self._checked_engine()
+            wanted = self._wanted_outputs(engine, output_names)
             if inputs is not None:
                 self._feed(engine, inputs)
             missing = [t.name for t in engine.inputs if t.data is None]
@@ -206,7 +213,18 @@ class Model:
             except LiteError:
                 engine.plan()  # a failed run may have left outputs rebound to foreign arrays
                 raise
-            return [t.snapshot() for t in engine.outputs]
+            return [t.snapshot() for t in wanted]
+
+    @staticmethod
+    def _wanted_outputs(engine: Engine, names: Sequence[str] | None) -> list[Tensor]:
+        if names is None:
+            return list(engine.outputs)
+        by_name = {t.name: t for t in engine.outputs}
+        names = sequence_of(names, "output_names", "predict")
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise InputError(f"output_names {unknown} are not outputs of the model; it has {list(by_name)}")
+        return [by_name[n] for n in names]
 
     def resize(self, inputs: Sequence[Tensor], dims: Sequence[Sequence[int]]) -> None:
         """Gives the graph inputs new shapes; every kernel's ``resize()`` then runs.
@@ -269,7 +287,9 @@ class Model:
                          f"{[t.name for t in engine.inputs]}")
 
     @staticmethod
-    def _feed(engine: Engine, inputs: Sequence[Tensor | np.ndarray]) -> None:
+    def _feed(engine: Engine, inputs: Sequence[Tensor | np.ndarray] | Mapping[str, Tensor | np.ndarray]) -> None:
+        if isinstance(inputs, Mapping):
+            inputs = Model._by_name(engine, inputs)
         if isinstance(inputs, (np.ndarray, Tensor)):
             raise InputError(f"predict takes a list of inputs, one per graph input {[t.name for t in engine.inputs]}, "
                              f"got one {type(inputs).__name__}: wrap it in a list")
@@ -284,6 +304,16 @@ class Model:
             if array is None:
                 raise InputError(f"input tensor {getattr(given, 'name', own.name)!r} has no data")
             own.set_data_from_numpy(array)
+
+    @staticmethod
+    def _by_name(engine: Engine, inputs: Mapping) -> list:
+        """The inputs of a dict keyed by input name, in the model's input order."""
+        names = [t.name for t in engine.inputs]
+        missing, unknown = [n for n in names if n not in inputs], [k for k in inputs if k not in names]
+        if missing or unknown:
+            wrong = (f", missing {missing}" if missing else "") + (f", unknown {unknown}" if unknown else "")
+            raise InputError(f"the model's inputs are {names}; predict got names {list(inputs)}{wrong}")
+        return [inputs[n] for n in names]
 
     @staticmethod
     def _apply_shapes(engine: Engine) -> None:

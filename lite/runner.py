@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import queue
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -64,16 +64,19 @@ class ModelParallelRunner:
         """The output tensors of one copy (names, dtypes)."""
         return self._models[0].get_outputs()
 
-    def predict(self, inputs: Sequence[Tensor | np.ndarray]) -> list[Tensor]:
-        """Runs one request on an idle copy; returns what ``Model.predict`` returns. Thread-safe.
+    def predict(self, inputs: Sequence[Tensor | np.ndarray] | Mapping[str, Tensor | np.ndarray],
+                output_names: Sequence[str] | None = None) -> list[Tensor]:
+        """Runs one request on an idle copy; takes and returns what ``Model.predict`` does
+        (inputs as a list or by name, optionally the outputs named). Thread-safe.
 
         Raises:
             InputError: as ``Model.predict``; the copy stays usable.
         """
-        inputs = sequence_of(inputs, "one input per graph input", "ModelParallelRunner.predict")
+        if not isinstance(inputs, Mapping):
+            inputs = list(sequence_of(inputs, "one input per graph input", "ModelParallelRunner.predict"))
         model = self._idle.get()
         try:
-            return model.predict(list(inputs))
+            return model.predict(inputs, output_names=output_names)
         finally:
             self._idle.put(model)
 

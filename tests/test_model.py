@@ -97,6 +97,8 @@ def test_static_model_resized_to_batch_4_matches(tmp_path):
     ([np.zeros((1, 4, 8, 8), np.float32)], "does not fit"),
     ([np.zeros((3, 8, 8), np.float32)], "does not fit"),
     (["not an array"], "numpy array"),
+    ({"y": np.zeros((1, 3, 8, 8), np.float32)}, r"missing \['x'\], unknown \['y'\]"),
+    ({}, r"missing \['x'\]"),
 ])
 def test_bad_inputs_raise_input_error_and_model_stays_usable(cnn_file, bad, message):
     model = built(cnn_file)
@@ -104,6 +106,22 @@ def test_bad_inputs_raise_input_error_and_model_stays_usable(cnn_file, bad, mess
     with pytest.raises(lite.InputError, match=message):
         model.predict(bad)
     check(model, small_cnn(), batch=2)
+
+
+def test_inputs_by_name_and_chosen_outputs_as_onnxruntime_takes_them(tmp_path):
+    onnx_model = small_cnn()
+    onnx_model.graph.output.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, None))
+    path = tmp_path / "two_outputs.onnx"
+    path.write_bytes(onnx_model.SerializeToString())
+    model = built(path)
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    y, p = run_onnxruntime(onnx_model, {"x": x})
+    got = model.predict({"x": x}, output_names=["p", "y"])
+    assert [t.name for t in got] == ["p", "y"]
+    assert relative_l2(got[0].get_data_to_numpy(), p) < 1e-5 and relative_l2(got[1].get_data_to_numpy(), y) < 1e-5
+    with pytest.raises(lite.InputError, match=r"output_names \['z'\] are not outputs of the model"):
+        model.predict({"x": x}, output_names=["z"])
+    assert [t.name for t in model.predict({"x": x})] == ["y", "p"]
 
 
 @pytest.mark.parametrize("dims, message", [([[0, 3, 8, 8]], "positive"), ([[-2, 3, 8, 8]], "positive"),

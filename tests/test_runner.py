@@ -59,6 +59,15 @@ def test_bad_input_leaves_the_runner_usable(cnn_path):
     np.testing.assert_allclose(got, run_onnxruntime(small_cnn(), {"x": x})[0], rtol=1e-4, atol=1e-5)
 
 
+def test_inputs_by_name_and_output_names_as_model_predict(cnn_path):
+    runner = lite.ModelParallelRunner(cnn_path, workers=2)
+    x = np.random.default_rng(2).standard_normal((3, 3, 8, 8)).astype(np.float32)
+    (y,) = runner.predict({"x": x}, output_names=["y"])
+    np.testing.assert_allclose(y.get_data_to_numpy(), run_onnxruntime(small_cnn(), {"x": x})[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(lite.InputError, match="unknown"):
+        runner.predict({"input": x})
+
+
 def test_bad_arguments(cnn_path, tmp_path):
     with pytest.raises(lite.InputError, match="workers"):
         lite.ModelParallelRunner(cnn_path, workers=0)
