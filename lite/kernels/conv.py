@@ -172,7 +172,7 @@ class Conv2DFusion(ConvBase):
             no_pads = (0,) * len(lift)
             geometry = Geometry((*x[:2], *lift, *x[2:]), (*lift, *kernel), (*lift, *self.strides),
                                 (*lift, *self.dilations), (*no_pads, *begins), (*no_pads, *ends), (*lift, *out_sizes))
-            if self.fast_depthwise():
+            if self.compiled_dtype():
                 self.plan_fast_depthwise(geometry, out_c)
             else:
                 self.plan_depthwise(geometry, out_c)
@@ -190,7 +190,7 @@ class Conv2DFusion(ConvBase):
         """Whether Winograd F(4x4, 3x3) runs: a constant 3x3 stride-1 weight, one group, a compiled
         dtype, and a shape where it beats im2col (``lite.kernels.fast.winograd.worth_it``)."""
         if (self.rank != 2 or tuple(w[2:]) != (3, 3) or self.strides != (1, 1) or self.dilations != (1, 1)
-                or self.group != 1 or not self.inputs[1].is_const or not self.fast_depthwise()):
+                or self.group != 1 or not self.inputs[1].is_const or not self.compiled_dtype()):
             return False
         from lite.kernels.fast import winograd  # NOTE: imports the compiler: only when used
 
@@ -237,8 +237,9 @@ class Conv2DFusion(ConvBase):
                          tuple(item * s for s in (c * plane, plane, *steps, *window)), item * first)
                         for phase, taps, first, steps in planes.tap_groups()]
 
-    def fast_depthwise(self) -> bool:
-        """Whether the compiled depthwise kernel can run (it beats numpy on every geometry measured)."""
+    def compiled_dtype(self) -> bool:
+        """Whether compiled kernels run for this input's dtype (the compiled depthwise kernel then
+        always does: it beats numpy on every geometry measured)."""
         return fast.enabled() and self.inputs[0].dtype.name in fast.FAST_DTYPES
 
     def plan_fast_depthwise(self, geometry: Geometry, out_c: int) -> None:
