@@ -10,7 +10,10 @@ separately for the native runtime and for onnxruntime, each alone in a process. 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -95,7 +98,9 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def chart(rows: list[dict], path: Path) -> bool:
+def chart(rows: list[dict], path: Path, caption: str = "") -> bool:
+    """Writes the latency ratios as horizontal bars diverging from 1.0 (log scale), one colour per
+    delegate, each bar labelled with its ratio; False where matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -104,16 +109,42 @@ def chart(rows: list[dict], path: Path) -> bool:
     except ImportError:
         return False
     ok = [r for r in rows if "error" not in r]
-    fig, ax = plt.subplots(figsize=(8, 0.4 * len(ok) + 1.5))
-    ax.barh([f"{r['model']} / {r['delegate']}" for r in ok], [r["ratio_of_medians"] for r in ok])
+    delegates = list(dict.fromkeys(r["delegate"] for r in ok))
+    colours = dict(zip(delegates, plt.get_cmap("tab10").colors, strict=False))
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(ok) + 2.2))
+    labels = [f"{r['model']} / {r['delegate']}" for r in ok]
+    ratios = [r["ratio_of_medians"] for r in ok]
+    # NOTE: bars start at 1.0 so a faster-than-onnxruntime row points left and a slower one right
+    bars = ax.barh(labels, [v - 1.0 for v in ratios], left=1.0, color=[colours[r["delegate"]] for r in ok])
+    for bar, value in zip(bars, ratios, strict=True):
+        ax.annotate(f"{value:.2f}", (value, bar.get_y() + bar.get_height() / 2), xytext=(3 if value >= 1 else -3, 0),
+                    textcoords="offset points", va="center", ha="left" if value >= 1 else "right", fontsize=7)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")  # untuned TVM is 100x off; the rest sits near 1
-    ax.set_xlabel("median latency / onnxruntime median (log scale, lower is better)")
+    low, high = min(ratios, default=1.0), max(ratios, default=1.0)
+    ax.set_xlim(min(low, 1.0) / 1.6, max(high, 1.0) * 1.8)
+    ax.set_xlabel("median latency / onnxruntime median (log scale; left of 1: faster than onnxruntime)")
+    ax.set_title("Delite against onnxruntime, same process, interleaved")
+    ax.legend(handles=[matplotlib.patches.Patch(color=colours[d], label=d) for d in delegates], loc="lower right",
+              fontsize=8)
     ax.invert_yaxis()
-    fig.tight_layout()
+    if caption:
+        fig.text(0.01, 0.005, caption, fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, 0.03 if caption else 0, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
+
+
+def machine_caption(thread_num: int) -> str:
+    """The machine, thread count and date a suite ran on, for the chart's caption."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, thread_num={thread_num}, {datetime.date.today().isoformat()}"
 
 
 def run_suite(args: argparse.Namespace) -> int:
@@ -133,7 +164,7 @@ def run_suite(args: argparse.Namespace) -> int:
     text = table(rows) + _overhead_line(rows) + _rss_lines(rss)
     (args.suite_dir / "suite.md").write_text(text + "\n")
     (args.suite_dir / "suite.json").write_text(json.dumps({"runs": rows, "peak_rss_mib": rss}, indent=2))
-    drew = chart(rows, args.suite_dir / "suite.png")
+    drew = chart(rows, args.suite_dir / "suite.png", machine_caption(args.thread_num))
     print("\n" + text + f"\n\nwritten to {args.suite_dir}/suite.md{', suite.png' if drew else ''}")
     return 0 if all("error" not in r for r in rows) else 1
 
