@@ -83,6 +83,7 @@ class Report:
     profile: list[dict[str, Any]] = field(default_factory=list)
     profile_loops: int = 0
     idle_delegates: list[str] = field(default_factory=list)
+    pause_ms: float = 0.0
     partition_summary: str = ""
     peak_rss_mib: float = 0.0
     matmul_count: int = 0
@@ -344,7 +345,9 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
     else:
         report.accuracy = [OutputAccuracy(n, None, None, None, bool(np.isfinite(a).all()))
                            for n, a in zip(names, outputs, strict=True)]
-    lite_times, ort_times = measure(model, ordered, engine, feeds, args.loop_count, args.warmup, args.pause_ms / 1e3)
+    report.pause_ms = args.pause_ms if engine is not None else 0.0  # NOTE: only interleaving needs a pause
+    lite_times, ort_times = measure(model, ordered, engine, feeds, args.loop_count, args.warmup,
+                                    report.pause_ms / 1e3)
     report.latency = Latency.of(lite_times)
     if ort_times:
         report.onnxruntime_latency = Latency.of(ort_times)
@@ -374,7 +377,8 @@ def print_report(report: Report, out=None) -> None:
     w(f"latency (lite):        {report.latency.row()}\n")
     if report.onnxruntime_latency:
         w(f"latency (onnxruntime): {report.onnxruntime_latency.row()}\n")
-        w(f"ratio of medians (lite / onnxruntime): {report.ratio_of_medians:.2f}\n")
+        w(f"ratio of medians (lite / onnxruntime): {report.ratio_of_medians:.2f}  (interleaved run by run, "
+          f"{report.pause_ms:g} ms pause before each so the other engine's spinning threads go idle)\n")
     if report.matmul_floor_ms is not None:
         w(f"matmul floor: the native kernels' {report.matmul_count} matmuls alone (warm): "
           f"{report.matmul_floor_ms:.3f} ms")
@@ -434,7 +438,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--require-delegate", action="store_true",
                    help="exit 3 when a delegate given with --delegate runs no node")
     p.add_argument("--pause-ms", type=float, default=200.0,
-                   help="pause before each timed run so the other engine's threads go idle (default 200)")
+                   help="with --compare onnxruntime: pause before each timed run, because on a small machine the "
+                        "other engine's thread pool keeps spinning after its run and slows the next one 2-3x "
+                        "(default 200)")
     p.add_argument("--json", type=Path, metavar="OUT.json")
     p.add_argument("--suite", action="store_true", help="run the fixed model suite (see lite.tools.bench_suite)")
     p.add_argument("--suite-dir", type=Path, default=Path("bench_out"))

@@ -176,3 +176,13 @@ def test_missing_packages_name_what_to_install(files, monkeypatch, capsys):
     monkeypatch.setattr(builtins, "__import__", without({"torch"}))
     assert main(["--model", "zoo:resnet18", *FAST]) == 1
     assert "pip install torch" in capsys.readouterr().err
+
+
+def test_the_pause_is_only_taken_when_interleaving_and_said(files, capsys):
+    out = files / "pause.json"
+    assert main(["--model", str(files / "cnn.lite"), "--loop-count", "2", "--warmup", "0", "--input-shapes",
+                 "x:2,3,8,8", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["pause_ms"] == 0.0
+    assert main(["--model", str(files / "cnn.onnx"), "--compare", "onnxruntime", "--pause-ms", "5", "--json",
+                 str(out), *FAST[:4], "--input-shapes", "x:2,3,8,8"]) == 0
+    assert "5 ms pause before each" in capsys.readouterr().out and json.loads(out.read_text())["pause_ms"] == 5.0
