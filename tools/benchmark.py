@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 import lite
 from lite.delegates import load_delegate, parse_options
+from lite.tools import add_version
 from lite.tools.inspector import idle_delegates, summary
 
 EXAMPLES = """examples:
@@ -415,6 +416,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="lite-benchmark", description="Measure latency, accuracy and per-kernel time.",
                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help=".lite, .onnx or zoo:NAME")
+    add_version(p)
     p.add_argument("--delegate", action="append", default=[],
                    help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
     p.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE")

@@ -14,6 +14,7 @@ from lite.loader import load_lite_bytes
 from lite.model import PartitionRow
 from lite.schema.graph import GraphDef
 from lite.schema.reader import read_model
+from lite.tools import add_version
 
 EXAMPLES = """examples:
   lite-inspect model.lite
@@ -120,6 +121,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="lite-inspect", description="Show where each node of a model runs and why.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", type=Path, help=".lite or .onnx model")
+    add_version(parser)
     parser.add_argument("--delegate", action="append", default=[],
                         help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
     parser.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import lite
+from lite.tools import add_version
 
 EXAMPLES = """examples:
   lite-tune model.lite --target llvm --trials 256 --db tuned/
@@ -28,6 +29,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="lite-tune", description="Tune a model's TVM partitions with MetaSchedule.",
                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help=".lite, .onnx or zoo:NAME")
+    add_version(p)
     p.add_argument("--db", required=True, type=Path, metavar="DIR", help="the MetaSchedule database directory")
     p.add_argument("--trials", required=True, type=int, help="measured trials the database should hold (total)")
     p.add_argument("--target", default="llvm", help='a TVM target name, or JSON ({"kind": "llvm", "mcpu": ...})')

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lite.errors import LiteError
 from lite.schema.writer import write_model
+from lite.tools import add_version
 from lite.tools.converter import convert_to_graph
 from lite.tools.converter.registry import supported_ops
 
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="lite-convert", description="Convert an ONNX model to a Delite .lite model.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", nargs="?", help="the ONNX model (.onnx)")
+    add_version(parser)
     parser.add_argument("--list-ops", action="store_true",
                         help="list the ONNX ops that convert, with the opsets where their meaning changed, and exit")
     parser.add_argument("-o", "--output", help="the .lite file to write (default: the model path with .lite)")
