@@ -21,15 +21,17 @@ from lite.tools import add_version
 from lite.tools.inspector import idle_delegates, summary
 
 EXAMPLES = """examples:
-  lite-benchmark --model zoo:resnet18 --compare onnxruntime
-  lite-benchmark --model model.lite --delegate tvm --delegate-option target=llvm --loop-count 50 --warmup 5
-  lite-benchmark --model model.onnx --input-shapes input:4,3,224,224 --time-profiling --json out.json
-  lite-benchmark --model model.lite --benchmark-data expected.npz --accuracy-threshold 0.001
+  lite-benchmark zoo:resnet18 --compare onnxruntime
+  lite-benchmark model.lite --delegate tvm --delegate-option target=llvm --loop-count 50 --warmup 5
+  lite-benchmark model.onnx --input-shapes input:4,3,224,224 --time-profiling --json out.json
+  lite-benchmark model.lite --benchmark-data expected.npz --accuracy-threshold 0.001
+  lite-benchmark model.lite --delegate ort --compare native --require-delegate
   lite-benchmark --suite --suite-dir bench_out
 
---model takes a .lite or .onnx file, or zoo:NAME for a deterministic model from
-lite.tools.zoo (resnet18, resnet50, mobilenet_v2, squeezenet, inception_block,
-old_style_opset9, add_chain). Exit status: 0 ok, 1 accuracy miss or error.
+The model (positional, or --model) is a .lite or .onnx file, or zoo:NAME for a deterministic
+model from lite.tools.zoo (resnet18, resnet50, mobilenet_v2, mobilenet_v3_large,
+efficientnet_b0, squeezenet, inception_block, bert_encoder, old_style_opset9, add_chain).
+Exit status: 0 ok, 1 accuracy miss or error, 3 a --require-delegate delegate ran nothing.
 """
 
 
@@ -415,7 +417,8 @@ def _print_profile(rows: list[dict[str, Any]], w, loops: int) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="lite-benchmark", description="Measure latency, accuracy and per-kernel time.",
                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help=".lite, .onnx or zoo:NAME")
+    p.add_argument("model", nargs="?", help=".lite, .onnx or zoo:NAME (positional, as in the other tools)")
+    p.add_argument("--model", dest="model_option", metavar="MODEL", help="the same, as an option")
     add_version(p)
     p.add_argument("--delegate", action="append", default=[],
                    help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
@@ -448,8 +451,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--suite-dir", type=Path, default=Path("bench_out"))
     p.add_argument("--suite-models", help="comma-separated subset of the suite's models")
     args = p.parse_args(argv)
+    if args.model and args.model_option:
+        p.error("give the model once: positional or --model")
+    args.model = args.model or args.model_option
     if not args.suite and not args.model:
-        p.error("--model is required (or --suite)")
+        p.error("a model is required (or --suite)")
     if args.thread_num < 1 or args.loop_count < 1 or args.warmup < 0:
         p.error("--thread-num and --loop-count must be >= 1, --warmup >= 0")
     return args

@@ -15,7 +15,7 @@ EXAMPLES = """examples:
   lite-tune model.onnx --input-shapes input:1,3,224,224 --trials 1000 --db db/ --thread-num 4
 
 then run with the database:
-  lite-benchmark --model model.lite --delegate tvm --delegate-option tuning_db=tuned/
+  lite-benchmark model.lite --delegate tvm --delegate-option tuning_db=tuned/
   TVMDelegate("llvm", tuning_db="tuned/")      # in Python
 
 --trials is the number of measured trials the database should hold for this model's
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(summary.tasks)} task(s) of {len(summary.partitions)} partition(s), cost model {summary.cost_model}")
     print(f"database: {summary.database}")
     print(f"use it: TVMDelegate(target, tuning_db={str(summary.database)!r}) or "
-          f"lite-benchmark --model {args.model} --delegate tvm --delegate-option tuning_db={summary.database}")
+          f"lite-benchmark {args.model} --delegate tvm --delegate-option tuning_db={summary.database}")
     return 0
 
 

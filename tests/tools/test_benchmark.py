@@ -106,7 +106,7 @@ def test_parse_input_shapes():
 def test_help_shows_examples(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "lite-benchmark --model zoo:resnet18 --compare onnxruntime" in capsys.readouterr().out
+    assert "lite-benchmark zoo:resnet18 --compare onnxruntime" in capsys.readouterr().out
 
 
 def test_suite_writes_table(tmp_path, capsys):
@@ -186,3 +186,11 @@ def test_the_pause_is_only_taken_when_interleaving_and_said(files, capsys):
     assert main(["--model", str(files / "cnn.onnx"), "--compare", "onnxruntime", "--pause-ms", "5", "--json",
                  str(out), *FAST[:4], "--input-shapes", "x:2,3,8,8"]) == 0
     assert "5 ms pause before each" in capsys.readouterr().out and json.loads(out.read_text())["pause_ms"] == 5.0
+
+
+def test_the_model_is_positional_as_in_the_other_tools(files, capsys):
+    assert main([str(files / "cnn.lite"), *FAST]) == 0
+    assert "nodes:" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([str(files / "cnn.lite"), "--model", str(files / "cnn.lite")])
+    assert "give the model once" in capsys.readouterr().err

@@ -17,8 +17,8 @@ EXAMPLES = """\
 examples:
   lite-convert resnet18.onnx -o resnet18.lite
   lite-convert model.onnx -o model.lite --no-fusion
-  lite-convert model.onnx -o model.lite --input-shape input:1,3,224,224
-  lite-convert model.onnx --input-shape "a:1,3,32,32;b:1,10"      # writes model.lite
+  lite-convert model.onnx -o model.lite --input-shapes input:1,3,224,224
+  lite-convert model.onnx --input-shapes "a:1,3,32,32;b:1,10"      # writes model.lite
   lite-convert vendor.onnx -o vendor.lite --custom-domain com.example   # its ops become Custom ops
   lite-convert --list-ops                                              # the ONNX ops that convert
 """
@@ -37,7 +37,7 @@ def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
             values = None
         if not name or values is None:
             raise argparse.ArgumentTypeError(
-                f"bad --input-shape {spec!r}: expected NAME:D1,D2,... such as input:1,3,224,224")
+                f"bad --input-shapes {spec!r}: expected NAME:D1,D2,... such as input:1,3,224,224")
         shapes[name] = values
     return shapes
 
@@ -61,8 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", help="the .lite file to write (default: the model path with .lite)")
     parser.add_argument("--no-fusion", action="store_true",
                         help="keep BatchNormalization and activations as separate nodes")
-    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME:DIMS",
-                        help="set a graph input's shape, e.g. input:1,3,224,224 (repeatable, or ';'-separated)")
+    parser.add_argument("--input-shapes", "--input-shape", dest="input_shape", action="append", default=[],
+                        metavar="NAME:DIMS;...",
+                        help="set graph inputs' shapes, e.g. input:1,3,224,224 (';'-separated or repeatable; the "
+                             "same option as lite-benchmark's and lite-tune's)")
     parser.add_argument("--custom-domain", action="append", default=[], metavar="DOMAIN",
                         help="keep the ops of this ONNX domain as Custom ops, run by kernels registered with "
                              "lite.register_custom_kernel or by delegates (repeatable)")

@@ -33,10 +33,11 @@ def test_default_output_path_and_no_fusion(model_path, capsys):
     assert "activations fused:          0" in capsys.readouterr().out
 
 
-def test_input_shape_option(tmp_path, capsys):
+@pytest.mark.parametrize("option", ["--input-shapes", "--input-shape"])  # the other tools' name, and the old one
+def test_input_shapes_option(tmp_path, capsys, option):
     path = tmp_path / "resnet.onnx"
     onnx.save(zoo.inception_block(dynamic_batch=True), path)
-    assert main([str(path), "--input-shape", "input:4,192,28,28", "-o", str(tmp_path / "r.lite")]) == 0
+    assert main([str(path), option, "input:4,192,28,28", "-o", str(tmp_path / "r.lite")]) == 0
     graph = read_model((tmp_path / "r.lite").read_bytes())
     assert graph.tensors[graph.inputs[0]].shape == (4, 192, 28, 28)
 
