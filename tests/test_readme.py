@@ -1,0 +1,56 @@
+"""The README's Python examples run as written (on a real model) and give onnxruntime's numbers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import lite
+from lite.tools import zoo
+from lite.tools.converter import convert
+from tests.oracle import relative_l2, run_onnxruntime
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def python_block(heading: str) -> str:
+    """The first ```python block after ``heading`` in the README."""
+    text = README.read_text()
+    section = text[text.index(heading):]
+    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+
+
+def test_the_use_it_example_runs_on_a_resnet(tmp_path, monkeypatch, capsys):
+    onnx_model = zoo.resnet18(dynamic_batch=True)
+    onnx.save(onnx_model, tmp_path / "model.onnx")
+    monkeypatch.chdir(tmp_path)
+    names: dict = {}
+    exec(compile(python_block("## Use it"), "README.md", "exec"), names)
+    assert (tmp_path / "model.lite").exists() and names["y"].shape == (1, 1000)
+    expected = run_onnxruntime(onnx_model, {onnx_model.graph.input[0].name: names["x"]})[0]
+    assert relative_l2(names["y"], expected) < 1e-4
+    assert names["model"].get_inputs()[0].shape == (4, 3, 224, 224)
+    assert "native" in capsys.readouterr().out  # the partition report's rows
+
+
+def test_the_custom_op_example_runs():
+    names = {"lite": lite, "np": np}
+    exec(compile(python_block("### Custom ops"), "README.md", "exec"), names)
+    try:
+        node = helper.make_node("ScaledTanh", ["x"], ["y"], domain="com.example", alpha=1.75, beta=0.625)
+        graph = helper.make_graph([node], "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])])
+        onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                             helper.make_opsetid("com.example", 1)])
+        model = lite.Model()
+        model.build(convert(onnx_model, custom_domains=["com.example"]), lite.ModelType.LITE)
+        x = np.random.default_rng(4).standard_normal((2, 5)).astype(np.float32)
+        [y] = model.predict([x])
+        np.testing.assert_allclose(y.get_data_to_numpy(), 1.75 * np.tanh(0.625 * x), rtol=1e-6)
+    finally:
+        lite.unregister_custom_kernel("ScaledTanh")
+
