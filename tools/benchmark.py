@@ -18,7 +18,7 @@ from tqdm import tqdm
 import lite
 from lite.delegates import load_delegate, parse_options
 from lite.tools import add_version
-from lite.tools.inspector import idle_delegates, summary
+from lite.tools.inspector import clipped, idle_delegates, summary
 
 EXAMPLES = """examples:
   lite-benchmark zoo:resnet18 --compare onnxruntime
@@ -411,7 +411,7 @@ def _print_profile(rows: list[dict[str, Any]], w, loops: int) -> None:
     w(f"per kernel (ms per predict, mean of {loops} profiled predicts; top 30):\n")
     for r in rows[:30]:
         where = "" if r["runs_on"] == "native" else f" [{r['runs_on']}]"
-        w(f"  {(r['kernel'] + where)[:48]:<48} {r['op_type']:<22} {r['avg_ms']:9.3f} ms {r['percent']:6.1f}%\n")
+        w(f"  {clipped(r['kernel'] + where, 48):<48} {r['op_type']:<22} {r['avg_ms']:9.3f} ms {r['percent']:6.1f}%\n")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

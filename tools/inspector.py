@@ -24,12 +24,24 @@ EXAMPLES = """examples:
 """
 
 
+WIDTH = 40  # the widest a table column gets
+
+
+def clipped(text: str, width: int = WIDTH) -> str:
+    """``text`` cut to ``width`` characters, its middle replaced by "..." when it is longer (a node name's
+    start and end both tell which node it is)."""
+    if len(text) <= width:
+        return text
+    head = (width - 3) // 2
+    return text[:head] + "..." + text[len(text) - (width - 3 - head):]
+
+
 def format_table(rows: list[PartitionRow]) -> str:
     """The partition report as an aligned text table with a summary line."""
     header = ("node", "op type", "runs on", "graph kernel", "why not delegated")
     cells = [header] + [(r.node, r.op_type, r.runs_on, r.graph_kernel, r.reason) for r in rows]
-    widths = [min(max(len(c[i]) for c in cells), 40) for i in range(4)]
-    lines = ["  ".join(c[i][:40].ljust(widths[i]) for i in range(4)) + "  " + c[4] for c in cells]
+    widths = [min(max(len(c[i]) for c in cells), WIDTH) for i in range(4)]
+    lines = ["  ".join(clipped(c[i]).ljust(widths[i]) for i in range(4)) + "  " + c[4] for c in cells]
     lines.insert(1, "-" * (sum(widths) + 8 + len(header[4])))
     return "\n".join(lines) + "\n" + summary(rows)
 
@@ -152,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows))
     if args.html:
         args.html.write_text(render_html(graph, rows, args.model.name))
+        print(f"wrote {args.html}")
     if args.svg:
         args.svg.write_text(render_svg(graph, rows))
+        print(f"wrote {args.svg}")
     if args.dump_partitions:
         for path in dump_partitions(model, rows, args.dump_partitions):
             print(f"wrote {path}")

@@ -58,3 +58,15 @@ def test_a_declining_delegate_is_named_and_can_fail_the_command(inception_file, 
     assert main([*argv, "--require-delegate"]) == 3
     assert "AbsentDevice ran no node" in capsys.readouterr().err
     assert main([str(inception_file), "--delegate", "tests.delegate_support:ConvAndConcat", "--require-delegate"]) == 0
+
+
+def test_long_names_keep_both_ends_and_written_files_are_named(inception_file, tmp_path, capsys):
+    from lite.tools.inspector import clipped
+
+    name = "/features/features.17/body/body.2/body.2.0/Conv_with_a_long_tail"
+    assert clipped(name) == name[:18] + "..." + name[-19:] and len(clipped(name)) == 40
+    assert clipped("short") == "short"
+    html, svg = tmp_path / "p.html", tmp_path / "p.svg"
+    assert main([str(inception_file), "--html", str(html), "--svg", str(svg)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {html}" in out and f"wrote {svg}" in out
