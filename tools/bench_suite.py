@@ -156,6 +156,7 @@ def run_suite(args: argparse.Namespace) -> int:
     for name in models:
         onnx_path, lite_path = export_model(name, args.suite_dir)
         for delegate in delegates:
+            print(f"running {name} / {delegate} ...", file=sys.stderr, flush=True)
             rows.append({**bench(lite_path, onnx_path, delegate, args), "model": name, "delegate": delegate})
             print(table(rows[-1:]).splitlines()[-1], flush=True)
         if name in RSS_MODELS:

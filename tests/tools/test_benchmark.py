@@ -114,6 +114,7 @@ def test_suite_writes_table(tmp_path, capsys):
                  "--warmup", "0"]) == 0
     table = (tmp_path / "suite.md").read_text()
     assert "| add_chain | native |" in table and "us per kernel" in table
+    assert "running add_chain / native ..." in capsys.readouterr().err  # each row says it started
 
 
 def test_without_a_reference_it_says_so_and_checks_for_nan_only(files, capsys):
