@@ -362,14 +362,10 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
         time.sleep(args.pause_ms / 1e3)  # NOTE: onnxruntime's threads spin a while after its last run
         report.matmul_count, seconds = matmul_floor(model, ordered)
         report.matmul_floor_ms = seconds * 1e3
-    report.partition_summary = _partition_summary(model)
-    report.idle_delegates = idle_delegates(delegates, model.partition_report())
+    rows = model.partition_report()
+    report.partition_summary, report.idle_delegates = summary(rows), idle_delegates(delegates, rows)
     report.peak_rss_mib = peak_rss_mib()
     return report, all(a.passes(args.accuracy_threshold) for a in report.accuracy)
-
-
-def _partition_summary(model: lite.Model) -> str:
-    return summary(model.partition_report())
 
 
 def print_report(report: Report, out=None) -> None:

@@ -127,7 +127,7 @@ class Activation(NativeKernel):
 
     def execute(self) -> None:
         x, out = self.inputs[0].data, self.outputs[0].data
-        if self.compiled is not None and x.flags.c_contiguous and x.flags.writeable and out.flags.c_contiguous:
+        if self.compiled is not None and fast.takes(x, out):
             self.compiled(x.reshape(-1), out.reshape(-1), np.float32(self.alpha))
         else:
             self.function(x, out)

@@ -17,7 +17,7 @@ import numpy as np
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import activation_step, clip_bounds, compilable, epilogue_steps, fused_activation
+from lite.kernels.fused import activation_step, compilable, compiled_terms, epilogue_steps, fused_activation
 from lite.kernels.parallel import product_shapes
 from lite.kernels.registry import register
 from lite.kernels.window import (
@@ -210,18 +210,14 @@ class Conv2DFusion(ConvBase):
     def winograd_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], _weights: np.ndarray,
                        bias: Tensor | None) -> list[Step]:
         """Input transform, 36 products, output transform with bias, residual and activation."""
-        steps: list[Step] = []
-        if not (x.flags.c_contiguous and x.flags.writeable):
-            source, x = x, np.empty(x.shape, x.dtype)  # NOTE: the compiled code takes writable C arrays
-            steps.append(partial(np.copyto, x, source))
+        x, steps = fast.compiled_input(x)
         residual = None if self.residual is None else self.residual.data
         activation = self.activation if residual is None else self.residual_activation
         later = []
         if residual is not None and not compilable(out, residual):
             later, residual, activation = epilogue_steps(out, None, residual, activation), None, "NO_ACTIVATION"
-        shift = np.zeros(out.shape[1], out.dtype) if bias is None else np.array(bias.data, out.dtype, copy=True)
-        bounds = clip_bounds(activation, out.dtype) or (-np.inf, np.inf)
-        return [*steps, *self.winograd_plan.steps(x, self.winograd_weights, shift, residual, out, bounds, buffers,
+        terms = compiled_terms(None if bias is None else bias.data, out.shape[1], activation, out.dtype)
+        return [*steps, *self.winograd_plan.steps(x, self.winograd_weights, *terms, residual, out, buffers,
                                                   self.threads.matmul_step), *later]
 
     def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
@@ -256,21 +252,16 @@ class Conv2DFusion(ConvBase):
     def fast_depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                              bias: Tensor | None) -> list[Step]:
         """The compiled kernel with bias and activation fused, on the model's threads."""
-        out_c, dtype = self.out_shape[1], out.dtype
-        # NOTE: writable C-contiguous arrays only: the kernel was compiled for those (a read-only weight from
-        # the model file, or a strided input, would be another type, compiled again in the middle of a predict)
-        bias_data = np.zeros(out_c, dtype) if bias is None else np.array(bias.data, dtype, copy=True)
-        bounds = clip_bounds(self.activation, dtype) or (-np.inf, np.inf)
+        out_c = self.out_shape[1]
+        # NOTE: a copy of the weight: a read-only one from the model file would be another type to the compiler
+        terms = compiled_terms(None if bias is None else bias.data, out_c, self.activation, out.dtype)
         kernel = np.array(self.fast_plan.arrange(weights.reshape(out_c, 1, *self.fast_plan.geometry.kernel)), copy=True)
-        x, out, steps = x.reshape(self.x_shape), out.reshape(self.out_shape), []
-        if not (x.flags.writeable and x.flags.c_contiguous):
-            x = np.array(x, copy=True)  # NOTE: a copy bound once; refreshed below each run
-            steps.append(partial(np.copyto, x, self.inputs[0].data.reshape(self.x_shape)))
+        (x, steps), out = fast.compiled_input(x.reshape(self.x_shape)), out.reshape(self.out_shape)
         per = len(self.fast_plan.scratch)
 
         def piece(index: int, first: int, last: int) -> Step:
             scratch = buffers[index * per:(index + 1) * per]
-            return partial(self.fast_plan.run, x, kernel, bias_data, out, bounds, scratch, first, last)
+            return partial(self.fast_plan.run, x, kernel, *terms, out, scratch, first, last)
 
         return [*steps, self.threads.loop_step(out.shape[0] * out_c, piece)]
 

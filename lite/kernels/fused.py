@@ -70,9 +70,7 @@ def epilogue_steps(out: np.ndarray, bias: np.ndarray | None, residual: np.ndarra
         from lite.kernels.fast import epilogue  # NOTE: imports the compiler: only when used
 
         epilogue.warm(out.dtype.name)
-        dtype = out.dtype.type
-        shift = np.zeros(out.shape[1], out.dtype) if bias is None else np.array(bias, out.dtype, copy=True)
-        lo, hi = (dtype(b) for b in (bounds or (-np.inf, np.inf)))
+        shift, lo, hi = compiled_terms(bias, out.shape[1], activation_type, out.dtype)
         if residual is None:
             return [partial(epilogue.bias_clip, rows, shift, lo, hi)]
         return [partial(epilogue.bias_residual_clip, rows, shift, residual.reshape(rows.shape), lo, hi)]
@@ -88,6 +86,14 @@ def epilogue_steps(out: np.ndarray, bias: np.ndarray | None, residual: np.ndarra
 def compilable(out: np.ndarray, residual: np.ndarray | None) -> bool:
     """Whether compiled epilogues take these arrays (writable, C-contiguous, one float dtype)."""
     arrays = [out] if residual is None else [out, residual]
-    return (fast.enabled() and out.dtype.name in fast.FAST_DTYPES
-            and all(a.flags.c_contiguous and a.flags.writeable and a.dtype == out.dtype for a in arrays)
-            and (residual is None or residual.shape == out.shape))
+    return (fast.enabled() and out.dtype.name in fast.FAST_DTYPES and fast.takes(*arrays)
+            and all(a.dtype == out.dtype for a in arrays) and (residual is None or residual.shape == out.shape))
+
+
+def compiled_terms(bias: np.ndarray | None, channels: int, activation_type: str,
+                   dtype: np.dtype) -> tuple[np.ndarray, np.generic, np.generic]:
+    """(bias, lo, hi) as compiled epilogues take them: the bias as a writable ``dtype`` array (zeros
+    for None) and the activation's clip bounds as ``dtype`` scalars (infinite where it has none)."""
+    shift = np.zeros(channels, dtype) if bias is None else np.array(bias, dtype, copy=True)
+    lo, hi = clip_bounds(activation_type, dtype) or (-np.inf, np.inf)
+    return shift, dtype.type(lo), dtype.type(hi)

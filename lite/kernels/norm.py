@@ -174,7 +174,7 @@ class LayerNormFusion(NativeKernel):
             self.affine_key, self.scale_bias = key, self.affine()  # NOTE: once, for constant scale and bias
         rows = math.prod(x.shape[:self.axis])
         flat = x.reshape(rows, -1)
-        if not (flat.flags.writeable and flat.flags.c_contiguous):
+        if not fast.takes(flat):
             flat = np.array(flat, copy=True)  # NOTE: the type it was compiled for
         self.layer_norm(flat, *self.scale_bias, x.dtype.type(self.epsilon), out.reshape(rows, -1))
 

@@ -117,8 +117,8 @@ class KernelThreads:
         ``piece(index, first, last)`` makes the call for iterations ``first`` to ``last - 1``;
         ``index`` (below ``loop_pieces(count)``) picks that piece's own scratch.
         """
-        bounds = list(itertools.pairwise(round(count * i / self.loop_pieces(count))
-                                         for i in range(self.loop_pieces(count) + 1)))
+        pieces = self.loop_pieces(count)
+        bounds = list(itertools.pairwise(round(count * i / pieces) for i in range(pieces + 1)))
         if len(bounds) == 1:
             return piece(0, 0, count)
         return SplitLoop(self, [piece(i, first, last) for i, (first, last) in enumerate(bounds)])

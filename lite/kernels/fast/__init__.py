@@ -16,8 +16,11 @@ import functools
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+
+import numpy as np
 
 FAST_DTYPES = ("float32", "float64")
 
@@ -67,6 +70,20 @@ def _options_key() -> str:
     options, so code compiled with other options must not be found."""
     text = ",".join(f"{k}={v}" for k, v in sorted(JIT_OPTIONS.items()))
     return "jit-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def takes(*arrays: np.ndarray) -> bool:
+    """Whether compiled kernels take these arrays as they are: writable and C-contiguous (others are
+    other types to numba, compiled again in the middle of a predict)."""
+    return all(a.flags.c_contiguous and a.flags.writeable for a in arrays)
+
+
+def compiled_input(x: np.ndarray) -> tuple[np.ndarray, list[Callable[[], None]]]:
+    """``x`` as compiled kernels take it: itself, or a copy with the call that refreshes it each run."""
+    if takes(x):
+        return x, []
+    copy = np.empty(x.shape, x.dtype)
+    return copy, [functools.partial(np.copyto, copy, x)]
 
 
 def compiled(call, *arguments) -> None:

@@ -40,11 +40,11 @@ class DepthwisePlan:
         """The weight (O, 1, KH, KW) as ``run`` reads it: (O, KH * KW)."""
         return np.ascontiguousarray(weight.reshape(weight.shape[0], -1))
 
-    def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
-            bounds: tuple[float, float], scratch: list[np.ndarray], first: int = 0, last: int | None = None) -> None:
-        """``out`` = clip(depthwise(x, weight) + bias, *bounds) for the output planes ``first`` to
-        ``last - 1`` (of N * O; default all); ``weight`` as ``arrange`` gave it."""
-        g, lo, hi = self.geometry, out.dtype.type(bounds[0]), out.dtype.type(bounds[1])
+    def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
+            out: np.ndarray, scratch: list[np.ndarray], first: int = 0, last: int | None = None) -> None:
+        """``out`` = clip(depthwise(x, weight) + bias, lo, hi) for the output planes ``first`` to
+        ``last - 1`` (of N * O; default all); ``weight`` as ``arrange`` gave it; lo and hi of out's dtype."""
+        g = self.geometry
         last = out.shape[0] * out.shape[1] if last is None else last
         by_plane(x, weight, bias, out, *g.kernel, *g.strides, *g.dilations, *g.begins, lo, hi, self.hq, self.wq,
                  *scratch, first, last)
@@ -59,7 +59,8 @@ def _warm(dtype: str) -> None:
     plan = DepthwisePlan(Geometry((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4)))
     x, out = np.zeros((1, 2, 4, 4), dtype), np.zeros((1, 2, 4, 4), dtype)
     scratch = [np.zeros(shape, dtype) for shape in plan.scratch]
-    compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), out, (0.0, 6.0), scratch)
+    lo, hi = np.dtype(dtype).type(0), np.dtype(dtype).type(6)
+    compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), lo, hi, out, scratch)
 
 
 @jit

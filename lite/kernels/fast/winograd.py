@@ -41,12 +41,11 @@ class WinogradPlan:
         padded = ((self.tiles_h * TILE + 2) * (self.tiles_w * TILE + 2),)  # NOTE: also holds the output rows
         self.scratch = ((WINDOW * WINDOW, c, tiles), (WINDOW * WINDOW, out_channels, tiles), padded)
 
-    def steps(self, x: np.ndarray, u: np.ndarray, bias: np.ndarray, residual: np.ndarray | None,
-              out: np.ndarray, bounds: tuple, buffers: list[np.ndarray], matmul) -> list:
-        """The calls computing ``out = clip(conv(x) + bias + residual, *bounds)``; ``matmul(a, b, out)``
+    def steps(self, x: np.ndarray, u: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
+              residual: np.ndarray | None, out: np.ndarray, buffers: list[np.ndarray], matmul) -> list:
+        """The calls computing ``out = clip(conv(x) + bias + residual, lo, hi)``; ``matmul(a, b, out)``
         makes the step of a matrix product (the model's threads split it)."""
         v, m, plane = buffers
-        lo, hi = (out.dtype.type(b) for b in bounds)
         extra = np.zeros((1, 1, 1, 1), out.dtype) if residual is None else residual
         return [functools.partial(input_transform, x, v, plane, *self.pads, self.tiles_h, self.tiles_w),
                 matmul(u, v, m),
@@ -179,6 +178,7 @@ def warm(dtype: str) -> None:
     x, out = np.zeros((1, 2, 4, 4), dtype), np.zeros((1, 2, 4, 4), dtype)
     u = transform_weights(np.zeros((2, 2, 3, 3), dtype))
     for residual in (None, np.zeros_like(out)):
-        for step in plan.steps(x, u, np.zeros(2, dtype), residual, out, (-np.inf, np.inf), buffers,
+        lowest, highest = np.dtype(dtype).type(-np.inf), np.dtype(dtype).type(np.inf)
+        for step in plan.steps(x, u, np.zeros(2, dtype), lowest, highest, residual, out, buffers,
                                lambda a, b, o: functools.partial(np.matmul, a, b, out=o)):
             compiled(step)
