@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import colorsys
-import html
 import sys
 from pathlib import Path
+
+import onnx
 
 import lite
 from lite.delegates import load_delegate, parse_options
 from lite.loader import load_lite_bytes
 from lite.model import PartitionRow
-from lite.schema.graph import GraphDef
 from lite.schema.reader import read_model
 from lite.tools import add_version
+from lite.tools.annotate import annotated_onnx
+from lite.tools.picture import render_html, render_svg
 
 EXAMPLES = """examples:
   lite-inspect model.lite
   lite-inspect model.onnx --delegate example_npu --html partitions.html
   lite-inspect model.lite --delegate tvm --delegate-option target=llvm --svg graph.svg
   lite-inspect model.onnx --delegate ort --dump-partitions partitions/
+  lite-inspect model.lite --delegate example_npu --annotated-onnx placed.onnx   (open placed.onnx in Netron)
 """
 
 
@@ -63,71 +65,6 @@ def summary(rows: list[PartitionRow]) -> str:
             + "".join(f"\n  {decline.replace(': declined in init(): ', ' declined: ')}" for decline in declines))
 
 
-def layers(graph: GraphDef, names: list[str]) -> dict[str, int]:
-    """Depth of each node (longest path from the graph inputs) for the picture."""
-    by_name = {n.name: n for n in graph.nodes}
-    producer = {t: n.name for n in graph.nodes for t in n.outputs}
-    depth: dict[str, int] = {}
-    for name in names:  # topological order
-        parents = [producer[t] for t in by_name[name].inputs if t in producer and producer[t] in depth]
-        depth[name] = 1 + max((depth[p] for p in parents), default=-1)
-    return depth
-
-
-def _colour(key: str, keys: list[str]) -> str:
-    if key == "native":
-        return "#d9d9d9"
-    if key == "folded":
-        return "#f2f2f2"
-    hue = (keys.index(key) * 0.618) % 1.0
-    r, g, b = colorsys.hls_to_rgb(hue, 0.75, 0.6)
-    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
-
-
-def render_svg(graph: GraphDef, rows: list[PartitionRow]) -> str:
-    """An SVG of the graph: one box per node, coloured by the partition it runs in."""
-    names = [r.node for r in rows]
-    depth = layers(graph, names)
-    slot: dict[str, tuple[int, int]] = {}
-    per_layer: dict[int, int] = {}
-    for name in names:
-        slot[name] = (per_layer.get(depth[name], 0), depth[name])
-        per_layer[depth[name]] = per_layer.get(depth[name], 0) + 1
-    w, h, gap_x, gap_y = 150, 34, 20, 30
-    width = max(per_layer.values(), default=1) * (w + gap_x) + gap_x
-    height = (max(per_layer, default=0) + 1) * (h + gap_y) + gap_y
-    keys = sorted({r.graph_kernel or r.runs_on for r in rows})
-    centre = {n: (gap_x + x * (w + gap_x) + w / 2, gap_y + y * (h + gap_y) + h / 2) for n, (x, y) in slot.items()}
-    producer = {t: n.name for n in graph.nodes for t in n.outputs}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif">']
-    for node in graph.nodes:
-        for t in node.inputs:
-            if t in producer and producer[t] in centre and node.name in centre:
-                (x1, y1), (x2, y2) = centre[producer[t]], centre[node.name]
-                parts.append(f'<line x1="{x1}" y1="{y1 + h / 2}" x2="{x2}" y2="{y2 - h / 2}" stroke="#888"/>')
-    for row in rows:
-        cx, cy = centre[row.node]
-        tip = html.escape(f"{row.node} ({row.op_type}): {row.graph_kernel or row.runs_on} {row.reason}")
-        parts.append(f'<g><title>{tip}</title><rect x="{cx - w / 2}" y="{cy - h / 2}" width="{w}" height="{h}" '
-                     f'rx="5" fill="{_colour(row.graph_kernel or row.runs_on, keys)}" stroke="#444"/>'
-                     f'<text x="{cx}" y="{cy + 4}" font-size="11" text-anchor="middle">'
-                     f'{html.escape(row.op_type)}</text></g>')
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
-def render_html(graph: GraphDef, rows: list[PartitionRow], title: str) -> str:
-    """A self-contained HTML page: summary, the picture, and the table."""
-    table = "".join(
-        f"<tr><td>{html.escape(r.node)}</td><td>{html.escape(r.op_type)}</td><td>{html.escape(r.runs_on)}</td>"
-        f"<td>{html.escape(r.graph_kernel)}</td><td>{html.escape(r.reason)}</td></tr>" for r in rows)
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>{html.escape(summary(rows))}</p>{render_svg(graph, rows)}"
-            "<table><tr><th>node</th><th>op type</th><th>runs on</th><th>graph kernel</th>"
-            f"<th>why not delegated</th></tr>{table}</table></body></html>")
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="lite-inspect", description="Show where each node of a model runs and why.",
@@ -140,6 +77,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="constructor option for the delegates (repeatable)")
     parser.add_argument("--html", type=Path, help="write a self-contained HTML page with the picture")
     parser.add_argument("--svg", type=Path, help="write the picture as SVG")
+    parser.add_argument("--annotated-onnx", type=Path, metavar="PATH",
+                        help="write the graph as Delite runs it as ONNX, each node's placement and decline reason "
+                             "in its metadata and description (open it in Netron)")
     parser.add_argument("--dump-partitions", type=Path, metavar="DIR",
                         help="write what each graph kernel runs (for ort: <graph kernel>.onnx) into DIR")
     parser.add_argument("--require-delegate", action="store_true",
@@ -162,12 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = model.partition_report()
     print(format_table(rows))
-    if args.html:
-        args.html.write_text(render_html(graph, rows, args.model.name))
-        print(f"wrote {args.html}")
-    if args.svg:
-        args.svg.write_text(render_svg(graph, rows))
-        print(f"wrote {args.svg}")
+    write_pictures(args, graph, rows)
+    if args.annotated_onnx:
+        onnx.save_model(annotated_onnx(graph, rows), str(args.annotated_onnx))
+        print(f"wrote {args.annotated_onnx}")
     if args.dump_partitions:
         for path in dump_partitions(model, rows, args.dump_partitions):
             print(f"wrote {path}")
@@ -176,6 +114,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lite-inspect: {', '.join(idle)} ran no node (the reasons are in the table)", file=sys.stderr)
         return 3
     return 0
+
+
+def write_pictures(args: argparse.Namespace, graph, rows: list[PartitionRow]) -> None:
+    """Writes the --html page and the --svg picture that were asked for, saying where."""
+    pictures = []
+    if args.html:
+        pictures.append((args.html, *render_html(graph, rows, args.model.name, summary(rows))))
+    if args.svg:
+        pictures.append((args.svg, *render_svg(graph, rows)))
+    for path, text, _ in pictures:
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    if not all(laid_out for _, _, laid_out in pictures):
+        print("note: graphviz's dot was not found, so the picture uses the built-in layout "
+              "(install graphviz, e.g. apt install graphviz, for a tidier one)", file=sys.stderr)
 
 
 def dump_partitions(model: lite.Model, rows: list[PartitionRow], directory: Path) -> list[Path]:

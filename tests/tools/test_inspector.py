@@ -1,5 +1,6 @@
 """lite-inspect: the partition table and the picture."""
 
+import onnx
 import pytest
 
 from lite.tools.converter import convert
@@ -31,7 +32,8 @@ def test_delegated_table_html_and_svg(inception_file, tmp_path, capsys):
     assert "ConvAndConcat: MaxPoolFusion is not in" in out
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "acc_0" in page
-    assert svg.read_text().count("<rect") == 8
+    picture = svg.read_text()
+    assert all(f'id="n_{k}"' in picture for k in range(8)) and 'id="n_8"' not in picture
 
 
 def test_bad_delegate_and_bad_file_exit_1(inception_file, tmp_path, capsys):
@@ -70,3 +72,14 @@ def test_long_names_keep_both_ends_and_written_files_are_named(inception_file, t
     assert main([str(inception_file), "--html", str(html), "--svg", str(svg)]) == 0
     out = capsys.readouterr().out
     assert f"wrote {html}" in out and f"wrote {svg}" in out
+
+
+def test_annotated_onnx_says_where_each_node_runs(inception_file, tmp_path, capsys):
+    path = tmp_path / "placed.onnx"
+    argv = [str(inception_file), "--delegate", "tests.delegate_support:ConvAndConcat", "--annotated-onnx", str(path)]
+    assert main(argv) == 0
+    assert f"wrote {path}" in capsys.readouterr().out
+    nodes = onnx.load(str(path)).graph.node
+    pool = next(n for n in nodes if n.op_type == "MaxPool")
+    assert pool.doc_string.startswith("native: ConvAndConcat: MaxPoolFusion is not in")
+    assert sum(n.doc_string == "runs on ConvAndConcat in npu_0" for n in nodes) == 7
