@@ -73,6 +73,11 @@ class Tensor:
         """The runtime tensor of a model file's tensor (constants keep viewing the file's data)."""
         return cls(tensor.name, tensor.dtype, tensor.shape, tensor.format, data=tensor.data, is_const=tensor.is_const)
 
+    @classmethod
+    def of(cls, name: str, array: np.ndarray) -> Tensor:
+        """A Tensor named ``name`` holding ``array`` (not copied), with its dtype and shape."""
+        return cls(name, array.dtype, array.shape, data=array)
+
     def snapshot(self) -> Tensor:
         """A new Tensor with the same name, dtype, shape and format and a copy of the data."""
         data = None if self.data is None else np.array(self.data, copy=True)

@@ -75,7 +75,8 @@ def test_split_model_resolves_external_data(external, elsewhere):
     x = RNG.standard_normal((2, 16)).astype(np.float32)
     with lite.PipelineExecutor(config) as pipeline:
         pipeline.run({"x": x})
-        np.testing.assert_allclose(pipeline.get_output(block=True)["y"], expected(original, x), rtol=1e-5)
+        (y,) = pipeline.get_output(block=True)
+        np.testing.assert_allclose(y.get_data_to_numpy(), expected(original, x), rtol=1e-5)
 
 
 def tmp_static(path):

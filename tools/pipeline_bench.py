@@ -116,7 +116,7 @@ def time_pipeline(pipeline: lite.PipelineExecutor, input_name: str, output_name:
     producer.start()
     outputs, finished = [], []
     for _ in stream:
-        outputs.append(pipeline.get_output(block=True)[output_name])
+        outputs.append(pipeline.get_output(block=True, output_names=[output_name])[0].get_data_to_numpy())
         finished.append(time.perf_counter())
     seconds = time.perf_counter() - start
     producer.join()

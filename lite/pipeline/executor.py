@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from lite.arguments import sequence_of
 from lite.errors import InputError, StageError
 from lite.pipeline.config import Endpoint, PipelineConfig, TensorSpec, check_positive
+from lite.tensor import Tensor
 
 
 @dataclass
@@ -184,12 +186,13 @@ class PipelineExecutor:
             raise InputError(f"pipeline input {name!r}: {problem}")
         return np.array(array, copy=True)
 
-    def run(self, inputs: Mapping[str, np.ndarray] | None = None, block: bool = True,
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None, block: bool = True,
             timeout: float | None = None) -> int:
         """Queues a request with the inputs as set; returns its number (0, 1, ...).
 
         Args:
-            inputs: ``{name: array}`` to ``set_input`` first (optional).
+            inputs: arrays to ``set_input`` first (optional): ``{name: array}``, or one array per
+                pipeline input in the config's order, as ``Model.predict`` takes them.
             block: wait while the pipeline is full; False raises at once instead.
             timeout: the most seconds to wait for room (None: no limit).
 
@@ -197,7 +200,7 @@ class PipelineExecutor:
             InputError: an input was never set, the pipeline is full (with ``block=False``
                 or after ``timeout``), or the executor is closed.
         """
-        given = {name: self._checked(name, array) for name, array in (inputs or {}).items()}
+        given = {name: self._checked(name, array) for name, array in self._named(inputs).items()}
         with self._submit:
             self._inputs.update(given)
             if self._closed:
@@ -209,6 +212,16 @@ class PipelineExecutor:
             self._enqueue(request, timeout if block else 0)
             self._submitted += 1
             return request.number
+
+    def _named(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None) -> Mapping[str, np.ndarray]:
+        """``inputs`` by name; a sequence gives one array per pipeline input, in order."""
+        if inputs is None or isinstance(inputs, Mapping):
+            return inputs or {}
+        arrays = sequence_of(inputs, "one array per pipeline input", "PipelineExecutor.run")
+        if len(arrays) != len(self._input_specs):
+            raise InputError(f"PipelineExecutor.run: expected {len(self._input_specs)} input(s) "
+                             f"{list(self._input_specs)}, got {len(arrays)}")
+        return dict(zip(self._input_specs, arrays, strict=True))
 
     def _enqueue(self, request: _Request, timeout: float | None) -> None:
         try:
@@ -226,25 +239,39 @@ class PipelineExecutor:
         """True when the oldest unreturned request has finished (``get_output`` will not wait)."""
         return len(self._finished) > 0
 
-    def get_output(self, block: bool = False, timeout: float | None = None) -> dict[str, np.ndarray] | None:
-        """The outputs of the oldest finished request, ``{output name: array}``, in submission order.
+    def get_output(self, block: bool = False, timeout: float | None = None,
+                   output_names: Sequence[str] | None = None) -> list[Tensor] | None:
+        """The outputs of the oldest finished request (requests finish in submission order), as
+        ``Model.predict`` returns them: Tensors named after the pipeline's outputs.
 
         Args:
             block: wait for the next request to finish (False: return None at once if it has not).
             timeout: the most seconds to wait (None: no limit).
+            output_names: the outputs to return, in this order (default: all, in the config's order).
 
         Returns:
             The outputs, or None when no request finished in time (or none is left after close).
 
         Raises:
+            InputError: an unknown output name (checked before any request is taken).
             StageError: a ``lite.LiteError`` naming the stage that failed on this request.
         """
+        names = self._wanted_outputs(output_names)
         request = self._finished.get(timeout if block else 0)
         if request is None:
             return None
         if request.error is not None:
             raise request.error
-        return {name: request.values[source] for name, source in self._results.items()}
+        return [Tensor.of(name, request.values[self._results[name]]) for name in names]
+
+    def _wanted_outputs(self, names: Sequence[str] | None) -> list[str]:
+        if names is None:
+            return list(self._results)
+        names = sequence_of(names, "output_names", "PipelineExecutor.get_output")
+        unknown = [n for n in names if n not in self._results]
+        if unknown:
+            raise InputError(f"output_names {unknown} are not outputs of the pipeline; it has {list(self._results)}")
+        return list(names)
 
     # ---- the workers ------------------------------------------------------------------------
 

@@ -53,3 +53,8 @@ def chain(first: lite.Model, second: lite.Model) -> lite.PipelineConfig:
 def pipeline_threads() -> list[threading.Thread]:
     """The pipeline worker threads alive now."""
     return [t for t in threading.enumerate() if t.name.startswith("lite-pipeline-")]
+
+
+def arrays(outputs: list[lite.Tensor]) -> dict[str, np.ndarray]:
+    """``{name: array}`` of the Tensors ``get_output`` (or ``Model.predict``) returned."""
+    return {t.name: t.get_data_to_numpy() for t in outputs}

@@ -11,7 +11,7 @@ from onnx import TensorProto
 
 import lite
 from tests.delegate_support import NativeGraphKernel
-from tests.pipeline.support import RNG, build, chain, one_op, pipeline_threads
+from tests.pipeline.support import RNG, arrays, build, chain, one_op, pipeline_threads
 
 # ---- test delegates: a hook before each execute (raise for one request, or wait at a gate) ----
 
@@ -90,9 +90,9 @@ def test_inputs_stay_set_and_are_copied(stages):
         pipeline.set_input("x", x)
         pipeline.run()
         x[:] = -1  # the caller reuses its buffer: the queued request keeps the value it was given
-        first = pipeline.get_output(block=True, timeout=10)["y"]
+        first = arrays(pipeline.get_output(block=True, timeout=10))["y"]
         pipeline.run()
-        second = pipeline.get_output(block=True, timeout=10)["y"]
+        second = arrays(pipeline.get_output(block=True, timeout=10))["y"]
     assert np.array_equal(first, second) and not np.array_equal(first, np.arange(4, dtype=np.float32)[None])
 
 
@@ -115,7 +115,7 @@ def test_a_stage_error_goes_to_its_request_and_later_requests_run(failing):
                     pipeline.get_output(block=True, timeout=10)
                 assert isinstance(error.value, lite.StageError) and error.value.stage == failing
             else:
-                got = pipeline.get_output(block=True, timeout=10)["y"]
+                got = arrays(pipeline.get_output(block=True, timeout=10))["y"]
                 assert np.array_equal(got, np.maximum(x["x"], 0) + np.arange(4, dtype=np.float32))
     assert hooks[1].calls == (9 if failing == 0 else 10)  # a request that failed is not run by later stages
 
@@ -134,10 +134,10 @@ def test_a_shape_the_next_stage_cannot_take_fails_in_that_stage():
     with lite.PipelineExecutor(chain(relu, reshape)) as pipeline:
         for x in inputs:
             pipeline.run(x)
-        assert pipeline.get_output(block=True, timeout=10)["y"].shape == (2, 4)
+        assert arrays(pipeline.get_output(block=True, timeout=10))["y"].shape == (2, 4)
         with pytest.raises(lite.LiteError, match="pipeline stage 1 failed on request 1: InputError"):
             pipeline.get_output(block=True, timeout=10)
-        assert np.array_equal(pipeline.get_output(block=True, timeout=10)["y"], np.maximum(inputs[2]["x"], 0))
+        assert np.array_equal(arrays(pipeline.get_output(block=True, timeout=10))["y"], np.maximum(inputs[2]["x"], 0))
 
 
 
@@ -167,7 +167,7 @@ def test_get_output_does_not_wait_unless_asked():
         assert pipeline.get_output(block=True, timeout=0.1) is None
         assert time.perf_counter() - start >= 0.09
         gate.opened.set()
-        assert np.array_equal(pipeline.get_output(block=True, timeout=10)["y"], expected(x))
+        assert np.array_equal(arrays(pipeline.get_output(block=True, timeout=10))["y"], expected(x))
         assert pipeline.get_output(block=True, timeout=0.01) is None
 
 
@@ -183,7 +183,7 @@ def test_run_raises_when_full_and_asked_not_to_block():
         with pytest.raises(lite.InputError, match="the pipeline is full"):
             pipeline.run(timeout=0.05)
         gate.opened.set()
-        results = [pipeline.get_output(block=True, timeout=10)["y"] for _ in xs]
+        results = [arrays(pipeline.get_output(block=True, timeout=10))["y"] for _ in xs]
     assert all(np.array_equal(r, expected(x)) for r, x in zip(results, xs, strict=True))
 
 
@@ -192,7 +192,7 @@ def test_max_outputs_holds_back_the_whole_pipeline(stages):
     xs = vectors(7)
     with lite.PipelineExecutor(chain(stages["relu"], stages["add"]), queue_size=1, max_outputs=2) as pipeline:
         assert submit_until_full(pipeline, xs, timeout=0.3) == 6
-        results = [pipeline.get_output(block=True, timeout=10)["y"] for _ in range(6)]
+        results = [arrays(pipeline.get_output(block=True, timeout=10))["y"] for _ in range(6)]
     assert all(np.array_equal(r, expected(x)) for r, x in zip(results, xs, strict=False))
 
 
@@ -214,7 +214,7 @@ def test_close_waits_for_every_queued_request(stages):
     pipeline.close()
     assert pipeline_threads() == []
     results = [pipeline.get_output() for _ in xs]
-    assert all(np.array_equal(r["y"], expected(x)) for r, x in zip(results, xs, strict=True))
+    assert all(np.array_equal(arrays(r)["y"], expected(x)) for r, x in zip(results, xs, strict=True))
     assert pipeline.get_output() is None and pipeline.get_output(block=True) is None  # closed: never waits
 
 
@@ -237,7 +237,7 @@ def test_close_mid_stream_keeps_finished_outputs_and_stops_every_thread():
     while (result := pipeline.get_output()) is not None:
         results.append(result)
     assert 4 <= len(results) < len(xs)  # 0-2 were finished, 3 was running; the rest were dropped
-    assert all(np.array_equal(r["y"], expected(x)) for r, x in zip(results, xs, strict=False))
+    assert all(np.array_equal(arrays(r)["y"], expected(x)) for r, x in zip(results, xs, strict=False))
     with pytest.raises(lite.InputError, match="closed"):
         pipeline.run()
 
@@ -255,3 +255,20 @@ def test_leaving_the_block_with_an_error_cancels_and_joins(stages):
 def test_queue_options_are_checked(stages, option, value):
     with pytest.raises(lite.InputError, match=f"{option} must be a positive int"):
         lite.PipelineExecutor(chain(stages["relu"], stages["add"]), **{option: value})
+
+
+def test_inputs_and_outputs_follow_model_predict(stages):
+    """A list or a dict of inputs in, named Tensors out (``output_names`` picks), as Model.predict."""
+    x = vectors(1)[0]
+    with lite.PipelineExecutor(chain(stages["relu"], stages["add"])) as pipeline:
+        pipeline.run([x])
+        (y,) = pipeline.get_output(block=True, timeout=10)
+        assert isinstance(y, lite.Tensor) and y.name == "y" and (y.dtype, y.shape) == (np.float32, (1, 4))
+        np.testing.assert_array_equal(y.get_data_to_numpy(), expected(x))
+        pipeline.run({"x": -x})
+        (y,) = pipeline.get_output(block=True, timeout=10, output_names=["y"])
+        np.testing.assert_array_equal(y.get_data_to_numpy(), expected(-x))
+        with pytest.raises(lite.InputError, match=r"output_names \['z'\] are not outputs of the pipeline"):
+            pipeline.get_output(output_names=["z"])
+        with pytest.raises(lite.InputError, match=r"expected 1 input\(s\) \['x'\], got 2"):
+            pipeline.run([x, x])

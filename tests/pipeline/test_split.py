@@ -16,7 +16,7 @@ from lite.schema.writer import write_model
 from lite.tools import zoo
 from lite.tools.converter import convert
 from tests.oracle import relative_l2
-from tests.pipeline.support import RNG, build, one_op
+from tests.pipeline.support import RNG, arrays, build, one_op
 
 # ---- models ---------------------------------------------------------------------------------
 
@@ -77,7 +77,7 @@ def stream(config: lite.PipelineConfig, inputs: list[dict[str, np.ndarray]], **o
     with lite.PipelineExecutor(config, **options) as pipeline:
         numbers = [pipeline.run(x) for x in inputs]
         assert numbers == list(range(len(inputs)))
-        return [pipeline.get_output(block=True, timeout=30) for _ in inputs]
+        return [arrays(pipeline.get_output(block=True, timeout=30)) for _ in inputs]
 
 
 def images(count: int, shape=(1, 3, 16, 16), name="x") -> list[dict[str, np.ndarray]]:
