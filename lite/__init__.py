@@ -13,6 +13,7 @@ from lite.errors import (
     KernelError,
     LiteError,
     MemoryLimitError,
+    MissingPackageError,
     ModelFileError,
     ModelFormatError,
     NotSupportedError,
@@ -33,9 +34,10 @@ from lite.tensor import Tensor
 
 __all__ = [
     "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "KernelError",
-    "LiteError", "MemoryLimitError", "Model", "ModelFileError", "ModelFormatError", "ModelParallelRunner",
-    "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow", "PipelineConfig",
-    "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor", "UnsupportedOpError",
-    "available_delegates", "register_custom_kernel", "split_model", "unregister_custom_kernel",
+    "LiteError", "MemoryLimitError", "MissingPackageError", "Model", "ModelFileError", "ModelFormatError",
+    "ModelParallelRunner", "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow",
+    "PipelineConfig", "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor",
+    "UnsupportedOpError", "available_delegates", "register_custom_kernel", "split_model",
+    "unregister_custom_kernel",
 ]
 __version__ = "0.1.0"

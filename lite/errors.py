@@ -39,6 +39,10 @@ class NotSupportedError(LiteError):
     """Raised by ``Delegate.init()`` to decline; the model then runs without that delegate."""
 
 
+class MissingPackageError(NotSupportedError):
+    """An optional feature's package is not installed; the message names the ``pip install "delite[...]"`` to run."""
+
+
 class DelegateError(LiteError):
     """A delegate failed; the message names the delegate and the kernel."""
 

@@ -5,12 +5,14 @@ engine's memory and threads do not leak into the next measurement; peak RSS is m
 separately for the native runtime and for onnxruntime, each alone in a process. Writes
 ``suite.md`` (a markdown table), ``suite.json`` and, when matplotlib is installed,
 ``suite.png`` (latency ratios) to ``--suite-dir``. Pairs in ``CAPPED_RUNS`` run fewer times.
+Without onnxruntime (the ``ort`` extra) the suite says so and times Delite alone: no ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -69,12 +71,19 @@ def bench(lite_path: Path, onnx_path: Path, delegate: str, args: argparse.Namesp
     cap = CAPPED_RUNS.get((lite_path.stem, delegate))
     loops, warmup = (min(args.loop_count, cap), min(args.warmup, 1)) if cap else (args.loop_count, args.warmup)
     command = [sys.executable, "-m", "lite.tools.benchmark", "--model", str(lite_path), "--onnx", str(onnx_path),
-               "--compare", "onnxruntime", "--delegate", delegate, "--thread-num", str(args.thread_num),
+               "--delegate", delegate, "--thread-num", str(args.thread_num),
                "--loop-count", str(loops), "--warmup", str(warmup), "--json", str(out)]
+    if has_onnxruntime():
+        command += ["--compare", "onnxruntime"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0 or not out.exists():
         return {"error": (result.stderr.strip().splitlines() or ["failed"])[-1]}
     return {**json.loads(out.read_text()), **({"capped_runs": loops} if cap else {})}
+
+
+def has_onnxruntime() -> bool:
+    """Whether onnxruntime, the suite's reference engine, is installed."""
+    return importlib.util.find_spec("onnxruntime") is not None
 
 
 def peak_rss(path: Path, engine: str, threads: int) -> float:
@@ -90,12 +99,18 @@ def table(rows: list[dict]) -> str:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['delegate']} | failed: {r['error']} | | | | |")
             continue
-        err = max((a["mean_relative_error"] or 0.0 for a in r["accuracy"]), default=0.0)
         delegate = r["delegate"] + (f" ({r['capped_runs']} runs)" if "capped_runs" in r else "")
         lines.append(f"| {r['model']} | {delegate} | {r['partition_summary'].split(':')[1].split(',')[0]} | "
-                     f"{r['latency']['median']:.2f} | {r['onnxruntime_latency']['median']:.2f} | "
-                     f"{r['ratio_of_medians']:.2f} | {err:.1e} |")
+                     f"{r['latency']['median']:.2f} | {_against_onnxruntime(r)} |")
     return "\n".join(lines)
+
+
+def _against_onnxruntime(row: dict) -> str:
+    """The onnxruntime median, ratio and error cells of a row ("-" each without onnxruntime)."""
+    if not row.get("onnxruntime_latency"):
+        return "- | - | -"
+    err = max((a["mean_relative_error"] or 0.0 for a in row["accuracy"]), default=0.0)
+    return f"{row['onnxruntime_latency']['median']:.2f} | {row['ratio_of_medians']:.2f} | {err:.1e}"
 
 
 def chart(rows: list[dict], path: Path, caption: str = "") -> bool:
@@ -108,7 +123,9 @@ def chart(rows: list[dict], path: Path, caption: str = "") -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    ok = [r for r in rows if "error" not in r]
+    ok = [r for r in rows if "error" not in r and r.get("ratio_of_medians")]
+    if not ok:
+        return False
     delegates = list(dict.fromkeys(r["delegate"] for r in ok))
     colours = dict(zip(delegates, plt.get_cmap("tab10").colors, strict=False))
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(ok) + 2.2))
@@ -150,6 +167,9 @@ def machine_caption(thread_num: int) -> str:
 def run_suite(args: argparse.Namespace) -> int:
     """Runs the suite; returns the exit status."""
     args.suite_dir.mkdir(parents=True, exist_ok=True)
+    if not has_onnxruntime():
+        print('note: onnxruntime is not installed, so the suite times Delite alone (no ratios, no accuracy); '
+              'pip install "delite[ort]" to compare', file=sys.stderr)
     models = args.suite_models.split(",") if args.suite_models else MODELS
     delegates = ["native", *available_delegates()]
     rows, rss = [], {}
@@ -160,8 +180,8 @@ def run_suite(args: argparse.Namespace) -> int:
             rows.append({**bench(lite_path, onnx_path, delegate, args), "model": name, "delegate": delegate})
             print(table(rows[-1:]).splitlines()[-1], flush=True)
         if name in RSS_MODELS:
-            rss[name] = {"lite": peak_rss(lite_path, "lite", args.thread_num),
-                         "onnxruntime": peak_rss(onnx_path, "onnxruntime", args.thread_num)}
+            engines = {"lite": lite_path, **({"onnxruntime": onnx_path} if has_onnxruntime() else {})}
+            rss[name] = {engine: peak_rss(path, engine, args.thread_num) for engine, path in engines.items()}
     text = table(rows) + _overhead_line(rows) + _rss_lines(rss)
     (args.suite_dir / "suite.md").write_text(text + "\n")
     (args.suite_dir / "suite.json").write_text(json.dumps({"runs": rows, "peak_rss_mib": rss}, indent=2))
@@ -176,11 +196,12 @@ def _overhead_line(rows: list[dict]) -> str:
     if chain is None:
         return ""
     per_kernel_us = chain["latency"]["median"] * 1e3 / 500
-    ort_us = chain["onnxruntime_latency"]["median"] * 1e3 / 500
-    return (f"\n\nFramework overhead (500 tiny Adds): {per_kernel_us:.2f} us per kernel "
-            f"(onnxruntime: {ort_us:.2f} us per node)")
+    line = f"\n\nFramework overhead (500 tiny Adds): {per_kernel_us:.2f} us per kernel"
+    if not chain.get("onnxruntime_latency"):
+        return line
+    return line + f" (onnxruntime: {chain['onnxruntime_latency']['median'] * 1e3 / 500:.2f} us per node)"
 
 
 def _rss_lines(rss: dict) -> str:
-    return "".join(f"\n\nPeak RSS, {name}: lite {v['lite']:.0f} MiB, onnxruntime {v['onnxruntime']:.0f} MiB "
-                   "(each alone in a process)" for name, v in rss.items())
+    return "".join(f"\n\nPeak RSS, {name}: " + ", ".join(f"{engine} {mib:.0f} MiB" for engine, mib in v.items())
+                   + " (each alone in a process)" for name, v in rss.items())

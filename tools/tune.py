@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import lite
+from lite.extras import require
 from lite.tools import add_version
 
 EXAMPLES = """examples:
@@ -21,7 +22,7 @@ then run with the database:
 --trials is the number of measured trials the database should hold for this model's
 kernels: run the same command again (or with a larger --trials) to resume. Tune with the
 thread count you will run with (--thread-num, TVM_NUM_THREADS) and on the target machine.
-Needs the extra packages cloudpickle and psutil (xgboost for the default cost model).
+Needs the extras tvm and tune: pip install "delite[tvm,tune]" (xgboost for the default cost model).
 """
 
 
@@ -51,16 +52,14 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     try:
+        for module in ("tvm", "cloudpickle", "psutil"):
+            require(module, "tuning")
         from lite.delegates.tvm.tuning import tune
 
         data, _, _ = load_source(args.model)
         summary = tune(data, args.db, args.trials, args.target, parse_input_shapes(args.input_shapes),
                        args.thread_num, args.cost_model, args.trials_per_iter, args.seed, progress=not args.quiet,
                        log=lambda line: print(line, file=sys.stderr))
-    except ImportError as exc:
-        print(f"lite-tune: {exc}; tuning needs apache-tvm, cloudpickle and psutil (pip install 'delite[tvm,tune]')",
-              file=sys.stderr)
-        return 1
     except (lite.LiteError, OSError, ValueError) as exc:
         print(f"lite-tune: {exc}", file=sys.stderr)
         return 1

@@ -11,6 +11,7 @@ import lite
 from lite.delegates.onnxruntime.builder import why_not
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY
 from lite.delegates.onnxruntime.graph_kernel import ORTGraphKernel
+from lite.extras import require
 
 logger = logging.getLogger("lite")
 
@@ -64,10 +65,7 @@ class ORTDelegate(lite.SimpleDelegate):
 
     def init(self) -> None:
         """Checks that onnxruntime imports and offers one of the providers; else raises NotSupportedError."""
-        try:
-            import onnxruntime
-        except ImportError as exc:
-            raise lite.NotSupportedError(f"onnxruntime cannot be imported ({exc}); pip install onnxruntime") from exc
+        onnxruntime = require("onnxruntime", "ORTDelegate")
         offered = onnxruntime.get_available_providers()
         self._available = [p for p in self.providers if _provider_name(p) in offered]
         if not self._available:

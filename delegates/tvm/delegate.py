@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import lite
+from lite.extras import require
 
 if TYPE_CHECKING:  # NOTE: importing the kernel imports tvm; init() must be able to decline without it
     from lite.delegates.tvm.kernel import TVMGraphKernel
@@ -74,10 +74,7 @@ class TVMDelegate(lite.SimpleDelegate):
 
     def init(self) -> None:
         """Imports TVM and checks the target's device; raises lite.NotSupportedError when either is missing."""
-        try:
-            importlib.import_module("tvm")
-        except ImportError as exc:
-            raise lite.NotSupportedError(f"TVM is not installed ({exc}); pip install 'delite[tvm]'") from exc
+        require("tvm", "TVMDelegate")
         from lite.delegates.tvm import cache, compiler, ops  # noqa: F401  (ops: the support table, imports tvm)
 
         self.target = compiler.resolve_target(self.target_spec)

@@ -450,7 +450,7 @@ def test_unknown_providers_decline_and_the_model_runs_natively(delegate, caplog)
 
 def test_declines_when_onnxruntime_cannot_be_imported(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime raises ImportError
-    with pytest.raises(lite.NotSupportedError, match="onnxruntime cannot be imported"):
+    with pytest.raises(lite.MissingPackageError, match=r'ORTDelegate needs onnxruntime.*pip install "delite\[ort\]"'):
         ORTDelegate().init()
 
 

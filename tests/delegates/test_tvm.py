@@ -512,7 +512,7 @@ def test_cuda_without_a_gpu_declines_and_the_model_runs_natively(caplog):
 
 def test_declines_when_tvm_cannot_be_imported(monkeypatch):
     monkeypatch.setitem(sys.modules, "tvm", None)  # import tvm now raises ImportError
-    with pytest.raises(lite.NotSupportedError, match="TVM is not installed"):
+    with pytest.raises(lite.MissingPackageError, match=r'TVMDelegate needs tvm.*pip install "delite\[tvm\]"'):
         TVMDelegate().init()
     model = build(mixed_model(), TVMDelegate())
     assert {r.runs_on for r in model.partition_report()} == {"native"}

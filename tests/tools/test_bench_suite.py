@@ -1,14 +1,14 @@
-"""The suite's chart: bars diverging from ratio 1.0, one colour per delegate, values, title, caption."""
+"""The suite: its chart (bars diverging from ratio 1.0, one colour per delegate, values, title, caption),
+and a run without onnxruntime."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 
 import pytest
 
 from lite.tools import bench_suite
-
-plt = pytest.importorskip("matplotlib.pyplot")
 
 ROWS = [{"model": "a", "delegate": "native", "ratio_of_medians": 1.7},
         {"model": "a", "delegate": "ort", "ratio_of_medians": 0.8},
@@ -17,6 +17,7 @@ ROWS = [{"model": "a", "delegate": "native", "ratio_of_medians": 1.7},
 
 
 def test_the_chart_diverges_from_one_and_labels_every_bar(tmp_path, monkeypatch):
+    plt = pytest.importorskip("matplotlib.pyplot")
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)
     assert bench_suite.chart(ROWS, tmp_path / "suite.png", "a machine, 2026-01-01")
@@ -35,3 +36,15 @@ def test_the_chart_diverges_from_one_and_labels_every_bar(tmp_path, monkeypatch)
 def test_the_caption_names_the_machine_threads_and_date():
     caption = bench_suite.machine_caption(2)
     assert "thread_num=2" in caption and datetime.date.today().isoformat() in caption
+
+
+def test_without_onnxruntime_the_suite_times_delite_alone_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_suite, "has_onnxruntime", lambda: False)
+    monkeypatch.setattr(bench_suite, "available_delegates", lambda: [])
+    args = argparse.Namespace(suite_dir=tmp_path, suite_models="add_chain", thread_num=1, loop_count=2, warmup=0)
+    assert bench_suite.run_suite(args) == 0
+    captured = capsys.readouterr()
+    assert 'onnxruntime is not installed' in captured.err and 'pip install "delite[ort]"' in captured.err
+    (row,) = [line for line in (tmp_path / "suite.md").read_text().splitlines() if line.startswith("| add_chain")]
+    assert row.startswith("| add_chain | native |") and row.endswith("| - | - | - |")
+    assert "us per kernel\n" in (tmp_path / "suite.md").read_text() + "\n" and not (tmp_path / "suite.png").exists()
