@@ -21,7 +21,7 @@ runs or a delegate claims; their output types come from the model's ``value_info
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import onnx
@@ -125,17 +125,26 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
 
 
 def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: dict[str, Sequence[int]] | None = None,
-                     custom_domains: Sequence[str] = (),
-                     memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[GraphDef, ConversionReport]:
-    """Like ``convert`` but returns the in-memory ``GraphDef`` and a ``ConversionReport``."""
+                     custom_domains: Sequence[str] = (), memory_limit: int = DEFAULT_MEMORY_LIMIT,
+                     progress: Callable[[str], None] | None = None) -> tuple[GraphDef, ConversionReport]:
+    """Like ``convert`` but returns the in-memory ``GraphDef`` and a ``ConversionReport``.
+
+    ``progress``, when given, is called with the name of each stage as it starts (lite-convert
+    prints them for big models).
+    """
+    stage = progress or (lambda _: None)
     custom = _custom_domains(custom_domains)
+    stage("reading the ONNX model and inferring its shapes")
     g = from_model(load_onnx(model), {k: list(v) for k, v in (input_shapes or {}).items()}, memory_limit)
     report = ConversionReport(opset=g.opset, onnx_nodes=len(g.nodes))
+    stage(f"folding constants and rewriting {len(g.nodes)} ONNX nodes")
     _onnx_passes(g, report, fusion, min(FOLD_LIMIT, memory_limit))
+    stage(f"mapping {len(g.nodes)} nodes to .lite primitives")
     graph = _map_graph(g, custom)
     if g.shape_error:
         raise ModelFormatError(f"the model's shapes do not agree (ONNX strict shape inference): {g.shape_error}")
     if fusion:
+        stage("fusing LayerNorm, GELU, attention, MatMul + bias and activations")
         fuse_layer_norm(graph, report)
         fuse_gelu(graph, report)
         fuse_attention(graph, report)
@@ -144,6 +153,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
         fuse_activations(graph, report)
     report.pruned_tensors = prune_tensors(graph)
     report.lite_nodes = len(graph.nodes)
+    stage(f"checking the {len(graph.nodes)} nodes' shapes as the runtime will")
     validate_graph(_checkable(graph), memory_limit)  # the runtime's own shape inference, as Model.build runs it
     return graph, report
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,6 +14,8 @@ from lite.schema.writer import write_model
 from lite.tools import add_version
 from lite.tools.converter import convert_to_graph
 from lite.tools.converter.registry import supported_ops
+
+PROGRESS_BYTES = 64 << 20  # models this big take seconds: lite-convert says each stage
 
 EXAMPLES = """\
 examples:
@@ -65,10 +69,32 @@ def _parser() -> argparse.ArgumentParser:
                         metavar="NAME:DIMS;...",
                         help="set graph inputs' shapes, e.g. input:1,3,224,224 (';'-separated or repeatable; the "
                              "same option as lite-benchmark's and lite-tune's)")
+    parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
+                        help=f"say each stage as it starts, on stderr (auto: for models of "
+                             f"{PROGRESS_BYTES >> 20} MiB and more; default: %(default)s)")
     parser.add_argument("--custom-domain", action="append", default=[], metavar="DOMAIN",
                         help="keep the ops of this ONNX domain as Custom ops, run by kernels registered with "
                              "lite.register_custom_kernel or by delegates (repeatable)")
     return parser
+
+
+class Stages:
+    """Prints each conversion stage as it starts, with the seconds since the first, on stderr."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        print(f"lite-convert: {time.perf_counter() - self.start:6.1f} s  {stage} ...", file=sys.stderr, flush=True)
+
+
+def _shows_progress(args: argparse.Namespace) -> bool:
+    if args.progress != "auto":
+        return args.progress == "on"
+    try:
+        return os.path.getsize(args.model) >= PROGRESS_BYTES
+    except OSError:
+        return False  # the converter reports the unreadable file
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -85,9 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     output = Path(args.output) if args.output else Path(args.model).with_suffix(".lite")
+    stage = Stages() if _shows_progress(args) else None
     try:
         graph, report = convert_to_graph(args.model, fusion=not args.no_fusion, input_shapes=shapes,
-                                         custom_domains=args.custom_domain)
+                                         custom_domains=args.custom_domain, progress=stage)
+        if stage:
+            stage(f"writing {output}")
         data = write_model(graph)
         output.write_bytes(data)
     except (LiteError, OSError) as exc:

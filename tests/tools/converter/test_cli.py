@@ -81,3 +81,16 @@ def test_unsupported_model_exits_1_with_message(tmp_path, capsys):
 def test_missing_model_exits_1(tmp_path, capsys):
     assert main([str(tmp_path / "missing.onnx")]) == 1
     assert "cannot read ONNX model" in capsys.readouterr().err
+
+
+def test_big_models_say_each_stage_on_stderr(model_path, tmp_path, monkeypatch, capsys):
+    out = str(tmp_path / "m.lite")
+    assert main([str(model_path), "-o", out]) == 0
+    assert capsys.readouterr().err == ""  # a small model converts in well under a second: no stages
+    monkeypatch.setattr("lite.tools.converter.cli.PROGRESS_BYTES", 1)
+    assert main([str(model_path), "-o", out]) == 0
+    stages = capsys.readouterr().err.splitlines()
+    assert len(stages) == 6 and all(line.startswith("lite-convert: ") for line in stages)
+    assert "reading the ONNX model" in stages[0] and f"writing {out}" in stages[-1]
+    assert main([str(model_path), "-o", out, "--progress", "off"]) == 0
+    assert capsys.readouterr().err == ""
