@@ -54,3 +54,32 @@ def test_the_custom_op_example_runs():
     finally:
         lite.unregister_custom_kernel("ScaledTanh")
 
+
+
+def shell_commands() -> list[str]:
+    """Every ``lite-*`` command the README gives in a bash block or inline, less syntax summaries ([...], |)."""
+    text = README.read_text()
+    lines = [line.split("#")[0] for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+             for line in block.splitlines()]
+    parts = [part.strip() for line in lines for part in line.split("&&")]
+    parts += re.findall(r"`(lite-[^`]*)`", text)
+    return sorted({p for p in parts if p.startswith("lite-") and not re.search(r"[\[|]|\.\.\.", p)})
+
+
+def parser_of(tool: str):
+    from lite.tools import benchmark, inspector, tune
+    from lite.tools.converter import cli
+
+    return {"lite-benchmark": benchmark.parse_args, "lite-inspect": inspector.parse_args,
+            "lite-tune": tune.parse_args, "lite-convert": lambda argv: cli._parser().parse_args(argv)}[tool]
+
+
+def test_every_readme_command_is_accepted_by_its_tool():
+    """The README's commands run as written: each tool accepts their options (the main job itself runs in CI)."""
+    import shlex
+
+    commands = shell_commands()
+    assert "lite-benchmark zoo:resnet18 --compare onnxruntime" in commands and len(commands) >= 8
+    for command in commands:
+        tool, *argv = shlex.split(command)
+        parser_of(tool)(argv)  # argparse exits (SystemExit) on an unknown or malformed option

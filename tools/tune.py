@@ -33,7 +33,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_version(p)
     p.add_argument("--db", required=True, type=Path, metavar="DIR", help="the MetaSchedule database directory")
     p.add_argument("--trials", required=True, type=int, help="measured trials the database should hold (total)")
-    p.add_argument("--target", default="llvm", help='a TVM target name, or JSON ({"kind": "llvm", "mcpu": ...})')
+    p.add_argument("--target", default="llvm",
+                   help='a TVM target name, or JSON ({"kind": "llvm", "mcpu": ...}) (default: %(default)s)')
     p.add_argument("--input-shapes", metavar="NAME:D,D,...;...", help="static shapes for dynamic inputs")
     p.add_argument("--thread-num", type=int, help="threads the model will run with (default: all cores)")
     p.add_argument("--cost-model", choices=["xgb", "random"], help="default: xgb if xgboost is installed")
