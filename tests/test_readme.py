@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 import lite
@@ -54,6 +55,39 @@ def test_the_custom_op_example_runs():
     finally:
         lite.unregister_custom_kernel("ScaledTanh")
 
+
+class FakeSdk:
+    """The README delegate's hypothetical ``my_sdk``: a device is present and programs compile."""
+
+    compiled: list[list] = []
+
+    @staticmethod
+    def device_present() -> bool:
+        return True
+
+    @classmethod
+    def compile(cls, ops: list) -> object:
+        cls.compiled.append(ops)
+        return object()
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_the_delegate_example_takes_what_it_says_and_says_why_not(name, tmp_path):
+    names = {"lite": lite, "my_sdk": FakeSdk}
+    exec(compile(python_block("## Write a delegate"), "README.md", "exec"), names)
+    model = lite.Model()
+    model.build(convert(getattr(zoo, name)(image_size=32)), lite.ModelType.LITE, names["ctx"])
+    rows = model.partition_report()
+    taken = [r for r in rows if r.runs_on == "MyAccelDelegate"]
+    assert taken and all(r.op_type in ("Conv2DFusion", "AddFusion") for r in taken)
+    assert {k.name for k in model.graph_kernels()} == {r.graph_kernel for r in taken} == {
+        f"accel_{i}" for i in range(len(model.graph_kernels()))}
+    reasons = {r.reason.split(": ", 1)[1] for r in rows if r.reason}
+    if name == "resnet18":  # every conv and add carries no activation or a ReLU; the stem conv is alone
+        left = [r for r in rows if r.op_type in ("Conv2DFusion", "AddFusion") and r not in taken]
+        assert [r.reason for r in left] == ["MyAccelDelegate: in a run of 1 node(s), below min_nodes_per_partition"]
+    else:  # ReLU6 (a Clip) is fused into most of MobileNetV2's convs
+        assert "fused RELU6 not supported" in reasons
 
 
 def shell_commands() -> list[str]:
