@@ -1,5 +1,6 @@
 """A BERT-style transformer encoder in plain torch modules, exported with a dynamic batch and
-sequence length: the whole-model case for the transformer ops, fusions and delegates."""
+sequence length: the whole-model case for the transformer ops, fusions and delegates as PyTorch's
+TorchScript exporter writes them (``lite.tools.zoo.bert_encoder`` builds the same layers without torch)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,37 @@ import onnx
 
 
 def encoder(torch, layers: int = 2, width: int = 64, heads: int = 4):
-    """Post-norm encoder blocks (``lite.tools.zoo_nets.transformer_encoder``) with seed-0 random weights."""
-    from lite.tools import zoo_nets
+    """Post-norm encoder blocks with seed-0 random weights, in eval mode."""
+    nn = torch.nn
+
+    class SelfAttention(nn.Module):
+        """Multi-head self-attention over (batch, seq, width): one QKV projection, scaled dot product."""
+
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
+
+        def forward(self, x):
+            batch, seq, _ = x.shape
+            head = width // heads
+            q, k, v = self.qkv(x).reshape(batch, seq, 3, heads, head).permute(2, 0, 3, 1, 4)
+            scores = torch.softmax(q @ k.transpose(-1, -2) / head**0.5, dim=-1)
+            return self.out((scores @ v).transpose(1, 2).reshape(batch, seq, width))
+
+    class EncoderBlock(nn.Module):
+        """Post-norm transformer block: LayerNorm(x + attention), then LayerNorm(x + GELU feed-forward)."""
+
+        def __init__(self):
+            super().__init__()
+            self.attention, self.norm1, self.norm2 = SelfAttention(), nn.LayerNorm(width), nn.LayerNorm(width)
+            self.feed_forward = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            x = self.norm1(x + self.attention(x))
+            return self.norm2(x + self.feed_forward(x))
 
     torch.manual_seed(0)
-    return zoo_nets.transformer_encoder(layers, width, heads, 4 * width).eval()
+    return nn.Sequential(*[EncoderBlock() for _ in range(layers)]).eval()
 
 
 def export_encoder(torch, opset: int = 14, seq: int = 32, **sizes) -> onnx.ModelProto:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import resource
 import sys
@@ -116,17 +115,13 @@ def load_source(spec: str) -> tuple[bytes, Any, float]:
 
 
 def zoo_model(name: str) -> Any:
-    """The zoo's ONNX model ``name``; an InputError lists the names, or says to install torch."""
+    """The zoo's ONNX model ``name``; an InputError lists the names."""
     from lite.tools import zoo
 
     builder = zoo.MODELS.get(name)
     if builder is None:
         raise lite.InputError(f"unknown zoo model {name!r}; the zoo has {', '.join(sorted(zoo.MODELS))}")
-    try:
-        return builder()
-    except (ImportError, importlib.metadata.PackageNotFoundError) as exc:
-        raise lite.InputError(f"zoo:{name} is exported from PyTorch, which is not installed here ({exc}): "
-                              "pip install torch (a CPU build is enough), or give a .onnx/.lite --model") from exc
+    return builder()
 
 
 def parse_input_shapes(text: str | None) -> dict[str, list[int]]:

@@ -1,95 +1,86 @@
 """Deterministic test and benchmark models with seeded random weights, as ``onnx.ModelProto``.
 
-PyTorch models (``resnet18``, ``resnet50``, ``mobilenet_v2``, ``mobilenet_v3_large``,
-``efficientnet_b0``, ``squeezenet``, ``inception_block``, ``bert_encoder``) come from the
-torch.nn definitions in ``lite.tools.zoo_nets``, in eval mode with BatchNorm statistics
-calibrated on random inputs, exported with the TorchScript exporter:
-``torch.onnx.export(..., dynamo=False, do_constant_folding=False)``. In torch 2.13 that
-path still works, takes well under a second, and keeps BatchNormalization nodes (the
-default constant folding merges them into the convolutions), so the converter's BN
-folding is exercised. The dynamo exporter (``dynamo=True``, onnxscript) also works but is
-several times slower, exports opset 18 only (down-conversion fails), and either folds BN
-itself (``optimize=True``) or leaves Shape/Squeeze/Constant noise (``optimize=False``).
+Built with numpy and ``onnx.helper`` alone, in about a second at most (ResNet-50), so they need
+neither PyTorch nor a cache: ``pip install .`` then ``lite-benchmark zoo:resnet18``. The CNNs
+(``resnet18``, ``resnet50``, ``mobilenet_v2``, ``mobilenet_v3_large``, ``efficientnet_b0``,
+``squeezenet``, ``inception_block``) and the ``bert_encoder`` come from ``lite.tools.zoo_nets``:
+torchvision's layouts with the op patterns of PyTorch's TorchScript exporter (bias-free Conv and
+a separate BatchNormalization for the converter to fold, ReLU6 as Clip, HardSwish, SiLU as Sigmoid
+and Mul, LayerNormalization and Erf-based GELU), BatchNorm statistics measured on a random
+calibration batch so that activations stay normalised through every layer. ``old_style_opset9``
+and ``add_chain`` are small hand-written graphs.
 
-Exports are cached under ``$DELITE_ZOO_CACHE`` (default ``~/.cache/delite/zoo``), keyed by
-name, arguments and torch version. ``old_style_opset9`` and ``add_chain`` are built with
-``onnx.helper`` (no torch, no cache).
+Those eight take ``opset`` (default 17, from 11) and ``dynamic_batch`` (the batch dim becomes
+``"batch"``; the encoder's sequence dim ``"seq"`` too). The same arguments give the same bytes.
 
 Example:
     >>> from lite.tools import zoo
-    >>> model = zoo.resnet18(batch_size=1, dynamic_batch=True)  # doctest: +SKIP
+    >>> model = zoo.resnet18(batch_size=1, dynamic_batch=True)
+    >>> [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    ['batch', 3, 224, 224]
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import io
-import os
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from lite.tools import zoo_nets
+
 SEED = 0
-ZOO_VERSION = 3  # bump when a model's definition or weights change: it keys the cache
-
-
-def cache_dir() -> Path:
-    """Where exported models are cached ($DELITE_ZOO_CACHE or ~/.cache/delite/zoo)."""
-    return Path(os.environ.get("DELITE_ZOO_CACHE", "~/.cache/delite/zoo")).expanduser()
 
 
 def resnet18(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
              num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
-    """ResNet-18 (basic blocks [2, 2, 2, 2]); input ``input`` (N, 3, H, W)."""
-    return _torch_model("resnet18", locals(), lambda nets: nets.ResNet(nets.BasicBlock, [2, 2, 2, 2], num_classes),
-                        (3, image_size, image_size))
+    """ResNet-18 (basic blocks [2, 2, 2, 2]); input ``input`` (N, 3, H, W), output ``output`` (N, num_classes)."""
+    return _image_model("resnet18", locals(), lambda net, x: zoo_nets.resnet(net, x, False, [2, 2, 2, 2], num_classes),
+                        [num_classes])
 
 
 def resnet50(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
              num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
-    """ResNet-50 (bottleneck blocks [3, 4, 6, 3]); input ``input`` (N, 3, H, W)."""
-    return _torch_model("resnet50", locals(), lambda nets: nets.ResNet(nets.Bottleneck, [3, 4, 6, 3], num_classes),
-                        (3, image_size, image_size))
+    """ResNet-50 (bottleneck blocks [3, 4, 6, 3]); input ``input`` (N, 3, H, W), output ``output`` (N, num_classes)."""
+    return _image_model("resnet50", locals(), lambda net, x: zoo_nets.resnet(net, x, True, [3, 4, 6, 3], num_classes),
+                        [num_classes])
 
 
 def mobilenet_v2(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
                  num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
-    """MobileNetV2 (ReLU6 exported as Clip(0, 6), depthwise convs, Dropout classifier)."""
-    return _torch_model("mobilenet_v2", locals(), lambda nets: nets.MobileNetV2(num_classes),
-                        (3, image_size, image_size))
+    """MobileNetV2 (ReLU6 as Clip(0, 6), depthwise convs); input ``input`` (N, 3, H, W)."""
+    return _image_model("mobilenet_v2", locals(), lambda net, x: zoo_nets.mobilenet_v2(net, x, num_classes),
+                        [num_classes])
 
 
 def mobilenet_v3_large(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
                        num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
     """MobileNetV3-Large (HardSwish, SE gates with HardSigmoid, 3x3/5x5 depthwise); input ``input`` (N, 3, H, W)."""
-    return _torch_model("mobilenet_v3_large", locals(), lambda nets: nets.MobileNetV3Large(num_classes),
-                        (3, image_size, image_size))
+    return _image_model("mobilenet_v3_large", locals(),
+                        lambda net, x: zoo_nets.mobilenet_v3_large(net, x, num_classes), [num_classes])
 
 
 def efficientnet_b0(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
                     num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
     """EfficientNet-B0 (SiLU as Sigmoid * x, MBConv with SE gates, 3x3/5x5 depthwise); input ``input`` (N, 3, H, W)."""
-    return _torch_model("efficientnet_b0", locals(), lambda nets: nets.EfficientNetB0(num_classes),
-                        (3, image_size, image_size))
+    return _image_model("efficientnet_b0", locals(), lambda net, x: zoo_nets.efficientnet_b0(net, x, num_classes),
+                        [num_classes])
 
 
 def squeezenet(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 224,
                num_classes: int = 1000, opset: int = 17) -> onnx.ModelProto:
     """SqueezeNet 1.1 (fire modules: Concat of 1x1 and 3x3 expands, ceil-mode max pools)."""
-    return _torch_model("squeezenet", locals(), lambda nets: nets.squeezenet(num_classes),
-                        (3, image_size, image_size))
+    return _image_model("squeezenet", locals(), lambda net, x: zoo_nets.squeezenet(net, x, num_classes),
+                        [num_classes])
 
 
 def inception_block(batch_size: int = 1, dynamic_batch: bool = False, image_size: int = 28,
                     in_channels: int = 192, opset: int = 17) -> onnx.ModelProto:
     """One Inception-v1 block: 1x1 / 3x3 / 5x5 / pool branches concatenated to 256 channels."""
-    return _torch_model("inception_block", locals(), lambda nets: nets.InceptionBlock(in_channels),
-                        (in_channels, image_size, image_size))
+    return _image_model("inception_block", locals(), lambda net, x: zoo_nets.inception_block(net, x, in_channels),
+                        [256, image_size, image_size], channels=in_channels, downsampling=1)
 
 
 def bert_encoder(batch_size: int = 1, dynamic_batch: bool = False, seq_len: int = 128, layers: int = 4,
@@ -99,53 +90,20 @@ def bert_encoder(batch_size: int = 1, dynamic_batch: bool = False, seq_len: int 
     Input ``x`` (N, seq_len, width) float32, output ``output`` of the same shape; ``dynamic_batch`` makes
     both N and seq_len dynamic ("batch", "seq").
     """
-    return _torch_model("bert_encoder", locals(),
-                        lambda nets: nets.transformer_encoder(layers, width, heads, feed_forward),
-                        (seq_len, width), input_name="x", dynamic_axes=("batch", "seq"))
+    dims = ["batch", "seq", width] if dynamic_batch else [batch_size, seq_len, width]
+    net = zoo_nets.Net(opset, SEED)
+    y = zoo_nets.transformer_encoder(net, net.input("x", dims), layers, width, heads, feed_forward)
+    return net.model("bert_encoder", y, dims)
 
 
-def _torch_model(name: str, args: dict[str, Any], build: Callable, sample_shape: tuple[int, ...],
-                 input_name: str = "input", dynamic_axes: tuple[str, ...] = ("batch",)) -> onnx.ModelProto:
-    """The cached export of ``build(zoo_nets)``; ``args`` (the public builder's arguments) key the cache.
-
-    ``dynamic_axes`` names the leading axes of the input and the output that ``dynamic_batch`` frees.
-    """
-    path = cache_dir() / _cache_name(name, args)
-    if path.exists():
-        return onnx.load_model(str(path))
-    axes = dict(enumerate(dynamic_axes)) if args["dynamic_batch"] else None
-    data = _export(build, args["batch_size"], sample_shape, args["opset"], input_name, axes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    partial.write_bytes(data)
-    os.replace(partial, path)
-    return onnx.load_model_from_string(data)
-
-
-def _cache_name(name: str, args: dict[str, Any]) -> str:
-    key = "_".join(f"{k}={v}" for k, v in sorted(args.items()))
-    return f"{name}_{key}_v{ZOO_VERSION}_torch{importlib.metadata.version('torch')}.onnx"
-
-
-def _export(build: Callable, batch_size: int, sample_shape: tuple[int, ...], opset: int, input_name: str,
-            axes: dict[int, str] | None) -> bytes:
-    import torch
-
-    from lite.tools import zoo_nets
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SEED)
-        module = build(zoo_nets)
-        zoo_nets.calibrate_batchnorm(module, sample_shape)
-        sample = torch.randn(batch_size, *sample_shape)
-    buffer = io.BytesIO()
-    dynamic = {input_name: axes, "output": axes} if axes else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated, and says so
-        torch.onnx.export(module, (sample,), buffer, dynamo=False, do_constant_folding=False,
-                          opset_version=opset, input_names=[input_name], output_names=["output"],
-                          dynamic_axes=dynamic)
-    return buffer.getvalue()
+def _image_model(name: str, args: dict[str, Any], build: Callable[[zoo_nets.Net, str], str], output_dims: list[int],
+                 channels: int = 3, downsampling: int = 32) -> onnx.ModelProto:
+    """``build`` on an (N, channels, image_size, image_size) input ``input``; ``args`` are the public builder's
+    arguments, ``output_dims`` the output's dims after N, ``downsampling`` the net's (see ``Net.image_input``)."""
+    batch = "batch" if args["dynamic_batch"] else args["batch_size"]
+    net = zoo_nets.Net(args["opset"], SEED)
+    x = net.image_input("input", [batch, channels, args["image_size"], args["image_size"]], downsampling)
+    return net.model(name, build(net, x), [batch, *output_dims])
 
 
 def old_style_opset9(seed: int = SEED) -> onnx.ModelProto:
