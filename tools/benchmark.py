@@ -413,13 +413,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_version(p)
     p.add_argument("--delegate", action="append", default=[],
                    help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
-    p.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--thread-num", type=int, default=2)
-    p.add_argument("--loop-count", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--input-shapes", metavar="NAME:D,D,...;...")
+    p.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="constructor option for the delegates, e.g. target=llvm or tuning_db=DIR (repeatable)")
+    p.add_argument("--thread-num", type=int, default=2,
+                   help="threads for Delite's native kernels and for onnxruntime (default: %(default)s)")
+    p.add_argument("--loop-count", type=int, default=20, help="timed predicts per engine (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed predicts first (default: %(default)s)")
+    p.add_argument("--input-shapes", metavar="NAME:D,D,...;...",
+                   help="shapes for the random inputs, needed where an input has dynamic dims")
     p.add_argument("--in-data", metavar="FILE.npz", help="inputs by name (else seeded random inputs)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: %(default)s)")
     p.add_argument("--benchmark-data", metavar="FILE.npz", help="reference outputs by name")
     p.add_argument("--compare", choices=["onnxruntime", "native"],
                    help="onnxruntime: run the same ONNX model in onnxruntime too, interleaved, for latency and "
@@ -436,10 +439,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pause-ms", type=float, default=200.0,
                    help="with --compare onnxruntime: pause before each timed run, because on a small machine the "
                         "other engine's thread pool keeps spinning after its run and slows the next one 2-3x "
-                        "(default 200)")
-    p.add_argument("--json", type=Path, metavar="OUT.json")
+                        "(default: %(default)s)")
+    p.add_argument("--json", type=Path, metavar="OUT.json",
+                   help="write the report: latency samples and statistics, accuracy, versions, machine")
     p.add_argument("--suite", action="store_true", help="run the fixed model suite (see lite.tools.bench_suite)")
-    p.add_argument("--suite-dir", type=Path, default=Path("bench_out"))
+    p.add_argument("--suite-dir", type=Path, default=Path("bench_out"),
+                   help="where --suite writes suite.md, suite.json and suite.png (default: %(default)s)")
     p.add_argument("--suite-models", help="comma-separated subset of the suite's models")
     args = p.parse_args(argv)
     if args.model and args.model_option:

@@ -1,6 +1,9 @@
-"""Every command-line tool answers --version with Delite's version (lite.tools.add_version)."""
+"""Every command-line tool answers --version with Delite's version (lite.tools.add_version), and
+explains every option in --help with its default."""
 
 from __future__ import annotations
+
+import argparse
 
 import pytest
 
@@ -16,3 +19,33 @@ def test_version(main, prog, capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"{prog} (delite) {lite.__version__}"
+
+
+def parser(main) -> argparse.ArgumentParser:
+    """The ArgumentParser ``main`` builds (caught as it parses)."""
+    class Caught(Exception):
+        pass
+
+    seen: list[argparse.ArgumentParser] = []
+
+    def catch(self, args=None, namespace=None):
+        seen.append(self)
+        raise Caught
+
+    original = argparse.ArgumentParser.parse_args
+    argparse.ArgumentParser.parse_args = catch
+    try:
+        main([])
+    except Caught:
+        pass
+    finally:
+        argparse.ArgumentParser.parse_args = original
+    return seen[0]
+
+
+@pytest.mark.parametrize("main", [cli.main, inspector.main, benchmark.main, tune.main])
+def test_every_option_has_help_and_shows_its_default(main):
+    for action in parser(main)._actions:
+        assert action.help, f"{action.option_strings or action.dest} has no help text"
+        if action.default not in (None, False, [], argparse.SUPPRESS) and action.option_strings:
+            assert "%(default)s" in action.help, f"{action.option_strings} does not show its default"
