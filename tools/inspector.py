@@ -10,7 +10,6 @@ import onnx
 
 import lite
 from lite.delegates import load_delegate, parse_options
-from lite.loader import load_lite_bytes
 from lite.model import PartitionRow
 from lite.schema.reader import read_model
 from lite.tools import add_version
@@ -19,6 +18,7 @@ from lite.tools.picture import render_html, render_svg
 
 EXAMPLES = """examples:
   lite-inspect model.lite
+  lite-inspect zoo:inception_block --delegate example_npu --html page.html
   lite-inspect model.onnx --delegate example_npu --html partitions.html
   lite-inspect model.lite --delegate tvm --delegate-option target=llvm --svg graph.svg
   lite-inspect model.onnx --delegate ort --dump-partitions partitions/
@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="lite-inspect", description="Show where each node of a model runs and why.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", type=Path, help=".lite or .onnx model")
+    parser.add_argument("model", help=".lite, .onnx or zoo:NAME")
     add_version(parser)
     parser.add_argument("--delegate", action="append", default=[],
                         help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
@@ -89,9 +89,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lite-inspect``."""
+    from lite.tools.benchmark import load_source  # NOTE: benchmark imports this module's table helpers
+
     args = parse_args(argv)
     try:
-        data = load_lite_bytes(args.model)
+        data, _, _ = load_source(args.model)
         options = parse_options(args.delegate_option)
         delegates = [d for d in (load_delegate(s, options) for s in args.delegate) if d is not None]
         model = lite.Model()
@@ -120,7 +122,7 @@ def write_pictures(args: argparse.Namespace, graph, rows: list[PartitionRow]) ->
     """Writes the --html page and the --svg picture that were asked for, saying where."""
     pictures = []
     if args.html:
-        pictures.append((args.html, *render_html(graph, rows, args.model.name, summary(rows))))
+        pictures.append((args.html, *render_html(graph, rows, Path(args.model).name, summary(rows))))
     if args.svg:
         pictures.append((args.svg, *render_svg(graph, rows)))
     for path, text, _ in pictures:

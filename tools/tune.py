@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--input-shapes", metavar="NAME:D,D,...;...", help="static shapes for dynamic inputs")
     p.add_argument("--thread-num", type=int, help="threads the model will run with (default: all cores)")
     p.add_argument("--cost-model", choices=["xgb", "random"], help="default: xgb if xgboost is installed")
-    p.add_argument("--trials-per-iter", type=int, default=64, help="candidates measured per round (default: %(default)s)")
+    p.add_argument("--trials-per-iter", type=int, default=64,
+                   help="candidates measured per round (default: %(default)s)")
     p.add_argument("--seed", type=int, help="seed of the search")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)

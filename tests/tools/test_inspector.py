@@ -83,3 +83,10 @@ def test_annotated_onnx_says_where_each_node_runs(inception_file, tmp_path, caps
     pool = next(n for n in nodes if n.op_type == "MaxPool")
     assert pool.doc_string.startswith("native: ConvAndConcat: MaxPoolFusion is not in")
     assert sum(n.doc_string == "runs on ConvAndConcat in npu_0" for n in nodes) == 7
+
+
+def test_a_zoo_model_is_inspected_by_name(capsys):
+    assert main(["zoo:inception_block", "--delegate", "tests.delegate_support:ConvAndConcat"]) == 0
+    assert "8 nodes: 7 delegated in 1 partition(s), 1 native" in capsys.readouterr().out
+    assert main(["zoo:no_such_model"]) == 1
+    assert "unknown zoo model 'no_such_model'" in capsys.readouterr().err
