@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from lite.model import PartitionRow
-from lite.schema.graph import GraphDef, TensorDef
+from lite.schema.graph import GraphDef, NodeDef, TensorDef
 
 FONT = "Helvetica,Arial,sans-serif"
 NATIVE_COLOUR, FOLDED_COLOUR, IO_COLOUR = "#d9d9d9", "#f5f5f5", "#ffffff"
@@ -86,7 +86,7 @@ def scene(graph: GraphDef, rows: list[PartitionRow]) -> Scene:
         boxes.append(_node_box(f"n_{k}", row, node.inputs, node.outputs, graph, colours[row.runs_on]))
         producer.update({graph.tensors[t].name: f"n_{k}" for t in node.outputs})
     boxes += [_output_box(k, graph.tensors[t]) for k, t in enumerate(graph.outputs)]
-    arrows = _arrows(graph, rows, producer)
+    arrows = _arrows(graph, [by_name[row.node] for row in rows], producer)
     return Scene(boxes, arrows, _legend(rows, colours))
 
 
@@ -113,11 +113,11 @@ def _node_box(box_id: str, row: PartitionRow, inputs: list[int], outputs: list[i
     return Box(box_id, "node", row.op_type, shape, place, colour, {k: v for k, v in details.items() if v})
 
 
-def _arrows(graph: GraphDef, rows: list[PartitionRow], producer: dict[str, str]) -> list[Arrow]:
-    by_name = {n.name: n for n in graph.nodes}
+def _arrows(graph: GraphDef, nodes: list[NodeDef], producer: dict[str, str]) -> list[Arrow]:
+    """An arrow for each tensor a node or a graph output reads from a box (constants are no box)."""
     seen: set[tuple[str, str, str]] = set()
     arrows: list[Arrow] = []
-    targets = [(f"n_{k}", by_name[row.node].inputs) for k, row in enumerate(rows)]
+    targets = [(f"n_{k}", node.inputs) for k, node in enumerate(nodes)]
     targets += [(f"out_{k}", [t]) for k, t in enumerate(graph.outputs)]
     for target, inputs in targets:
         for t in inputs:
@@ -325,11 +325,15 @@ def _builtin_box(box: Box, cx: float, top: float) -> str:
             f'fill="{box.colour}" stroke="#444444"{dash}/>{texts}</g>')
 
 
-def render_svg(graph: GraphDef, rows: list[PartitionRow]) -> tuple[str, bool]:
-    """The SVG picture of ``graph`` placed as ``rows`` says, and whether graphviz laid it out."""
-    drawn = scene(graph, rows)
+def drawn_svg(drawn: Scene) -> tuple[str, bool]:
+    """The scene as SVG, laid out by graphviz where ``dot`` is installed, and whether it was."""
     svg = dot_svg(drawn)
     return (svg, True) if svg is not None else (builtin_svg(drawn), False)
+
+
+def render_svg(graph: GraphDef, rows: list[PartitionRow]) -> tuple[str, bool]:
+    """The SVG picture of ``graph`` placed as ``rows`` says, and whether graphviz laid it out."""
+    return drawn_svg(scene(graph, rows))
 
 
 # ---- HTML page --------------------------------------------------------------------------------
@@ -383,9 +387,7 @@ def render_html(graph: GraphDef, rows: list[PartitionRow], title: str, summary: 
     details and decline reason on hover and click, and the partition table; and whether
     graphviz laid the picture out."""
     drawn = scene(graph, rows)
-    svg = dot_svg(drawn)
-    laid_out = svg is not None
-    svg = svg if laid_out else builtin_svg(drawn)
+    svg, laid_out = drawn_svg(drawn)
     node_ids = [b.id for b in drawn.boxes if b.kind == "node"]
     table = "".join(
         f'<tr data-box="{box_id}"><td>{html.escape(r.node)}</td><td>{html.escape(r.op_type)}</td>'
