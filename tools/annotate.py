@@ -17,18 +17,19 @@ Intermediate tensors get their shapes as ``value_info``, so Netron labels every 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import onnx
 from onnx import helper
 
 from lite.context import Context
-from lite.delegates.onnxruntime.builder import GraphBuilder, NodeContext, value_info, why_not
+from lite.delegates.onnxruntime.builder import OPSET, GraphBuilder, NodeContext, value_info, why_not
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY
 from lite.engine import Engine
 from lite.kernel import Kernel
 from lite.model import PartitionRow
 from lite.schema.graph import GraphDef
 
-OPSET = 17
 DOMAIN = "delite"
 
 
@@ -45,8 +46,8 @@ def annotated_onnx(graph: GraphDef, rows: list[PartitionRow]) -> onnx.ModelProto
             _annotate(node, placement[kernel.name])
     graph_inputs = [value_info(builder.name_of(t), t, False) for t in engine.inputs]
     graph_outputs = [value_info(builder.name_of(t), t, False) for t in engine.outputs]
-    shown = {t for k in engine.shape_kernels for t in k.outputs if t is not None} - set(engine.outputs)
-    shapes = [value_info(builder.name_of(t), t, False) for t in shown if -1 not in t.shape]
+    passed = [t for k in engine.shape_kernels for t in k.outputs if t is not None and t not in engine.outputs]
+    shapes = [value_info(builder.name_of(t), t, False) for t in passed if -1 not in t.shape]
     onnx_graph = helper.make_graph(builder.nodes, graph.name or "delite", graph_inputs, graph_outputs,
                                    builder.initializers, value_info=shapes)
     model = helper.make_model(onnx_graph, producer_name="delite lite-inspect",
@@ -83,7 +84,4 @@ def _annotate(node: onnx.NodeProto, row: PartitionRow) -> None:
 
 
 def _summary(rows: list[PartitionRow]) -> str:
-    places: dict[str, int] = {}
-    for row in rows:
-        places[row.runs_on] = places.get(row.runs_on, 0) + 1
-    return ", ".join(f"{place}: {count}" for place, count in places.items())
+    return ", ".join(f"{place}: {count}" for place, count in Counter(r.runs_on for r in rows).items())
