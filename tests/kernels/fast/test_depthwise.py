@@ -28,6 +28,8 @@ CASES = [
     ((1, 16, 7, 7), (16, 1, 3, 3), {"pad_list": (1, 1, 1, 1), "activation_type": "RELU6"}),  # small planes too
     ((2, 8, 3, 3), (8, 1, 5, 5), {"pad_list": (2, 2, 2, 2)}),  # a kernel larger than the plane
     ((1, 6, 9, 11), (6, 1, 4, 2), {"stride": (2, 1), "pad_list": (1, 2, 0, 1)}),  # even kernel sizes
+    ((1, 3, 9, 1), (3, 1, 3, 1), {"stride": (2, 2), "pad_list": (1, 0, 1, 0)}),  # stride 2 on a one-column row
+    ((1, 4, 17, 17), (4, 1, 5, 5), {"stride": (2, 2), "pad_list": (2, 2, 2, 2)}),  # EfficientNet's 5x5 stride 2
 ]
 
 
