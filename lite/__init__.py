@@ -27,6 +27,7 @@ from lite.kernels.registry import register_custom_kernel, unregister_custom_kern
 from lite.loader import ModelType
 from lite.model import Model, PartitionRow
 from lite.pipeline import PipelineConfig, PipelineExecutor, split_model
+from lite.placement import PlacementRow
 from lite.primitive import Primitive
 from lite.runner import ModelParallelRunner
 from lite.schema.graph import Format
@@ -36,7 +37,7 @@ __all__ = [
     "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "KernelError",
     "LiteError", "MemoryLimitError", "MissingPackageError", "Model", "ModelFileError", "ModelFormatError",
     "ModelParallelRunner", "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow",
-    "PipelineConfig", "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor",
+    "PipelineConfig", "PlacementRow", "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor",
     "UnsupportedOpError", "available_delegates", "register_custom_kernel", "split_model",
     "unregister_custom_kernel",
 ]

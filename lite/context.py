@@ -6,10 +6,13 @@ import os
 from typing import TYPE_CHECKING
 
 from lite.arguments import MAX_THREADS, delegate_list, positive_int
+from lite.errors import InputError
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 
 if TYPE_CHECKING:
     from lite.delegate import Delegate
+
+PLACEMENTS = ("priority", "measured")
 
 
 class Context:
@@ -26,6 +29,15 @@ class Context:
         memory_limit: the most bytes one tensor, or all activations together, may need;
             a model (or an input shape) that would need more is refused before anything
             is allocated.
+        placement: "priority" (default): delegates take what they support in priority order.
+            "measured": every partition any delegate claims is timed at build against the
+            native kernels it covers (and against other delegates claiming the same kernels),
+            and runs where it is fastest (``lite.placement``; ``Model.placement_report()``).
+        placement_budget: seconds measured placement may spend timing (what is not timed
+            in time runs natively).
+        placement_cache: where measured times are cached ("default": ``$DELITE_PLACEMENT_CACHE``
+            or ``~/.cache/delite/placement``; a folder; None: no cache), so a second build of
+            the same model, shapes, threads and delegates times nothing.
 
     Example:
         >>> ctx = Context(thread_num=2)
@@ -34,11 +46,36 @@ class Context:
     """
 
     def __init__(self, thread_num: int | None = None, fallback: bool = True,
-                 delegates: list[Delegate] | None = None, memory_limit: int = DEFAULT_MEMORY_LIMIT):
+                 delegates: list[Delegate] | None = None, memory_limit: int = DEFAULT_MEMORY_LIMIT,
+                 placement: str = "priority", placement_budget: float = 60.0,
+                 placement_cache: str | os.PathLike | None = "default"):
         self.thread_num = thread_num if thread_num is not None else (os.cpu_count() or 1)
         self.fallback = bool(fallback)
         self.delegates = [] if delegates is None else delegate_list(delegates)
         self.memory_limit = positive_int(memory_limit, "memory_limit (bytes)")
+        self.placement = placement
+        self.placement_budget = placement_budget
+        self.placement_cache = placement_cache
+
+    @property
+    def placement(self) -> str:
+        return self._placement
+
+    @placement.setter
+    def placement(self, value: str) -> None:
+        if value not in PLACEMENTS:
+            raise InputError(f"placement must be one of {', '.join(PLACEMENTS)}, got {value!r}")
+        self._placement = value
+
+    @property
+    def placement_budget(self) -> float:
+        return self._placement_budget
+
+    @placement_budget.setter
+    def placement_budget(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+            raise InputError(f"placement_budget must be a finite number of seconds >= 0, got {value!r}")
+        self._placement_budget = float(value)
 
     @property
     def thread_num(self) -> int:
@@ -59,4 +96,5 @@ class Context:
 
     def __repr__(self) -> str:
         names = [type(d).__name__ for d in self.delegates]
-        return f"Context(thread_num={self.thread_num}, fallback={self.fallback}, delegates={names})"
+        return (f"Context(thread_num={self.thread_num}, fallback={self.fallback}, delegates={names}, "
+                f"placement={self.placement!r})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Iterator, Sequence
 
 from lite.context import Context
@@ -42,6 +43,18 @@ class Delegate:
     def build(self, model: DelegateModel) -> None:
         """Replaces runs of supported kernels with graph kernels."""
         raise NotImplementedError(f"{type(self).__name__}.build")
+
+    def fingerprint(self) -> str:
+        """A text that changes whenever this delegate's options would change what it builds or how
+        fast that runs; measured placement keys its cache of timings on it.
+
+        The default: the class and its public attributes that are plain data (text, numbers,
+        booleans, None, and lists, tuples and dicts of them). Override it to add what those miss
+        (a tuning database's contents, a driver version).
+        """
+        options = {name: value for name, value in sorted(vars(self).items())
+                   if not name.startswith("_") and _plain(value)}
+        return f"{type(self).__module__}.{type(self).__qualname__}{json.dumps(options, sort_keys=True, default=str)}"
 
 
 class DelegateModel(Sequence):
@@ -203,7 +216,7 @@ class SimpleDelegate(Delegate):
 
     def _create(self, model: DelegateModel, start: int, end: int) -> Kernel:
         arguments = [list(model[start:end]), model.subgraph_inputs(start, end), model.subgraph_outputs(start, end)]
-        if _takes_build_argument(self.create_graph_kernel):
+        if takes_build_argument(self.create_graph_kernel):
             arguments.append(model)
         return self.create_graph_kernel(*arguments)
 
@@ -254,7 +267,18 @@ def _runs_in(order, model: DelegateModel, supported: set[Kernel]) -> list[tuple[
     return runs
 
 
-def _takes_build_argument(method) -> bool:
+def _plain(value: object) -> bool:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def takes_build_argument(method) -> bool:
+    """Whether ``create_graph_kernel`` takes the build's DelegateModel as a fourth argument."""
     parameters = inspect.signature(method).parameters.values()
     kinds = [p.kind for p in parameters]
     return inspect.Parameter.VAR_POSITIONAL in kinds or len(kinds) >= 4

@@ -61,6 +61,8 @@ class Engine:
         self.folded, self.runtime_shaped = set(folded), set(runtime_shaped)
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
+        self.placement: list = []  # measured placement's candidates (lite.placement.Candidate)
+        self.ready: set[Kernel] = set()  # native kernels prepared before the build's prepare
         self.memory = MemoryPlan()
         for tensor in self.inputs:
             tensor._on_reshape = _weak_callback(self._input_reshaped)  # NOTE: inputs must not keep the model alive
@@ -72,18 +74,41 @@ class Engine:
 
     def delegate(self, delegate: Delegate) -> None:
         """Lets ``delegate`` replace runs of kernels (its ``init()``, then ``build()``)."""
-        name = type(delegate).__name__
+        if self.init_delegate(delegate):
+            view = DelegateModel(self.kernels, self.inputs, self.outputs, delegate, self.log, self.context)
+            self.build_delegate(delegate, view)
+
+    def place_measured(self, model_digest: str) -> None:
+        """Measured placement (``lite.placement``): each claimed partition runs where it timed fastest."""
+        from lite.placement import Placer, check_measurable
+
+        why_not = check_measurable(self)
+        if why_not:
+            logger.warning("%s", why_not)
+            for delegate in self.context.delegates:
+                self.delegate(delegate)
+            return
+        self.placement = Placer(self, model_digest).run()
+
+    def init_delegate(self, delegate: Delegate) -> bool:
+        """Runs ``delegate.init()``; False (and a note on every kernel) when it declined."""
         try:
             delegate.init()
+            return True
         except NotSupportedError as exc:
-            logger.warning("delegate %s declined: %s; its kernels run natively", name, exc)
+            logger.warning("delegate %s declined: %s; its kernels run natively", type(delegate).__name__, exc)
             for kernel in self.kernels:
                 if kernel not in self.log.partitions:
                     self.log.note(kernel, delegate, f"declined in init(): {exc}")
-            return
+            return False
         except Exception as exc:
-            raise DelegateError(f"delegate {name} failed in init(): {type(exc).__name__}: {exc}") from exc
-        view = DelegateModel(self.kernels, self.inputs, self.outputs, delegate, self.log, self.context)
+            raise DelegateError(f"delegate {type(delegate).__name__} failed in init(): {type(exc).__name__}: "
+                                f"{exc}") from exc
+
+    @staticmethod
+    def build_delegate(delegate: Delegate, view: DelegateModel) -> None:
+        """Runs ``delegate.build(view)``; any failure becomes a DelegateError naming the delegate."""
+        name = type(delegate).__name__
         try:
             delegate.build(view)
         except DelegateError as exc:
@@ -121,8 +146,15 @@ class Engine:
                 if kernel not in before:
                     kernel.resize()
 
+    def prepare_native_once(self, kernel: Kernel) -> None:
+        """``_prepare_native``, which the build's own prepare then skips (measured placement's native run)."""
+        self._prepare_native(kernel)
+        self.ready.add(kernel)
+
     def _prepare_native(self, kernel: Kernel) -> None:
         """prepare(), then resize() when shapes are known: native kernels plan for shapes there."""
+        if kernel in self.ready:
+            return
         with blame(kernel, "prepare failed"):
             kernel.prepare()
             if not self.shapes_dirty and kernel not in self.runtime_shaped:
@@ -222,7 +254,7 @@ class Engine:
                     if kernel in runtime_shaped:
                         infer_at_run(kernel, limit)
                     if kernel in partitions:
-                        self._execute_graph_kernel(partitions[kernel])
+                        self.execute_graph_kernel(partitions[kernel])
                     else:
                         kernel.execute()
                     if profile is not None:
@@ -240,7 +272,7 @@ class Engine:
             return exc
         return KernelError(f"kernel {kernel.name!r} ({kernel.type}) failed: {type(exc).__name__}: {exc}")
 
-    def _execute_graph_kernel(self, partition: Partition) -> None:
+    def execute_graph_kernel(self, partition: Partition) -> None:
         """Runs a graph kernel on read-only inputs, then checks what it wrote.
 
         A delegate's code must not change the tensors it reads: native kernels after it read

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,6 +18,7 @@ from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, 
 from lite.kernel import Kernel
 from lite.kernels import fast
 from lite.loader import ModelSource, ModelType, load_lite_bytes, model_type_of
+from lite.placement import PlacementRow, node_placements, report_rows
 from lite.schema.reader import read_model
 from lite.tensor import Tensor
 
@@ -30,6 +32,7 @@ class PartitionRow:
     runs_on: str
     graph_kernel: str
     reason: str
+    placement: str = ""  # measured placement: the times of the partitions covering the node, and the decision
 
 
 def checked_context(context: Context | None) -> Context:
@@ -57,7 +60,8 @@ class Model:
 
     Attributes:
         build_timings: seconds spent per build stage ("convert" for ONNX input, "parse",
-            "schedule", "delegate build", "prepare"); "jit": the part of "prepare" spent compiling
+            "schedule", "delegate build" or, with measured placement, "placement" (proposals,
+            the native run, timing the candidates), "prepare"); "jit": the part of "prepare" spent compiling
             fast kernels (or loading them from the cache), when any was.
     """
 
@@ -95,7 +99,7 @@ class Model:
                     model_data = load_lite_bytes(model_data, ModelType.ONNX, size_limit=context.memory_limit)
             with timer("parse"):
                 graph = read_model(model_data, context.memory_limit)
-            self._engine = self._new_engine(graph, context, timer)
+            self._engine = self._new_engine(graph, context, timer, model_data)
             self.build_timings = timer.seconds
 
     def build_from_file(self, model_path: ModelSource, model_type: ModelType | None = None,
@@ -119,12 +123,16 @@ class Model:
         self.build_timings = {**timer.seconds, **self.build_timings}
 
     @staticmethod
-    def _new_engine(graph, context: Context, timer: _StageTimer) -> Engine:
+    def _new_engine(graph, context: Context, timer: _StageTimer, model_data) -> Engine:
         with timer("schedule"):
             engine = Engine(graph, context)
-        with timer("delegate build"):
-            for delegate in context.delegates:
-                engine.delegate(delegate)
+        if context.placement == "measured" and context.delegates:
+            with timer("placement"):
+                engine.place_measured(hashlib.sha256(memoryview(model_data)).hexdigest())
+        else:
+            with timer("delegate build"):
+                for delegate in context.delegates:
+                    engine.delegate(delegate)
         compiling = fast.compile_seconds()
         with timer("prepare"):
             engine.prepare()
@@ -140,6 +148,7 @@ class Model:
         """
         engine = self._checked_engine()
         owner = engine.owner()
+        placed = node_placements(engine.placement)
         rows = []
         for kernel in engine.shape_kernels:
             partition = owner.get(kernel)
@@ -148,8 +157,14 @@ class Model:
             else:
                 where, graph = ("folded" if kernel in engine.folded else "native"), ""
             reason = "; ".join(engine.log.reasons.get(kernel, [])) if partition is None else ""
-            rows.append(PartitionRow(kernel.name, kernel.type, where, graph, reason))
+            rows.append(PartitionRow(kernel.name, kernel.type, where, graph, reason, placed.get(kernel, "")))
         return rows
+
+    def placement_report(self) -> list[PlacementRow]:
+        """Measured placement's candidates (``Context(placement="measured")``): per candidate
+        partition, its delegate, nodes, measured time, the native time and the decision; empty
+        with priority placement."""
+        return report_rows(self._checked_engine().placement)
 
     def graph_kernels(self) -> list[Kernel]:
         """The delegates' graph kernels, in execution order (a partition that fell back is not one).
