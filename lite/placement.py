@@ -15,8 +15,8 @@ With ``Context(placement="measured")`` the build goes:
 4. **Splits.** A candidate that lost, from a ``SimpleDelegate``, is probed op by op; when one
    op runs slower on the delegate than natively, the runs on either side of it become
    candidates (and the probes too).
-5. **Choice.** Greedily by time saved, non-overlapping, never a candidate slower than native,
-   and never a set that would order the graph into a cycle. The chosen graph kernels are
+5. **Choice.** Greedily by time saved, non-overlapping, never a candidate that does not save
+   at least ``MARGIN`` of the native time (and ``MARGIN_SECONDS``), and never a set that would order the graph into a cycle. The chosen graph kernels are
    swapped in (the kernel order changes so each one's kernels are contiguous).
 
 Everything is within ``Context.placement_budget`` seconds (what is not timed in time runs
@@ -57,6 +57,8 @@ logger = logging.getLogger("lite")
 
 RUNS = 5  # timed runs of a candidate, after one warm-up
 NATIVE_RUNS = 3  # timed runs of the native kernels, after one warm-up
+MARGIN = 0.02  # a candidate must save this share of the native time, and at least MARGIN_SECONDS,
+MARGIN_SECONDS = 20e-6  # to be chosen: a saving within the timing noise is not worth a boundary
 GIVE_UP_FACTOR = 3.0  # a run this many times the native time (plus 1 ms) ends a candidate's timing
 CACHE_ENV = "DELITE_PLACEMENT_CACHE"
 MAX_CACHE_BYTES = 4 << 20
@@ -354,6 +356,9 @@ class Placer:
                 continue
             if candidate.saving <= 0:
                 candidate.reason = candidate.reason or "slower than native"
+                continue
+            if candidate.saving < max(MARGIN * candidate.native_seconds, MARGIN_SECONDS):
+                candidate.reason = candidate.reason or "not faster than native beyond the timing noise"
                 continue
             rival = next((taken[k] for k in candidate.covered if k in taken), None)
             if rival is not None:

@@ -133,7 +133,7 @@ def test_a_delegate_faster_than_native_runs_its_partition(slow_native, chain):
 
 def test_the_faster_of_two_overlapping_delegates_wins_over_priority(slow_native, chain):
     slow_native["mul"] = 4 * MS
-    first = FirstDelegate({"relu", "mul"}, {"mul": 8 * MS})
+    first = FirstDelegate({"relu", "mul"}, {"mul": 8 * MS, "relu": 1 * MS})
     second = SecondDelegate({"mul", "sigmoid"})
     by_priority = build(chain, FirstDelegate({"relu", "mul"}), SecondDelegate({"mul", "sigmoid"}))
     assert runs_on(by_priority)["mul"] == "FirstDelegate"
