@@ -97,6 +97,13 @@ class TVMDelegate(lite.SimpleDelegate):
                         model.context.thread_num)
         super().build(model)
 
+    def fingerprint(self) -> str:
+        """The options, the resolved target (with its CPU) and the tuning database's contents: a
+        re-tuned database makes measured placement time the partitions again."""
+        from lite.delegates.tvm.compiler import database_fingerprint
+
+        return f"{super().fingerprint()} target={self.target} db={database_fingerprint(self.tuning_db)}"
+
     def is_supported(self, kernel: lite.Kernel, primitive: lite.Primitive) -> bool | str:
         """True when a Relax emitter compiles ``kernel``; else the reason shown in the partition report."""
         from lite.delegates.tvm.ops import why_not

@@ -1,0 +1,83 @@
+"""Measured placement with the bundled delegates on real models (``lite.placement``).
+
+The speeds here are not set by the test, so only wide gaps are asserted: the example NPU is
+about 8x slower than native on MobileNetV2, onnxruntime about 1.5x faster, untuned TVM 50x
+slower on ResNet-18.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lite
+from lite.delegates.example_npu import ExampleNPUDelegate
+from lite.delegates.onnxruntime import ORTDelegate
+from lite.delegates.tvm import TVMDelegate
+from lite.tools import zoo
+from lite.tools.converter import convert
+from tests.delegates.test_onnxruntime import assert_matches, normal, small_cnn
+
+
+def measured(onnx_model, delegate, cache=None) -> lite.Model:
+    model = lite.Model()
+    context = lite.Context(thread_num=1, delegates=[delegate], placement="measured", placement_cache=cache)
+    model.build(convert(onnx_model), lite.ModelType.LITE, context)
+    return model
+
+
+def proposals(model: lite.Model) -> list[lite.PlacementRow]:
+    return [r for r in model.placement_report() if r.role == "proposed"]
+
+
+def image(model: lite.Model) -> dict[str, np.ndarray]:
+    [x] = model.get_inputs()
+    return {x.name: normal(*x.shape)}
+
+
+@pytest.fixture(scope="module")
+def mobilenet():
+    return zoo.mobilenet_v2()
+
+
+def test_the_example_npu_is_refused_where_it_is_slower(mobilenet):
+    model = measured(mobilenet, ExampleNPUDelegate())
+    rows = proposals(model)
+    assert rows and all(r.decision == "refused" and r.seconds > 2 * r.native_seconds for r in rows)
+    assert {r.runs_on for r in model.partition_report()} == {"native"}
+    reasons = [r.reason for r in model.partition_report() if r.op_type == "Conv2DFusion"]
+    assert all("ExampleNPUDelegate: measured placement:" in reason and "refused" in reason for reason in reasons)
+    assert_matches(model, mobilenet, image(model), tolerance=1e-4)
+
+
+def test_onnxruntime_takes_the_partitions_where_it_is_faster(mobilenet, tmp_path):
+    model = measured(mobilenet, ORTDelegate(), cache=tmp_path)
+    [row] = proposals(model)
+    assert row.decision == "chosen" and row.seconds < row.native_seconds and row.graph_kernel
+    assert {r.runs_on for r in model.partition_report() if r.op_type == "Conv2DFusion"} == {"ORTDelegate"}
+    assert_matches(model, mobilenet, image(model), tolerance=1e-4)
+    again = measured(mobilenet, ORTDelegate(), cache=tmp_path)
+    assert [(r.decision, r.source) for r in proposals(again)] == [("chosen", "cache")]
+    assert_matches(again, mobilenet, image(again), tolerance=1e-4)
+
+
+def test_tvm_partitions_run_only_where_they_measured_faster(tmp_path):
+    original = small_cnn(batch=2)
+    model = measured(original, TVMDelegate("llvm", cache_dir=str(tmp_path)))
+    rows = model.placement_report()
+    assert rows and all(r.seconds is not None for r in rows)
+    chosen = {node for r in rows if r.decision == "chosen" for node in r.nodes}
+    assert all(r.seconds < r.native_seconds for r in rows if r.decision == "chosen")
+    assert {r.node for r in model.partition_report() if r.runs_on == "TVMDelegate"} == chosen
+    for _ in range(2):
+        assert_matches(model, original, {"x": normal(2, 3, 12, 12)}, tolerance=1e-4)
+
+
+@pytest.mark.slow
+def test_untuned_tvm_on_resnet18_is_refused(tmp_path):
+    original = zoo.resnet18()
+    model = measured(original, TVMDelegate("llvm"), cache=tmp_path)
+    [row] = proposals(model)
+    assert row.decision == "refused" and row.seconds > 10 * row.native_seconds
+    assert {r.runs_on for r in model.partition_report()} == {"native"}
+    assert_matches(model, original, image(model), tolerance=1e-4)
