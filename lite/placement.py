@@ -16,8 +16,9 @@ With ``Context(placement="measured")`` the build goes:
    op runs slower on the delegate than natively, the runs on either side of it become
    candidates (and the probes too).
 5. **Choice.** Greedily by time saved, non-overlapping, never a candidate that does not save
-   at least ``MARGIN`` of the native time (and ``MARGIN_SECONDS``), and never a set that would order the graph into a cycle. The chosen graph kernels are
-   swapped in (the kernel order changes so each one's kernels are contiguous).
+   at least ``MARGIN`` of the native time (and ``MARGIN_SECONDS``), and never a set that would
+   order the graph into a cycle. The chosen graph kernels are swapped in (the kernel order
+   changes so each one's kernels are contiguous).
 
 Everything is within ``Context.placement_budget`` seconds (what is not timed in time runs
 natively), and the times are cached on disk keyed by the model bytes, its input shapes, the
@@ -415,10 +416,11 @@ def node_placements(candidates: list[Candidate]) -> dict[NativeKernel, str]:
 
 
 def report_rows(candidates: list[Candidate]) -> list[PlacementRow]:
-    """The candidates as ``PlacementRow`` s, proposals first, in kernel-name order."""
+    """The candidates as ``PlacementRow`` s: proposals, split pieces, then probes; by delegate, then in
+    the order they were made (a delegate's proposals and probes in execution order)."""
     order = {"proposed": 0, "split": 1, "probe": 2}
     rows = []
-    for c in sorted(candidates, key=lambda c: (order.get(c.role, 3), c.rank, c.key)):
+    for c in sorted(candidates, key=lambda c: (order[c.role], c.rank)):
         name = c.kernel.name if c.decision == "chosen" and c.kernel is not None else ""
         rows.append(PlacementRow(c.delegate_name, name, tuple(k.name for k in c.covered), c.role, c.seconds,
                                  c.native_seconds, c.decision, c.reason, c.source))
@@ -555,6 +557,7 @@ def _cpu_model() -> str:
 def check_measurable(engine: Engine) -> str:
     """Why measured placement cannot run on this engine ("" when it can)."""
     if engine.shapes_dirty:
-        return "measured placement needs static input shapes (the model has dynamic dims): priority order used"
+        return ("measured placement needs static input shapes, and this model has dynamic dims (fix them with "
+                "lite-convert --input-shapes): the delegates take their partitions in priority order")
     return ""
 

@@ -6,3 +6,44 @@ def add_version(parser) -> None:
     from lite import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s (delite) {__version__}")
+
+
+def add_placement(parser) -> None:
+    """Gives a tool's parser the measured-placement options (``lite.Context``'s placement ones)."""
+    parser.add_argument("--placement", choices=("priority", "measured"), default="priority",
+                        help="priority: delegates take what they support in --delegate order; measured: every "
+                             "partition a delegate claims is timed against native (and the other delegates) at "
+                             "build and runs where it is fastest (default: %(default)s)")
+    parser.add_argument("--placement-budget", type=float, default=60.0, metavar="SECONDS",
+                        help="most seconds measured placement spends timing (default: %(default)s)")
+    parser.add_argument("--placement-cache", default="default", metavar="DIR",
+                        help="where measured times are cached: a folder, 'default' (~/.cache/delite/placement) "
+                             "or 'off' (default: %(default)s)")
+
+
+def placement_options(args) -> dict:
+    """The ``lite.Context`` keyword arguments of ``add_placement``'s options."""
+    return {"placement": args.placement, "placement_budget": args.placement_budget,
+            "placement_cache": args.placement_cache}
+
+
+def placement_table(rows) -> str:
+    """Measured placement's candidates (``Model.placement_report()``) as an aligned text table."""
+    def ms(seconds):
+        return "-" if seconds is None else f"{seconds * 1e3:.3f}"
+
+    header = ("delegate", "role", "nodes", "first .. last node", "delegate ms", "native ms", "decision")
+    probes = [r for r in rows if r.role == "probe" and r.decision != "chosen"]
+    rows = [r for r in rows if r not in probes]
+    cells = [header] + [(r.delegate, r.role, str(len(r.nodes)), f"{r.nodes[0]} .. {r.nodes[-1]}"[:48],
+                         ms(r.seconds), ms(r.native_seconds), r.decision + (f" ({r.reason})" if r.reason else "")
+                         + (" [cache]" if r.source == "cache" else "")) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(6)]
+    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(6)) + "  " + c[6] for c in cells]
+    lines.insert(1, "-" * (sum(widths) + 12 + len(header[6])))
+    if probes:
+        faster = sum(r.seconds is not None and r.seconds < r.native_seconds for r in probes)
+        lines.append(f"(and {len(probes)} one-op probes of losing partitions, not chosen: {faster} measured "
+                     "faster than native, within the noise margin or beside a better choice; "
+                     "Model.placement_report() lists them)")
+    return "measured placement:\n" + "\n".join(lines)

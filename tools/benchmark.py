@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 import lite
 from lite.delegates import load_delegate, parse_options
-from lite.tools import add_version
+from lite.tools import add_placement, add_version, placement_options, placement_table
 from lite.tools.inspector import clipped, idle_delegates, summary
 
 EXAMPLES = """examples:
@@ -90,6 +90,9 @@ class Report:
     peak_rss_mib: float = 0.0
     matmul_count: int = 0
     matmul_floor_ms: float | None = None
+    placement: list[dict[str, Any]] = field(default_factory=list)  # measured placement's candidates
+    native_latency: Latency | None = None  # --compare native: the native model, interleaved
+    ratio_to_native: float | None = None
 
 
 # ---- model loading ----------------------------------------------------------------
@@ -201,13 +204,25 @@ class OnnxRuntimeEngine:
         return self.session.run(None, feeds)
 
 
+class NativeEngine:
+    """The same model on Delite's own native kernels (``--compare native``), same thread count."""
+
+    def __init__(self, data: bytes, thread_num: int):
+        self.model = lite.Model()
+        self.model.build(data, lite.ModelType.LITE, lite.Context(thread_num=thread_num))
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        outputs = self.model.predict([feeds[t.name] for t in self.model.get_inputs()])
+        return [t.get_data_to_numpy() for t in outputs]
+
+
 def timed(fn, *args) -> float:
     start = time.perf_counter()
     fn(*args)
     return time.perf_counter() - start
 
 
-def measure(model: lite.Model, feeds: list[np.ndarray], ort: OnnxRuntimeEngine | None, ort_feeds: dict,
+def measure(model: lite.Model, feeds: list[np.ndarray], ort: OnnxRuntimeEngine | NativeEngine | None, ort_feeds: dict,
             loops: int, warmup: int, pause: float) -> tuple[list[float], list[float]]:
     """Interleaved run by run; ``pause`` seconds before each run lets the other engine's
     spinning worker threads go idle, so neither slows the other."""
@@ -281,7 +296,8 @@ def peak_rss_mib() -> float:
 def build_model(data: bytes, args: argparse.Namespace, delegates: list) -> lite.Model:
     model = lite.Model()
     with tqdm(total=1, desc="build", disable=None, leave=False, file=sys.stderr) as bar:
-        model.build(data, lite.ModelType.LITE, lite.Context(thread_num=args.thread_num, delegates=delegates))
+        model.build(data, lite.ModelType.LITE, lite.Context(thread_num=args.thread_num, delegates=delegates,
+                                                            **placement_options(args)))
         bar.update()
     return model
 
@@ -300,20 +316,17 @@ def prepare_inputs(model: lite.Model, args: argparse.Namespace) -> dict[str, np.
     return random_inputs(inputs, args.seed)
 
 
-def reference_outputs(args, engine: OnnxRuntimeEngine | None, data: bytes, feeds,
+def reference_outputs(args, engine: OnnxRuntimeEngine | NativeEngine | None, feeds,
                       names) -> tuple[list[np.ndarray] | None, str]:
     """The outputs to compare with, and what they are: reference data, onnxruntime or Delite's
     own native kernels (``--compare native``: TFLite's inference_diff, a delegate against the CPU)."""
     if args.benchmark_data:
         stored = load_npz(args.benchmark_data, names)
         return [stored[n] for n in names], args.benchmark_data
+    if isinstance(engine, NativeEngine):
+        return engine.run(feeds), "native (Delite's own kernels)"
     if engine is not None:
         return engine.run(feeds), "onnxruntime"
-    if args.compare == "native":
-        native = lite.Model()
-        native.build(data, lite.ModelType.LITE, lite.Context(thread_num=args.thread_num))
-        outputs = native.predict([feeds[t.name] for t in native.get_inputs()])
-        return [t.get_data_to_numpy() for t in outputs], "native (Delite's own kernels)"
     return None, ""
 
 
@@ -336,8 +349,9 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
     report = Report(args.model, args.delegate or ["native"], args.thread_num,
                     {t.name: list(t.shape) for t in model.get_inputs()},
                     {"convert": convert_seconds, **model.build_timings})
-    engine = OnnxRuntimeEngine(onnx_model, args.thread_num) if args.compare == "onnxruntime" else None
-    expected, report.accuracy_reference = reference_outputs(args, engine, data, feeds, names)
+    engine = (OnnxRuntimeEngine(onnx_model, args.thread_num) if args.compare == "onnxruntime"
+              else NativeEngine(data, args.thread_num) if args.compare == "native" else None)
+    expected, report.accuracy_reference = reference_outputs(args, engine, feeds, names)
     if expected is not None:
         report.accuracy = [accuracy(n, a, e) for n, a, e in zip(names, outputs, expected, strict=True)]
     else:
@@ -347,7 +361,10 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
     lite_times, ort_times = measure(model, ordered, engine, feeds, args.loop_count, args.warmup,
                                     report.pause_ms / 1e3)
     report.latency = Latency.of(lite_times)
-    if ort_times:
+    if ort_times and isinstance(engine, NativeEngine):
+        report.native_latency = Latency.of(ort_times)
+        report.ratio_to_native = report.latency.median / report.native_latency.median
+    elif ort_times:
         report.onnxruntime_latency = Latency.of(ort_times)
         report.ratio_of_medians = report.latency.median / report.onnxruntime_latency.median
     if args.time_profiling:
@@ -359,6 +376,7 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
         report.matmul_floor_ms = seconds * 1e3
     rows = model.partition_report()
     report.partition_summary, report.idle_delegates = summary(rows), idle_delegates(delegates, rows)
+    report.placement = [asdict(r) for r in model.placement_report()]
     report.peak_rss_mib = peak_rss_mib()
     return report, all(a.passes(args.accuracy_threshold) for a in report.accuracy)
 
@@ -367,12 +385,18 @@ def print_report(report: Report, out=None) -> None:
     w = (out or sys.stdout).write
     w(f"model: {report.model}  delegates: {', '.join(report.delegates)}  threads: {report.thread_num}\n")
     w(f"inputs: {report.input_shapes}\n{report.partition_summary}\n")
+    if report.placement:
+        w(placement_table([lite.PlacementRow(**row) for row in report.placement]) + "\n")
     w("build: " + "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in report.build_seconds.items()) + "\n")
     w(f"latency (lite):        {report.latency.row()}\n")
     if report.onnxruntime_latency:
         w(f"latency (onnxruntime): {report.onnxruntime_latency.row()}\n")
         w(f"ratio of medians (lite / onnxruntime): {report.ratio_of_medians:.2f}  (interleaved run by run, "
           f"{report.pause_ms:g} ms pause before each so the other engine's spinning threads go idle)\n")
+    if report.native_latency:
+        w(f"latency (native):      {report.native_latency.row()}\n")
+        w(f"ratio of medians (lite / native): {report.ratio_to_native:.2f}  (interleaved run by run, "
+          f"{report.pause_ms:g} ms pause before each)\n")
     if report.matmul_floor_ms is not None:
         w(f"matmul floor: the native kernels' {report.matmul_count} matmuls alone (warm): "
           f"{report.matmul_floor_ms:.3f} ms")
@@ -411,6 +435,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("model", nargs="?", help=".lite, .onnx or zoo:NAME (positional, as in the other tools)")
     p.add_argument("--model", dest="model_option", metavar="MODEL", help="the same, as an option")
     add_version(p)
+    add_placement(p)
     p.add_argument("--delegate", action="append", default=[],
                    help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
     p.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",
@@ -426,8 +451,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--benchmark-data", metavar="FILE.npz", help="reference outputs by name")
     p.add_argument("--compare", choices=["onnxruntime", "native"],
                    help="onnxruntime: run the same ONNX model in onnxruntime too, interleaved, for latency and "
-                        "accuracy; native: check accuracy against Delite's own native kernels (a delegate against "
-                        "the CPU reference)")
+                        "accuracy; native: the same for Delite's own native kernels (a delegate, or a measured "
+                        "placement, against the CPU reference)")
     p.add_argument("--onnx", metavar="FILE.onnx", help="the ONNX model for --compare when --model is .lite")
     p.add_argument("--accuracy-threshold", type=float, metavar="MEAN_REL_ERR",
                    help="fail (exit 1) when an output's mean relative error exceeds this")

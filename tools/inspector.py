@@ -12,7 +12,7 @@ import lite
 from lite.delegates import load_delegate, parse_options
 from lite.model import PartitionRow
 from lite.schema.reader import read_model
-from lite.tools import add_version
+from lite.tools import add_placement, add_version, placement_options, placement_table
 from lite.tools.annotate import annotated_onnx
 from lite.tools.picture import render_html, render_svg
 
@@ -23,6 +23,7 @@ EXAMPLES = """examples:
   lite-inspect model.lite --delegate tvm --delegate-option target=llvm --svg graph.svg
   lite-inspect model.onnx --delegate ort --dump-partitions partitions/
   lite-inspect model.lite --delegate example_npu --annotated-onnx placed.onnx   (open placed.onnx in Netron)
+  lite-inspect zoo:mobilenet_v2 --delegate example_npu --delegate ort --placement measured
 """
 
 
@@ -75,6 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
     parser.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",
                         help="constructor option for the delegates (repeatable)")
+    add_placement(parser)
     parser.add_argument("--html", type=Path, help="write a self-contained HTML page with the picture")
     parser.add_argument("--svg", type=Path, help="write the picture as SVG")
     parser.add_argument("--annotated-onnx", type=Path, metavar="PATH",
@@ -97,13 +99,15 @@ def main(argv: list[str] | None = None) -> int:
         options = parse_options(args.delegate_option)
         delegates = [d for d in (load_delegate(s, options) for s in args.delegate) if d is not None]
         model = lite.Model()
-        model.build(data, lite.ModelType.LITE, lite.Context(delegates=delegates))
+        model.build(data, lite.ModelType.LITE, lite.Context(delegates=delegates, **placement_options(args)))
         graph = read_model(data)
     except (lite.LiteError, OSError) as exc:
         print(f"lite-inspect: {exc}", file=sys.stderr)
         return 1
     rows = model.partition_report()
     print(format_table(rows))
+    if model.placement_report():
+        print("\n" + placement_table(model.placement_report()))
     write_pictures(args, graph, rows)
     if args.annotated_onnx:
         onnx.save_model(annotated_onnx(graph, rows), str(args.annotated_onnx))

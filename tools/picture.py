@@ -108,7 +108,8 @@ def _node_box(box_id: str, row: PartitionRow, inputs: list[int], outputs: list[i
 
     place = row.graph_kernel or row.runs_on
     details = {"node": row.node, "op type": row.op_type, "runs on": row.runs_on, "graph kernel": row.graph_kernel,
-               "why not delegated": row.reason, "inputs": listed(inputs), "outputs": listed(outputs)}
+               "why not delegated": row.reason, "measured placement": row.placement, "inputs": listed(inputs),
+               "outputs": listed(outputs)}
     shape = ", ".join(shape_text(graph.tensors[t]) for t in outputs)
     return Box(box_id, "node", row.op_type, shape, place, colour, {k: v for k, v in details.items() if v})
 

@@ -27,6 +27,7 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bench")
     (folder / "cnn.onnx").write_bytes(cnn().SerializeToString())
     convert(cnn(), folder / "cnn.lite")
+    convert(cnn(), folder / "cnn_static.lite", input_shapes={"x": [2, 3, 8, 8]})
     return folder
 
 
@@ -135,6 +136,17 @@ def test_a_delegate_compared_with_the_native_kernels(files, capsys):
                  "tests.delegate_support:ConvAndConcat", "--accuracy-threshold", "1e-6", *FAST]) == 0
     text = capsys.readouterr().out
     assert "accuracy against native (Delite's own kernels)" in text and "onnxruntime" not in text
+    assert "latency (native):" in text and "ratio of medians (lite / native):" in text
+
+
+def test_measured_placement_shows_its_table_and_json(files, capsys, tmp_path):
+    out = tmp_path / "report.json"
+    assert main(["--model", str(files / "cnn_static.lite"), "--delegate", "tests.delegate_support:ConvAndConcat",
+                 "--placement", "measured", "--placement-cache", "off", "--json", str(out), *FAST]) == 0
+    text = capsys.readouterr().out
+    assert "measured placement:" in text and "ConvAndConcat" in text and "placement " in text.split("build:")[1]
+    rows = json.loads(out.read_text())["placement"]
+    assert rows and {r["role"] for r in rows} >= {"proposed"} and all(r["native_seconds"] > 0 for r in rows)
 
 
 def test_profile_tables_say_they_are_per_predict(files, capsys):

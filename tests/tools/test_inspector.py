@@ -90,3 +90,16 @@ def test_a_zoo_model_is_inspected_by_name(capsys):
     assert "8 nodes: 7 delegated in 1 partition(s), 1 native" in capsys.readouterr().out
     assert main(["zoo:no_such_model"]) == 1
     assert "unknown zoo model 'no_such_model'" in capsys.readouterr().err
+
+
+def test_measured_placement_in_the_table_and_the_page(inception_file, tmp_path, capsys):
+    html = tmp_path / "p.html"
+    assert main([str(inception_file), "--delegate", "example_npu", "--placement", "measured",
+                 "--placement-cache", "off", "--html", str(html)]) == 0
+    out = capsys.readouterr().out
+    table = out.split("measured placement:\n")[1]
+    assert table.splitlines()[0].split() == ["delegate", "role", "nodes", "first", "..", "last", "node", "delegate",
+                                             "ms", "native", "ms", "decision"]
+    assert "ExampleNPUDelegate  proposed" in table
+    page = html.read_text()
+    assert "measured placement" in page and " against native " in page
