@@ -4,9 +4,10 @@ With ``Context(placement="measured")`` the build goes:
 
 1. **Proposals.** Each delegate builds on its own copy of the native kernel list, so
    delegates that claim the same kernels all propose (priority does not hide them).
-2. **The native run.** Every native kernel is prepared and run, unfused, on seeded random
-   inputs of the model's shapes; each one's time (median over runs) is recorded, and every
-   tensor keeps its value, so each candidate is timed on real intermediate data.
+2. **The native run.** The native kernels are prepared and run as the build will run them
+   (residual Adds fused into convolutions) on seeded random inputs of the model's shapes; each
+   one's time (median over runs) is recorded, and every tensor keeps its value, so each
+   candidate is timed on real intermediate data.
 3. **Timing.** Each candidate's graph kernel is prepared and run on those values (a warm-up
    run, then up to ``RUNS`` timed ones; a run already far slower than native ends it). Its
    time holds everything it does at its boundary (copies, layout and dtype conversions),
@@ -45,6 +46,7 @@ import numpy as np
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate, takes_build_argument
 from lite.delegation import DelegationLog, Partition
 from lite.errors import MemoryLimitError
+from lite.fusion import fuse_residuals
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
 from lite.scheduler import kahn_order
@@ -221,30 +223,53 @@ class Placer:
     # ---- the native run -----------------------------------------------------------------
 
     def native_run(self) -> None:
-        """Prepares and runs every native kernel on random inputs, keeping every value and time."""
+        """Prepares and runs the native kernels on random inputs, keeping every value and time.
+
+        They run as the build will run them, residual Adds fused into their convolutions
+        (``lite.fusion``): a fused pair's time is the convolution's, so a partition that takes
+        the Add alone saves nothing, as taking it breaks the fusion.
+        """
         engine = self.engine
         natives = [k for k in engine.kernels if isinstance(k, NativeKernel)]
         self.pristine = {t: t.data for k in natives for t in k.inputs if t is not None and t.is_const}
         for kernel in natives:
             engine.prepare_native_once(kernel)
         self._give_arrays(natives)
-        engine.choose_threads()
-        samples: dict[NativeKernel, list[float]] = {k: [] for k in natives}
-        limit = self.context.memory_limit
-        with np.errstate(all="ignore"):
-            for run in range(1 + NATIVE_RUNS):
-                for kernel in natives:
-                    start = time.perf_counter()
-                    if kernel in engine.runtime_shaped:
-                        infer_at_run(kernel, limit)
-                    kernel.execute()
-                    if run:
-                        samples[kernel].append(time.perf_counter() - start)
+        static = {k for k in natives if k not in engine.runtime_shaped}
+        running = fuse_residuals(natives, engine.shape_kernels, engine.outputs, static)
+        fused = [k for k in running if k not in static and k not in engine.runtime_shaped]
+        try:
+            for kernel in fused:
+                kernel.resize()
+            samples = self._timed_native_runs(running)
+        finally:
+            for kernel in fused:  # NOTE: the build fuses again, where the pair stays native
+                kernel.conv.residual = None
+                kernel.conv.resize()
         self.native_times = {k: statistics.median(s) for k, s in samples.items()}
         self.values = {t: t.data for k in natives for t in [*k.inputs, *k.outputs]
                        if t is not None and not t.is_const and not t.value_known}
         for candidate in self.candidates:
             candidate.native_seconds = self._native_cost(candidate)
+
+    def _timed_native_runs(self, running: list[Kernel]) -> dict[NativeKernel, list[float]]:
+        """A warm-up run, then NATIVE_RUNS timed ones; a fused kernel's time goes to its first part."""
+        engine, limit = self.engine, self.context.memory_limit
+        engine.choose_threads()
+        samples: dict[NativeKernel, list[float]] = {}
+        with np.errstate(all="ignore"):
+            for run in range(1 + NATIVE_RUNS):
+                for kernel in running:
+                    start = time.perf_counter()
+                    if kernel in engine.runtime_shaped:
+                        infer_at_run(kernel, limit)
+                    kernel.execute()
+                    if run:
+                        first, *rest = getattr(kernel, "parts", (kernel,))
+                        samples.setdefault(first, []).append(time.perf_counter() - start)
+                        for part in rest:
+                            samples.setdefault(part, []).append(0.0)
+        return samples
 
     def _give_arrays(self, natives: list[NativeKernel]) -> None:
         """Random model inputs and an array of its own for every activation (no reuse: all are kept)."""
@@ -256,8 +281,8 @@ class Placer:
         self.previous = {t: t.data for t in [*self.engine.inputs, *tensors]}
         for tensor in self.engine.inputs:
             tensor.data = random_array(tensor.shape, tensor.dtype, rng)
-        for tensor in tensors:
-            tensor.data = np.zeros(tensor.shape, tensor.dtype)
+        for tensor in tensors:  # NOTE: random, as a fused-away intermediate keeps what it is given here
+            tensor.data = random_array(tensor.shape, tensor.dtype, rng)
 
     def restore_values(self) -> None:
         """Gives the tensors back the arrays they had before the native run (the memory plan comes later)."""

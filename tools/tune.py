@@ -40,11 +40,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cost-model", choices=["xgb", "random"], help="default: xgb if xgboost is installed")
     p.add_argument("--trials-per-iter", type=int, default=64,
                    help="candidates measured per round (default: %(default)s)")
+    p.add_argument("--time-share", type=float, default=0.95,
+                   help="tune the costliest tasks that carry this share of the untuned time, measured first "
+                        "(default: %(default)s)")
     p.add_argument("--seed", type=int, help="seed of the search")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     if args.trials < 1 or args.trials_per_iter < 1 or (args.thread_num is not None and args.thread_num < 1):
         p.error("--trials, --trials-per-iter and --thread-num must be >= 1")
+    if not 0 < args.time_share <= 1:
+        p.error("--time-share must be in (0, 1]")
     return args
 
 
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         data, _, _ = load_source(args.model)
         summary = tune(data, args.db, args.trials, args.target, parse_input_shapes(args.input_shapes),
                        args.thread_num, args.cost_model, args.trials_per_iter, args.seed, progress=not args.quiet,
-                       log=lambda line: print(line, file=sys.stderr))
+                       log=lambda line: print(line, file=sys.stderr), time_share=args.time_share)
     except (lite.LiteError, OSError, ValueError) as exc:
         print(f"lite-tune: {exc}", file=sys.stderr)
         return 1

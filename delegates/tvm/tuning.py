@@ -4,7 +4,9 @@
    cannot tune a symbolic batch) without compiling it.
 2. Legalize and fuse each module as ``compile_relax`` will (``relax.get_pipeline("zero")``),
    extract the fused functions as tasks, and merge identical ones across partitions.
-3. Tune them with a JSON database in the given directory. The budget is the number of measured
+3. Compile each task untuned and time it: tasks are tuned by their share of the untuned time
+   (the costliest ones carrying ``time_share`` of it; trials follow the time).
+4. Tune them with a JSON database in the given directory. The budget is the number of measured
    trials the database should hold for these tasks: a second run only tunes the difference,
    so an interrupted run resumes where it stopped.
 
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +80,12 @@ class Task:
     extracted: Any
     weight: int = 1
     partitions: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # one untuned run, measured (``measure_untuned``)
+
+    @property
+    def cost(self) -> float:
+        """Its untuned time per predict: one run's time by its number of uses."""
+        return self.seconds * self.weight
 
 
 def extract_tasks(modules: list[tuple[str, Any]], target) -> list[Task]:
@@ -98,6 +108,55 @@ def extract_tasks(modules: list[tuple[str, Any]], target) -> list[Task]:
                 task.weight += int(extracted.weight)
                 task.partitions.append(partition)
     return list(tasks.values())
+
+
+def measure_untuned(tasks: list[Task], target, repeats: int = 3) -> None:
+    """Sets each task's ``seconds``: its untuned code (default schedule) compiled and run on random
+    data, the median of ``repeats`` runs after a warm-up. CPU targets only: unscheduled GPU code
+    does not compile, so there every task counts one second per use."""
+    import numpy as np
+    import tvm
+
+    if target.kind.name != "llvm":
+        for task in tasks:
+            task.seconds = 1.0
+        return
+    device = tvm.cpu()
+    rng = np.random.default_rng(0)
+    for task in tasks:
+        function = tvm.compile(task.mod, target=target).jit()["main"]
+        arguments = [tvm.runtime.tensor(rng.random([int(d) for d in p.shape]).astype(p.dtype), device)
+                     for p in task.mod["main"].params]
+        function(*arguments)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            function(*arguments)
+            times.append(time.perf_counter() - start)
+        task.seconds = statistics.median(times)
+
+
+def carrying(tasks: list[Task], share: float) -> list[Task]:
+    """The fewest tasks, costliest first, whose untuned time is at least ``share`` of all tasks' time."""
+    ranked = sorted(tasks, key=lambda t: -t.cost)
+    total, kept, covered = sum(t.cost for t in tasks) or 1.0, [], 0.0
+    for task in ranked:
+        if covered >= share * total:
+            break
+        kept.append(task)
+        covered += task.cost
+    return kept
+
+
+def share_table(tasks: list[Task], kept: list[Task]) -> str:
+    """Every task's untuned time and share of the total, and whether it is tuned."""
+    total = sum(t.cost for t in tasks) or 1.0
+    lines = [f"  {'task':<40} {'uses':>4} {'untuned ms':>11} {'share':>6}  tuned"]
+    for task in sorted(tasks, key=lambda t: -t.cost):
+        share = 100 * task.cost / total
+        lines.append(f"  {task.name[:40]:<40} {task.weight:>4} {task.cost * 1e3:>11.3f} {share:>5.1f}%"
+                     f"  {'yes' if task in kept else 'no'}")
+    return "\n".join(lines)
 
 
 def measured_trials(database, tasks: list[Task], budget: int) -> int:
@@ -161,7 +220,7 @@ def tune(data: bytes, database_dir: str | os.PathLike, trials: int, target: str 
          input_shapes: dict[str, list[int]] | None = None, thread_num: int | None = None,
          cost_model: str | None = None, trials_per_iter: int = 64, seed: int | None = None,
          progress: bool = True, log: Callable[[str], None] = print, build_timeout: float = 120.0,
-         run_timeout: float = 60.0) -> TuningSummary:
+         run_timeout: float = 60.0, time_share: float = 0.95) -> TuningSummary:
     """Tunes the model's TVM partitions until the database holds ``trials`` measurements for them.
 
     Args:
@@ -175,6 +234,8 @@ def tune(data: bytes, database_dir: str | os.PathLike, trials: int, target: str 
         trials_per_iter: candidates measured per round.
         build_timeout, run_timeout: seconds one candidate may take to build and to run
             (MetaSchedule's defaults, 30 s, fail most builds on a busy 2-core machine).
+        time_share: tune only the costliest tasks that carry this share of the untuned time
+            (each task is compiled untuned and timed first); their trials follow their time.
 
     Raises:
         lite.InputError: bad arguments, or no partition for TVM to tune.
@@ -189,6 +250,11 @@ def tune(data: bytes, database_dir: str | os.PathLike, trials: int, target: str 
     if not modules:
         raise lite.InputError("TVM takes no partition of this model: nothing to tune")
     tasks = extract_tasks(modules, delegate.target)
+    measure_untuned(tasks, delegate.target)
+    kept = carrying(tasks, time_share)
+    log(f"untuned time by task; tuning the {len(kept)} that carry {100 * time_share:g}% of it:\n"
+        + share_table(tasks, kept))
+    tasks = kept
     work_dir = Path(database_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
@@ -203,7 +269,7 @@ def tune(data: bytes, database_dir: str | os.PathLike, trials: int, target: str 
     tasks = [t for t in tasks if not t.mod.attrs.get("tirx.is_scheduled", False)]
     contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t.extracted for t in tasks], str(work_dir), seed=seed)
-    weights = [float(t.weight) for t in tasks]
+    weights = [t.cost for t in tasks]  # NOTE: the scheduler spends trials where the measured time is
     # NOTE: a budget below tasks x trials_per_iter would leave the last tasks untuned (the scheduler tunes
     # each task once before it picks by gradient), so every task first gets an equal share.
     per_iter = max(1, min(trials_per_iter, remaining // len(tasks)))

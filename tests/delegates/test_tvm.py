@@ -866,6 +866,26 @@ def test_a_tvm_ffi_known_to_segfault_on_databases_is_refused(monkeypatch, tmp_pa
         TVMDelegate("llvm", tuning_db=tmp_path).init()
 
 
+def test_tuning_takes_the_tasks_that_carry_the_measured_time():
+    from lite.delegates.tvm.tuning import Task, carrying, extract_tasks, measure_untuned, partition_modules, share_table
+
+    onnx_model = conv_model((1, 16, 24, 24), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "Relu")
+    delegate, modules = partition_modules(convert(onnx_model), "llvm")
+    tasks = extract_tasks(modules, delegate.target)
+    measure_untuned(tasks, delegate.target)
+    assert tasks and all(t.seconds > 0 for t in tasks)
+    [conv] = [t for t in tasks if "conv2d" in t.name]
+    assert conv.cost == max(t.cost for t in tasks)  # the conv carries the time, not the pads or the relu
+    assert carrying(tasks, 0.5) == [conv]
+    synthetic = [Task("a", None, None, weight=1, seconds=0.6), Task("b", None, None, weight=3, seconds=0.1),
+                 Task("c", None, None, weight=1, seconds=0.05), Task("d", None, None, weight=1, seconds=0.05)]
+    assert [t.name for t in carrying(synthetic, 0.9)] == ["a", "b"]  # 0.6 + 0.3 of 1.0
+    assert [t.name for t in carrying(synthetic, 0.92)] == ["a", "b", "c"]
+    assert [t.name for t in carrying(synthetic, 1.0)] == ["a", "b", "c", "d"]
+    table = share_table(synthetic, carrying(synthetic, 0.6))
+    assert "60.0%  yes" in table and "30.0%  no" in table
+
+
 @pytest.mark.slow
 def test_lite_tune_writes_a_resumable_database_that_the_delegate_applies(tmp_path, capsys):
     pytest.importorskip("cloudpickle")
