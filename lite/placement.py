@@ -6,7 +6,7 @@ With ``Context(placement="measured")`` the build goes:
    delegates that claim the same kernels all propose (priority does not hide them).
 2. **The native run.** The native kernels are prepared and run as the build will run them
    (residual Adds fused into convolutions) on seeded random inputs of the model's shapes; each
-   one's time (median over runs) is recorded, and every tensor keeps its value, so each
+   one's time (the least of its runs) is recorded, and every tensor keeps its value, so each
    candidate is timed on real intermediate data.
 3. **Timing.** Each candidate's graph kernel is prepared and run on those values (a warm-up
    run, then up to ``RUNS`` timed ones; a run already far slower than native ends it). Its
@@ -35,7 +35,6 @@ import logging
 import math
 import os
 import platform
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +58,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("lite")
 
 RUNS = 5  # timed runs of a candidate, after one warm-up
-NATIVE_RUNS = 3  # timed runs of the native kernels, after one warm-up
+NATIVE_RUNS = 5  # timed runs of the native kernels, after one warm-up
+# NOTE: both sides keep their least time: other processes only ever add time, and on a busy 2-core machine a
+# median of 3 still let a stalled native run make the NPU look faster than it is.
 MARGIN = 0.02  # a candidate must save this share of the native time, and at least MARGIN_SECONDS,
 MARGIN_SECONDS = 20e-6  # to be chosen: a saving within the timing noise is not worth a boundary
 GIVE_UP_FACTOR = 3.0  # a run this many times the native time (plus 1 ms) ends a candidate's timing
@@ -76,7 +77,7 @@ class Candidate:
     rank: int  # the delegate's place in Context.delegates
     covered: list[NativeKernel]
     kernel: Kernel | None = None
-    seconds: float | None = None  # median of the timed runs (None: not timed)
+    seconds: float | None = None  # the least of the timed runs (None: not timed)
     native_seconds: float = 0.0
     role: str = "proposed"  # "proposed" by the delegate, an op-by-op "probe", or a "split" piece
     decision: str = "not timed"
@@ -84,10 +85,7 @@ class Candidate:
     source: str = "measured"  # or "cache"
     failed: bool = False  # its graph kernel raised in prepare() or execute()
     partition: Partition | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.rank}:" + "|".join(k.name for k in self.covered)
+    key: str = ""  # the delegate's rank and the covered kernels' places in the model (set by the Placer)
 
     @property
     def saving(self) -> float:
@@ -102,7 +100,7 @@ class Candidate:
 class PlacementRow:
     """One candidate partition of a measured placement (``Model.placement_report()``).
 
-    ``seconds`` is the delegate's median time (None where it was not timed), ``native_seconds``
+    ``seconds`` is the delegate's least time over its runs (None where it was not timed), ``native_seconds``
     the native kernels' time for the same nodes, ``decision`` "chosen", "refused" or
     "not timed", ``role`` "proposed", "probe" (one op) or "split" (a piece around a slow op),
     ``source`` "measured" or "cache".
@@ -132,6 +130,7 @@ class Placer:
         self.native_times: dict[NativeKernel, float] = {}
         self.values: dict[Tensor, np.ndarray] = {}
         self.pristine: dict[Tensor, np.ndarray | None] = {}
+        self.position = {k: i for i, k in enumerate(engine.shape_kernels)}  # NOTE: names may repeat or be empty
 
     # ---- the steps ----------------------------------------------------------------------
 
@@ -165,7 +164,13 @@ class Placer:
                 engine.log.reasons.setdefault(kernel, []).extend(reasons)
             for partition in log.partitions.values():
                 covered = [k for k in partition.covered if isinstance(k, NativeKernel)]
-                self.candidates.append(Candidate(delegate, rank, covered, partition.kernel, partition=partition))
+                self.candidates.append(self.candidate(delegate, rank, covered, kernel=partition.kernel,
+                                                      partition=partition))
+
+    def candidate(self, delegate: Delegate, rank: int, covered: list[NativeKernel], **fields) -> Candidate:
+        """A Candidate with its cache key: the delegate's rank and where its kernels are in the model."""
+        key = f"{rank}:" + ",".join(str(self.position[k]) for k in covered)
+        return Candidate(delegate, rank, covered, key=key, **fields)
 
     def cache_key(self) -> str:
         """What the times depend on: the model, shapes, threads, delegates, machine and versions."""
@@ -184,11 +189,10 @@ class Placer:
     def recall(self, known: dict[str, dict]) -> None:
         """Times from the cache: the proposals', and the probes and split pieces measured before."""
         by_key = {c.key: c for c in self.candidates}
-        natives = {k.name: k for k in self.engine.kernels if isinstance(k, NativeKernel)}
         for key, entry in known.items():
             candidate = by_key.get(key)
             if candidate is None:
-                candidate = self._recalled_piece(key, entry, natives)
+                candidate = self._recalled_piece(key, entry)
                 if candidate is None:
                     continue
                 self.candidates.append(candidate)
@@ -196,13 +200,17 @@ class Placer:
             candidate.reason, candidate.failed = str(entry.get("reason", "")), entry["failed"]
             candidate.source = "cache"
 
-    def _recalled_piece(self, key: str, entry: dict, natives: dict[str, NativeKernel]) -> Candidate | None:
-        rank_text, _, names = key.partition(":")
+    def _recalled_piece(self, key: str, entry: dict) -> Candidate | None:
+        """The probe or split piece a cache entry names, when its kernels still run natively here."""
+        rank_text, _, places = key.partition(":")
+        natives = set(self.engine.kernels)
+        kernels = self.engine.shape_kernels
+        indices = [int(p) for p in places.split(",") if p.isdigit() and int(p) < len(kernels)]
         rank = int(rank_text) if rank_text.isdigit() else -1
-        covered = [natives.get(name) for name in names.split("|")]
-        if rank not in self.views or None in covered or entry.get("role") not in ("probe", "split"):
+        if (rank not in self.views or not indices or len(indices) != len(places.split(","))
+                or entry.get("role") not in ("probe", "split") or any(kernels[i] not in natives for i in indices)):
             return None
-        return Candidate(self.context.delegates[rank], rank, covered, role=entry["role"])
+        return self.candidate(self.context.delegates[rank], rank, [kernels[i] for i in indices], role=entry["role"])
 
     def measure(self) -> None:
         """The native run, then every proposal, then splits of those that lost, within the budget."""
@@ -246,7 +254,7 @@ class Placer:
             for kernel in fused:  # NOTE: the build fuses again, where the pair stays native
                 kernel.conv.residual = None
                 kernel.conv.resize()
-        self.native_times = {k: statistics.median(s) for k, s in samples.items()}
+        self.native_times = {k: min(s) for k, s in samples.items()}
         self.values = {t: t.data for k in natives for t in [*k.inputs, *k.outputs]
                        if t is not None and not t.is_const and not t.value_known}
         for candidate in self.candidates:
@@ -334,7 +342,7 @@ class Placer:
                 times.append(time.perf_counter() - start)
                 if times[-1] > give_up or time.perf_counter() > self.deadline:
                     break
-            return statistics.median(times)
+            return min(times)
         finally:
             for tensor, data in produced.items():
                 tensor.data = data
@@ -355,7 +363,7 @@ class Placer:
         delegate = candidate.delegate
         if not isinstance(delegate, SimpleDelegate) or len(candidate.covered) < 2:
             return
-        probes = [Candidate(delegate, candidate.rank, [k], role="probe") for k in candidate.covered]
+        probes = [self.candidate(delegate, candidate.rank, [k], role="probe") for k in candidate.covered]
         for probe in probes:
             self.time_candidate(probe)
         self.candidates.extend(probes)
@@ -366,7 +374,7 @@ class Placer:
             return
         for side in (candidate.covered[:at], candidate.covered[at + 1:]):
             if len(side) > 1 and len(side) >= delegate.min_nodes_per_partition:
-                piece = Candidate(delegate, candidate.rank, side, role="split")
+                piece = self.candidate(delegate, candidate.rank, side, role="split")
                 self.time_candidate(piece)
                 self.candidates.append(piece)
 

@@ -170,6 +170,18 @@ def test_the_second_build_times_nothing(slow_native, tmp_path, chain):
     assert_matches_onnxruntime(second, chain)
 
 
+def test_split_pieces_come_back_from_the_cache(slow_native, tmp_path, chain):
+    slow_native.update({"add1": 3 * MS, "relu": 3 * MS, "sigmoid": 3 * MS, "add2": 3 * MS})
+    measured(chain, TimedDelegate(ALL, {"mul": 30 * MS}), cache=tmp_path)
+    slow_native["runs"].clear()
+    delegate = TimedDelegate(ALL, {"mul": 30 * MS})
+    again = measured(chain, delegate, cache=tmp_path)
+    assert slow_native["runs"] == [] and not [e for e in delegate.events if e[0] == "execute"]
+    chosen = sorted((r.nodes, r.role, r.source) for r in again.placement_report() if r.decision == "chosen")
+    assert chosen == [(("add1", "relu"), "split", "cache"), (("sigmoid", "add2"), "split", "cache")]
+    assert_matches_onnxruntime(again, chain)
+
+
 def test_other_delegate_options_are_timed_again(slow_native, tmp_path, chain):
     measured(chain, TimedDelegate(ALL), cache=tmp_path)
     again = measured(chain, TimedDelegate(ALL, label="other"), cache=tmp_path)

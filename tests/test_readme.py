@@ -38,6 +38,24 @@ def test_the_use_it_example_runs_on_a_resnet(tmp_path, monkeypatch, capsys):
     assert "native" in capsys.readouterr().out  # the partition report's rows
 
 
+def test_the_measured_placement_example_times_both_delegates(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("onnxruntime")
+    onnx_model = zoo.inception_block()
+    convert(onnx_model, tmp_path / "model.lite")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DELITE_PLACEMENT_CACHE", str(tmp_path / "placement"))
+    names: dict = {}
+    exec(compile(python_block("### Measured placement"), "README.md", "exec"), names)
+    printed = capsys.readouterr().out
+    assert "ExampleNPUDelegate proposed 7" in printed and "ORTDelegate proposed 8" in printed
+    assert list((tmp_path / "placement").glob("*.json"))
+    [tensor] = names["model"].get_inputs()
+    x = np.random.default_rng(0).standard_normal(tensor.shape).astype(np.float32)
+    [y] = names["model"].predict([x])
+    expected = run_onnxruntime(onnx_model, {tensor.name: x})[0]
+    assert relative_l2(y.get_data_to_numpy(), expected) < 1e-4
+
+
 def test_the_custom_op_example_runs():
     names = {"lite": lite, "np": np}
     exec(compile(python_block("### Custom ops"), "README.md", "exec"), names)
