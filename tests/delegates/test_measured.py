@@ -81,3 +81,22 @@ def test_untuned_tvm_on_resnet18_is_refused(tmp_path):
     assert row.decision == "refused" and row.seconds > 10 * row.native_seconds
     assert {r.runs_on for r in model.partition_report()} == {"native"}
     assert_matches(model, original, image(model), tolerance=1e-4)
+
+
+def cuda_available() -> bool:
+    import tvm
+
+    return bool(tvm.cuda(0).exist)
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU on this machine: the TVM cuda path (dlight schedules) "
+                                                 "and measured placement across cuda + native are unproven here")
+@pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2", "bert_encoder"])
+def test_cuda_partitions_match_onnxruntime_and_are_measured(name, tmp_path):
+    original = getattr(zoo, name)()
+    model = measured(original, TVMDelegate("cuda", cache_dir=str(tmp_path)), cache=tmp_path)
+    rows = proposals(model)
+    assert rows and all(r.seconds is not None for r in rows)
+    feeds = {t.name: (normal(*t.shape) if t.dtype == np.float32 else np.zeros(t.shape, t.dtype))
+             for t in model.get_inputs()}
+    assert_matches(model, original, feeds, tolerance=1e-4)
