@@ -162,6 +162,12 @@ def _positive(dtype, shape) -> np.ndarray:
     return _draw(dtype, shape, 1, 10)
 
 
+def _nonzero(dtype, shape) -> np.ndarray:
+    """``_draw``'s values with zeros made ones (a reciprocal of 0 is inf, and the error norm nan)."""
+    x = _draw(dtype, shape)
+    return np.where(x == 0, np.ones((), x.dtype), x)
+
+
 def _domain(low, high):
     return lambda dtype, shape: RNG.uniform(low, high, shape).astype(dtype)
 
@@ -174,7 +180,7 @@ BINARY = {"AddFusion": "Add", "SubFusion": "Sub", "MulFusion": "Mul", "Equal": "
           "LogicalOr": "Or", "LogicalXor": "Xor", "Maximum": "Max", "Minimum": "Min", "AddN": "Sum",
           "PReLUFusion": "PRelu"}
 DTYPE_CASES = {
-    **{p: (op, 1, {}, 17, _draw) for p, op in UNARY.items()},
+    **{p: (op, 1, {}, 17, _nonzero if op == "Reciprocal" else _draw) for p, op in UNARY.items()},
     **{p: (op, 2, {}, 17, _draw) for p, op in BINARY.items()},
     "Asin": ("Asin", 1, {}, 17, _domain(-0.99, 0.99)), "Acos": ("Acos", 1, {}, 17, _domain(-0.99, 0.99)),
     "Atanh": ("Atanh", 1, {}, 17, _domain(-0.99, 0.99)), "Acosh": ("Acosh", 1, {}, 17, _domain(1, 9)),
