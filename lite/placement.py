@@ -128,7 +128,7 @@ class Placer:
         self.views: dict[int, DelegateModel] = {}
         self.candidates: list[Candidate] = []
         self.native_times: dict[NativeKernel, float] = {}
-        self.values: dict[Tensor, np.ndarray] = {}
+        self.previous: dict[Tensor, np.ndarray | None] = {}  # activations' arrays before the native run
         self.pristine: dict[Tensor, np.ndarray | None] = {}
         self.position = {k: i for i, k in enumerate(engine.shape_kernels)}  # NOTE: names may repeat or be empty
 
@@ -255,8 +255,6 @@ class Placer:
                 kernel.conv.residual = None
                 kernel.conv.resize()
         self.native_times = {k: min(s) for k, s in samples.items()}
-        self.values = {t: t.data for k in natives for t in [*k.inputs, *k.outputs]
-                       if t is not None and not t.is_const and not t.value_known}
         for candidate in self.candidates:
             candidate.native_seconds = self._native_cost(candidate)
 
@@ -294,7 +292,7 @@ class Placer:
 
     def restore_values(self) -> None:
         """Gives the tensors back the arrays they had before the native run (the memory plan comes later)."""
-        for tensor, data in getattr(self, "previous", {}).items():
+        for tensor, data in self.previous.items():
             tensor.data = data
         for tensor, data in self.pristine.items():
             tensor.data = data
