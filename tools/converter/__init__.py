@@ -36,7 +36,14 @@ from lite.schema.writer import write_model
 from lite.shapes import validate_graph
 from lite.tools.converter import mappers  # noqa: F401  (registers every mapper)
 from lite.tools.converter.context import GraphBuilder, NodeContext, Unsupported
-from lite.tools.converter.fusions import fuse_attention, fuse_gelu, fuse_layer_norm, fuse_matmul_bias, fuse_swish
+from lite.tools.converter.fusions import (
+    fuse_attention,
+    fuse_gelu,
+    fuse_layer_norm,
+    fuse_matmul_bias,
+    fuse_swish,
+    store_weights_untransposed,
+)
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, OnnxGraph, from_model, infer_shapes
 from lite.tools.converter.passes import (
     FOLD_LIMIT,
@@ -149,6 +156,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
         fuse_gelu(graph, report)
         fuse_attention(graph, report)
         fuse_matmul_bias(graph, report)
+        store_weights_untransposed(graph)
         fuse_swish(graph, report)
         fuse_activations(graph, report)
     report.pruned_tensors = prune_tensors(graph)

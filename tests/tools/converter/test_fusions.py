@@ -131,6 +131,26 @@ def test_matmul_plus_a_constant_vector_takes_it_as_bias(activation):
     assert converted(model(nodes, ["N", 4, 16], inits), ["N", 4, 16]) == ["MatMulFusion"]
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_transposed_constant_weight_is_stored_untransposed(bias):
+    inits = {"w": RNG.standard_normal((8, 16)).astype(np.float32), "b": RNG.standard_normal(8).astype(np.float32)}
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"] if bias else ["x", "w"], ["y"], name="y", transB=1)]
+    graph, _ = convert_to_graph(model(nodes, [4, 16], inits))
+    [node] = graph.nodes
+    weight = graph.tensors[node.inputs[1]]
+    assert node.attrs["transpose_b"] is False and weight.shape == (16, 8) and weight.data.flags.c_contiguous
+    np.testing.assert_array_equal(weight.data, inits["w"].T)
+    assert converted(model(nodes, [4, 16], inits), [4, 16]) == ["MatMulFusion"]
+
+
+def test_a_weight_read_twice_keeps_its_layout():
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["g"], name="g", transB=1), n("MatMul", ["g", "w"], "y")]
+    inits = {"w": RNG.standard_normal((16, 16)).astype(np.float32)}
+    graph, _ = convert_to_graph(model(nodes, [4, 16], inits))
+    assert graph.nodes[0].attrs["transpose_b"] is True
+    assert converted(model(nodes, [4, 16], inits), [4, 16]) == ["MatMulFusion", "MatMulFusion"]
+
+
 def test_a_matmul_read_twice_keeps_its_add():
     nodes = [n("MatMul", ["x", "w"], "mm"), n("Add", ["mm", "b"], "a"), n("Mul", ["a", "mm"], "y")]
     inits = {"w": RNG.standard_normal((16, 8)).astype(np.float32), "b": RNG.standard_normal(8).astype(np.float32)}
