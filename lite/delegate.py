@@ -98,14 +98,7 @@ class DelegateModel(Sequence):
 
     def subgraph_inputs(self, start: int, end: int) -> list[Tensor]:
         """Non-const tensors read in ``[start, end)`` but produced outside it, in first-read order."""
-        run = self._run(start, end)
-        produced = {t for k in run for t in k.outputs}
-        seen: dict[Tensor, None] = {}
-        for kernel in run:
-            for tensor in kernel.inputs:
-                if tensor is not None and not tensor.is_const and tensor not in produced:
-                    seen.setdefault(tensor, None)
-        return list(seen)
+        return read_from_outside(self._run(start, end))
 
     def subgraph_outputs(self, start: int, end: int) -> list[Tensor]:
         """Tensors produced in ``[start, end)`` that a later kernel reads or that are model outputs."""
@@ -265,6 +258,17 @@ def _runs_in(order, model: DelegateModel, supported: set[Kernel]) -> list[tuple[
             runs.append((start, position))
             start = None
     return runs
+
+
+def read_from_outside(kernels: list[Kernel]) -> list[Tensor]:
+    """Non-const tensors ``kernels`` read but do not produce, in first-read order."""
+    produced = {t for k in kernels for t in k.outputs}
+    seen: dict[Tensor, None] = {}
+    for kernel in kernels:
+        for tensor in kernel.inputs:
+            if tensor is not None and not tensor.is_const and tensor not in produced:
+                seen.setdefault(tensor, None)
+    return list(seen)
 
 
 def _plain(value: object) -> bool:

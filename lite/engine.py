@@ -258,7 +258,7 @@ class Engine:
                     else:
                         kernel.execute()
                     if profile is not None:
-                        _charge(profile, kernel, time.perf_counter() - start)
+                        charge(profile, kernel, time.perf_counter() - start)
         except WrongGraphOutput:
             raise
         except Exception as exc:
@@ -325,7 +325,7 @@ class Engine:
         return [k for k in self.kernels if k in self.log.partitions]
 
 
-def _charge(profile: dict[Kernel, float], kernel: Kernel, seconds: float) -> None:
+def charge(profile: dict[Kernel, float], kernel: Kernel, seconds: float) -> None:
     """Adds a kernel's time to the profile; a fused kernel's goes to its first part (the rest get 0)."""
     first, *rest = getattr(kernel, "parts", (kernel,))
     profile[first] = profile.get(first, 0.0) + seconds

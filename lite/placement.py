@@ -38,12 +38,12 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lite.delegate import Delegate, DelegateModel, SimpleDelegate, takes_build_argument
+from lite.delegate import Delegate, DelegateModel, SimpleDelegate, read_from_outside, takes_build_argument
 from lite.delegation import DelegationLog, Partition
+from lite.engine import Engine, charge
 from lite.errors import MemoryLimitError
 from lite.fusion import fuse_residuals
 from lite.kernel import Kernel
@@ -51,9 +51,6 @@ from lite.kernels.base import NativeKernel
 from lite.scheduler import kahn_order
 from lite.shapes import infer_at_run
 from lite.tensor import Tensor
-
-if TYPE_CHECKING:
-    from lite.engine import Engine
 
 logger = logging.getLogger("lite")
 
@@ -130,6 +127,7 @@ class Placer:
         self.native_times: dict[NativeKernel, float] = {}
         self.previous: dict[Tensor, np.ndarray | None] = {}  # activations' arrays before the native run
         self.pristine: dict[Tensor, np.ndarray | None] = {}
+        self.order: list[Kernel] = []  # the kernel order that keeps each chosen partition contiguous (choose)
         self.position = {k: i for i, k in enumerate(engine.shape_kernels)}  # NOTE: names may repeat or be empty
 
     # ---- the steps ----------------------------------------------------------------------
@@ -265,16 +263,15 @@ class Placer:
         samples: dict[NativeKernel, list[float]] = {}
         with np.errstate(all="ignore"):
             for run in range(1 + NATIVE_RUNS):
+                profile: dict[Kernel, float] = {}
                 for kernel in running:
                     start = time.perf_counter()
                     if kernel in engine.runtime_shaped:
                         infer_at_run(kernel, limit)
                     kernel.execute()
-                    if run:
-                        first, *rest = getattr(kernel, "parts", (kernel,))
-                        samples.setdefault(first, []).append(time.perf_counter() - start)
-                        for part in rest:
-                            samples.setdefault(part, []).append(0.0)
+                    charge(profile, kernel, time.perf_counter() - start)
+                for kernel, seconds in profile.items() if run else ():
+                    samples.setdefault(kernel, []).append(seconds)
         return samples
 
     def _give_arrays(self, natives: list[NativeKernel]) -> None:
@@ -382,6 +379,7 @@ class Placer:
         """Greedy by time saved: no overlap, no candidate slower than native, no cycle."""
         chosen: list[Candidate] = []
         taken: dict[NativeKernel, Candidate] = {}
+        self.order = list(self.engine.kernels)
         for candidate in sorted(self.candidates, key=lambda c: (-c.saving, c.rank, c.key)):
             candidate.decision = "refused" if candidate.seconds is not None or candidate.failed else "not timed"
             if candidate.seconds is None:
@@ -397,9 +395,11 @@ class Placer:
                 candidate.reason = (f"overlaps a faster choice: {rival.delegate_name} ({_ms(rival.seconds)} for "
                                     f"{len(rival.covered)} node(s))")
                 continue
-            if contiguous_order(self.engine.kernels, [c.covered for c in [*chosen, candidate]]) is None:
+            order = contiguous_order(self.engine.kernels, [c.covered for c in [*chosen, candidate]])
+            if order is None:
                 candidate.reason = "its kernels cannot run contiguously beside the partitions already chosen"
                 continue
+            self.order = order
             candidate.decision, candidate.reason = "chosen", ""
             chosen.append(candidate)
             taken.update(dict.fromkeys(candidate.covered, candidate))
@@ -411,7 +411,7 @@ class Placer:
         for candidate in chosen:
             if candidate.kernel is None:
                 candidate.kernel = self.create(candidate)
-        engine.kernels[:] = contiguous_order(engine.kernels, [c.covered for c in chosen])
+        engine.kernels[:] = self.order  # choose()'s order for exactly the chosen partitions
         for candidate in sorted(chosen, key=lambda c: -engine.kernels.index(c.covered[0])):
             start = engine.kernels.index(candidate.covered[0])
             view = DelegateModel(engine.kernels, engine.inputs, engine.outputs, candidate.delegate, engine.log,
@@ -476,15 +476,9 @@ def group_io(group: list[Kernel], kernels: list[Kernel], model_outputs: list[Ten
     """A group of kernels' inputs (non-const tensors read in it but produced outside, in first-read
     order) and outputs (produced in it and read outside it, or model outputs)."""
     members = set(group)
-    produced = {t for k in group for t in k.outputs}
-    inputs: dict[Tensor, None] = {}
-    for kernel in group:
-        for tensor in kernel.inputs:
-            if tensor is not None and not tensor.is_const and tensor not in produced:
-                inputs.setdefault(tensor, None)
     read_outside = {t for k in kernels if k not in members for t in k.inputs if t is not None}
     wanted = read_outside | set(model_outputs)
-    return list(inputs), [t for k in group for t in k.outputs if t in wanted]
+    return read_from_outside(group), [t for k in group for t in k.outputs if t in wanted]
 
 
 def contiguous_order(kernels: list[Kernel], groups: list[list[Kernel]]) -> list[Kernel] | None:
