@@ -48,6 +48,11 @@ The steps, in the order Delite calls them
    float32 to NHWC float16, run the ops on the device, convert each output back into the
    array the runtime preallocated.
 
+Ahead of time (optional): ``save_graph_kernel`` and ``load_graph_kernel`` let ``lite-convert
+model.onnx -o model.lite --delegate example_npu`` store each partition's converted weights (step 4's
+work) in the ``.lite`` file, in ``lite.blob``'s layout; a build on the device then loads them
+instead of converting. A real NPU delegate would store its compiled device program there too.
+
 See docs/example_npu.md for what to replace with real device calls.
 """
 
@@ -61,11 +66,13 @@ from typing import Any
 import numpy as np
 
 import lite
+from lite.blob import pack, unpack
 from lite.ops.activation import FUSED_ACTIVATIONS, FUSED_CLIPS
 from lite.ops.geometry import output_size, per_axis, window_counts, window_pads
 
 ENV_SWITCH = "DELITE_EXAMPLE_NPU"
 OFF_VALUES = ("off", "0", "false", "no")
+BLOB_TARGET = "example-npu/fp16-nhwc/1"  # what saved partitions are built for (bump when their layout changes)
 NPU_DTYPE = np.float16  # how the NPU stores activations and weights
 ACC_DTYPE = np.float32  # how its multiply-accumulate units add up products
 
@@ -206,6 +213,16 @@ class NPUOp:
             if tensor.is_const:
                 self.consts[tensor] = device_constant(tensor.data)
 
+    def saved(self) -> dict[str, np.ndarray]:
+        """What ``load`` made, by name, for a blob (ahead of time)."""
+        return {f"const{i}": self.consts[t] for i, t in enumerate(self.operands) if t in self.consts}
+
+    def restore(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """``load`` from a blob's arrays, each checked against the shape ``load`` would make."""
+        for i, tensor in enumerate(self.operands):
+            if tensor.is_const:
+                self.consts[tensor] = expect(arrays, f"const{i}", nhwc(tensor.shape))
+
     def plan(self) -> None:
         pass
 
@@ -265,6 +282,19 @@ class Conv(NPUOp):
         self.bias = bias.astype(NPU_DTYPE).astype(ACC_DTYPE)
         self.groups, self.kernel = groups, (kh, kw)
 
+    def saved(self) -> dict[str, np.ndarray]:
+        return {"weights16": self.weights16, "bias16": self.bias.astype(NPU_DTYPE)}
+
+    def restore(self, arrays: Mapping[str, np.ndarray]) -> None:
+        out_c, per_group, kh, kw = self.weight.shape
+        groups = int(self.attrs["group"])
+        self.depthwise = per_group == 1 and groups > 1
+        layout = (kh, kw, groups, out_c // groups) if self.depthwise else (groups, kh * kw * per_group, out_c // groups)
+        self.weights16 = expect(arrays, "weights16", layout)
+        self.mac_weights = self.weights16.astype(ACC_DTYPE)
+        self.bias = expect(arrays, "bias16", (out_c,)).astype(ACC_DTYPE)
+        self.groups, self.kernel = groups, (kh, kw)
+
     def plan(self) -> None:
         shape = nhwc(self.operands[0].shape)
         self.window = Window.plan(self.attrs, shape[1:3], self.kernel, per_axis(self.attrs.get("stride")))
@@ -301,6 +331,15 @@ class Conv(NPUOp):
                 np.multiply(tap[..., None], self.mac_weights[i, j], out=product)
                 acc += product
         return acc
+
+
+def expect(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The blob's float16 array ``name``, which must have ``shape`` (a blob is untrusted input)."""
+    array = arrays.get(name)
+    if array is None or array.dtype != NPU_DTYPE or array.shape != tuple(shape):
+        got = "nothing" if array is None else f"{array.dtype.name}{list(array.shape)}"
+        raise lite.ModelFormatError(f"example NPU blob: {name} is {got}, expected float16{list(shape)}")
+    return array
 
 
 def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
@@ -460,11 +499,13 @@ class NPUGraphKernel(lite.Kernel):
         name: shown in reports and errors.
     """
 
-    def __init__(self, ops: list[NPUOp], inputs: list[lite.Tensor], outputs: list[lite.Tensor], name: str):
+    def __init__(self, ops: list[NPUOp], inputs: list[lite.Tensor], outputs: list[lite.Tensor], name: str,
+                 saved: Mapping[str, np.ndarray] | None = None):
         # NOTE: weights are deliberately not listed among the inputs: prepare() takes its own copies,
         # so the model may free its float32 ones.
         super().__init__(inputs, outputs, name=name)
         self.ops = ops
+        self.saved = saved  # converted weights from a blob (ahead of time): prepare() restores instead of converting
         self.buffers: dict[lite.Tensor, np.ndarray] = {}
         self.planned_for: list[tuple[int, ...]] | None = None
 
@@ -474,8 +515,12 @@ class NPUGraphKernel(lite.Kernel):
         # the build (a failure here makes Delite fall back to the native kernels for just this
         # partition), and it is the last moment the model's float32 weights exist: after every
         # prepare() the model frees constant data that no kernel lists among its inputs.
-        for op in self.ops:
-            op.load()
+        for index, op in enumerate(self.ops):
+            if self.saved is None:
+                op.load()
+            else:
+                prefix = f"{index}."
+                op.restore({k[len(prefix):]: v for k, v in self.saved.items() if k.startswith(prefix)})
         # WHY resize here: the runtime calls resize() only when shapes change later; a model with
         # static shapes goes straight from prepare() to execute().
         if all(-1 not in t.shape for t in self.inputs):
@@ -565,6 +610,37 @@ class ExampleNPUDelegate(lite.SimpleDelegate):
         # model only, and its context is this model's lite.Context.
         ops = [NPU_OPS[k.type](k, k.primitive) for k in kernels]
         return NPUGraphKernel(ops, inputs, outputs, name=model.kernel_name("example_npu"))
+
+
+    # ---- ahead of time (optional): lite-convert --delegate example_npu ---------------------------
+
+    def blob_target(self) -> str:
+        """The layout version of saved partitions: a blob made for another one is not loaded."""
+        return BLOB_TARGET
+
+    def save_graph_kernel(self, kernel: lite.Kernel) -> bytes | None:
+        """Step 7 (ahead of time): the partition's converted weights, after its prepare()."""
+        if not isinstance(kernel, NPUGraphKernel):
+            return None
+        arrays = {f"{i}.{name}": a for i, op in enumerate(kernel.ops) for name, a in op.saved().items()}
+        return pack({"ops": [type(op).__name__ for op in kernel.ops]}, arrays)
+
+    def load_graph_kernel(self, blob: memoryview, target: str, kernels: list[lite.Kernel],
+                          inputs: list[lite.Tensor], outputs: list[lite.Tensor],
+                          model: lite.DelegateModel) -> NPUGraphKernel:
+        """Step 8 (on the device): a graph kernel whose prepare() restores the saved weights."""
+        if target != BLOB_TARGET:
+            raise lite.NotSupportedError(f"saved for {target!r}; this NPU loads {BLOB_TARGET!r}")
+        header, arrays = unpack(blob)
+        for kernel in kernels:
+            why = self.is_supported(kernel, kernel.primitive)
+            if why is not True:
+                raise lite.NotSupportedError(f"the saved partition holds {kernel.name!r}, which this NPU does not "
+                                             f"take here ({why or 'not supported'})")
+        ops = [NPU_OPS[k.type](k, k.primitive) for k in kernels]
+        if header.get("ops") != [type(op).__name__ for op in ops]:
+            raise lite.ModelFormatError(f"example NPU blob: ops {header.get('ops')} do not match the partition's")
+        return NPUGraphKernel(ops, inputs, outputs, name=model.kernel_name("example_npu"), saved=arrays)
 
 
 def tensor_problem(kernel: lite.Kernel) -> str | None:

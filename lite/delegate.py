@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from lite.context import Context
 from lite.delegation import DelegationLog, Partition
-from lite.errors import DelegateError
+from lite.errors import DelegateError, NotSupportedError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
 from lite.primitive import Primitive
@@ -35,6 +35,11 @@ class Delegate:
     kernel reads any more. A graph kernel takes (copies, converts, uploads) the weights it
     needs in ``prepare()``, or names the constants it reads later in ``lite.Kernel``'s
     ``constants`` argument.
+
+    Ahead of time (optional, like ExecuTorch's ``preprocess``): a delegate that overrides
+    ``save_graph_kernel`` and ``load_graph_kernel`` can have its graph kernels compiled on a host
+    (``lite-convert model.onnx -o model.lite --delegate NAME``) and stored in the ``.lite`` file;
+    a build on the device then loads them without compiling. See ``save_graph_kernel``.
     """
 
     def init(self) -> None:
@@ -55,6 +60,41 @@ class Delegate:
         options = {name: value for name, value in sorted(vars(self).items())
                    if not name.startswith("_") and _plain(value)}
         return f"{type(self).__module__}.{type(self).__qualname__}{json.dumps(options, sort_keys=True, default=str)}"
+
+    # ---- ahead of time (optional) ----------------------------------------------------------------
+
+    def blob_target(self) -> str:
+        """What this delegate's saved graph kernels are built for: its target, the library versions
+        and whatever else a blob depends on. Stored beside each blob and handed back to
+        ``load_graph_kernel``, which decides whether the blob can run here. Default: ``fingerprint()``.
+        """
+        return self.fingerprint()
+
+    def save_graph_kernel(self, kernel: Kernel) -> bytes | None:
+        """Ahead of time: the bytes from which ``load_graph_kernel`` re-creates ``kernel`` without
+        compiling (a compiled library, a serialized graph, converted weights), or None when this
+        kernel cannot be saved. Called after the kernel's ``prepare()``, by ``lite-convert
+        --delegate``. The default saves nothing: the delegate compiles at every build, as before.
+        """
+        return None
+
+    def load_graph_kernel(self, blob: memoryview, target: str, kernels: list[Kernel], inputs: list[Tensor],
+                          outputs: list[Tensor], model: DelegateModel) -> Kernel:
+        """Re-creates a saved graph kernel for the native ``kernels`` it covers, without compiling.
+
+        ``blob`` is what ``save_graph_kernel`` returned (read-only; its sha256 was checked, but the
+        file is untrusted: parse it defensively) and ``target`` what ``blob_target()`` said then;
+        ``inputs``/``outputs`` are the partition's boundary tensors, as ``create_graph_kernel``
+        gets them. The runtime puts the kernel in place and calls its ``prepare()`` as usual.
+
+        Raises:
+            lite.NotSupportedError: the blob cannot run here (another target, another library
+                version); the partition's nodes then build as if there were no blob (this
+                delegate's ``build()`` may compile them, or they run natively), with the reason
+                in ``Model.partition_report()``. Any other error is treated as a corrupt blob:
+                the same fallback, or a DelegateError with ``Context(fallback=False)``.
+        """
+        raise NotSupportedError(f"{type(self).__name__} loads no saved graph kernels")
 
 
 class DelegateModel(Sequence):
@@ -269,6 +309,13 @@ def read_from_outside(kernels: list[Kernel]) -> list[Tensor]:
             if tensor is not None and not tensor.is_const and tensor not in produced:
                 seen.setdefault(tensor, None)
     return list(seen)
+
+
+def saves_graph_kernels(delegate: Delegate) -> bool:
+    """True when ``delegate`` has the ahead-of-time half (overrides both save and load)."""
+    kind = type(delegate)
+    return (kind.save_graph_kernel is not Delegate.save_graph_kernel
+            and kind.load_graph_kernel is not Delegate.load_graph_kernel)
 
 
 def _plain(value: object) -> bool:

@@ -60,10 +60,12 @@ class Partition:
 
 @dataclass
 class DelegationLog:
-    """What the delegates did in one build: partitions and reasons for saying no."""
+    """What the delegates did in one build: partitions, reasons for saying no, and what happened to
+    the blobs saved in the file (``lite.embedded``), per covered node."""
 
     partitions: dict[Kernel, Partition] = field(default_factory=dict)
     reasons: dict[NativeKernel, list[str]] = field(default_factory=dict)
+    blobs: dict[NativeKernel, str] = field(default_factory=dict)
 
     def note(self, kernel: NativeKernel, delegate: object, reason: str) -> None:
         self.reasons.setdefault(kernel, []).append(f"{type(delegate).__name__}: {reason}")
@@ -88,3 +90,5 @@ class DelegationLog:
         del self.partitions[partition.kernel]
         for native in partition.covered:
             self.note(native, partition.delegate, f"graph kernel failed in {stage}(): {exc}")
+            if native in self.blobs:
+                self.blobs[native] = f"not used: loaded, then its graph kernel failed in {stage}(): {exc}"

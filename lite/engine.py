@@ -53,6 +53,8 @@ class Engine:
         self.inputs = [self.tensors[i] for i in graph.inputs]
         self.outputs = [self.tensors[i] for i in graph.outputs]
         self.shape_kernels = schedule(graph, self.tensors)
+        self.node_kernels = {k.node_index: k for k in self.shape_kernels}
+        self.embedded = graph.partitions  # delegate partitions compiled ahead of time (lite.embedded)
         workspace = Workspace(context.memory_limit)  # kernels run one at a time: one scratch pool
         self.threads = KernelThreads(context.thread_num)
         for kernel in self.shape_kernels:
@@ -62,6 +64,7 @@ class Engine:
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
         self.placement: list = []  # measured placement's candidates (lite.placement.Candidate)
+        self.measured = False  # measured placement ran (it builds delegates itself: saved partitions are not loaded)
         self.ready: set[Kernel] = set()  # native kernels prepared before the build's prepare
         self.memory = MemoryPlan()
         for tensor in self.inputs:
@@ -73,10 +76,30 @@ class Engine:
     # ---- build --------------------------------------------------------------------------
 
     def delegate(self, delegate: Delegate) -> None:
-        """Lets ``delegate`` replace runs of kernels (its ``init()``, then ``build()``)."""
+        """Lets ``delegate`` replace runs of kernels: its ``init()``, then its partitions saved in the
+        file (``lite.embedded``) or, when it has none or one could not be used, its ``build()``."""
+        from lite import embedded
+
         if self.init_delegate(delegate):
             view = DelegateModel(self.kernels, self.inputs, self.outputs, delegate, self.log, self.context)
-            self.build_delegate(delegate, view)
+            if not (self.embedded and embedded.load(self, delegate, view)):
+                self.build_delegate(delegate, view)
+
+    def note_unused_blobs(self) -> None:
+        """Gives every saved partition no delegate loaded its reason (after all delegates built)."""
+        from lite import embedded
+
+        names = {type(d).__name__ for d in self.context.delegates}
+
+        def reason(partition) -> str:
+            if self.measured:
+                return "measured placement times the delegates' own builds (saved partitions load with " \
+                       "placement='priority')"
+            if partition.delegate not in names:
+                return f"no {partition.delegate} in the Context"
+            return f"{partition.delegate} declined in init()"
+
+        embedded.note_unclaimed(self, reason)
 
     def place_measured(self, model_digest: str) -> None:
         """Measured placement (``lite.placement``): each claimed partition runs where it timed fastest."""
@@ -89,6 +112,7 @@ class Engine:
                 self.delegate(delegate)
             return
         self.placement = Placer(self, model_digest).run()
+        self.measured = True
 
     def init_delegate(self, delegate: Delegate) -> bool:
         """Runs ``delegate.init()``; False (and a note on every kernel) when it declined."""

@@ -71,7 +71,7 @@ def fuse_residuals(kernels: list[Kernel], shape_kernels: list[NativeKernel], out
         outputs: the model's outputs (a convolution's output that is one is never fused away).
         native: the kernels of ``kernels`` that run natively, with static output shapes.
     """
-    if not fast.enabled():
+    if not native or not fast.enabled():  # NOTE: nothing native (a whole delegated model): numba stays unloaded
         return kernels
     readers = Counter(t for k in shape_kernels for t in k.inputs if t is not None)
     producer = {t: k for k in kernels if k in native for t in k.outputs}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,7 +18,7 @@ from lite.engine import Engine
 from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFormatError
 from lite.kernel import Kernel
 from lite.kernels import fast
-from lite.loader import ModelSource, ModelType, load_lite_bytes, model_type_of
+from lite.loader import ModelSource, ModelType, load_lite_bytes, model_type_of, read_lite_file
 from lite.placement import PlacementRow, node_placements, report_rows
 from lite.schema.reader import read_model
 from lite.tensor import Tensor
@@ -33,6 +34,7 @@ class PartitionRow:
     graph_kernel: str
     reason: str
     placement: str = ""  # measured placement: the times of the partitions covering the node, and the decision
+    blob: str = ""  # the delegate partition saved in the file that covers the node: "loaded: ..." or "not used: why"
 
 
 def checked_context(context: Context | None) -> Context:
@@ -118,7 +120,10 @@ class Model:
         timer = _StageTimer()
         kind = model_type_of(model_path, model_type)
         with timer("convert" if kind is ModelType.ONNX else "read"):
-            data = load_lite_bytes(model_path, kind, size_limit=context.memory_limit)
+            if kind is ModelType.LITE and isinstance(model_path, (str, os.PathLike)):
+                data = read_lite_file(model_path, context.memory_limit)
+            else:
+                data = load_lite_bytes(model_path, kind, size_limit=context.memory_limit)
         self.build(data, ModelType.LITE, context)
         self.build_timings = {**timer.seconds, **self.build_timings}
 
@@ -133,6 +138,7 @@ class Model:
             with timer("delegate build"):
                 for delegate in context.delegates:
                     engine.delegate(delegate)
+        engine.note_unused_blobs()
         compiling = fast.compile_seconds()
         with timer("prepare"):
             engine.prepare()
@@ -144,7 +150,9 @@ class Model:
         """One row per node: where it runs and, when a delegate said no, why.
 
         Rows are in topological order; ``runs_on`` is ``"native"``, ``"folded"`` (computed
-        once from shapes) or the delegate's class name, with the graph kernel's name.
+        once from shapes) or the delegate's class name, with the graph kernel's name. For a
+        file with delegate partitions saved ahead of time (``lite-convert --delegate``),
+        ``blob`` says whether the one covering the node was loaded, or why not.
         """
         engine = self._checked_engine()
         owner = engine.owner()
@@ -157,7 +165,8 @@ class Model:
             else:
                 where, graph = ("folded" if kernel in engine.folded else "native"), ""
             reason = "; ".join(engine.log.reasons.get(kernel, [])) if partition is None else ""
-            rows.append(PartitionRow(kernel.name, kernel.type, where, graph, reason, placed.get(kernel, "")))
+            rows.append(PartitionRow(kernel.name, kernel.type, where, graph, reason, placed.get(kernel, ""),
+                                     engine.log.blobs.get(kernel, "")))
         return rows
 
     def placement_report(self) -> list[PlacementRow]:

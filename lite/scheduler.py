@@ -34,7 +34,9 @@ def schedule(graph: GraphDef, tensors: list[Tensor]) -> list[NativeKernel]:
             continue
         inputs = [None if i < 0 else tensors[i] for i in node.inputs]
         outputs = [tensors[i] for i in node.outputs]
-        kernels.append(kernel_class(inputs, outputs, Primitive(node.op_type, node.attrs), node.name))
+        kernel = kernel_class(inputs, outputs, Primitive(node.op_type, node.attrs), node.name)
+        kernel.node_index = index
+        kernels.append(kernel)
     if missing:
         raise UnsupportedOpError(missing, what="model (no native kernel)")
     return kernels

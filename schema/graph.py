@@ -66,6 +66,25 @@ class NodeDef:
 
 
 @dataclass
+class PartitionDef:
+    """A delegate partition compiled ahead of time (schema ``DelegatePartition``).
+
+    ``nodes`` index ``GraphDef.nodes`` (the covered nodes, which stay in the graph);
+    ``inputs``/``outputs`` index ``GraphDef.tensors``; ``blob`` is the delegate's bytes (a
+    read-only view into the model buffer when read) and ``digest`` their sha256.
+    """
+
+    delegate: str
+    target: str
+    name: str
+    nodes: list[int]
+    inputs: list[int]
+    outputs: list[int]
+    blob: np.ndarray | bytes
+    digest: str = ""
+
+
+@dataclass
 class GraphDef:
     tensors: list[TensorDef] = field(default_factory=list)
     nodes: list[NodeDef] = field(default_factory=list)
@@ -73,3 +92,4 @@ class GraphDef:
     outputs: list[int] = field(default_factory=list)
     name: str = ""
     description: str = ""
+    partitions: list[PartitionDef] = field(default_factory=list)

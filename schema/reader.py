@@ -25,6 +25,7 @@ from lite.schema.graph import (
     Format,
     GraphDef,
     NodeDef,
+    PartitionDef,
     TensorDef,
 )
 from lite.schema.primitives import PRIMITIVE_NAMES, decode_attrs, enum_names
@@ -111,21 +112,25 @@ class _Reader:
         with _context("graph inputs/outputs"):
             inputs = self._indices(root.InputsAsNumpy(), root.InputsLength(), n_tensors, "graph input")
             outputs = self._indices(root.OutputsAsNumpy(), root.OutputsLength(), n_tensors, "graph output")
-        return GraphDef(tensors, nodes, inputs, outputs, name, description)
+        with _context("delegate partitions"):
+            n_partitions = self._count(root.PartitionsLength(), "delegate partitions")
+        partitions = [self.partition(root, i, n_tensors, n_nodes) for i in range(n_partitions)]
+        return GraphDef(tensors, nodes, inputs, outputs, name, description, partitions)
 
     def _count(self, n: int, what: str) -> int:
         if n > self.max_count:
             raise ModelFormatError(f"malformed model: {what} count {n} exceeds what the file can hold")
         return n
 
-    def _indices(self, values, length: int, n_tensors: int, what: str, allow_absent=False) -> list[int]:
+    def _indices(self, values, length: int, count: int, what: str, allow_absent=False,
+                 kind: str = "tensor") -> list[int]:
         if length == 0:
             return []
         out = [int(v) for v in values]
         low = -1 if allow_absent else 0
         for v in out:
-            if not low <= v < n_tensors:
-                raise ModelFormatError(f"{what} refers to tensor index {v}, but the model has {n_tensors} tensors")
+            if not low <= v < count:
+                raise ModelFormatError(f"{what} refers to {kind} index {v}, but the model has {count} {kind}s")
         return out
 
     def tensor(self, root: FbModel, i: int) -> TensorDef:
@@ -190,6 +195,27 @@ class _Reader:
         if not outputs:
             raise ModelFormatError(f"node {name!r} ({op_type}) has no outputs")
         return NodeDef(name, op_type, attrs, inputs, outputs)
+
+
+    def partition(self, root: FbModel, i: int, n_tensors: int, n_nodes: int) -> PartitionDef:
+        """One embedded delegate partition: indices in range, node ids unique, the blob within the memory limit."""
+        with _context(f"delegate partition #{i}"):
+            p = root.Partitions(i)
+            delegate, target, name, digest = (_text(p.Delegate()), _text(p.Target()), _text(p.Name()),
+                                              _text(p.Digest()))
+            where = f"delegate partition #{i} ({delegate or 'no delegate'})"
+            nodes = self._indices(p.NodesAsNumpy(), p.NodesLength(), n_nodes, f"{where} node", kind="node")
+            inputs = self._indices(p.InputsAsNumpy(), p.InputsLength(), n_tensors, f"{where} input")
+            outputs = self._indices(p.OutputsAsNumpy(), p.OutputsLength(), n_tensors, f"{where} output")
+            if not delegate or not nodes or not outputs or len(set(nodes)) != len(nodes):
+                raise ModelFormatError(f"{where} names no delegate, covers no nodes, has no outputs or "
+                                       "lists a node twice")
+            if p.BlobLength() > self.memory_limit:
+                raise ModelFormatError(f"{where}: its blob of {p.BlobLength()} bytes exceeds the memory limit "
+                                       f"of {self.memory_limit} bytes")
+            blob = p.BlobAsNumpy() if p.BlobLength() else np.zeros(0, np.uint8)
+            blob.flags.writeable = False
+        return PartitionDef(delegate, target, name, nodes, inputs, outputs, blob, digest)
 
 
 def _text(raw: bytes | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import flatbuffers
 import numpy as np
 
+from lite.schema.fb import DelegatePartition as fb_partition
 from lite.schema.fb import Model as fb_model
 from lite.schema.fb import Node as fb_node
 from lite.schema.fb import Tensor as fb_tensor
@@ -16,6 +17,7 @@ from lite.schema.graph import (
     FORMAT_VERSION,
     GraphDef,
     NodeDef,
+    PartitionDef,
     TensorDef,
 )
 from lite.schema.primitives import PRIMITIVE_TYPES, encode_attrs
@@ -24,15 +26,18 @@ from lite.schema.primitives import PRIMITIVE_TYPES, encode_attrs
 def write_model(graph: GraphDef) -> bytes:
     """Returns the .lite bytes of ``graph``; const data is 64-byte aligned in them."""
     size_hint = sum(t.data.nbytes for t in graph.tensors if t.data is not None)
+    size_hint += sum(len(memoryview(p.blob)) for p in graph.partitions)
     builder = flatbuffers.Builder(size_hint + 4096)
     tensors = [_write_tensor(builder, t) for t in graph.tensors]
     nodes = [_write_node(builder, n) for n in graph.nodes]
+    partitions = [_write_partition(builder, p) for p in graph.partitions]
     name = builder.CreateString(graph.name)
     description = builder.CreateString(graph.description)
     tensor_vec = _offset_vector(builder, fb_model.StartTensorsVector, tensors)
     node_vec = _offset_vector(builder, fb_model.StartNodesVector, nodes)
     inputs = builder.CreateNumpyVector(np.asarray(graph.inputs, dtype=np.int32))
     outputs = builder.CreateNumpyVector(np.asarray(graph.outputs, dtype=np.int32))
+    partition_vec = _offset_vector(builder, fb_model.StartPartitionsVector, partitions) if partitions else None
     fb_model.Start(builder)
     fb_model.AddVersion(builder, FORMAT_VERSION)
     fb_model.AddName(builder, name)
@@ -41,6 +46,8 @@ def write_model(graph: GraphDef) -> bytes:
     fb_model.AddNodes(builder, node_vec)
     fb_model.AddInputs(builder, inputs)
     fb_model.AddOutputs(builder, outputs)
+    if partition_vec is not None:
+        fb_model.AddPartitions(builder, partition_vec)
     builder.Finish(fb_model.End(builder), file_identifier=FILE_IDENTIFIER)
     return bytes(builder.Output())
 
@@ -88,3 +95,21 @@ def _write_node(builder: flatbuffers.Builder, node: NodeDef) -> int:
     fb_node.AddInputs(builder, inputs)
     fb_node.AddOutputs(builder, outputs)
     return fb_node.End(builder)
+
+
+def _write_partition(builder: flatbuffers.Builder, partition: PartitionDef) -> int:
+    texts = [builder.CreateString(text) for text in (partition.delegate, partition.target, partition.name,
+                                                      partition.digest)]
+    indices = [builder.CreateNumpyVector(np.asarray(values, dtype=np.int32))
+               for values in (partition.nodes, partition.inputs, partition.outputs)]
+    blob = _aligned_bytes(builder, bytes(memoryview(partition.blob)))
+    fb_partition.Start(builder)
+    fb_partition.AddDelegate(builder, texts[0])
+    fb_partition.AddTarget(builder, texts[1])
+    fb_partition.AddName(builder, texts[2])
+    fb_partition.AddDigest(builder, texts[3])
+    fb_partition.AddNodes(builder, indices[0])
+    fb_partition.AddInputs(builder, indices[1])
+    fb_partition.AddOutputs(builder, indices[2])
+    fb_partition.AddBlob(builder, blob)
+    return fb_partition.End(builder)

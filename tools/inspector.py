@@ -24,6 +24,7 @@ EXAMPLES = """examples:
   lite-inspect model.onnx --delegate ort --dump-partitions partitions/
   lite-inspect model.lite --delegate example_npu --annotated-onnx placed.onnx   (open placed.onnx in Netron)
   lite-inspect zoo:mobilenet_v2 --delegate example_npu --delegate ort --placement measured
+  lite-inspect model_tvm.lite --delegate tvm --delegate-option trust_saved_code=true   (saved partitions)
 """
 
 
@@ -43,10 +44,30 @@ def format_table(rows: list[PartitionRow]) -> str:
     """The partition report as an aligned text table with a summary line."""
     header = ("node", "op type", "runs on", "graph kernel", "why not delegated")
     cells = [header] + [(r.node, r.op_type, r.runs_on, r.graph_kernel, r.reason) for r in rows]
-    widths = [min(max(len(c[i]) for c in cells), WIDTH) for i in range(4)]
-    lines = ["  ".join(clipped(c[i]).ljust(widths[i]) for i in range(4)) + "  " + c[4] for c in cells]
-    lines.insert(1, "-" * (sum(widths) + 8 + len(header[4])))
-    return "\n".join(lines) + "\n" + summary(rows)
+    return aligned(cells) + "\n" + summary(rows)
+
+
+def aligned(cells: list[tuple[str, ...]]) -> str:
+    """Rows of cells as a table: every column but the last clipped and padded, a rule under the header."""
+    last = len(cells[0]) - 1
+    widths = [min(max(len(c[i]) for c in cells), WIDTH) for i in range(last)]
+    lines = ["  ".join(clipped(c[i]).ljust(widths[i]) for i in range(last)) + "  " + c[last] for c in cells]
+    lines.insert(1, "-" * (sum(widths) + 2 * last + len(cells[0][last])))
+    return "\n".join(lines)
+
+
+def saved_table(graph, rows: list[PartitionRow]) -> str:
+    """The delegate partitions saved in the file (``lite-convert --delegate``) and what this build did with each."""
+    by_node = {r.node: r for r in rows}
+    header = ("saved partition", "delegate", "nodes", "MB", "this build")
+    cells = [header]
+    for partition in graph.partitions:
+        first = by_node.get(graph.nodes[partition.nodes[0]].name)
+        status = first.blob if first is not None and first.blob else "not used: its nodes do not run in this build"
+        cells.append((partition.name, partition.delegate, str(len(partition.nodes)),
+                      f"{len(memoryview(partition.blob)) / 1e6:.1f}", status))
+    targets = sorted({f"  {p.delegate}: {p.target}" for p in graph.partitions})
+    return "\n".join([aligned(cells), "built for:", *targets])
 
 
 def idle_delegates(delegates: list, rows: list[PartitionRow]) -> list[str]:
@@ -106,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = model.partition_report()
     print(format_table(rows))
+    if graph.partitions:
+        print("\n" + saved_table(graph, rows))
     if model.placement_report():
         print("\n" + placement_table(model.placement_report()))
     write_pictures(args, graph, rows)

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import lite
-from lite.delegates.onnxruntime.builder import why_not
+from lite.delegates.onnxruntime.builder import OPSET, why_not
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY
-from lite.delegates.onnxruntime.graph_kernel import ORTGraphKernel
+from lite.delegates.onnxruntime.graph_kernel import ORTGraphKernel, SessionFactory
 from lite.extras import require
 
 logger = logging.getLogger("lite")
 
 Provider = str | tuple[str, dict[str, Any]]
+BLOB_LAYOUT = 1  # bump when what a saved partition holds changes
 
 
 class ORTDelegate(lite.SimpleDelegate):
@@ -87,9 +89,35 @@ class ORTDelegate(lite.SimpleDelegate):
 
         Graph kernels are named onnxruntime_0, 1, ... in execution order, per model.
         """
-        new_session = functools.partial(_new_session, options=self._options(model.context.thread_num),
-                                        providers=list(self._available))
-        return ORTGraphKernel(kernels, inputs, outputs, model.kernel_name("onnxruntime"), new_session)
+        return ORTGraphKernel(kernels, inputs, outputs, model.kernel_name("onnxruntime"), self._session_factory(model))
+
+    # ---- ahead of time: lite-convert --delegate ort ---------------------------------------------------
+
+    def blob_target(self) -> str:
+        """Saved partitions are ONNX graphs of one opset: any onnxruntime that runs it loads them."""
+        return json.dumps({"layout": BLOB_LAYOUT, "opset": OPSET})
+
+    def save_graph_kernel(self, kernel: lite.Kernel) -> bytes | None:
+        """The partition's ONNX graph (weights included), as emitted for this build."""
+        return kernel.saved() if isinstance(kernel, ORTGraphKernel) else None
+
+    def load_graph_kernel(self, blob: memoryview, target: str, kernels: list[lite.Kernel],
+                          inputs: list[lite.Tensor], outputs: list[lite.Tensor],
+                          model: lite.DelegateModel) -> ORTGraphKernel:
+        """The saved ONNX graph, checked, instead of emitting it again; the session starts in prepare.
+
+        Raises:
+            lite.NotSupportedError: saved in another layout or for another opset.
+            lite.ModelFormatError: the blob is not a valid ONNX graph with the partition's boundary.
+        """
+        if target != self.blob_target():
+            raise lite.NotSupportedError(f"saved as {target!r}; this ORTDelegate loads {self.blob_target()!r}")
+        return ORTGraphKernel(kernels, inputs, outputs, model.kernel_name("onnxruntime"),
+                              self._session_factory(model), saved=blob)
+
+    def _session_factory(self, model: lite.DelegateModel) -> SessionFactory:
+        return functools.partial(_new_session, options=self._options(model.context.thread_num),
+                                 providers=list(self._available))
 
     def _options(self, thread_num: int) -> Any:
         import onnxruntime

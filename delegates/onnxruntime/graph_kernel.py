@@ -11,7 +11,9 @@ import numpy as np
 import onnx
 
 import lite
+from lite.blob import pack, unpack
 from lite.delegates.onnxruntime.builder import emit_partition
+from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
 
 SessionFactory = Callable[[bytes], Any]  # serialized ONNX model -> onnxruntime.InferenceSession
 
@@ -41,14 +43,20 @@ class ORTGraphKernel(lite.Kernel):
     """
 
     def __init__(self, kernels: Sequence[lite.Kernel], inputs: list[lite.Tensor], outputs: list[lite.Tensor],
-                 name: str, new_session: SessionFactory):
+                 name: str, new_session: SessionFactory, saved: bytes | memoryview | None = None):
         super().__init__(inputs, outputs, name=name)
         self.kernels = list(kernels)
         self.new_session = new_session
         self.session = None
         self._binding = None
         self._bound: list[np.ndarray | None] = []
-        self.onnx_model = self._emit({})
+        self.specialized = False
+        self.onnx_model = self._emit({}) if saved is None else self._load(saved)
+
+    def saved(self) -> bytes:
+        """What ``ORTDelegate.save_graph_kernel`` stores: the emitted model and whether it is specialized."""
+        model = np.frombuffer(self.onnx_model.SerializeToString(), np.uint8)
+        return pack({"specialized": self.specialized}, {"onnx": model})
 
     def prepare(self) -> None:
         """Creates the InferenceSession for the emitted model."""
@@ -77,12 +85,31 @@ class ORTGraphKernel(lite.Kernel):
         return [path]
 
     def _emit(self, previous: Mapping[str, onnx.TensorProto]) -> onnx.ModelProto:
-        model, specialized = emit_partition(self.kernels, self.inputs, self.outputs, self.name, previous)
+        model, self.specialized = emit_partition(self.kernels, self.inputs, self.outputs, self.name, previous)
         onnx.checker.check_model(model)
+        self._plan(model)
+        return model
+
+    def _plan(self, model: onnx.ModelProto) -> None:
         values = [*model.graph.input, *model.graph.output]
         self._names = [v.name for v in values]
         tensors = [*self.inputs, *self.outputs]
-        self._planned = [list(t.shape) for t in tensors] if specialized else [_planned_dims(v) for v in values]
+        self._planned = [list(t.shape) for t in tensors] if self.specialized else [_planned_dims(v) for v in values]
+
+    def _load(self, blob: bytes | memoryview) -> onnx.ModelProto:
+        """The model a blob holds, checked like a model file: no external data, no subgraphs, the
+        partition's boundary (count, element types and ranks)."""
+        header, arrays = unpack(blob)
+        if "onnx" not in arrays or not isinstance(header.get("specialized"), bool):
+            raise lite.ModelFormatError("ORT blob: no model or no 'specialized' flag")
+        try:
+            model = onnx.load_from_string(arrays["onnx"].tobytes())
+            onnx.checker.check_model(model)
+        except Exception as exc:  # NOTE: protobuf's DecodeError and onnx's ValidationError
+            raise lite.ModelFormatError(f"ORT blob: not a valid ONNX model: {type(exc).__name__}: {exc}") from exc
+        _check_saved_graph(model.graph, [*self.inputs, *self.outputs], len(self.inputs))
+        self.specialized = header["specialized"]
+        self._plan(model)
         return model
 
     def _fits(self) -> bool:
@@ -104,6 +131,25 @@ class ORTGraphKernel(lite.Kernel):
             value = OrtValue.ortvalue_from_numpy(array)
             (binding.bind_ortvalue_input if k < count else binding.bind_ortvalue_output)(name, value)
         self._binding, self._bound = binding, arrays
+
+
+def _check_saved_graph(graph: onnx.GraphProto, boundary: list[lite.Tensor], input_count: int) -> None:
+    """Refuses a saved graph that reads files (external data), nests graphs, or has another boundary."""
+    tensors = [*graph.initializer, *(a.t for n in graph.node for a in n.attribute if a.HasField("t"))]
+    tensors += [t for n in graph.node for a in n.attribute for t in a.tensors]
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
+        raise lite.ModelFormatError("ORT blob: the model refers to external data files")
+    if any(a.g.node or a.graphs for n in graph.node for a in n.attribute):
+        raise lite.ModelFormatError("ORT blob: the model holds subgraphs, which ORTDelegate never emits")
+    values = [*graph.input, *graph.output]
+    if len(graph.input) != input_count or len(values) != len(boundary):
+        raise lite.ModelFormatError(f"ORT blob: {len(graph.input)} inputs and {len(graph.output)} outputs, the "
+                                    f"partition has {input_count} and {len(boundary) - input_count}")
+    for value, tensor in zip(values, boundary, strict=True):
+        kind = value.type.tensor_type
+        if kind.elem_type != ONNX_TYPES.get(tensor.dtype) or len(kind.shape.dim) != len(tensor.shape):
+            raise lite.ModelFormatError(f"ORT blob: {value.name!r} is not a {len(tensor.shape)}-D "
+                                        f"{tensor.dtype.name} like {tensor.name!r}")
 
 
 def _planned_dims(info: onnx.ValueInfoProto) -> list[int | None]:

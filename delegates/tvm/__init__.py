@@ -4,10 +4,13 @@ Layout, in pipeline order: ``ops/`` (the support table: primitive type -> Relax 
 ``lowering.py`` (a partition -> one Relax function with a symbolic batch), ``compiler.py``
 (targets, pipelines, tuned compilation), ``cache.py`` (compiled modules on disk),
 ``kernel.py`` (the graph kernel: prepare / resize / execute), ``delegate.py`` (the
-SimpleDelegate), ``tuning.py`` (MetaSchedule tuning, behind ``lite-tune``).
+SimpleDelegate), ``tuning.py`` (MetaSchedule tuning, behind ``lite-tune``), ``runtime.py``
+(the TVM runtime alone, without the compiler) and ``saved.py`` (partitions compiled ahead of
+time into the .lite file by ``lite-convert --delegate tvm``, loaded with the runtime alone).
 
-Importing this package does not import tvm; ``TVMDelegate.init()`` does, and declines
-(lite.NotSupportedError) when it is missing or the target's device is absent.
+Importing this package does not import tvm. ``TVMDelegate.init()`` loads TVM's runtime and
+declines (lite.NotSupportedError) when it is missing or the target's device is absent; the
+compiler is imported when something is compiled.
 
 Example:
     >>> import lite

@@ -9,39 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import os
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import tvm
 from tvm import relax
 
+from lite.delegates.tvm.targets import TargetSpec, parse_target_string
 from lite.errors import InputError, NotSupportedError
 
-TargetSpec = str | Mapping[str, Any]
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
-
-
-def parse_target_string(text: str) -> dict[str, Any] | str:
-    """A target name stays a name; JSON and the old CLI form "llvm -mcpu=x -num-cores=2" become a dict."""
-    if text.lstrip().startswith("{"):
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise InputError(f"target {text!r} is not valid JSON: {exc}") from exc
-    parts = shlex.split(text)
-    if len(parts) <= 1:
-        return text.strip()
-    spec: dict[str, Any] = {"kind": parts[0]}
-    for part in parts[1:]:
-        key, sep, value = part.lstrip("-").partition("=")
-        if not part.startswith("-") or not sep:
-            raise InputError(f"target {text!r}: expected -key=value options after the kind, got {part!r}")
-        spec[key] = int(value) if value.isdigit() else value.split(",") if key in ("mattr", "keys") else value
-    return spec
 
 
 def resolve_target(spec: TargetSpec) -> tvm.target.Target:

@@ -44,6 +44,10 @@ class TVMDelegate(lite.SimpleDelegate):
         symbolic_batch: compile with a symbolic batch dim (None: yes unless ``tuning_db``).
         min_nodes_per_partition: smaller runs stay native.
         max_partitions: keep only the largest this many partitions (0: all).
+        trust_saved_code: load partitions compiled ahead of time and saved in the ``.lite`` file
+            (``lite-convert --delegate tvm``). They are native machine code, which no check can make
+            safe: only for files you trust (ones you converted). Off: such partitions are compiled
+            here (or run natively), with the reason in the partition report.
 
     Raises:
         lite.InputError: ``target`` is neither a str nor a dict.
@@ -58,7 +62,7 @@ class TVMDelegate(lite.SimpleDelegate):
 
     def __init__(self, target: str | dict[str, Any] = "llvm", cache_dir: str | os.PathLike | None = DEFAULT_CACHE,
                  tuning_db: str | os.PathLike | None = None, symbolic_batch: bool | None = None,
-                 min_nodes_per_partition: int = 1, max_partitions: int = 0):
+                 min_nodes_per_partition: int = 1, max_partitions: int = 0, trust_saved_code: bool = False):
         if not isinstance(target, (str, dict)):
             raise lite.InputError(f"target must be a TVM target name or dict, got {type(target).__name__}")
         self.target_spec = target
@@ -67,18 +71,41 @@ class TVMDelegate(lite.SimpleDelegate):
         self.symbolic_batch = tuning_db is None if symbolic_batch is None else bool(symbolic_batch)
         self.min_nodes_per_partition = min_nodes_per_partition
         self.max_partitions = max_partitions
-        # NOTE: what init() resolves from the options (the same for every build); nothing of a build is kept
-        # here: each model owns its graph kernels (Model.graph_kernels()), and one delegate may build many.
+        self.trust_saved_code = trust_saved_code
+        # NOTE: what init() and the first build resolve from the options (the same for every build); nothing
+        # of a build is kept here: each model owns its graph kernels (Model.graph_kernels()), and one
+        # delegate may build many.
         self.target = self.device = self.cache = self.database = None
         self.on_cpu = True
+        self.kind = ""
 
     def init(self) -> None:
-        """Imports TVM and checks the target's device; raises lite.NotSupportedError when either is missing."""
+        """Loads the TVM runtime and checks the target's device; raises lite.NotSupportedError when either
+        is missing. TVM's compiler is imported only when something is compiled (``build()``): a model whose
+        partitions were compiled ahead of time loads them with the runtime alone."""
+        from lite.delegates.tvm import runtime
+        from lite.delegates.tvm.targets import target_kind
+
+        self.kind = target_kind(self.target_spec)
+        if self.kind not in runtime.DEVICE_TYPES or self.tuning_db is not None:
+            self.compiler()  # NOTE: a kind the runtime alone cannot place, or a database: only compiling uses it
+            return
+        self.device = runtime.device(self.kind)
+        if self.device is None:
+            raise lite.NotSupportedError(f"target {self.kind}: no such device on this machine; the model runs "
+                                         "without TVM")
+        self.on_cpu = self.device.dlpack_device_type() == runtime.CPU_DLPACK
+
+    def compiler(self) -> None:
+        """Imports TVM's compiler and resolves what compiling needs: the full target (this CPU's mcpu and
+        cores for "llvm"), the module cache and the tuning database. Idempotent."""
+        if self.target is not None:
+            return
         require("tvm", "TVMDelegate")
         from lite.delegates.tvm import cache, compiler, ops  # noqa: F401  (ops: the support table, imports tvm)
 
-        self.target = compiler.resolve_target(self.target_spec)
-        self.device = compiler.device_for(self.target)
+        target = compiler.resolve_target(self.target_spec)
+        self.device = compiler.device_for(target)
         self.on_cpu = self.device.dlpack_device_type() == CPU_DLPACK
         directory = cache.default_directory() if self.cache_dir == DEFAULT_CACHE else self.cache_dir
         if (os.environ.get(cache.ENV, "").strip().lower() in cache.OFF_VALUES
@@ -86,15 +113,19 @@ class TVMDelegate(lite.SimpleDelegate):
             directory = None  # NOTE: also "none"/"off" given as text (lite-benchmark --delegate-option cache_dir=off)
         self.cache = cache.ModuleCache(directory) if directory is not None else None
         self.database = compiler.open_database(self.tuning_db) if self.tuning_db is not None else None
+        self.target = target
 
     def build(self, model: lite.DelegateModel) -> None:
-        """Sets TVM's thread count from the model's Context, then partitions (SimpleDelegate)."""
-        # NOTE: TVM reads TVM_NUM_THREADS once, when its thread pool starts (the first parallel kernel);
-        # a value the user exported wins.
-        os.environ.setdefault(THREADS_ENV, str(model.context.thread_num))
-        if os.environ[THREADS_ENV] != str(model.context.thread_num):
-            logger.info("TVM uses %s=%s threads (Context.thread_num=%d)", THREADS_ENV, os.environ[THREADS_ENV],
-                        model.context.thread_num)
+        """Imports the compiler, sets TVM's thread count from the model's Context, then partitions
+        (SimpleDelegate). Without the compiler (a runtime-only install) it takes nothing, and says why."""
+        try:
+            self.compiler()
+        except lite.MissingPackageError as exc:  # NOTE: a runtime-only install runs saved partitions, compiles none
+            for kernel in model:
+                model.reject(kernel, f"TVM's compiler cannot be imported here ({exc}); only partitions compiled "
+                                     "ahead of time (lite-convert --delegate tvm) run on TVM")
+            return
+        use_threads(model.context.thread_num)
         super().build(model)
 
     def fingerprint(self) -> str:
@@ -102,7 +133,39 @@ class TVMDelegate(lite.SimpleDelegate):
         re-tuned database makes measured placement time the partitions again."""
         from lite.delegates.tvm.compiler import database_fingerprint
 
+        self.compiler()
         return f"{super().fingerprint()} target={self.target} db={database_fingerprint(self.tuning_db)}"
+
+    # ---- ahead of time: lite-convert --delegate tvm (lite.delegates.tvm.saved) ------------------------
+
+    def blob_target(self) -> str:
+        """TVM's version, the target and, on a CPU, its architecture and instruction-set features."""
+        from lite.delegates.tvm.saved import describe_target
+
+        self.compiler()
+        return describe_target(self)
+
+    def save_graph_kernel(self, kernel: lite.Kernel) -> bytes | None:
+        """The compiled library of a partition (weights compiled in), its shapes and baked values."""
+        from lite.delegates.tvm.kernel import TVMGraphKernel
+        from lite.delegates.tvm.saved import save
+
+        return save(kernel) if isinstance(kernel, TVMGraphKernel) else None
+
+    def load_graph_kernel(self, blob: memoryview, target: str, kernels: list[lite.Kernel],
+                          inputs: list[lite.Tensor], outputs: list[lite.Tensor],
+                          model: lite.DelegateModel) -> lite.Kernel:
+        """A partition compiled ahead of time, loaded by the TVM runtime alone (needs ``trust_saved_code``).
+
+        Raises:
+            lite.NotSupportedError: compiled for another target kind, TVM version, CPU or GPU
+                architecture, or ``trust_saved_code`` is off.
+        """
+        from lite.delegates.tvm.saved import SavedTVMKernel, check_target
+
+        check_target(self, target)
+        use_threads(model.context.thread_num)
+        return SavedTVMKernel(self, blob, kernels, inputs, outputs, name=model.kernel_name("tvm"))
 
     def is_supported(self, kernel: lite.Kernel, primitive: lite.Primitive) -> bool | str:
         """True when a Relax emitter compiles ``kernel``; else the reason shown in the partition report."""
@@ -116,6 +179,15 @@ class TVMDelegate(lite.SimpleDelegate):
         from lite.delegates.tvm.kernel import TVMGraphKernel
 
         return TVMGraphKernel(self, kernels, inputs, outputs, name=model.kernel_name("tvm"))
+
+
+def use_threads(thread_num: int) -> None:
+    """Sets TVM's thread count from the Context, unless the user exported one."""
+    # NOTE: TVM reads TVM_NUM_THREADS once, when its thread pool starts (the first parallel kernel);
+    # a value the user exported wins.
+    os.environ.setdefault(THREADS_ENV, str(thread_num))
+    if os.environ[THREADS_ENV] != str(thread_num):
+        logger.info("TVM uses %s=%s threads (Context.thread_num=%d)", THREADS_ENV, os.environ[THREADS_ENV], thread_num)
 
 
 def module_sources(model: lite.Model) -> Counter[str]:

@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm
-import tvm_ffi
 from tvm import relax
 
-from lite.aligned import ALIGNMENT, aligned_array
 from lite.delegates.tvm.cache import cache_key
 from lite.delegates.tvm.compiler import compile_module, database_fingerprint
 from lite.delegates.tvm.lowering import Lowered, lower
+from lite.delegates.tvm.runtime import VMCalls
 from lite.kernel import Kernel
 from lite.tensor import Tensor
 
@@ -33,12 +32,13 @@ class Compiled:
 
     def __init__(self, lowered: Lowered, library, device: tvm.runtime.Device, source: str):
         self.lowered = lowered
+        self.library = library  # an Executable when compiled here, a loaded Module when it came from the cache
         self.vm = relax.VirtualMachine(library, device)
         self.function = self.vm["main"]  # NOTE: looked up once; a lookup per call costs ~1 us
         self.source = source  # where it came from first: "compiled" or "cache" (disk)
 
 
-class TVMGraphKernel(Kernel):
+class TVMGraphKernel(VMCalls, Kernel):
     """Runs one partition as a single Relax function compiled by TVM.
 
     ``prepare()`` lowers the partition (weights become constants of the module) and compiles
@@ -61,6 +61,7 @@ class TVMGraphKernel(Kernel):
         # lowers the partition again and needs them (and the runtime's fallback does too).
         super().__init__(inputs, outputs, name=name, constants=[t for k in kernels for t in k.inputs])
         self.delegate = delegate
+        self.on_cpu, self.device = delegate.on_cpu, delegate.device
         self.kernels = kernels
         self.arguments = [t for t in inputs if not t.value_known]
         self.compiled: Compiled | None = None
@@ -150,47 +151,6 @@ class TVMGraphKernel(Kernel):
         results = [result] if len(self.outputs) == 1 else list(result)
         for tensor, value in zip(self.outputs, results, strict=True):
             self._store(tensor, value)
-
-    def _argument(self, tensor: Tensor):
-        """The tensor's data as a TVM tensor: zero-copy (DLPack) on the CPU when 64-byte aligned.
-
-        # NOTE: TVM's CPU kernels assume 64-byte aligned inputs (misaligned ones crash AVX-512 code).
-        # tvm_ffi.from_dlpack checks alignment and contiguity itself and raises, at no cost when they
-        # hold (reading the address in Python costs more than the whole call), so anything it refuses
-        # (misaligned or strided) is copied into an aligned staging buffer first. The runtime makes a
-        # graph kernel's inputs read-only while it runs: DLPack 1.0 (a versioned capsule) carries that.
-        """
-        array = tensor.data
-        if not self.delegate.on_cpu:
-            return self._upload(tensor, array)
-        try:
-            capsule = array.__dlpack__(max_version=(1, 0))
-            return tvm_ffi.from_dlpack(capsule, require_alignment=ALIGNMENT, require_contiguous=True)
-        except (RuntimeError, BufferError, ValueError, TypeError):
-            staging = self._staging.get(tensor)
-            if staging is None or staging.shape != array.shape or staging.dtype != array.dtype:
-                staging = self._staging[tensor] = aligned_array(array.shape, array.dtype)
-            np.copyto(staging, array)
-            return tvm_ffi.from_dlpack(staging, require_alignment=ALIGNMENT, require_contiguous=True)
-
-    def _upload(self, tensor: Tensor, array: np.ndarray):
-        """A device copy of ``array`` in a buffer kept per input (GPU and other non-CPU targets)."""
-        buffer = self._staging.get(tensor)
-        if buffer is None or tuple(buffer.shape) != array.shape:
-            buffer = self._staging[tensor] = tvm.runtime.empty(array.shape, array.dtype.name, self.delegate.device)
-        buffer.copyfrom(np.ascontiguousarray(array))
-        return buffer
-
-    def _store(self, tensor: Tensor, value) -> None:
-        """Copies a result into the runtime's output array (a device result: straight into it)."""
-        data = tensor.data
-        if data is None or data.shape != tuple(value.shape) or not data.flags.writeable:
-            # NOTE: the runtime preallocates outputs; this keeps the kernel correct if it did not
-            tensor.set_data_from_numpy(np.array(np.from_dlpack(value) if self.delegate.on_cpu else value.numpy()))
-        elif self.delegate.on_cpu:
-            np.copyto(data, np.from_dlpack(value))
-        else:
-            value.copyto(tvm_ffi.from_dlpack(data))
 
     def dump(self, directory: str | Path) -> list[Path]:
         """Writes the Relax script of the partition's module to ``<name>.relax.py``; returns the paths.

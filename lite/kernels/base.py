@@ -67,11 +67,13 @@ class NativeKernel(Kernel):
     Attributes:
         runtime_shapes: set by the runtime when the output shapes depend on values computed
             from input data; shape inference (reading those values) then runs at every predict.
+        node_index: the node's index in the model file (set by the scheduler; -1 otherwise).
     """
 
     value_inputs: ClassVar[tuple[int, ...]] = ()
     shape_only: ClassVar[bool] = False
     threads: KernelThreads = SINGLE_THREAD  # the model's threads (set by the runtime): large products split
+    node_index: int = -1
 
     def __init__(self, inputs: list[Tensor | None], outputs: list[Tensor], primitive: Primitive,
                  name: str = ""):

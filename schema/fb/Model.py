@@ -153,7 +153,32 @@ class Model(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
         return o == 0
 
-def ModelStart(builder): builder.StartObject(7)
+    # Model
+    def Partitions(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from lite.schema.fb.DelegatePartition import DelegatePartition
+            obj = DelegatePartition()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Model
+    def PartitionsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Model
+    def PartitionsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
+def ModelStart(builder): builder.StartObject(8)
 def Start(builder):
     return ModelStart(builder)
 def ModelAddVersion(builder, version): builder.PrependUint32Slot(0, version, 0)
@@ -189,9 +214,16 @@ def AddOutputs(builder, outputs):
 def ModelStartOutputsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartOutputsVector(builder, numElems):
     return ModelStartOutputsVector(builder, numElems)
+def ModelAddPartitions(builder, partitions): builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(partitions), 0)
+def AddPartitions(builder, partitions):
+    return ModelAddPartitions(builder, partitions)
+def ModelStartPartitionsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartPartitionsVector(builder, numElems):
+    return ModelStartPartitionsVector(builder, numElems)
 def ModelEnd(builder): return builder.EndObject()
 def End(builder):
     return ModelEnd(builder)
+import lite.schema.fb.DelegatePartition
 import lite.schema.fb.Node
 import lite.schema.fb.Tensor
 try:
@@ -210,6 +242,7 @@ class ModelT(object):
         self.nodes = None  # type: List[lite.schema.fb.Node.NodeT]
         self.inputs = None  # type: List[int]
         self.outputs = None  # type: List[int]
+        self.partitions = None  # type: List[lite.schema.fb.DelegatePartition.DelegatePartitionT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -260,6 +293,14 @@ class ModelT(object):
                     self.outputs.append(model.Outputs(i))
             else:
                 self.outputs = model.OutputsAsNumpy()
+        if not model.PartitionsIsNone():
+            self.partitions = []
+            for i in range(model.PartitionsLength()):
+                if model.Partitions(i) is None:
+                    self.partitions.append(None)
+                else:
+                    delegatePartition_ = lite.schema.fb.DelegatePartition.DelegatePartitionT.InitFromObj(model.Partitions(i))
+                    self.partitions.append(delegatePartition_)
 
     # ModelT
     def Pack(self, builder):
@@ -299,6 +340,14 @@ class ModelT(object):
                 for i in reversed(range(len(self.outputs))):
                     builder.PrependInt32(self.outputs[i])
                 outputs = builder.EndVector()
+        if self.partitions is not None:
+            partitionslist = []
+            for i in range(len(self.partitions)):
+                partitionslist.append(self.partitions[i].Pack(builder))
+            ModelStartPartitionsVector(builder, len(self.partitions))
+            for i in reversed(range(len(self.partitions))):
+                builder.PrependUOffsetTRelative(partitionslist[i])
+            partitions = builder.EndVector()
         ModelStart(builder)
         ModelAddVersion(builder, self.version)
         if self.name is not None:
@@ -313,5 +362,7 @@ class ModelT(object):
             ModelAddInputs(builder, inputs)
         if self.outputs is not None:
             ModelAddOutputs(builder, outputs)
+        if self.partitions is not None:
+            ModelAddPartitions(builder, partitions)
         model = ModelEnd(builder)
         return model

@@ -510,12 +510,22 @@ def test_cuda_without_a_gpu_declines_and_the_model_runs_natively(caplog):
     assert_matches(model, onnx_model, feeds_for(onnx_model), rtol=1e-5)
 
 
-def test_declines_when_tvm_cannot_be_imported(monkeypatch):
-    monkeypatch.setitem(sys.modules, "tvm", None)  # import tvm now raises ImportError
+def test_declines_when_the_tvm_runtime_cannot_be_imported(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tvm_ffi", None)  # import tvm_ffi now raises ImportError
     with pytest.raises(lite.MissingPackageError, match=r'TVMDelegate needs tvm.*pip install "delite\[tvm\]"'):
         TVMDelegate().init()
     model = build(mixed_model(), TVMDelegate())
     assert {r.runs_on for r in model.partition_report()} == {"native"}
+
+
+def test_without_the_compiler_it_compiles_nothing_and_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tvm", None)  # a runtime-only install: import tvm raises ImportError
+    onnx_model = mixed_model()
+    model = build(onnx_model, TVMDelegate(cache_dir=None))
+    rows = model.partition_report()
+    assert {r.runs_on for r in rows} == {"native"}
+    assert all("TVM's compiler cannot be imported here" in r.reason for r in rows if r.runs_on == "native")
+    assert_matches(model, onnx_model, feeds_for(onnx_model), rtol=1e-5)
 
 
 def test_loads_by_name_with_command_line_options():
@@ -538,6 +548,8 @@ def test_bad_targets_are_input_errors():
 def test_target_strings_and_dicts(target):
     delegate = TVMDelegate(target, cache_dir=None)
     delegate.init()
+    assert delegate.target is None  # NOTE: the runtime alone until something is compiled
+    delegate.compiler()
     assert delegate.target.kind.name == "llvm" and delegate.target.attrs["mcpu"] == "x86-64"
     assert delegate.target.attrs["num-cores"] >= 1  # MetaSchedule needs it
     check_model = onnx_graph([node("Relu", ["x"])], {"x": [2, 3]}, ["y"])

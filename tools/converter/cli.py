@@ -9,6 +9,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from lite.context import Context
+from lite.delegates import load_delegate, parse_options
+from lite.embedded import compile_into
 from lite.errors import LiteError
 from lite.schema.writer import write_model
 from lite.tools import add_version
@@ -25,6 +28,9 @@ examples:
   lite-convert model.onnx --input-shapes "a:1,3,32,32;b:1,10"      # writes model.lite
   lite-convert vendor.onnx -o vendor.lite --custom-domain com.example   # its ops become Custom ops
   lite-convert --list-ops                                              # the ONNX ops that convert
+  lite-convert model.onnx -o model.lite --delegate tvm                 # TVM partitions compiled into the file
+  lite-convert model.onnx -o model.lite --delegate tvm --delegate-option target=cuda
+  lite-convert model.onnx -o model.lite --delegate ort                 # the partitions' ONNX graphs saved too
 """
 
 
@@ -72,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                         help=f"say each stage as it starts, on stderr (auto: for models of "
                              f"{PROGRESS_BYTES >> 20} MiB and more; default: %(default)s)")
+    parser.add_argument("--delegate", action="append", default=[],
+                        help="compile this delegate's partitions ahead of time and save them in the file (tvm, "
+                             "ort, example_npu or module:Class; repeatable, priority order); the nodes stay too, so "
+                             "the file also runs where a saved partition cannot")
+    parser.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="constructor option for the delegates, e.g. target=cuda (repeatable)")
     parser.add_argument("--custom-domain", action="append", default=[], metavar="DOMAIN",
                         help="keep the ops of this ONNX domain as Custom ops, run by kernels registered with "
                              "lite.register_custom_kernel or by delegates (repeatable)")
@@ -118,13 +130,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stage:
             stage(f"writing {output}")
         data = write_model(graph)
+        if args.delegate:
+            if stage:
+                stage(f"compiling partitions for {', '.join(args.delegate)}")
+            data, notes = save_partitions(data, args.delegate, args.delegate_option)
         output.write_bytes(data)
     except (LiteError, OSError) as exc:
         print(f"lite-convert: error: {exc}", file=sys.stderr)
         return 1
     print(report.summary())
+    if args.delegate:
+        print("\n".join(notes))
     print(f"wrote {output} ({len(data):,} bytes)")
     return 0
+
+
+def save_partitions(data: bytes, names: list[str], options: list[str]) -> tuple[bytes, list[str]]:
+    """The .lite ``data`` with the delegates' partitions compiled and saved in it, and a line per partition.
+
+    Raises:
+        LiteError: a delegate cannot be loaded, declines here, or the model does not build with it.
+    """
+    delegates = [d for d in (load_delegate(name, parse_options(options)) for name in names) if d is not None]
+    for delegate in delegates:
+        delegate.init()  # NOTE: a delegate that declines here would save nothing: say so, do not write a plain file
+    data, saved, skipped = compile_into(data, Context(delegates=delegates))
+    lines = [f"saved {p.delegate} {p.name}: {len(p.nodes)} nodes, {len(memoryview(p.blob)) / 1e6:.1f} MB"
+             for p in saved]
+    if not saved:
+        lines.append(f"note: {', '.join(names)} saved no partition (no node runs on them, see lite-inspect)")
+    return data, lines + skipped
 
 
 if __name__ == "__main__":

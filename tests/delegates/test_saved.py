@@ -1,0 +1,258 @@
+"""Partitions the bundled delegates compile ahead of time into the .lite file (lite-convert --delegate).
+
+TVM: the compiled library loads with the TVM runtime alone (a fresh process where ``import tvm``
+fails), only with ``trust_saved_code``, only on a matching target, CPU and TVM version, and
+shapes the library does not serve compile again. ONNX Runtime: the saved ONNX graph replaces the
+emission, and a blob that reads files, nests graphs or has another boundary is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import lite
+from lite.blob import pack
+from lite.embedded import compile_into
+from lite.schema.reader import read_model
+from lite.schema.writer import write_model
+from lite.tools import zoo
+from lite.tools.converter import convert
+from tests.oracle import relative_l2, run_onnxruntime
+
+pytest.importorskip("onnxruntime")
+REPO = Path(__file__).resolve().parents[2]
+TOLERANCE = 1e-4  # relative L2 against onnxruntime
+
+
+def feeds_of(onnx_model: onnx.ModelProto, batch: int | None = None) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng()
+    feeds = {}
+    for value in onnx_model.graph.input:
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        feeds[value.name] = rng.standard_normal([batch or shape[0] or 1, *shape[1:]]).astype(np.float32)
+    return feeds
+
+
+def build(data, *delegates: lite.Delegate) -> lite.Model:
+    model = lite.Model()
+    model.build(data, lite.ModelType.LITE, lite.Context(thread_num=1, delegates=list(delegates)))
+    return model
+
+
+def error(model: lite.Model, onnx_model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
+    got = model.predict(feeds)[0].get_data_to_numpy()
+    return relative_l2(got, run_onnxruntime(onnx_model, feeds)[0])
+
+
+def blobs(model: lite.Model) -> set[str]:
+    return {r.blob for r in model.partition_report() if r.blob}
+
+
+def rewritten(data: bytes, **changes) -> bytes:
+    graph = read_model(data)
+    graph.partitions = [dataclasses.replace(p, **changes) for p in graph.partitions]
+    return write_model(graph)
+
+
+def with_blob(data: bytes, blob: bytes) -> bytes:
+    return rewritten(data, blob=blob, digest=hashlib.sha256(blob).hexdigest())
+
+
+# ---- ONNX Runtime ----------------------------------------------------------------------------------
+
+ORT_MODELS = {"resnet18": lambda: zoo.resnet18(image_size=64),
+              "bert_encoder": lambda: zoo.bert_encoder(seq_len=16, layers=2, width=64, heads=4, feed_forward=128)}
+
+
+@pytest.fixture(scope="module", params=sorted(ORT_MODELS))
+def ort_case(request):
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    onnx_model = ORT_MODELS[request.param]()
+    data, partitions, skipped = compile_into(convert(onnx_model), lite.Context(delegates=[ORTDelegate()]))
+    assert partitions and not skipped
+    return onnx_model, data
+
+
+def test_ort_loads_the_saved_graph_instead_of_emitting_it(ort_case, monkeypatch):
+    from lite.delegates.onnxruntime import ORTDelegate, graph_kernel
+
+    onnx_model, data = ort_case
+
+    def no_emission(*args, **kwargs):
+        raise AssertionError("the partition was emitted again")
+
+    monkeypatch.setattr(graph_kernel, "emit_partition", no_emission)
+    model = build(data, ORTDelegate())
+    assert {b.split(":")[0] for b in blobs(model)} == {"loaded"}
+    assert {r.runs_on for r in model.partition_report()} == {"ORTDelegate"}
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+
+
+def test_ort_file_runs_natively_without_the_delegate(ort_case):
+    onnx_model, data = ort_case
+    model = build(data)
+    assert {r.runs_on for r in model.partition_report()} == {"native"}
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+
+
+def test_ort_blob_for_another_opset_is_emitted_again(ort_case):
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    onnx_model, data = ort_case
+    model = build(rewritten(data, target=json.dumps({"layout": 1, "opset": 99})), ORTDelegate())
+    assert all("this ORTDelegate loads" in b for b in blobs(model))
+    assert {r.runs_on for r in model.partition_report()} == {"ORTDelegate"}
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+
+
+def hostile_graph(kind: str, original: onnx.ModelProto) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    model.CopyFrom(original)
+    if kind == "external data":
+        tensor = model.graph.initializer[0]
+        tensor.ClearField("raw_data")
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        tensor.external_data.add(key="location", value="../../etc/passwd")
+    elif kind == "subgraph":
+        branch = onnx.helper.make_graph([], "g", [], [])
+        model.graph.node[0].attribute.append(onnx.helper.make_attribute("body", branch))
+    else:
+        model.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.INT64
+    return model
+
+
+@pytest.mark.parametrize("kind", ["external data", "subgraph", "other boundary"])
+def test_ort_refuses_a_hostile_saved_graph(ort_case, kind):
+    from lite.blob import unpack
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    onnx_model, data = ort_case
+    header, arrays = unpack(read_model(data).partitions[0].blob)
+    graph = hostile_graph(kind, onnx.load_from_string(arrays["onnx"].tobytes()))
+    blob = pack(header, {"onnx": np.frombuffer(graph.SerializeToString(), np.uint8)})
+    model = build(with_blob(data, blob), ORTDelegate())
+    assert any("the blob failed to load (ModelFormatError: ORT blob" in b for b in blobs(model)), blobs(model)
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+
+
+# ---- TVM ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tvm_case():
+    pytest.importorskip("tvm")
+    from lite.delegates.tvm import TVMDelegate
+
+    onnx_model = zoo.inception_block(dynamic_batch=True)
+    plain = convert(onnx_model, input_shapes={"input": [1, 192, 28, 28]})
+    data, partitions, _ = compile_into(plain, lite.Context(delegates=[TVMDelegate(cache_dir=None)]))
+    assert len(partitions) == 1
+    return onnx_model, plain, data
+
+
+def trusted():
+    from lite.delegates.tvm import TVMDelegate
+
+    return TVMDelegate(cache_dir=None, trust_saved_code=True)
+
+
+def test_tvm_saved_library_loads_without_compiling(tvm_case, monkeypatch):
+    from lite.delegates.tvm import compiler, kernel, saved
+
+    onnx_model, _, data = tvm_case
+    for module in (compiler, kernel):
+        monkeypatch.setattr(module, "compile_module", lambda *a, **k: pytest.fail("TVM compiled"))
+    model = build(data, trusted())
+    assert {b.split(":")[0] for b in blobs(model)} == {"loaded"}
+    (graph_kernel,) = model.graph_kernels()
+    assert isinstance(graph_kernel, saved.SavedTVMKernel)
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+    model.resize(model.get_inputs(), [[3, 192, 28, 28]])  # a symbolic batch: the same library serves it
+    assert error(model, onnx_model, feeds_of(onnx_model, batch=3)) < TOLERANCE
+    assert graph_kernel.recompiled is None
+
+
+def test_tvm_shapes_the_library_does_not_serve_compile_again(tvm_case):
+    _, plain, data = tvm_case
+    model, native = build(data, trusted()), build(plain)
+    feeds = {"input": np.random.default_rng().standard_normal((2, 192, 32, 32)).astype(np.float32)}
+    for each in (model, native):
+        each.resize(each.get_inputs(), [list(feeds["input"].shape)])
+    got, want = (each.predict(feeds)[0].get_data_to_numpy() for each in (model, native))
+    assert relative_l2(got, want) < TOLERANCE  # the native kernels are checked against onnxruntime elsewhere
+    assert model.graph_kernels()[0].recompiled is not None
+
+
+def test_tvm_loads_saved_code_only_when_trusted(tvm_case):
+    from lite.delegates.tvm import TVMDelegate
+
+    onnx_model, _, data = tvm_case
+    model = build(data, TVMDelegate(cache_dir=None))
+    assert all("TVMDelegate(trust_saved_code=True) loads it" in b for b in blobs(model))
+    assert {r.runs_on for r in model.partition_report()} == {"TVMDelegate"}  # compiled here instead
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+
+
+def saved_target(data: bytes) -> dict:
+    return json.loads(read_model(data).partitions[0].target)
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda t: t["cpu"]["features"].append("avx9000"), "compiled for a CPU with avx9000, which this one lacks"),
+    (lambda t: t["cpu"].update(machine="riscv128"), "compiled for a riscv128 CPU"),
+    (lambda t: t.update(tvm="0.1"), "compiled by TVM 0.1"),
+    (lambda t: t.update(kind="cuda"), "compiled for target 'cuda'"),
+], ids=["cpu features", "machine", "tvm version", "target"])
+def test_tvm_library_for_another_machine_is_not_loaded(tvm_case, change, reason):
+    onnx_model, _, data = tvm_case
+    target = saved_target(data)
+    change(target)
+    model = build(rewritten(data, target=json.dumps(target)), trusted())
+    assert all(reason in b for b in blobs(model)), blobs(model)
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+
+
+def test_tvm_malformed_blob_falls_back(tvm_case):
+    onnx_model, _, data = tvm_case
+    model = build(with_blob(data, pack({"symbolic": True}, {})), trusted())
+    assert all("the blob failed to load (ModelFormatError: TVM blob" in b for b in blobs(model)), blobs(model)
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+
+
+FRESH_PROCESS = """
+import sys, time
+sys.modules["tvm"] = None  # TVM's Python package, compiler included, cannot be imported here
+import numpy as np
+import lite
+from lite.delegates.tvm import TVMDelegate
+
+model = lite.Model()
+start = time.perf_counter()
+model.build_from_file(sys.argv[1], context=lite.Context(delegates=[TVMDelegate(cache_dir=None, trust_saved_code=True)]))
+rows = model.partition_report()
+assert {r.runs_on for r in rows} == {"TVMDelegate"} and all(r.blob.startswith("loaded") for r in rows), rows
+assert not [name for name in sys.modules if name.startswith("tvm.")]
+np.save(sys.argv[3], model.predict([np.load(sys.argv[2])])[0].get_data_to_numpy())
+"""
+
+
+def test_tvm_saved_file_builds_in_a_fresh_process_where_tvm_cannot_be_imported(tvm_case, tmp_path):
+    onnx_model, _, data = tvm_case
+    path, x, y = tmp_path / "m.lite", tmp_path / "x.npy", tmp_path / "y.npy"
+    path.write_bytes(data)
+    feeds = feeds_of(onnx_model)
+    np.save(x, feeds["input"])
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(FRESH_PROCESS), str(path), str(x), str(y)],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert relative_l2(np.load(y), run_onnxruntime(onnx_model, feeds)[0]) < TOLERANCE
