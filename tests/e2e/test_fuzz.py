@@ -407,15 +407,17 @@ def test_case_timer_interrupts_a_hang():
             pass
 
 
-def in_child(first: int, count: int, case: str, module: str = "tests.e2e.test_fuzz", cwd: Path = REPO) -> None:
-    """Runs ``module.run_chunk`` on ``module.case`` in a child process (working directory ``cwd``)
-    whose address space is capped at CHILD_ADDRESS_SPACE.
+def in_child(first: int, count: int, case: str, module: str = "tests.e2e.test_fuzz", cwd: Path = REPO,
+             env: dict[str, str] | None = None, prelude: str = "") -> None:
+    """Runs ``module.run_chunk`` on ``module.case`` in a child process (working directory ``cwd``, extra
+    environment ``env``, Python code ``prelude`` run first) whose address space is capped at CHILD_ADDRESS_SPACE.
 
     An allocation bomb then fails inside the child (and the test) instead of taking the
     machine's memory, and a crash (a signal) is reported as a failure, not lost.
     """
-    code = f"from {module} import run_chunk, {case}; run_chunk({first}, {count}, {case})"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    code = f"{prelude}\nfrom {module} import run_chunk, {case}; run_chunk({first}, {count}, {case})"
+    env = {**os.environ, **(env or {}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
                             preexec_fn=_cap_address_space, timeout=count * (CASE_SECONDS + 1))
     assert result.returncode == 0, (

@@ -1,4 +1,6 @@
-"""Writes the golden model of the current format version: ``golden/v<FORMAT_VERSION>.lite`` and ``.npz``.
+"""Writes the golden model of the current format version: ``golden/v<FORMAT_VERSION>.lite`` and ``.npz``,
+and ``golden/saved-v<FORMAT_VERSION>.lite``: the same graph at batch 3 with the example NPU's partition
+saved in it (``lite-convert --delegate``), whose ``.npz`` also holds the outputs with the NPU.
 
 Run it ONLY after bumping ``lite.schema.graph.FORMAT_VERSION``::
 
@@ -12,6 +14,7 @@ the expected outputs, keyed by tensor name, as this runtime computes them.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -79,8 +82,39 @@ def write_golden(folder: Path = GOLDEN, seed: int = FORMAT_VERSION) -> Path:
     return path
 
 
+def write_saved_golden(folder: Path = GOLDEN, seed: int = FORMAT_VERSION) -> Path:
+    """Writes ``saved-v<FORMAT_VERSION>.lite`` and ``.npz`` into ``folder``; returns the .lite path.
+
+    Raises:
+        FileExistsError: it exists (it is never overwritten).
+    """
+    from lite.delegates.example_npu import ExampleNPUDelegate
+    from lite.embedded import compile_into
+
+    path = folder / f"saved-v{FORMAT_VERSION}.lite"
+    if path.exists() or path.with_suffix(".npz").exists():
+        raise FileExistsError(f"{path} exists: a version's golden file is never rewritten; bump FORMAT_VERSION first")
+    rng = np.random.default_rng(seed)
+    graph = golden_graph(rng)
+    graph.tensors = [dataclasses.replace(t, shape=(3, *t.shape[1:])) if t.shape[:1] == (-1,) else t
+                     for t in graph.tensors]
+    data, partitions, _ = compile_into(write_model(graph), lite.Context(delegates=[ExampleNPUDelegate()]))
+    assert len(partitions) == 1, partitions
+    x = rng.standard_normal((3, 3, 8, 8)).astype(F32)
+    outputs = {}
+    for suffix, delegates in (("", []), ("@npu", [ExampleNPUDelegate()])):
+        model = lite.Model()
+        model.build(data, lite.ModelType.LITE, lite.Context(delegates=delegates))
+        outputs.update({t.name + suffix: t.get_data_to_numpy() for t in model.predict([x])})
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    np.savez(path.with_suffix(".npz"), x=x, **outputs)
+    return path
+
+
 if __name__ == "__main__":
-    try:
-        print(f"wrote {write_golden()}")
-    except FileExistsError as exc:
-        sys.exit(f"make_golden: {exc}")
+    for write in (write_golden, write_saved_golden):
+        try:
+            print(f"wrote {write()}")
+        except FileExistsError as exc:
+            print(f"make_golden: {exc}", file=sys.stderr)

@@ -7,6 +7,10 @@ its table at the END of ``union Primitive`` (or a value at the end of an enum), 
 schema/generate.sh, then append the new name with its tag to the json; the failing test prints the
 line to add. Never edit or remove a recorded entry.
 
+Frozen table fields. A table's fields are found by their slot, their place in the table, so a
+field inserted before others, or removed, misreads every existing file. table_fields.json records
+every table's fields in order; new fields go at the END of a table (older readers skip them).
+
 Golden models. golden/v<N>.lite was written by format version N, with its input and expected outputs
 in golden/v<N>.npz. Every later format version must still load every one of them and predict the
 same outputs: a reader that learns version N+1 keeps reading version N. After bumping
@@ -31,7 +35,9 @@ from tests.schema.make_golden import GOLDEN, write_golden
 HERE = Path(__file__).resolve().parent
 SCHEMA = HERE.parents[1] / "schema"
 FROZEN: dict[str, dict[str, int]] = json.loads((HERE / "primitive_tags.json").read_text())
+FROZEN_FIELDS: dict[str, list[str]] = json.loads((HERE / "table_fields.json").read_text())
 GOLDEN_FILES = sorted(GOLDEN.glob("v*.lite"))
+SAVED_GOLDEN_FILES = sorted(GOLDEN.glob("saved-v*.lite"))
 
 
 def schema_enums() -> dict[str, dict[str, int]]:
@@ -68,6 +74,29 @@ def test_new_members_are_appended_and_recorded(enum):
     assert not new, f"{enum} has new members: append them to tests/schema/primitive_tags.json:\n{lines}"
 
 
+def schema_tables() -> dict[str, list[str]]:
+    """Every table of the .fbs files -> its field names, in order."""
+    text = "".join((SCHEMA / name).read_text() for name in ("model.fbs", "ops.fbs"))
+    return {m.group(1): re.findall(r"^\s*(\w+)\s*:", m.group(2), re.M)
+            for m in re.finditer(r"^table (\w+)\s*\{([^}]*)\}", text, re.M)}
+
+
+@pytest.mark.parametrize("table", sorted(FROZEN_FIELDS))
+def test_table_fields_are_only_appended(table):
+    current = schema_tables().get(table, [])
+    frozen = FROZEN_FIELDS[table]
+    assert current[:len(frozen)] == frozen, (
+        f"table {table}: fields {frozen} became {current}. Existing .lite files would be misread: restore them, "
+        "and add new fields at the end of the table instead")
+    new = current[len(frozen):]
+    assert not new, f"table {table} has new fields {new}: append them to {table} in tests/schema/table_fields.json"
+
+
+def test_every_table_is_frozen():
+    missing = sorted(set(schema_tables()) - set(FROZEN_FIELDS))
+    assert not missing, f"add {missing} with their fields to tests/schema/table_fields.json"
+
+
 def test_the_current_format_version_has_a_golden_file():
     assert GOLDEN / f"v{FORMAT_VERSION}.lite" in GOLDEN_FILES, (
         f"format version {FORMAT_VERSION} has no golden model: run python -m tests.schema.make_golden")
@@ -93,6 +122,26 @@ def test_golden_model_dynamic_batch_runs_row_by_row(path):
         for tensor in model.predict([stored[name][row:row + 1]]):
             np.testing.assert_allclose(tensor.get_data_to_numpy(), stored[tensor.name][row:row + 1],
                                        rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("path", SAVED_GOLDEN_FILES, ids=lambda path: path.stem)
+def test_golden_model_with_a_saved_partition_loads_it_or_runs_natively(path):
+    from lite.delegates.example_npu import ExampleNPUDelegate
+
+    stored = np.load(path.with_suffix(".npz"))
+    for suffix, delegates in (("", []), ("@npu", [ExampleNPUDelegate()])):
+        model = lite.Model()
+        model.build_from_file(str(path), context=lite.Context(delegates=delegates))
+        assert {r.blob.split(":")[0] for r in model.partition_report() if r.blob} == {"loaded" if delegates
+                                                                                      else "not used"}
+        for tensor in model.predict([stored["x"]]):
+            np.testing.assert_allclose(tensor.get_data_to_numpy(), stored[tensor.name + suffix], rtol=1e-6, atol=1e-6)
+
+
+def test_the_current_format_version_has_a_saved_golden_file():
+    assert GOLDEN / f"saved-v{FORMAT_VERSION}.lite" in SAVED_GOLDEN_FILES, (
+        f"format version {FORMAT_VERSION} has no golden model with a saved partition: "
+        "run python -m tests.schema.make_golden")
 
 
 def test_make_golden_never_overwrites(tmp_path):

@@ -1,12 +1,13 @@
 """The .lite writer and the validating reader."""
 
 import contextlib
+import dataclasses
 
 import numpy as np
 import pytest
 
 from lite.errors import ModelFormatError
-from lite.schema.graph import DATA_ALIGNMENT, GraphDef, NodeDef, TensorDef
+from lite.schema.graph import DATA_ALIGNMENT, GraphDef, NodeDef, PartitionDef, TensorDef
 from lite.schema.primitives import default_attrs
 from lite.schema.reader import aligned_copy, read_model
 from lite.schema.writer import write_model
@@ -159,5 +160,59 @@ def test_corrupted_bytes_raise_only_model_format_error(make_graph, seed, count):
     rng = np.random.default_rng(seed)
     data = write_model(make_graph(rng))
     for mutated in _mutations(data, rng, count):
+        with contextlib.suppress(ModelFormatError):
+            read_model(mutated)
+
+
+# ---- delegate partitions saved in the file ---------------------------------------------------------
+
+
+def saved_graph(rng: np.random.Generator) -> GraphDef:
+    graph = conv_graph(rng)
+    blob = rng.integers(0, 256, 5000, dtype=np.uint8).tobytes()
+    graph.partitions = [PartitionDef("SomeDelegate", "target-1", "some_0", [0, 1], [0], [5], blob, "f" * 64)]
+    return graph
+
+
+def test_saved_partitions_round_trip_with_an_aligned_read_only_blob():
+    graph = saved_graph(np.random.default_rng(10))
+    buffer = aligned_copy(write_model(graph))
+    (back,) = read_model(buffer).partitions
+    want = graph.partitions[0]
+    assert (back.delegate, back.target, back.name, back.nodes, back.inputs, back.outputs, back.digest) == (
+        want.delegate, want.target, want.name, want.nodes, want.inputs, want.outputs, want.digest)
+    assert bytes(back.blob) == want.blob and back.blob.ctypes.data % DATA_ALIGNMENT == 0
+    assert not back.blob.flags.writeable and np.shares_memory(back.blob, buffer)
+
+
+def test_files_without_partitions_read_as_before():
+    assert read_model(write_model(conv_graph(np.random.default_rng(11)))).partitions == []
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"nodes": [0, 7]}, "refers to node index 7, but the model has 2 nodes"),
+    ({"nodes": [1, 1]}, "lists a node twice"),
+    ({"nodes": []}, "covers no nodes"),
+    ({"inputs": [9]}, "refers to tensor index 9"),
+    ({"outputs": []}, "has no outputs"),
+    ({"delegate": ""}, "names no delegate"),
+])
+def test_inconsistent_partitions_are_refused(change, message):
+    graph = saved_graph(np.random.default_rng(12))
+    graph.partitions[0] = dataclasses.replace(graph.partitions[0], **change)
+    with pytest.raises(ModelFormatError, match=message):
+        read_model(write_model(graph))
+
+
+def test_a_blob_beyond_the_memory_limit_is_refused_before_use():
+    data = write_model(saved_graph(np.random.default_rng(13)))
+    with pytest.raises(ModelFormatError, match="blob of 5000 bytes exceeds the memory limit of 4999 bytes"):
+        read_model(data, memory_limit=4999)
+
+
+def test_corrupted_files_with_partitions_raise_only_model_format_error():
+    rng = np.random.default_rng(14)
+    data = write_model(saved_graph(rng))
+    for mutated in _mutations(data, rng, 1000):
         with contextlib.suppress(ModelFormatError):
             read_model(mutated)

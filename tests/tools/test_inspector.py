@@ -103,3 +103,18 @@ def test_measured_placement_in_the_table_and_the_page(inception_file, tmp_path, 
     assert "ExampleNPUDelegate  proposed" in table
     page = html.read_text()
     assert "measured placement" in page and " against native " in page
+
+
+def test_saved_partitions_are_listed_with_what_the_build_did(tmp_path, capsys):
+    import lite
+    from lite.delegates.example_npu import ExampleNPUDelegate
+    from lite.embedded import compile_into
+
+    path = tmp_path / "saved.lite"
+    path.write_bytes(compile_into(convert(inception_block()), lite.Context(delegates=[ExampleNPUDelegate()]))[0])
+    assert main([str(path), "--delegate", "example_npu"]) == 0
+    out = capsys.readouterr().out
+    assert "saved partition  delegate" in out and "loaded: ExampleNPUDelegate example_npu_0" in out
+    assert "built for:\n  ExampleNPUDelegate: example-npu/fp16-nhwc/1" in out
+    assert main([str(path)]) == 0
+    assert "not used: no ExampleNPUDelegate in the Context" in capsys.readouterr().out

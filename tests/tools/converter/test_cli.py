@@ -94,3 +94,23 @@ def test_big_models_say_each_stage_on_stderr(model_path, tmp_path, monkeypatch, 
     assert "reading the ONNX model" in stages[0] and f"writing {out}" in stages[-1]
     assert main([str(model_path), "-o", out, "--progress", "off"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_delegate_option_saves_compiled_partitions(tmp_path, capsys):
+    source, output = tmp_path / "inception.onnx", tmp_path / "inception.lite"
+    onnx.save(zoo.inception_block(), source)
+    assert main([str(source), "-o", str(output), "--delegate", "example_npu"]) == 0
+    out = capsys.readouterr().out
+    assert "saved ExampleNPUDelegate example_npu_0: 7 nodes, 0.3 MB" in out
+    (partition,) = read_model(output.read_bytes()).partitions
+    assert partition.delegate == "ExampleNPUDelegate" and len(partition.nodes) == 7
+
+
+def test_a_delegate_that_takes_nothing_is_noted_and_a_declining_one_fails(tmp_path, monkeypatch, capsys):
+    model_path, output = tmp_path / "encoder.onnx", tmp_path / "out.lite"
+    onnx.save(zoo.bert_encoder(seq_len=8, layers=1, width=32, heads=2, feed_forward=64), model_path)  # no 4-D image
+    assert main([str(model_path), "-o", str(output), "--delegate", "example_npu"]) == 0
+    assert "note: example_npu saved no partition (no node runs on them, see lite-inspect)" in capsys.readouterr().out
+    monkeypatch.setenv("DELITE_EXAMPLE_NPU", "off")
+    assert main([str(model_path), "-o", str(output), "--delegate", "example_npu"]) == 1
+    assert "the example NPU is switched off" in capsys.readouterr().err
