@@ -20,6 +20,7 @@ from lite.errors import (
     OutOfMemoryError,
     StageError,
     UnsupportedOpError,
+    WorkerError,
 )
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
@@ -38,7 +39,7 @@ __all__ = [
     "LiteError", "MemoryLimitError", "MissingPackageError", "Model", "ModelFileError", "ModelFormatError",
     "ModelParallelRunner", "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow",
     "PipelineConfig", "PlacementRow", "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor",
-    "UnsupportedOpError", "available_delegates", "register_custom_kernel", "split_model",
+    "UnsupportedOpError", "WorkerError", "available_delegates", "register_custom_kernel", "split_model",
     "unregister_custom_kernel",
 ]
 __version__ = "0.1.0"

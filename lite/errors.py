@@ -73,5 +73,13 @@ class StageError(LiteError):
         self.__cause__ = error
 
 
+class WorkerError(LiteError):
+    """A pipeline stage's worker process died, could not start, or raised an error that cannot be sent back.
+
+    It is the ``__cause__`` of the ``StageError`` a request gets; the message names the stage
+    and the process.
+    """
+
+
 class OutOfMemoryError(LiteError, MemoryError):
     """The system could not allocate memory the model needs (below Context.memory_limit)."""

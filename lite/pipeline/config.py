@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lite.context import Context
 from lite.errors import InputError
 from lite.model import Model
+from lite.pipeline.worker import StageSource
 from lite.tensor import Tensor
 
 # A pipeline input or output name ("input"), or a tensor of a stage ((stage, "name")).
@@ -63,6 +65,9 @@ class PipelineConfig:
     ``name`` of stage ``i`` (an output of the model as a source, an input as a target).
     A source may feed several targets; every target is fed exactly once.
 
+    A stage can run in a worker process (``PipelineExecutor(config, processes=...)``) once the
+    config knows what to build it from: ``set_source`` (``split_model`` sets every stage's).
+
     Args:
         stages: built models, one per stage, in the order they run (each with its own Context).
 
@@ -76,6 +81,7 @@ class PipelineConfig:
         config.connect((0, "t17"), (1, "t17"))          # stage 0 output -> stage 1 input
         config.connect((1, "output"), "output")         # stage 1 output -> pipeline output
         print(config)                                   # the wiring, for debugging
+        config.set_source(1, second_lite_bytes, lite.Context(thread_num=1))  # stage 1 may run in a process
     """
 
     def __init__(self, stages: Sequence[Model]):
@@ -89,6 +95,7 @@ class PipelineConfig:
         self._input_specs: dict[str, TensorSpec] = {}
         self._output_specs: dict[str, TensorSpec] = {}
         self._sources: dict[Endpoint, Endpoint] = {}  # target -> source, in connect order
+        self._stage_sources: dict[int, StageSource] = {}
 
     @property
     def inputs(self) -> list[str]:
@@ -137,6 +144,25 @@ class PipelineConfig:
             self._output_specs[target] = source_spec
         self._sources[target] = source
         return self
+
+    def set_source(self, stage: int, model_data: bytes, context: Context | None = None) -> PipelineConfig:
+        """Records the ``.lite`` bytes and Context stage ``stage``'s Model was built from, so a worker
+        process can build the same stage; returns the config.
+
+        Raises:
+            InputError: no such stage, bytes that are not bytes, or a context that is not a Context.
+        """
+        self._endpoint((stage, ""), f"set_source({stage!r}, ...)")
+        if not isinstance(model_data, (bytes, bytearray)):
+            raise InputError(f"set_source: model_data must be the stage's .lite bytes, got {type(model_data).__name__}")
+        if context is not None and not isinstance(context, Context):
+            raise InputError(f"set_source: context must be a lite.Context, got {type(context).__name__}")
+        self._stage_sources[stage] = StageSource(bytes(model_data), context or Context())
+        return self
+
+    def source(self, stage: int) -> StageSource | None:
+        """What stage ``stage`` is built from (``set_source``), or None when it was never set."""
+        return self._stage_sources.get(stage)
 
     def _endpoint(self, endpoint: Endpoint, where: str) -> Endpoint:
         if isinstance(endpoint, str):

@@ -3,22 +3,31 @@
 Requests flow through bounded ``_Channel`` queues, one per stage plus one of finished
 results; each stage follows a ``_StagePlan`` made once from the config's wiring (which
 values it reads, keeps and drops), so a request carries only the values a later stage
-or the pipeline's outputs still need.
+or the pipeline's outputs still need. A stage's thread runs its Model itself (a thread
+stage) or hands the request to a worker process (a ``ProcessStage``) and waits for it.
 """
 
 from __future__ import annotations
 
+import pickle
 import threading
+import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from lite.arguments import sequence_of
 from lite.errors import InputError, StageError
+from lite.model import Model
 from lite.pipeline.config import Endpoint, PipelineConfig, TensorSpec, check_positive
+from lite.pipeline.process import ProcessStage
+from lite.pipeline.shared import bytes_for
 from lite.tensor import Tensor
+
+# Runs one stage: its inputs by name -> the outputs the pipeline keeps, by name.
+StageRunner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 
 @dataclass
@@ -32,7 +41,7 @@ class _Request:
 class _StagePlan:
     """What one stage reads, what it keeps of its outputs and what no later stage needs."""
 
-    feeds: list[Endpoint]  # the source of each model input, in the model's input order
+    feeds: dict[str, Endpoint]  # model input name -> its source, in the model's input order
     keep: list[str] = field(default_factory=list)
     drop: list[Endpoint] = field(default_factory=list)
 
@@ -106,18 +115,33 @@ class PipelineExecutor:
     producer that outruns its consumer is slowed down instead of filling memory (collect
     results from another thread then, or ``run()`` waits for ever).
 
-    Threads: give every stage the same ``thread_num`` (see the ``lite.pipeline`` package
-    docstring: the BLAS pool is process-wide).
+    Threads: give every thread stage the same ``thread_num`` (see the ``lite.pipeline`` package
+    docstring: the BLAS pool is process-wide). A stage whose graph kernels release the GIL for
+    a whole call (onnxruntime, TVM, a GPU) runs alongside native stages in threads.
+
+    Processes: ``processes`` puts stages in worker processes (spawned; each builds its stage
+    from ``config.source(i)`` and has its own BLAS pool and GIL, so CPU-bound native stages run
+    truly in parallel). Activations pass through shared memory; only small messages are pickled.
+    A worker that dies fails the request it ran with a ``StageError`` naming the stage (its
+    cause a ``WorkerError``); the next request starts a new worker, up to ``worker_restarts``
+    times, after which that stage's requests fail with a ``StageError`` saying it cannot serve.
+    ``close()`` (or leaving the ``with`` block, also by an exception such as KeyboardInterrupt)
+    stops the workers and frees the shared memory; so does the interpreter's exit.
 
     Args:
         config: the stages and their wiring; checked with ``config.validate()``.
         queue_size: requests each stage's input queue holds.
         max_outputs: the most finished results waiting for ``get_output``; the last stage waits
             while that many do (None: no bound).
+        processes: True runs every stage in its own worker process; a sequence of stage indices
+            runs those; False (default) runs every stage in a thread of this process.
+        worker_restarts: how many times each process stage replaces a worker that died.
 
     Raises:
-        InputError: incomplete wiring, or a ``queue_size`` or ``max_outputs`` that is not a
-            positive int.
+        InputError: incomplete wiring; a ``queue_size``, ``max_outputs`` or ``worker_restarts``
+            out of range; a process stage without ``config.set_source`` or whose Context cannot
+            be pickled.
+        WorkerError: a worker process could not build its stage (the message says why).
 
     Example:
         >>> import numpy as np, lite
@@ -137,7 +161,8 @@ class PipelineExecutor:
         True
     """
 
-    def __init__(self, config: PipelineConfig, queue_size: int = 2, max_outputs: int | None = None):
+    def __init__(self, config: PipelineConfig, queue_size: int = 2, max_outputs: int | None = None,
+                 processes: bool | Sequence[int] = False, worker_restarts: int = 3):
         config.validate()
         check_positive("queue_size", queue_size)
         if max_outputs is not None:
@@ -146,6 +171,11 @@ class PipelineExecutor:
         self._input_specs = config.input_specs
         self._results = {target: source for source, target in config.connections if isinstance(target, str)}
         self._plans = _plan_stages(config)
+        self._workers = _process_stages(config, self._plans, _process_indices(processes, len(self._stages)),
+                                        worker_restarts)
+        self._stop_workers = weakref.finalize(self, _kill, list(self._workers.values()))
+        _start(list(self._workers.values()))
+        self._runners = [self._runner(i) for i in range(len(self._stages))]
         self._queue_size = queue_size
         self._queues = [_Channel(queue_size) for _ in self._stages]
         self._finished = _Channel(max_outputs)
@@ -288,12 +318,22 @@ class PipelineExecutor:
         finally:
             sink.close()
 
+    @property
+    def worker_pids(self) -> dict[int, int]:
+        """Stage index -> the process id of its worker, for the process stages whose worker runs now."""
+        return {i: stage.pid for i, stage in self._workers.items() if stage.pid is not None}
+
+    def _runner(self, index: int) -> StageRunner:
+        if index in self._workers:
+            return self._workers[index].predict
+        return lambda feeds: _predict(self._stages[index], feeds, self._plans[index].keep)
+
     def _run_stage(self, index: int, request: _Request) -> None:
         plan, values = self._plans[index], request.values
         try:
-            outputs = {t.name: t for t in self._stages[index].predict([values[s] for s in plan.feeds])}
+            outputs = self._runners[index]({name: values[s] for name, s in plan.feeds.items()})
             for name in plan.keep:
-                values[(index, name)] = outputs[name].get_data_to_numpy()  # the Model reuses its arrays
+                values[(index, name)] = outputs[name]
         except Exception as exc:
             request.error = StageError(index, request.number, exc)
             values.clear()
@@ -304,7 +344,7 @@ class PipelineExecutor:
     # ---- closing ----------------------------------------------------------------------------
 
     def close(self, cancel: bool = False) -> None:
-        """Stops the worker threads and waits for them; finished results stay available.
+        """Stops the worker threads and processes and waits for them; finished results stay available.
 
         Args:
             cancel: False finishes every queued request first (nothing is lost). True lets
@@ -317,8 +357,13 @@ class PipelineExecutor:
             self._cancel.set()
         self._finished.unbound()  # NOTE: the last stage must never wait for a consumer while we join
         self._queues[0].close()
-        for thread in self._threads:
-            thread.join()
+        try:
+            for thread in self._threads:
+                thread.join()
+        finally:
+            self._stop_workers.detach()
+            for stage in self._workers.values():
+                stage.stop()
 
     def __enter__(self) -> PipelineExecutor:
         return self
@@ -331,16 +376,77 @@ class PipelineExecutor:
 def _plan_stages(config: PipelineConfig) -> list[_StagePlan]:
     """Per stage: the sources of its inputs, the outputs to keep and the values to drop after it."""
     sources = {target: source for source, target in config.connections}
-    plans = [_StagePlan([sources[(i, t.name)] for t in model.get_inputs()]) for i, model in enumerate(config.stages)]
+    plans = [_StagePlan({t.name: sources[(i, t.name)] for t in model.get_inputs()})
+             for i, model in enumerate(config.stages)]
     read = set(sources.values())
     for i, model in enumerate(config.stages):
         plans[i].keep = [t.name for t in model.get_outputs() if (i, t.name) in read]
     last_use: dict[Endpoint, int] = {}
     for i, plan in enumerate(plans):
-        for source in plan.feeds:
+        for source in plan.feeds.values():
             last_use[source] = i
     results = {source for target, source in sources.items() if isinstance(target, str)}
     for source, i in last_use.items():
         if source not in results:
             plans[i].drop.append(source)
     return plans
+
+
+def _predict(model: Model, feeds: dict[str, np.ndarray], keep: list[str]) -> dict[str, np.ndarray]:
+    """A thread stage: runs ``model`` here; the kept outputs by name (``predict`` returns copies)."""
+    return {t.name: t.data for t in model.predict(feeds, output_names=keep)}
+
+
+def _process_indices(processes: bool | Sequence[int], count: int) -> list[int]:
+    """The stages to run in worker processes."""
+    if isinstance(processes, bool):
+        return list(range(count)) if processes else []
+    indices = sequence_of(processes, "processes", "PipelineExecutor")
+    wrong = [i for i in indices if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < count]
+    if wrong:
+        raise InputError(f"processes: {wrong} are not stage indices; stages are 0..{count - 1}")
+    return sorted(set(indices))
+
+
+def _process_stages(config: PipelineConfig, plans: list[_StagePlan], indices: list[int],
+                    restarts: int) -> dict[int, ProcessStage]:
+    """A ``ProcessStage`` per index (not started), checked for a source that a worker can receive."""
+    if not isinstance(restarts, int) or isinstance(restarts, bool) or restarts < 0:
+        raise InputError(f"worker_restarts must be an int >= 0, got {restarts!r}")
+    stages = {}
+    for i in indices:
+        source = config.source(i)
+        if source is None:
+            raise InputError(f"stage {i} cannot run in a process: the config has no source for it; call "
+                             f"config.set_source({i}, lite_bytes, context) (split_model sets every stage's)")
+        try:
+            pickle.dumps(source.context)
+        except Exception as exc:
+            raise InputError(f"stage {i} cannot run in a process: its Context cannot be sent to a worker "
+                             f"({type(exc).__name__}: {exc}); give its delegates plain options, or run it "
+                             "in a thread") from exc
+        outputs = {t.name: (t.dtype, t.shape) for t in config.stages[i].get_outputs() if t.name in plans[i].keep}
+        stages[i] = ProcessStage(i, source, plans[i].keep, bytes_for(outputs), restarts)
+    return stages
+
+
+def _start(stages: list[ProcessStage]) -> None:
+    """Spawns every worker, then waits for all to build; on any failure (or Ctrl-C) stops them all.
+
+    Raises:
+        WorkerError: a worker could not build its stage.
+    """
+    try:
+        for stage in stages:
+            stage.launch()
+        for stage in stages:
+            stage.wait_ready()
+    except BaseException:
+        _kill(stages)
+        raise
+
+
+def _kill(stages: list[ProcessStage]) -> None:
+    """Kills every worker and frees the shared memory (a failed start, or the interpreter's exit)."""
+    for stage in stages:
+        stage.kill()

@@ -1,8 +1,14 @@
 """Splitting a model: ``split_model`` cuts one model into stages balanced by profiled kernel costs.
 
-The model is profiled whole (``_profile``), cut by ``balance`` on those costs, then the
-``Cutter`` re-profiles the pieces predicting together (``_profile_together``) and balances
-again; the pieces are written as ``.lite`` graphs, built and wired into a ``PipelineConfig``.
+The model is profiled whole, natively (``_profile``) and with each stage's Context
+(``_cost_table``: one row of kernel costs per stage), cut by ``balance`` on those rows, then
+the ``Cutter`` re-profiles the pieces, each built with its own stage's Context, predicting
+together (``_profile_together``), and balances again; the pieces are written as ``.lite``
+graphs, built and wired into a ``PipelineConfig`` that records each piece's bytes and Context
+(so its stages may run in worker processes).
+
+A delegate's graph kernel is timed as a whole; its time is shared among the nodes it runs in
+proportion to their native costs (``_kernel_costs``), so every row costs the same kernels.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -47,19 +53,23 @@ def split_model(model: ModelSource, num_stages: int,
     outputs made early are wired from their piece straight to the pipeline outputs. Tensor
     names stay as they are, so the wiring reads ``connect((0, "t"), (1, "t"))``.
 
-    Costs are those of the native kernels: a piece whose Context has a delegate may run
-    faster or slower than its share.
+    Placement: each piece is costed on the Context it will run with. The whole model is
+    profiled once per distinct stage Context (its delegates, its ``thread_num``), so a stage on
+    onnxruntime or TVM gets the share of the model that takes it as long as the native stages
+    take theirs; the pieces are then re-profiled, each built with its own Context.
 
     Args:
         model: a ``.lite`` or ``.onnx`` path, ``.lite`` bytes, or an ``onnx.ModelProto``.
         num_stages: pieces to cut (at least 1, at most the number of kernels that run).
-        contexts: one Context per piece (default: ``Context(thread_num=1)`` each).
+        contexts: one Context per piece, the one it will run with (default:
+            ``Context(thread_num=1)`` each).
         profile_runs: timed predicts after one warm-up.
         save_dir: when given, piece ``i`` is also written there as ``stage{i}.lite``.
 
     Returns:
         The built pieces, and a ``PipelineConfig`` wiring them (pipeline inputs and outputs
-        carry the model's input and output names).
+        carry the model's input and output names) that knows each piece's ``.lite`` bytes and
+        Context (``config.source(i)``), so ``PipelineExecutor(config, processes=True)`` works.
 
     Raises:
         InputError: a bad argument, a model with free (-1) input dims (convert it with
@@ -77,15 +87,21 @@ def split_model(model: ModelSource, num_stages: int,
     data = load_lite_bytes(model)
     graph = read_model(data)
     _check_splittable(graph)
-    costs, known = _profile(data, profile_runs)
+    native, known = _profile(data, profile_runs)
     producers = _producers(graph)
-    order = [producers[name] for name in costs]
+    order = [producers[name] for name in native]
     if num_stages > len(order):
         raise InputError(f"cannot cut {len(order)} running kernel(s) into {num_stages} stages")
-    cuts = Cutter(graph, order, known, profile_runs).refine(list(costs), list(costs.values()), num_stages)
+    table = _cost_table(data, contexts, native, profile_runs)
+    cutter = Cutter(graph, order, known, profile_runs, contexts, native)
+    cuts = cutter.refine(list(native), table, num_stages)
     graphs = _pieces(graph, _groups(order, cuts), known)
-    pieces = [_build_piece(graphs[i], i, contexts[i], save_dir) for i in range(num_stages)]
-    return pieces, _wire(graph, graphs, pieces)
+    datas = [_piece_bytes(graphs[i], i, save_dir) for i in range(num_stages)]
+    pieces = [_built(data, context) for data, context in zip(datas, contexts, strict=True)]
+    config = _wire(graph, graphs, pieces)
+    for i, (data, context) in enumerate(zip(datas, contexts, strict=True)):
+        config.set_source(i, data, context)
+    return pieces, config
 
 
 class Cutter:
@@ -96,36 +112,52 @@ class Cutter:
         order: node indices of the running kernels, in run order (the items ``refine`` cuts).
         known: values computed from shapes alone, by tensor name (constants of the pieces).
         runs: profiled predicts per piece in each round.
+        contexts: the Context of each piece (default: ``Context(thread_num=1)`` each).
+        native: each running kernel's native cost (shares a graph kernel's time among its nodes).
     """
 
     ROUNDS = 3
 
-    def __init__(self, graph: GraphDef, order: list[int], known: dict[str, np.ndarray], runs: int):
+    def __init__(self, graph: GraphDef, order: list[int], known: dict[str, np.ndarray], runs: int,
+                 contexts: Sequence[Context] | None = None, native: dict[str, float] | None = None):
         self.graph, self.order, self.known, self.runs = graph, order, known, runs
+        self.contexts, self.native = contexts, native or {}
 
-    def refine(self, names: list[str], seconds: list[float], parts: int) -> list[int]:
+    def refine(self, names: list[str], costs: Sequence[float] | np.ndarray, parts: int) -> list[int]:
         """The cuts, of those tried, whose slowest piece measured fastest.
 
-        Starts from ``balance`` on the whole-model costs; each round profiles the pieces of the
-        current cuts, takes each kernel's cost from its piece, and balances again, until the
-        cuts repeat or ``ROUNDS`` rounds have run.
+        ``costs`` are the kernels' costs, the same for every part (a list) or one row per part
+        (each part's Context). Starts from ``balance`` on them; each round profiles the pieces
+        of the current cuts, takes each kernel's cost from its piece into the rows of every part
+        with that piece's Context, and balances again, until the cuts repeat or ``ROUNDS``
+        rounds have run.
         """
-        cuts, slowest = balance(seconds, parts), {}
+        table = _rows(costs, parts)
+        cuts, slowest = balance(table, parts), {}
         for _ in range(self.ROUNDS if parts > 1 else 0):
             if tuple(cuts) in slowest:
                 break
-            measured = self.piece_costs(cuts)
-            seconds = [measured.get(name, old) for name, old in zip(names, seconds, strict=True)]
-            stages = [sum(seconds[a:b]) for a, b in _spans(cuts, len(seconds))]
+            self._update(table, names, cuts, self.piece_costs(cuts))
+            stages = [table[k, a:b].sum() for k, (a, b) in enumerate(_spans(cuts, len(names)))]
             logger.info("split_model: cuts %s measure %s ms per stage", cuts, [round(s * 1e3, 3) for s in stages])
             slowest[tuple(cuts)] = max(stages)
-            cuts = balance(seconds, parts)
+            cuts = balance(table, parts)
         return list(min(slowest, key=slowest.get)) if slowest else cuts
 
+    def _update(self, table: np.ndarray, names: list[str], cuts: list[int], measured: dict[str, float]) -> None:
+        """Each kernel's measured cost goes to the rows of every part whose Context is its piece's."""
+        keys = [_context_key(c) for c in self.contexts] if self.contexts else [None] * len(table)
+        for k, (a, b) in enumerate(_spans(cuts, len(names))):
+            rows = [m for m, key in enumerate(keys) if key == keys[k]]
+            for i in range(a, b):
+                table[rows, i] = measured.get(names[i], table[k, i])
+
     def piece_costs(self, cuts: list[int]) -> dict[str, float]:
-        """Each running kernel's cost (by first output name) inside its piece, the pieces predicting together."""
-        return _profile_together([write_model(p) for p in _pieces(self.graph, _groups(self.order, cuts), self.known)],
-                                 self.runs)
+        """Each running kernel's cost (by first output name) inside its piece, each piece built with its
+        own Context, the pieces predicting together."""
+        pieces = [write_model(p) for p in _pieces(self.graph, _groups(self.order, cuts), self.known)]
+        contexts = self.contexts or [Context(thread_num=1) for _ in pieces]
+        return _profile_together(pieces, contexts, self.native, _first_outputs(self.graph), self.runs)
 
 
 def _spans(cuts: list[int], length: int) -> list[tuple[int, int]]:
@@ -136,25 +168,35 @@ def _groups(order: list[int], cuts: list[int]) -> list[list[int]]:
     return [order[a:b] for a, b in _spans(cuts, len(order))]
 
 
-def balance(costs: Sequence[float], parts: int) -> list[int]:
+def _rows(costs: Sequence[float] | np.ndarray, parts: int) -> np.ndarray:
+    """``costs`` as one row per part (a flat list is every part's row)."""
+    table = np.array(costs, np.float64)
+    return np.tile(table, (parts, 1)) if table.ndim == 1 else table
+
+
+def balance(costs: Sequence[float] | np.ndarray, parts: int) -> list[int]:
     """Cut points (the start of every part after the first) that minimise the largest part's sum.
 
-    Every part gets at least one item. Linear partition by dynamic programming, vectorised
-    over the position of the last cut.
+    ``costs`` are the items' costs, the same in every part, or one row per part (an item costs
+    what it costs on that part's device). Every part gets at least one item. Linear partition
+    by dynamic programming, vectorised over the position of the last cut.
 
     Example:
         >>> balance([4, 1, 1, 1, 1, 4], 2)
         [3]
+        >>> balance([[4, 1, 1, 1, 1, 4], [2, 0.5, 0.5, 0.5, 0.5, 2]], 2)  # the second part runs 2x faster
+        [2]
     """
-    n = len(costs)
-    prefix = np.concatenate([[0.0], np.cumsum(np.asarray(costs, np.float64))])
-    best = prefix.copy()  # best[j]: the smallest max over j items in the parts so far
+    table = _rows(costs, parts)
+    n = table.shape[1]
+    prefix = np.concatenate([np.zeros((parts, 1)), np.cumsum(table, axis=1)], axis=1)
+    best = prefix[0].copy()  # best[j]: the smallest max over j items in the parts so far
     choice = np.zeros((parts, n + 1), np.int64)
     for k in range(1, parts):
         new = np.full(n + 1, np.inf)
         for j in range(k + 1, n + 1):
             starts = np.arange(k, j)
-            worst = np.maximum(best[starts], prefix[j] - prefix[starts])
+            worst = np.maximum(best[starts], prefix[k, j] - prefix[k, starts])
             pick = int(np.argmin(worst))
             new[j], choice[k, j] = worst[pick], starts[pick]
         best = new
@@ -193,23 +235,80 @@ def _profile(data: bytes, runs: int) -> tuple[dict[str, float], dict[str, np.nda
     if not isinstance(runs, int) or runs < 1:
         raise InputError(f"profile_runs must be a positive int, got {runs!r}")
     model, feeds = _profiling_model(data)
-    model.predict(feeds)
-    timings = []
-    for _ in range(runs):
-        profile: dict = {}
-        model.predict(feeds, profile=profile)
-        timings.append(profile)
+    timings = _timings(model, feeds, runs)
     costs = {k.outputs[0].name: min(t[k] for t in timings) for k in timings[0]}
     read = [t for k in timings[0] for t in k.inputs if t is not None] + model.get_outputs()
     known = {t.name: np.array(t.data) for t in read if t.value_known and not t.is_const}
     return costs, known
 
 
-def _profile_together(pieces: list[bytes], runs: int) -> dict[str, float]:
+def _context_key(context: Context) -> tuple:
+    """Contexts with equal keys run a kernel equally fast: the same threads and delegate objects."""
+    return context.thread_num, tuple(id(d) for d in context.delegates)
+
+
+def _cost_table(data: bytes, contexts: list[Context], native: dict[str, float], runs: int) -> np.ndarray:
+    """One row per stage: each running kernel's cost with that stage's Context (native one-thread
+    rows reuse ``native``; every other distinct Context profiles the whole model once)."""
+    plain, first_outputs = _context_key(Context(thread_num=1)), _first_outputs(read_model(data))
+    rows: dict[tuple, list[float]] = {plain: list(native.values())}
+    for context in contexts:
+        key = _context_key(context)
+        if key not in rows:
+            measured = _profile_with(data, context, native, first_outputs, runs)
+            rows[key] = [measured.get(name, seconds) for name, seconds in native.items()]
+    return np.array([rows[_context_key(c)] for c in contexts])
+
+
+def _profile_with(data: bytes, context: Context, native: dict[str, float], first_outputs: dict[str, str],
+                  runs: int) -> dict[str, float]:
+    """Per running kernel: its fastest time in the whole model built with ``context``."""
+    model, feeds = _profiling_model(data, context)
+    return _kernel_costs(model, _timings(model, feeds, runs), native, first_outputs, min)
+
+
+def _timings(model: Model, feeds: list[np.ndarray], runs: int) -> list[dict]:
+    """The kernel profiles of ``runs`` predicts, after one warm-up."""
+    model.predict(feeds)
+    timings = []
+    for _ in range(runs):
+        profile: dict = {}
+        model.predict(feeds, profile=profile)
+        timings.append(profile)
+    return timings
+
+
+def _kernel_costs(model: Model, timings: list[dict], native: dict[str, float], first_outputs: dict[str, str],
+                  reduce: Callable[[list[float]], float]) -> dict[str, float]:
+    """Per running kernel (by first output name): ``reduce`` of its profiled times; a graph kernel's
+    time is shared among the nodes it runs in proportion to their ``native`` costs."""
+    covered: dict[str, list[str]] = {}
+    for row in model.partition_report():
+        if row.graph_kernel and row.node in first_outputs:
+            covered.setdefault(row.graph_kernel, []).append(first_outputs[row.node])
+    graph_kernels = {id(k) for k in model.graph_kernels()}
+    costs = {}
+    for kernel in timings[0]:
+        seconds = float(reduce([t[kernel] for t in timings]))
+        names = covered.get(kernel.name, []) if id(kernel) in graph_kernels else [kernel.outputs[0].name]
+        weights = np.array([native.get(name, 0.0) for name in names])
+        shares = weights / weights.sum() if weights.sum() > 0 else np.full(len(names), 1 / max(len(names), 1))
+        costs.update(zip(names, (seconds * shares).tolist(), strict=True))
+    return costs
+
+
+def _first_outputs(graph: GraphDef) -> dict[str, str]:
+    """Node name -> the name of its first output (the key of a kernel's cost)."""
+    return {node.name: graph.tensors[node.outputs[0]].name for node in graph.nodes if node.outputs}
+
+
+def _profile_together(pieces: list[bytes], contexts: Sequence[Context], native: dict[str, float],
+                      first_outputs: dict[str, str], runs: int) -> dict[str, float]:
     """Per running kernel (by first output name): its median time over ``runs`` profiled
-    predicts while every piece predicts at the same time in its own thread. A piece that
-    finishes its runs first goes on predicting until all have, so all runs see contention."""
-    models = [_profiling_model(data) for data in pieces]
+    predicts while every piece, built with its Context, predicts at the same time in its own
+    thread. A piece that finishes its runs first goes on predicting until all have, so all runs
+    see contention."""
+    models = [_profiling_model(data, context) for data, context in zip(pieces, contexts, strict=True)]
     timings: list[list[dict]] = [[] for _ in models]
     errors: list[BaseException] = []
     start = threading.Barrier(len(models))
@@ -235,13 +334,16 @@ def _profile_together(pieces: list[bytes], runs: int) -> dict[str, float]:
         thread.join()
     if errors:
         raise errors[0]
-    return {k.outputs[0].name: float(np.median([t[k] for t in piece])) for piece in timings for k in piece[0]}
+    costs: dict[str, float] = {}
+    for (model, _), piece in zip(models, timings, strict=True):
+        costs.update(_kernel_costs(model, piece, native, first_outputs, np.median))
+    return costs
 
 
-def _profiling_model(data: bytes) -> tuple[Model, list[np.ndarray]]:
-    """A native one-thread model of ``data`` and random inputs for it."""
+def _profiling_model(data: bytes, context: Context | None = None) -> tuple[Model, list[np.ndarray]]:
+    """A model of ``data`` built with ``context`` (default: native, one thread) and random inputs for it."""
     model = Model()
-    model.build(data, ModelType.LITE, Context(thread_num=1))
+    model.build(data, ModelType.LITE, context or Context(thread_num=1))
     rng = np.random.default_rng(0)
     return model, [_random_input(t, rng) for t in model.get_inputs()]
 
@@ -296,11 +398,15 @@ def _piece_tensor(tensor: TensorDef, known: dict[str, np.ndarray]) -> TensorDef:
     return TensorDef(tensor.name, value.dtype, value.shape, tensor.format, np.ascontiguousarray(value))
 
 
-def _build_piece(graph: GraphDef, index: int, context: Context, save_dir: str | os.PathLike | None) -> Model:
+def _piece_bytes(graph: GraphDef, index: int, save_dir: str | os.PathLike | None) -> bytes:
     data = write_model(graph)
     if save_dir is not None:
         Path(save_dir).mkdir(parents=True, exist_ok=True)
         (Path(save_dir) / f"stage{index}.lite").write_bytes(data)
+    return data
+
+
+def _built(data: bytes, context: Context) -> Model:
     model = Model()
     model.build(data, ModelType.LITE, context)
     return model

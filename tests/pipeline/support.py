@@ -1,14 +1,18 @@
-"""Helpers shared by the pipeline tests: one-node models, two-stage chains, pipeline threads."""
+"""Helpers shared by the pipeline tests: one-node models, two-stage chains, pipeline threads, worker leftovers."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 
 import numpy as np
+import psutil
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
+from lite.pipeline.shared import block_names
 from lite.tools.converter import convert
+from tests.delegate_support import NativeGraphKernel
 
 RNG = np.random.default_rng(23)
 
@@ -58,3 +62,41 @@ def pipeline_threads() -> list[threading.Thread]:
 def arrays(outputs: list[lite.Tensor]) -> dict[str, np.ndarray]:
     """``{name: array}`` of the Tensors ``get_output`` (or ``Model.predict``) returned."""
     return {t.name: t.get_data_to_numpy() for t in outputs}
+
+
+class NaNRefusingKernel(NativeGraphKernel):
+    """Runs the native kernels it replaced, but raises on an input holding NaN (a stage error on demand)."""
+
+    def execute(self) -> None:
+        if any(np.isnan(t.data).any() for t in self.inputs):
+            raise RuntimeError("this stage refuses NaN")
+        super().execute()
+
+
+class NaNRefusingDelegate(lite.SimpleDelegate):
+    """Takes every kernel into one NaNRefusingKernel; holds no state, so it pickles to a worker process."""
+
+    def is_supported(self, kernel, primitive):
+        return True
+
+    def create_graph_kernel(self, kernels, inputs, outputs):
+        return NaNRefusingKernel(kernels, inputs, outputs, [], "nan-refusing")
+
+
+def worker_processes() -> list[psutil.Process]:
+    """This process's children that are spawned workers (not the resource tracker)."""
+    children = psutil.Process().children(recursive=True)
+    return [p for p in children if _is_spawned_worker(p)]
+
+
+def _is_spawned_worker(process: psutil.Process) -> bool:
+    try:
+        return "spawn_main" in " ".join(process.cmdline())
+    except psutil.Error:  # NOTE: it ended while we looked
+        return False
+
+
+def leftovers() -> dict[str, list]:
+    """Worker processes and shared-memory blocks of this process that still exist (all empty when clean)."""
+    return {"active children": multiprocessing.active_children(), "spawned workers": worker_processes(),
+            "blocks": block_names()}

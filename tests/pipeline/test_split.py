@@ -1,4 +1,4 @@
-"""split_model: split models match the unsplit one; balance and the cutter; argument errors."""
+"""split_model: split models match the unsplit one; balance and the cutter; costs on each stage's Context; errors."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.delegates.example_npu import ExampleNPUDelegate
+from lite.pipeline import split
 from lite.pipeline.split import Cutter, balance
 from lite.schema.graph import GraphDef, NodeDef, TensorDef
+from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tools import zoo
 from lite.tools.converter import convert
@@ -204,3 +206,50 @@ def test_split_model_profiles_the_pieces_of_each_cut_it_tries(caplog):
         lite.split_model(zoo.add_chain(30), 3, profile_runs=2)
     rounds = [line for line in caplog.messages if "measure" in line]
     assert 1 <= len(rounds) <= Cutter.ROUNDS
+
+
+# ---- placement: each stage costed on its own Context ----------------------------------------
+
+def test_balance_gives_a_faster_part_more_items():
+    costs = [4, 1, 1, 1, 1, 4]
+    assert balance([costs, [c / 4 for c in costs]], 2) == [1]  # the second part runs 4x faster
+    assert balance([[c / 4 for c in costs], costs], 2) == [5]
+
+
+def test_the_cost_table_profiles_each_distinct_context_once(net, monkeypatch):
+    profiled = []
+
+    def halved(data, context, native, first_outputs, runs):
+        profiled.append(context)
+        return {name: seconds / 2 for name, seconds in native.items()}
+
+    monkeypatch.setattr(split, "_profile_with", halved)
+    native, _ = split._profile(net, 1)
+    npu = lite.Context(thread_num=1, delegates=[ExampleNPUDelegate()])
+    table = split._cost_table(net, [lite.Context(thread_num=1), npu, npu, lite.Context(thread_num=1)], native, 1)
+    assert profiled == [npu]
+    expected = np.array(list(native.values()))
+    assert np.array_equal(table[0], expected) and np.array_equal(table[3], expected)
+    assert np.allclose(table[1], expected / 2) and np.array_equal(table[1], table[2])
+
+
+def test_a_graph_kernels_time_is_shared_among_its_nodes_by_native_cost(net):
+    model = build(net, ExampleNPUDelegate(min_nodes_per_partition=1))
+    [kernel] = model.graph_kernels()[:1]
+    graph = read_model(net)
+    first_outputs = split._first_outputs(graph)
+    covered = [first_outputs[r.node] for r in model.partition_report() if r.graph_kernel == kernel.name]
+    native = {name: float(i + 1) for i, name in enumerate(covered)}
+    costs = split._kernel_costs(model, [{kernel: 6.0}], native, first_outputs, min)
+    weights = np.arange(1, len(covered) + 1)
+    assert [costs[name] for name in covered] == pytest.approx(list(6.0 * weights / weights.sum()))
+
+
+def test_cuts_refined_per_context_keep_each_pieces_costs_on_its_own_row(monkeypatch):
+    """Parts 0 and 1 share a Context, part 2 has its own: a piece's measured costs reach only its Context's rows."""
+    shared, other = lite.Context(thread_num=1), lite.Context(thread_num=2)
+    cutter = Cutter(GraphDef(), list(range(6)), {}, runs=1, contexts=[shared, shared, other])
+    table = np.ones((3, 6))
+    cutter._update(table, list("abcdef"), [2, 4], dict(zip("abcdef", [2.0, 2, 3, 3, 4, 4], strict=True)))
+    assert table[0].tolist() == table[1].tolist() == [2, 2, 3, 3, 1, 1]
+    assert table[2].tolist() == [1, 1, 1, 1, 4, 4]
