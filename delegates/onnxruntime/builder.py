@@ -39,6 +39,7 @@ class GraphBuilder:
         self.previous = previous or {}
         self.dry = dry
         self.specialized = False  # an emitter used a concrete dim: the graph fits only these shapes
+        self.constants: dict[str, Tensor] = {}  # initializer name -> the model's constant it holds
         self._names: dict[Tensor, str] = {}
         self._taken: set[str] = set()
         self._node_names: set[str] = set()
@@ -50,6 +51,7 @@ class GraphBuilder:
             name = self._names[tensor] = self.unique(tensor.name)
             if tensor.is_const and not self.dry:
                 self.initializers.append(self._initializer(tensor, name))
+                self.constants[name] = tensor
         return name
 
     def unique(self, hint: str) -> str:
@@ -162,9 +164,11 @@ def why_not(kernel: Kernel) -> str | None:
 
 
 def emit_partition(kernels: Sequence[Kernel], inputs: Sequence[Tensor], outputs: Sequence[Tensor], name: str,
-                   previous: Mapping[str, TensorProto] | None = None) -> tuple[onnx.ModelProto, bool]:
-    """The ONNX model computing ``outputs`` from ``inputs`` as ``kernels`` do, and whether it is
-    specialized (an emitter used a concrete dim, so it holds for the current shapes only).
+                   previous: Mapping[str, TensorProto] | None = None
+                   ) -> tuple[onnx.ModelProto, bool, dict[str, Tensor]]:
+    """The ONNX model computing ``outputs`` from ``inputs`` as ``kernels`` do, whether it is
+    specialized (an emitter used a concrete dim, so it holds for the current shapes only), and
+    which initializers hold the model's constants (by name).
 
     Constants become initializers; ``inputs`` and ``outputs`` become the graph inputs and
     outputs with their dtypes and current shapes, unknown (-1) dims symbolic, and dim 0 (the
@@ -179,7 +183,7 @@ def emit_partition(kernels: Sequence[Kernel], inputs: Sequence[Tensor], outputs:
     graph = helper.make_graph(builder.nodes, name, graph_inputs, graph_outputs, builder.initializers)
     model = helper.make_model_gen_version(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                                           producer_name=PRODUCER)
-    return model, builder.specialized
+    return model, builder.specialized, builder.constants
 
 
 def value_info(name: str, tensor: Tensor, symbolic_batch: bool) -> onnx.ValueInfoProto:

@@ -16,6 +16,7 @@ from lite.delegates.onnxruntime.builder import emit_partition
 from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
 
 SessionFactory = Callable[[bytes], Any]  # serialized ONNX model -> onnxruntime.InferenceSession
+CONSTANT_LOCATION = "lite-constant"  # a saved graph's initializer whose data is one of the model's constants
 
 
 class ORTGraphKernel(lite.Kernel):
@@ -51,12 +52,25 @@ class ORTGraphKernel(lite.Kernel):
         self._binding = None
         self._bound: list[np.ndarray | None] = []
         self.specialized = False
+        self.constants: dict[str, lite.Tensor] = {}  # initializer name -> the model's constant it holds
         self.onnx_model = self._emit({}) if saved is None else self._load(saved)
 
     def saved(self) -> bytes:
-        """What ``ORTDelegate.save_graph_kernel`` stores: the emitted model and whether it is specialized."""
-        model = np.frombuffer(self.onnx_model.SerializeToString(), np.uint8)
-        return pack({"specialized": self.specialized}, {"onnx": model})
+        """What ``ORTDelegate.save_graph_kernel`` stores: the emitted graph without the data of the
+        model's own constants (the .lite file has them: each is named by the kernel and input that
+        read it), and whether the graph is specialized."""
+        graph = onnx.ModelProto()
+        graph.CopyFrom(self.onnx_model)
+        places = {}
+        for initializer in graph.graph.initializer:
+            tensor = self.constants.get(initializer.name)
+            if tensor is not None:
+                places[initializer.name] = _place(self.kernels, tensor)
+                initializer.ClearField("raw_data")
+                initializer.data_location = onnx.TensorProto.EXTERNAL
+                initializer.external_data.add(key="location", value=CONSTANT_LOCATION)
+        model = np.frombuffer(graph.SerializeToString(), np.uint8)
+        return pack({"specialized": self.specialized, "constants": places}, {"onnx": model})
 
     def prepare(self) -> None:
         """Creates the InferenceSession for the emitted model."""
@@ -85,7 +99,8 @@ class ORTGraphKernel(lite.Kernel):
         return [path]
 
     def _emit(self, previous: Mapping[str, onnx.TensorProto]) -> onnx.ModelProto:
-        model, self.specialized = emit_partition(self.kernels, self.inputs, self.outputs, self.name, previous)
+        model, self.specialized, self.constants = emit_partition(self.kernels, self.inputs, self.outputs, self.name,
+                                                                 previous)
         onnx.checker.check_model(model)
         self._plan(model)
         return model
@@ -97,17 +112,26 @@ class ORTGraphKernel(lite.Kernel):
         self._planned = [list(t.shape) for t in tensors] if self.specialized else [_planned_dims(v) for v in values]
 
     def _load(self, blob: bytes | memoryview) -> onnx.ModelProto:
-        """The model a blob holds, checked like a model file: no external data, no subgraphs, the
-        partition's boundary (count, element types and ranks)."""
+        """The graph a blob holds, checked like a model file (no files read, no subgraphs, the
+        partition's boundary), its constants' data filled in from the model's own constants."""
         header, arrays = unpack(blob)
         if "onnx" not in arrays or not isinstance(header.get("specialized"), bool):
             raise lite.ModelFormatError("ORT blob: no model or no 'specialized' flag")
         try:
             model = onnx.load_from_string(arrays["onnx"].tobytes())
-            onnx.checker.check_model(model)
-        except Exception as exc:  # NOTE: protobuf's DecodeError and onnx's ValidationError
+            self.constants = _constants(model.graph, header.get("constants"), self.kernels)
+            onnx.checker.check_model(_without_constants(model, self.constants))
+        except lite.ModelFormatError:
+            raise
+        except Exception as exc:  # NOTE: protobuf's DecodeError, onnx's ValidationError, a malformed map
             raise lite.ModelFormatError(f"ORT blob: not a valid ONNX model: {type(exc).__name__}: {exc}") from exc
-        _check_saved_graph(model.graph, [*self.inputs, *self.outputs], len(self.inputs))
+        _check_saved_graph(model.graph, [*self.inputs, *self.outputs], len(self.inputs), set(self.constants))
+        for initializer in model.graph.initializer:
+            tensor = self.constants.get(initializer.name)
+            if tensor is not None:
+                initializer.ClearField("external_data")
+                initializer.data_location = onnx.TensorProto.DEFAULT
+                initializer.raw_data = np.ascontiguousarray(tensor.data, tensor.dtype.newbyteorder("<")).tobytes()
         self.specialized = header["specialized"]
         self._plan(model)
         return model
@@ -133,9 +157,49 @@ class ORTGraphKernel(lite.Kernel):
         self._binding, self._bound = binding, arrays
 
 
-def _check_saved_graph(graph: onnx.GraphProto, boundary: list[lite.Tensor], input_count: int) -> None:
-    """Refuses a saved graph that reads files (external data), nests graphs, or has another boundary."""
-    tensors = [*graph.initializer, *(a.t for n in graph.node for a in n.attribute if a.HasField("t"))]
+def _place(kernels: list[lite.Kernel], tensor: lite.Tensor) -> list[int]:
+    """[kernel, input]: where the partition first reads ``tensor``."""
+    return next([k, i] for k, kernel in enumerate(kernels) for i, t in enumerate(kernel.inputs) if t is tensor)
+
+
+def _constants(graph: onnx.GraphProto, places, kernels: list[lite.Kernel]) -> dict[str, lite.Tensor]:
+    """The model's constants that the saved graph's initializers name, each checked against its initializer."""
+    if not isinstance(places, dict):
+        raise lite.ModelFormatError("ORT blob: no map of constants")
+    declared = {t.name: t for t in graph.initializer}
+    constants = {}
+    for name, (k, i) in places.items():
+        tensor = kernels[k].inputs[i] if 0 <= k < len(kernels) and 0 <= i < len(kernels[k].inputs) else None
+        initializer = declared.get(name)
+        if (tensor is None or not tensor.is_const or tensor.data is None or initializer is None
+                or list(initializer.dims) != list(tensor.shape)
+                or initializer.data_type != ONNX_TYPES.get(tensor.dtype)):
+            raise lite.ModelFormatError(f"ORT blob: initializer {name!r} does not match the model's constant at "
+                                        f"kernel {k}, input {i}")
+        constants[name] = tensor
+    return constants
+
+
+def _without_constants(model: onnx.ModelProto, constants: Mapping[str, lite.Tensor]) -> onnx.ModelProto:
+    """A copy of ``model`` for onnx.checker: the initializers still without data declared as graph inputs."""
+    check = onnx.ModelProto()
+    check.CopyFrom(model)
+    kept = [t for t in check.graph.initializer if t.name not in constants]
+    for initializer in check.graph.initializer:
+        if initializer.name in constants:
+            check.graph.input.append(onnx.helper.make_tensor_value_info(initializer.name, initializer.data_type,
+                                                                        list(initializer.dims)))
+    del check.graph.initializer[:]
+    check.graph.initializer.extend(kept)
+    return check
+
+
+def _check_saved_graph(graph: onnx.GraphProto, boundary: list[lite.Tensor], input_count: int,
+                       constants: set[str]) -> None:
+    """Refuses a saved graph that reads files (external data other than the model's constants), nests
+    graphs, or has another boundary."""
+    tensors = [t for t in graph.initializer if t.name not in constants]
+    tensors += [a.t for n in graph.node for a in n.attribute if a.HasField("t")]
     tensors += [t for n in graph.node for a in n.attribute for t in a.tensors]
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
         raise lite.ModelFormatError("ORT blob: the model refers to external data files")

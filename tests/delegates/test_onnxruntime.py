@@ -336,7 +336,7 @@ def run_both(op_type: str, attrs: dict, inputs: list[np.ndarray | None], consts:
     kernel.resize()
     kernel.execute()
     feeds = [t for t in tensors if t is not None and not t.is_const]
-    model, _ = emit_partition([kernel], feeds, outputs, "single")
+    model, _, _ = emit_partition([kernel], feeds, outputs, "single")
     onnx.checker.check_model(model)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     got = session.run(None, {v.name: t.data for v, t in zip(model.graph.input, feeds, strict=True)})

@@ -84,6 +84,12 @@ def ort_case(request):
     return onnx_model, data
 
 
+def test_ort_blob_holds_the_graph_but_not_the_weights(ort_case):
+    onnx_model, data = ort_case
+    weights = sum(t.data.nbytes for t in read_model(data).tensors if t.data is not None)
+    assert sum(len(memoryview(p.blob)) for p in read_model(data).partitions) < 0.05 * weights
+
+
 def test_ort_loads_the_saved_graph_instead_of_emitting_it(ort_case, monkeypatch):
     from lite.delegates.onnxruntime import ORTDelegate, graph_kernel
 
@@ -120,8 +126,7 @@ def hostile_graph(kind: str, original: onnx.ModelProto) -> onnx.ModelProto:
     model = onnx.ModelProto()
     model.CopyFrom(original)
     if kind == "external data":
-        tensor = model.graph.initializer[0]
-        tensor.ClearField("raw_data")
+        tensor = model.graph.initializer.add(name="secret", data_type=onnx.TensorProto.FLOAT, dims=[4])
         tensor.data_location = onnx.TensorProto.EXTERNAL
         tensor.external_data.add(key="location", value="../../etc/passwd")
     elif kind == "subgraph":
@@ -132,14 +137,18 @@ def hostile_graph(kind: str, original: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-@pytest.mark.parametrize("kind", ["external data", "subgraph", "other boundary"])
+@pytest.mark.parametrize("kind", ["external data", "subgraph", "other boundary", "constant map"])
 def test_ort_refuses_a_hostile_saved_graph(ort_case, kind):
     from lite.blob import unpack
     from lite.delegates.onnxruntime import ORTDelegate
 
     onnx_model, data = ort_case
     header, arrays = unpack(read_model(data).partitions[0].blob)
-    graph = hostile_graph(kind, onnx.load_from_string(arrays["onnx"].tobytes()))
+    graph = onnx.load_from_string(arrays["onnx"].tobytes())
+    if kind == "constant map":  # every constant said to be the first one read: shapes or dtypes disagree
+        header = {**header, "constants": {name: [0, 1] for name in header["constants"]}}
+    else:
+        graph = hostile_graph(kind, graph)
     blob = pack(header, {"onnx": np.frombuffer(graph.SerializeToString(), np.uint8)})
     model = build(with_blob(data, blob), ORTDelegate())
     assert any("the blob failed to load (ModelFormatError: ORT blob" in b for b in blobs(model)), blobs(model)
