@@ -86,6 +86,8 @@ class TVMDelegate(lite.SimpleDelegate):
         from lite.delegates.tvm import runtime
         from lite.delegates.tvm.targets import target_kind
 
+        if self.target is not None:  # NOTE: the compiler resolved the target and its device already
+            return
         self.kind = target_kind(self.target_spec)
         if self.kind not in runtime.DEVICE_TYPES or self.tuning_db is not None:
             self.compiler()  # NOTE: a kind the runtime alone cannot place, or a database: only compiling uses it

@@ -25,6 +25,8 @@ from lite.tensor import Tensor
 
 logger = logging.getLogger("lite")
 
+WEIGHT_ELEMENTS = 64  # smaller constants stay compiled in, even with weights_as_params
+
 _ARITHMETIC: dict[type, Callable[[int, int], int]] = {
     tirx.Add: operator.add, tirx.Sub: operator.sub, tirx.Mul: operator.mul, tirx.FloorDiv: operator.floordiv,
     tirx.FloorMod: operator.mod, tirx.Max: max, tirx.Min: min,
@@ -65,6 +67,8 @@ class Lowered:
         baked: values computed by the runtime and compiled in as constants (they can change
             on resize; ``serves`` compares them).
         constants: every array compiled in (weights and baked values), for the cache key.
+        weights: with ``weights_as_params``, the model's constants passed to ``main`` after
+            ``params`` (a ``main_transform_params`` function prepares them once; see ``lower``).
     """
 
     mod: tvm.IRModule
@@ -74,6 +78,7 @@ class Lowered:
     dims: dict[Tensor, list[Dim]]
     baked: dict[Tensor, np.ndarray] = field(default_factory=dict)
     constants: list[np.ndarray] = field(default_factory=list)
+    weights: list[Tensor] = field(default_factory=list)
 
     @property
     def symbolic(self) -> bool:
@@ -113,8 +118,15 @@ class Lowered:
         return h.hexdigest()
 
 
-def lower(kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor], symbolic_batch: bool = True) -> Lowered:
+def lower(kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor], symbolic_batch: bool = True,
+          weights_as_params: bool = False) -> Lowered:
     """The partition as one Relax function; the batch dim symbolic when the ops allow it.
+
+    With ``weights_as_params`` the model's float constants (weights) are parameters of ``main``
+    after the inputs instead of constants compiled in, and ``relax.transform.LiftTransformParams``
+    moves what is computed from them alone (transposes, folded scales) into
+    ``main_transform_params``, run once at load: the library then holds code only, and the
+    weights come from the ``.lite`` file (partitions saved ahead of time).
 
     Raises:
         ValueError: the Relax shapes disagree with the runtime's (a bug in an emitter), or
@@ -124,7 +136,7 @@ def lower(kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor], sy
     batches = {t.shape[0] if t.shape else None for t in params}
     if symbolic_batch and len(batches) == 1 and None not in batches:
         try:
-            lowered = _build(kernels, params, outputs, tirx.Var("batch", "int64"), batches.pop())
+            lowered = _build(kernels, params, outputs, tirx.Var("batch", "int64"), batches.pop(), weights_as_params)
             if lowered.serves():
                 return lowered
             logger.debug("TVM: symbolic batch shapes disagree with the runtime's; lowering with static shapes")
@@ -132,7 +144,7 @@ def lower(kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor], sy
             logger.debug("TVM: static shapes needed: %s", exc)
         except Exception as exc:  # NOTE: Relax's shape inference may refuse a symbolic form; static is the fallback
             logger.debug("TVM: symbolic batch failed (%s: %s); lowering with static shapes", type(exc).__name__, exc)
-    lowered = _build(kernels, params, outputs, None, None)
+    lowered = _build(kernels, params, outputs, None, None, weights_as_params)
     if not lowered.serves():
         wrong = {t.name: (list(t.shape), d) for t, d in lowered.dims.items() if tuple(d) != t.shape}
         raise ValueError(f"Relax shapes disagree with the runtime's: {wrong}")
@@ -145,15 +157,19 @@ def _identifier(name: str) -> str:
 
 
 def _build(kernels: list[Kernel], params: list[Tensor], outputs: list[Tensor], batch: tirx.Var | None,
-           batch_value: int | None) -> Lowered:
+           batch_value: int | None, weights_as_params: bool = False) -> Lowered:
     variables = []
     for tensor in params:
         dims = [batch if batch is not None and i == 0 else d for i, d in enumerate(tensor.shape)]
         variables.append(relax.Var(_identifier(tensor.name), relax.TensorType(dims, tensor.dtype.name)))
     exprs: dict[Tensor, relax.Expr] = dict(zip(params, variables, strict=True))
-    lowered = Lowered(tvm.IRModule(), list(params), list(outputs), batch, {})
+    weights = _weights(kernels) if weights_as_params else []
+    for k, tensor in enumerate(weights):
+        exprs[tensor] = relax.Var(f"weight_{k}", relax.TensorType(list(tensor.shape), tensor.dtype.name))
+    lowered = Lowered(tvm.IRModule(), list(params), list(outputs), batch, {}, weights=weights)
     bb = relax.BlockBuilder()
-    with bb.function("main", variables):
+    attrs = {"num_input": len(params)} if weights else None
+    with bb.function("main", [*variables, *(exprs[t] for t in weights)], attrs=attrs):
         with bb.dataflow():
             g = Graph(bb, batch, batch_value)
             for kernel in kernels:
@@ -161,10 +177,22 @@ def _build(kernels: list[Kernel], params: list[Tensor], outputs: list[Tensor], b
             values = [exprs[t] for t in outputs]
             out = bb.emit_output(values[0] if len(values) == 1 else relax.Tuple(values))
         bb.emit_func_output(out)
-    lowered.mod = bb.get()
+    lowered.mod = relax.transform.LiftTransformParams()(bb.get()) if weights else bb.get()
     computed = [t for k in kernels for t in k.outputs]
     lowered.dims = {t: shape_of(exprs[t]) for t in [*params, *computed]}
     return lowered
+
+
+def _weights(kernels: list[Kernel]) -> list[Tensor]:
+    """The float constants the partition's kernels read as data (not as values an emitter bakes in)."""
+    found: dict[Tensor, None] = {}
+    for kernel in kernels:
+        baked = EMITTERS[kernel.type].values
+        for index, tensor in enumerate(kernel.inputs):
+            if (tensor is not None and index not in baked and tensor.is_const and tensor.data is not None
+                    and tensor.dtype.kind == "f" and tensor.data.size >= WEIGHT_ELEMENTS):
+                found[tensor] = None
+    return list(found)
 
 
 def _emit_kernel(kernel: Kernel, g: Graph, exprs: dict[Tensor, relax.Expr], lowered: Lowered) -> None:

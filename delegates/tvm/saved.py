@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 LAYOUT = 1  # bump when what a blob holds changes
 POOLED_ALLOCATOR = 2
+logger = logging.getLogger("lite")
 OPERATORS = ("add", "sub", "mul", "floordiv", "floormod", "max", "min")
 _APPLY = {"add": int.__add__, "sub": int.__sub__, "mul": int.__mul__, "floordiv": int.__floordiv__,
           "floormod": int.__mod__, "max": max, "min": min}
@@ -61,24 +63,44 @@ def describe_target(delegate: TVMDelegate) -> str:
 
 
 def save(kernel: TVMGraphKernel) -> bytes | None:
-    """The blob of a compiled partition; None before it compiled (shapes unknown at build)."""
-    compiled = kernel.compiled
-    if compiled is None:
+    """The blob of a compiled partition; None before it compiled (shapes unknown at build).
+
+    The partition is compiled again with its weights as parameters (``lower(...,
+    weights_as_params=True)``), so the library holds code only and the weights come from the
+    ``.lite`` file at load; where that fails, the library with the weights compiled in is saved.
+    """
+    if kernel.compiled is None:
         return None
-    lowered = compiled.lowered
+    lowered, executable = _code_only(kernel)
     baked = _baked_positions(kernel.kernels, lowered.baked)
+    weights = [[*_positions(kernel.kernels, t), t.dtype.name, list(t.shape)] for t in lowered.weights]
     header = {"symbolic": lowered.symbolic, "params": [_dims_json(lowered.dims[t]) for t in lowered.params],
               "outputs": [_dims_json(lowered.dims[t]) for t in lowered.outputs],
-              "baked": [position for position, _ in baked]}
-    arrays = {"library": np.frombuffer(_library_bytes(kernel), np.uint8)}
+              "baked": [position for position, _ in baked], "weights": weights}
+    arrays = {"library": np.frombuffer(_library_bytes(executable, kernel), np.uint8)}
     arrays.update({f"baked{i}": value for i, (_, value) in enumerate(baked)})
     return pack(header, arrays)
 
 
-def _library_bytes(kernel: TVMGraphKernel) -> bytes:
+def _code_only(kernel: TVMGraphKernel):
+    """The partition lowered and compiled with its weights as parameters; else what it compiled to."""
+    from lite.delegates.tvm.compiler import compile_module
+    from lite.delegates.tvm.lowering import lower
+
+    delegate, compiled = kernel.delegate, kernel.compiled
+    try:
+        lowered = lower(kernel.kernels, kernel.inputs, kernel.outputs, compiled.lowered.symbolic,
+                        weights_as_params=True)
+        return lowered, compile_module(lowered.mod, delegate.target, delegate.database)
+    except Exception as exc:  # NOTE: the library with weights compiled in is still right, only bigger
+        logger.info("TVM %s: compiling with weights as parameters failed (%s: %s); saving the weights compiled in",
+                    kernel.name, type(exc).__name__, exc)
+        return compiled.lowered, compiled.library
+
+
+def _library_bytes(library, kernel: TVMGraphKernel) -> bytes:
     from lite.delegates.tvm.compiler import compile_module
 
-    library = kernel.compiled.library
     with tempfile.TemporaryDirectory(prefix="delite-tvm-") as folder:
         path = Path(folder) / "partition.so"
         with runtime.native_output_to_log():
@@ -111,12 +133,12 @@ def _dims_json(dims: list) -> Dims:
 
 def _baked_positions(kernels: list[Kernel], baked: dict[Tensor, np.ndarray]) -> list[tuple[list[int], np.ndarray]]:
     """Each baked value with the (kernel, input) position that reads it in the partition."""
-    positions = {}
-    for k, kernel in enumerate(kernels):
-        for i, tensor in enumerate(kernel.inputs):
-            if tensor in baked and tensor not in positions:
-                positions[tensor] = [k, i]
-    return [(positions[t], value) for t, value in baked.items()]
+    return [(_positions(kernels, t), value) for t, value in baked.items()]
+
+
+def _positions(kernels: list[Kernel], tensor: Tensor) -> list[int]:
+    """[kernel, input]: where the partition first reads ``tensor``."""
+    return next([k, i] for k, kernel in enumerate(kernels) for i, t in enumerate(kernel.inputs) if t is tensor)
 
 
 # ---- on the device (the runtime alone) ----------------------------------------------------------
@@ -179,6 +201,8 @@ class SavedTVMKernel(runtime.VMCalls, Kernel):
         self.library = arrays.get("library")
         self.symbolic, self.dims, self.baked = _parse_header(header, arrays, kernels, len(self.arguments),
                                                              len(outputs))
+        self.weights = _weights(header.get("weights", []), kernels)
+        self.prepared: list = []  # the weights as main_transform_params made them
         if self.library is None or self.library.dtype != np.uint8 or self.library.ndim != 1:
             raise ModelFormatError("TVM blob: no library")
         self.vm = self.function = None
@@ -196,6 +220,8 @@ class SavedTVMKernel(runtime.VMCalls, Kernel):
             self.recompiled = None
             if self.function is None:
                 self.vm, self.function = _load_vm(self.library, self.device)
+                if self.weights:
+                    self.prepared = list(self.vm["main_transform_params"]([self._argument(t) for t in self.weights]))
             return
         if self.recompiled is None:
             from lite.delegates.tvm.kernel import TVMGraphKernel
@@ -229,7 +255,7 @@ class SavedTVMKernel(runtime.VMCalls, Kernel):
             return
         if self.function is None:
             self.resize()
-        result = self.function(*[self._argument(t) for t in self.arguments])
+        result = self.function(*[self._argument(t) for t in self.arguments], *self.prepared)
         results = [result] if len(self.outputs) == 1 else list(result)
         for tensor, value in zip(self.outputs, results, strict=True):
             self._store(tensor, value)
@@ -255,6 +281,21 @@ def _parse_header(header: dict, arrays: dict[str, np.ndarray], kernels: list[Ker
         return bool(header["symbolic"]), dims, baked
     except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
         raise ModelFormatError(f"TVM blob: malformed header: {type(exc).__name__}: {exc}") from exc
+
+
+def _weights(entries: Any, kernels: list[Kernel]) -> list[Tensor]:
+    """The model's constants the library takes as parameters, each checked against what was saved."""
+    try:
+        weights = []
+        for k, i, dtype, shape in entries:
+            tensor = kernels[k].inputs[i] if k >= 0 and i >= 0 else None
+            if (tensor is None or not tensor.is_const or tensor.data is None or tensor.dtype.name != dtype
+                    or list(tensor.shape) != shape):
+                raise ValueError(f"weight at kernel {k}, input {i} is not the model's {dtype}{shape} constant")
+            weights.append(tensor)
+        return weights
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ModelFormatError(f"TVM blob: malformed weights: {type(exc).__name__}: {exc}") from exc
 
 
 def _evaluate(dim: Any, batch: int | None) -> int:

@@ -175,6 +175,13 @@ def trusted():
     return TVMDelegate(cache_dir=None, trust_saved_code=True)
 
 
+def test_tvm_blob_holds_code_and_the_file_keeps_one_copy_of_the_weights(tvm_case):
+    _, plain, data = tvm_case
+    weights = sum(t.data.nbytes for t in read_model(plain).tensors if t.data is not None)
+    (partition,) = read_model(data).partitions
+    assert len(memoryview(partition.blob)) < 0.5 * weights and len(data) < len(plain) + 0.5 * weights
+
+
 def test_tvm_saved_library_loads_without_compiling(tvm_case, monkeypatch):
     from lite.delegates.tvm import compiler, kernel, saved
 
