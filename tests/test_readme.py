@@ -135,3 +135,21 @@ def test_every_readme_command_is_accepted_by_its_tool():
     for command in commands:
         tool, *argv = shlex.split(command)
         parser_of(tool)(argv)  # argparse exits (SystemExit) on an unknown or malformed option
+
+
+def test_the_ahead_of_time_example_loads_the_saved_partition(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("tvm")
+    from lite.tools.converter.cli import main
+
+    onnx_model = zoo.inception_block()
+    onnx.save(onnx_model, tmp_path / "model.onnx")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DELITE_TVM_CACHE", "off")
+    assert main(["model.onnx", "-o", "model_tvm.lite", "--delegate", "tvm"]) == 0
+    names: dict = {}
+    exec(compile(python_block("### Compiled ahead of time"), "README.md", "exec"), names)
+    assert "{'loaded: TVMDelegate tvm_0" in capsys.readouterr().out
+    [tensor] = names["model"].get_inputs()
+    x = np.random.default_rng(0).standard_normal(tensor.shape).astype(np.float32)
+    [y] = names["model"].predict([x])
+    assert relative_l2(y.get_data_to_numpy(), run_onnxruntime(onnx_model, {tensor.name: x})[0]) < 1e-4
