@@ -126,8 +126,10 @@ def save(engine: Engine) -> tuple[list[PartitionDef], list[str]]:
         delegate = partition.delegate
         blob = delegate.save_graph_kernel(kernel) if saves_graph_kernels(delegate) else None
         if blob is None:
-            skipped.append(f"{partition.delegate_name} {kernel.name}: not saved (its delegate "
-                           f"{'could not save it' if saves_graph_kernels(delegate) else 'saves no graph kernels'})")
+            why = ("its delegate saved nothing for it; one that compiles at its first resize needs static input "
+                   "shapes: lite-convert --input-shapes" if saves_graph_kernels(delegate)
+                   else "its delegate saves no graph kernels")
+            skipped.append(f"{partition.delegate_name} {kernel.name}: not saved ({why})")
             continue
         blob = bytes(blob)
         saved.append(PartitionDef(

@@ -272,3 +272,14 @@ def test_tvm_saved_file_builds_in_a_fresh_process_where_tvm_cannot_be_imported(t
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert relative_l2(np.load(y), run_onnxruntime(onnx_model, feeds)[0]) < TOLERANCE
+
+
+def test_tvm_partition_compiled_only_at_its_first_resize_is_not_saved_and_says_why():
+    pytest.importorskip("tvm")
+    from lite.delegates.tvm import TVMDelegate
+
+    data = convert(zoo.inception_block(dynamic_batch=True))  # the batch stays dynamic: nothing compiles at build
+    saved, partitions, skipped = compile_into(data, lite.Context(delegates=[TVMDelegate(cache_dir=None)]))
+    assert not partitions and not read_model(saved).partitions
+    assert skipped == ["TVMDelegate tvm_0: not saved (its delegate saved nothing for it; one that compiles at its "
+                       "first resize needs static input shapes: lite-convert --input-shapes)"]
