@@ -8,7 +8,7 @@ from types import ModuleType
 from lite.errors import MissingPackageError
 
 EXTRAS = {"onnxruntime": "ort", "tvm": "tvm", "matplotlib": "plot", "cloudpickle": "tune", "psutil": "tune",
-          "xgboost": "tune"}
+          "xgboost": "tune", "ray.data": "ray"}
 
 
 def require(module: str, feature: str) -> ModuleType:

@@ -84,16 +84,23 @@ def inception_block(batch_size: int = 1, dynamic_batch: bool = False, image_size
 
 
 def bert_encoder(batch_size: int = 1, dynamic_batch: bool = False, seq_len: int = 128, layers: int = 4,
-                 width: int = 768, heads: int = 12, feed_forward: int = 3072, opset: int = 17) -> onnx.ModelProto:
-    """BERT-style encoder, no embeddings: post-norm blocks (self-attention, LayerNorm, GELU feed-forward).
+                 width: int = 768, heads: int = 12, feed_forward: int = 3072, opset: int = 17,
+                 vocab_size: int | None = None) -> onnx.ModelProto:
+    """BERT-style encoder: post-norm blocks (self-attention, LayerNorm, GELU feed-forward).
 
     Input ``x`` (N, seq_len, width) float32, output ``output`` of the same shape; ``dynamic_batch`` makes
-    both N and seq_len dynamic ("batch", "seq").
+    both N and seq_len dynamic ("batch", "seq"). With ``vocab_size``, word embeddings come first
+    (``zoo_nets.token_embedding``): the input is then ``input_ids``, (N, seq_len) int64 token ids below
+    ``vocab_size``.
     """
-    dims = ["batch", "seq", width] if dynamic_batch else [batch_size, seq_len, width]
+    dims = ["batch", "seq"] if dynamic_batch else [batch_size, seq_len]
     net = zoo_nets.Net(opset, SEED)
-    y = zoo_nets.transformer_encoder(net, net.input("x", dims), layers, width, heads, feed_forward)
-    return net.model("bert_encoder", y, dims)
+    if vocab_size:
+        x = zoo_nets.token_embedding(net, net.input("input_ids", dims, TensorProto.INT64), vocab_size, width)
+    else:
+        x = net.input("x", [*dims, width])
+    y = zoo_nets.transformer_encoder(net, x, layers, width, heads, feed_forward)
+    return net.model("bert_encoder", y, [*dims, width])
 
 
 def _image_model(name: str, args: dict[str, Any], build: Callable[[zoo_nets.Net, str], str], output_dims: list[int],

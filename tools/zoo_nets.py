@@ -61,10 +61,11 @@ class Net:
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    def input(self, name: str, dims: Dims) -> str:
-        """A float32 graph input; a str dim is dynamic (its dim_param)."""
+    def input(self, name: str, dims: Dims, dtype: int = TensorProto.FLOAT) -> str:
+        """A graph input of ``dtype`` (an onnx TensorProto type, float32 unless given); a str dim is dynamic
+        (its dim_param)."""
         self._claim(self._tensor_names, name)
-        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(dims)))
+        self.inputs.append(helper.make_tensor_value_info(name, dtype, list(dims)))
         return name
 
     def image_input(self, name: str, dims: Dims, downsampling: int = 32) -> str:
@@ -520,6 +521,13 @@ def inception_block(net: Net, x: str, cin: int) -> str:
 
 
 # -- BERT-style encoder ----------------------------------------------------------------------------------
+
+
+def token_embedding(net: Net, ids: str, vocab_size: int, width: int) -> str:
+    """BERT's word embeddings: int64 token ids (batch, seq) pick rows of a seeded (vocab_size, width) table
+    (Gather), then LayerNorm: (batch, seq, width) out."""
+    table = net.param("embeddings.word_embeddings", net.rng.normal(0.0, 1.0, (vocab_size, width)))
+    return net.layer_norm(net.node("Gather", [table, ids], "embeddings.gather"), "embeddings.norm", width)
 
 
 def transformer_encoder(net: Net, x: str, layers: int, width: int, heads: int, feed_forward: int) -> str:

@@ -226,3 +226,15 @@ def test_bert_encoder_batch_and_sequence_are_dynamic():
         data = rng.standard_normal(shape).astype(np.float32)
         [y] = native.predict([data])
         assert relative_l2(y.get_data_to_numpy(), run_onnxruntime(model, {"x": data})[0]) < 1e-4, shape
+
+
+def test_bert_encoder_with_a_vocabulary_takes_token_ids():
+    model = zoo.bert_encoder(dynamic_batch=True, layers=1, width=32, heads=4, feed_forward=64, vocab_size=500)
+    (ids,) = model.graph.input
+    assert ids.name == "input_ids" and ids.type.tensor_type.elem_type == TensorProto.INT64
+    assert dims_of(ids) == ["batch", "seq"] and dims_of(model.graph.output[0]) == ["batch", "seq", 32]
+    native = lite.Model()
+    native.build(convert(model), lite.ModelType.LITE, lite.Context(thread_num=2))
+    data = np.random.default_rng(4).integers(0, 500, (3, 12))
+    [y] = native.predict([data])
+    assert relative_l2(y.get_data_to_numpy(), run_onnxruntime(model, {"input_ids": data})[0]) < 1e-4
