@@ -170,6 +170,11 @@ class VMCalls:
     on_cpu: bool = True
     device = None
 
+    @functools.cached_property
+    def _ffi(self):
+        """``tvm_ffi``, looked up once per kernel (``ffi()`` reads the package metadata)."""
+        return ffi()
+
     def _argument(self, tensor: Tensor):
         """The tensor's data as a TVM tensor: zero-copy (DLPack) on the CPU when 64-byte aligned.
 
@@ -179,7 +184,7 @@ class VMCalls:
         # (misaligned or strided) is copied into an aligned staging buffer first. The runtime makes a
         # graph kernel's inputs read-only while it runs: DLPack 1.0 (a versioned capsule) carries that.
         """
-        tvm_ffi = ffi()
+        tvm_ffi = self._ffi
         array = tensor.data
         if not self.on_cpu:
             return self._upload(tensor, array)
@@ -212,4 +217,4 @@ class VMCalls:
         elif self.on_cpu:
             np.copyto(data, np.from_dlpack(value))
         else:
-            value.copyto(ffi().from_dlpack(data))
+            value.copyto(self._ffi.from_dlpack(data))
