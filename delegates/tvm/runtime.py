@@ -47,8 +47,7 @@ def ffi():
     """
     library = runtime_library()
     try:
-        with _without_torch():
-            import tvm_ffi
+        tvm_ffi = _import_tvm_ffi()
     except ImportError as exc:
         library, problem = None, str(exc)
     else:
@@ -77,6 +76,16 @@ def runtime_library(name: str = "libtvm_runtime.so") -> Path | None:
 def _load_runtime(path: str) -> None:
     if sys.modules.get("tvm") is None:  # NOTE: else ``import tvm`` loaded it already
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
+def _import_tvm_ffi():
+    """``tvm_ffi``, imported (the first time) without importing torch."""
+    module = sys.modules.get("tvm_ffi")
+    if module is not None:
+        return module
+    with _without_torch():
+        import tvm_ffi
+    return tvm_ffi
 
 
 @contextlib.contextmanager
