@@ -82,8 +82,11 @@ def summary(rows: list[PartitionRow]) -> str:
     partitions = {r.graph_kernel for r in delegated}
     folded = sum(r.runs_on == "folded" for r in rows)
     declines = sorted({part for r in rows for part in r.reason.split("; ") if ": declined in init(): " in part})
+    saved = [r for r in rows if r.blob]
+    loaded = sum(r.blob.startswith("loaded") for r in saved)
     return (f"{len(rows)} nodes: {len(delegated)} delegated in {len(partitions)} partition(s), "
             f"{len(rows) - len(delegated) - folded} native, {folded} folded from shapes"
+            + (f"; saved partitions cover {len(saved)} nodes, {loaded} loaded" if saved else "")
             + "".join(f"\n  {decline.replace(': declined in init(): ', ' declined: ')}" for decline in declines))
 
 

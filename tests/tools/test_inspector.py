@@ -115,6 +115,7 @@ def test_saved_partitions_are_listed_with_what_the_build_did(tmp_path, capsys):
     assert main([str(path), "--delegate", "example_npu"]) == 0
     out = capsys.readouterr().out
     assert "saved partition  delegate" in out and "loaded: ExampleNPUDelegate example_npu_0" in out
+    assert "saved partitions cover 8 nodes, 8 loaded" in out
     assert "built for:\n  ExampleNPUDelegate: example-npu/fp16-nhwc/1" in out
     assert main([str(path)]) == 0
     assert "not used: no ExampleNPUDelegate in the Context" in capsys.readouterr().out
