@@ -23,6 +23,7 @@ from lite.ops.dtypes import FLOATS, NUMBERS
 from lite.ops.geometry import ROUND_MODES, ceil_rounds, effective, output_size, window_counts, window_pads
 
 INDICES = np.dtype(np.int64)
+BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class Pool(NativeKernel):
@@ -96,11 +97,15 @@ class Pool(NativeKernel):
         if self.is_global:
             n, c = x.shape[:2]
             count = math.prod(x.shape[2:])
-            self.reduce.reduce(x.reshape(n, c, count), axis=2, out=out.reshape(n, c))
+            self.global_reduce(x.reshape(n, c, count), out.reshape(n, c))
             self.finish_global(out, count)
             return
         self.combine(self.planes.fill(x, self.workspace.array(self.planes.shape, x.dtype, 0), self.lowest(x.dtype)),
                      out)
+
+    def global_reduce(self, x: np.ndarray, out: np.ndarray) -> None:
+        """``out`` (N, C) = the reduction of ``x`` (N, C, spatial elements) over its last axis."""
+        self.reduce.reduce(x, axis=2, out=out)
 
     def lowest(self, dtype: np.dtype) -> float:
         """The value of padded positions."""
@@ -195,9 +200,21 @@ class AvgPoolFusion(Pool):
     """
 
     reduce = np.add
+    _ones: np.ndarray | None = None  # the ones a global sum multiplies by (per element count and dtype)
 
     def lowest(self, dtype: np.dtype) -> float:
         return 0.0
+
+    def global_reduce(self, x: np.ndarray, out: np.ndarray) -> None:
+        """The sums as a matrix-vector product with ones (BLAS): 3-5x faster than np.add.reduce over
+        the last axis (1152 channels at 7x7: 5.5 us against 30; 32 at 112x112: 25 against 91)."""
+        if x.dtype not in BLAS_DTYPES:
+            super().global_reduce(x, out)
+            return
+        ones = self._ones
+        if ones is None or ones.shape[0] != x.shape[2] or ones.dtype != x.dtype:
+            ones = self._ones = np.ones(x.shape[2], x.dtype)
+        np.matmul(x, ones, out=out)
 
     def resize(self) -> None:
         super().resize()
