@@ -39,6 +39,7 @@ from lite.tensor import Tensor
 if TYPE_CHECKING:
     from lite.delegates.tvm.delegate import TVMDelegate
     from lite.delegates.tvm.kernel import TVMGraphKernel
+    from lite.delegates.tvm.lowering import Lowered
 
 LAYOUT = 1  # bump when what a blob holds changes
 POOLED_ALLOCATOR = 2
@@ -77,7 +78,7 @@ def save(kernel: TVMGraphKernel) -> bytes | None:
     header = {"symbolic": lowered.symbolic, "params": [_dims_json(lowered.dims[t]) for t in lowered.params],
               "outputs": [_dims_json(lowered.dims[t]) for t in lowered.outputs],
               "baked": [position for position, _ in baked], "weights": weights}
-    arrays = {"library": np.frombuffer(_library_bytes(executable, kernel), np.uint8)}
+    arrays = {"library": np.frombuffer(_library_bytes(executable, lowered, kernel), np.uint8)}
     arrays.update({f"baked{i}": value for i, (_, value) in enumerate(baked)})
     return pack(header, arrays)
 
@@ -98,7 +99,8 @@ def _code_only(kernel: TVMGraphKernel):
         return compiled.lowered, compiled.library
 
 
-def _library_bytes(library, kernel: TVMGraphKernel) -> bytes:
+def _library_bytes(library, lowered: Lowered, kernel: TVMGraphKernel) -> bytes:
+    """The shared library of ``library`` (compiled from ``lowered``) as bytes."""
     from lite.delegates.tvm.compiler import compile_module
 
     with tempfile.TemporaryDirectory(prefix="delite-tvm-") as folder:
@@ -108,8 +110,7 @@ def _library_bytes(library, kernel: TVMGraphKernel) -> bytes:
                 library.export_library(str(path))
             except Exception:  # NOTE: a module loaded from the disk cache cannot be exported again: compile it
                 delegate = kernel.delegate
-                compiled = compile_module(kernel.compiled.lowered.mod, delegate.target, delegate.database)
-                compiled.export_library(str(path))
+                compile_module(lowered.mod, delegate.target, delegate.database).export_library(str(path))
         return path.read_bytes()
 
 

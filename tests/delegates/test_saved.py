@@ -283,3 +283,27 @@ def test_tvm_partition_compiled_only_at_its_first_resize_is_not_saved_and_says_w
     assert not partitions and not read_model(saved).partitions
     assert skipped == ["TVMDelegate tvm_0: not saved (its delegate saved nothing for it; one that compiles at its "
                        "first resize needs static input shapes: lite-convert --input-shapes)"]
+
+
+def test_tvm_saves_the_library_with_weights_compiled_in_when_weights_cannot_be_parameters(tmp_path, monkeypatch):
+    pytest.importorskip("tvm")
+    from lite.delegates.tvm import TVMDelegate, lowering, saved
+
+    onnx_model = zoo.inception_block()
+    plain = convert(onnx_model)
+    build(plain, TVMDelegate(cache_dir=tmp_path))  # NOTE: the next build loads the module from the disk cache
+    real_lower = lowering.lower
+
+    def no_weight_parameters(*args, weights_as_params=False, **kwargs):
+        if weights_as_params:
+            raise ValueError("no weights as parameters here")
+        return real_lower(*args, **kwargs)
+
+    monkeypatch.setattr(lowering, "lower", no_weight_parameters)
+    data, partitions, _ = compile_into(plain, lite.Context(delegates=[TVMDelegate(cache_dir=tmp_path)]))
+    header, arrays = saved.unpack(partitions[0].blob)
+    assert header["weights"] == [] and arrays["library"].nbytes > 0.5 * sum(
+        t.data.nbytes for t in read_model(plain).tensors if t.data is not None)
+    model = build(data, trusted())
+    assert {b.split(":")[0] for b in blobs(model)} == {"loaded"}
+    assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
