@@ -9,6 +9,11 @@ from lite.errors import OutOfMemoryError
 ALIGNMENT = 64
 
 
+def aligned_size(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of ALIGNMENT (where the next aligned item may start)."""
+    return -(-nbytes // ALIGNMENT) * ALIGNMENT
+
+
 def aligned_empty(nbytes: int) -> np.ndarray:
     """An uninitialised uint8 array of ``nbytes`` whose data is 64-byte aligned.
 

@@ -24,15 +24,19 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lite.aligned import ALIGNMENT, aligned_size
 from lite.errors import ModelFormatError
 
+if TYPE_CHECKING:
+    from lite.kernel import Kernel
+    from lite.tensor import Tensor
+
 MAGIC = b"DLBLOB01"
-ALIGNMENT = 64
 MAX_HEADER = 1 << 20  # bytes of JSON a header may take
 DTYPES = frozenset({"float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool"})
 _PREFIX = len(MAGIC) + 8
@@ -46,13 +50,32 @@ def pack(header: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> bytes:
         if array.dtype.name not in DTYPES:
             raise ValueError(f"blob array {name!r} has dtype {array.dtype.name}; blobs hold {sorted(DTYPES)}")
         entries.append([name, array.dtype.name, list(array.shape), offset])
-        offset += _aligned(array.nbytes)
+        offset += aligned_size(array.nbytes)
     text = json.dumps({"header": dict(header), "arrays": entries}).encode()
-    start = _aligned(_PREFIX + len(text))
+    start = aligned_size(_PREFIX + len(text))
     parts = [MAGIC, struct.pack("<Q", len(text)), text, bytes(start - _PREFIX - len(text))]
     for array in contiguous.values():
-        parts += [array.tobytes(), bytes(_aligned(array.nbytes) - array.nbytes)]
+        parts += [array.tobytes(), bytes(aligned_size(array.nbytes) - array.nbytes)]
     return b"".join(parts)
+
+
+def position(kernels: Sequence[Kernel], tensor: Tensor) -> list[int]:
+    """``[kernel, input]``: where ``kernels`` (a partition, in order) first read ``tensor``. A blob names
+    one of the model's tensors this way (a weight it does not copy, a value it baked in)."""
+    return next([k, i] for k, kernel in enumerate(kernels) for i, t in enumerate(kernel.inputs) if t is tensor)
+
+
+def tensor_at(kernels: Sequence[Kernel], place: Any) -> Tensor:
+    """The tensor a ``position`` names among ``kernels``.
+
+    Raises:
+        ValueError: ``place`` is not two indices of an input of ``kernels`` (a blob is untrusted input).
+    """
+    k, i = place if isinstance(place, (list, tuple)) and len(place) == 2 else (None, None)
+    if not (isinstance(k, int) and isinstance(i, int) and 0 <= k < len(kernels) and 0 <= i < len(kernels[k].inputs)
+            and kernels[k].inputs[i] is not None):
+        raise ValueError(f"position {place!r} names no input of the partition's kernels")
+    return kernels[k].inputs[i]
 
 
 def unpack(blob: bytes | memoryview | np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -72,7 +95,7 @@ def unpack(blob: bytes | memoryview | np.ndarray) -> tuple[dict[str, Any], dict[
         header, entries = meta["header"], meta["arrays"]
         if not isinstance(header, dict) or not isinstance(entries, list):
             raise TypeError("header must be an object and arrays a list")
-        start = _aligned(_PREFIX + length)
+        start = aligned_size(_PREFIX + length)
         arrays = dict(_array(raw, start, entry) for entry in entries)
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise ModelFormatError(f"delegate blob: malformed header: {type(exc).__name__}: {exc}") from exc
@@ -95,7 +118,3 @@ def _array(raw: np.ndarray, start: int, entry: Any) -> tuple[str, np.ndarray]:
     array = raw[begin:begin + nbytes].view(dtype).reshape(shape)
     array.flags.writeable = False
     return name, array
-
-
-def _aligned(size: int) -> int:
-    return -(-size // ALIGNMENT) * ALIGNMENT

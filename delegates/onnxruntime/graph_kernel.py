@@ -11,9 +11,10 @@ import numpy as np
 import onnx
 
 import lite
-from lite.blob import pack, unpack
+from lite.blob import pack, position, tensor_at, unpack
 from lite.delegates.onnxruntime.builder import emit_partition
 from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
+from lite.loader import external_tensors
 
 SessionFactory = Callable[[bytes], Any]  # serialized ONNX model -> onnxruntime.InferenceSession
 CONSTANT_LOCATION = "lite-constant"  # a saved graph's initializer whose data is one of the model's constants
@@ -65,7 +66,7 @@ class ORTGraphKernel(lite.Kernel):
         for initializer in graph.graph.initializer:
             tensor = self.constants.get(initializer.name)
             if tensor is not None:
-                places[initializer.name] = _place(self.kernels, tensor)
+                places[initializer.name] = position(self.kernels, tensor)
                 initializer.ClearField("raw_data")
                 initializer.data_location = onnx.TensorProto.EXTERNAL
                 initializer.external_data.add(key="location", value=CONSTANT_LOCATION)
@@ -125,7 +126,7 @@ class ORTGraphKernel(lite.Kernel):
             raise
         except Exception as exc:  # NOTE: protobuf's DecodeError, onnx's ValidationError, a malformed map
             raise lite.ModelFormatError(f"ORT blob: not a valid ONNX model: {type(exc).__name__}: {exc}") from exc
-        _check_saved_graph(model.graph, [*self.inputs, *self.outputs], len(self.inputs), set(self.constants))
+        _check_saved_graph(model, [*self.inputs, *self.outputs], len(self.inputs), set(self.constants))
         for initializer in model.graph.initializer:
             tensor = self.constants.get(initializer.name)
             if tensor is not None:
@@ -157,25 +158,23 @@ class ORTGraphKernel(lite.Kernel):
         self._binding, self._bound = binding, arrays
 
 
-def _place(kernels: list[lite.Kernel], tensor: lite.Tensor) -> list[int]:
-    """[kernel, input]: where the partition first reads ``tensor``."""
-    return next([k, i] for k, kernel in enumerate(kernels) for i, t in enumerate(kernel.inputs) if t is tensor)
-
-
 def _constants(graph: onnx.GraphProto, places, kernels: list[lite.Kernel]) -> dict[str, lite.Tensor]:
     """The model's constants that the saved graph's initializers name, each checked against its initializer."""
     if not isinstance(places, dict):
         raise lite.ModelFormatError("ORT blob: no map of constants")
     declared = {t.name: t for t in graph.initializer}
     constants = {}
-    for name, (k, i) in places.items():
-        tensor = kernels[k].inputs[i] if 0 <= k < len(kernels) and 0 <= i < len(kernels[k].inputs) else None
+    for name, place in places.items():
+        try:
+            tensor = tensor_at(kernels, place)
+        except ValueError:
+            tensor = None
         initializer = declared.get(name)
         if (tensor is None or not tensor.is_const or tensor.data is None or initializer is None
                 or list(initializer.dims) != list(tensor.shape)
                 or initializer.data_type != ONNX_TYPES.get(tensor.dtype)):
             raise lite.ModelFormatError(f"ORT blob: initializer {name!r} does not match the model's constant at "
-                                        f"kernel {k}, input {i}")
+                                        f"[kernel, input] {place!r}")
         constants[name] = tensor
     return constants
 
@@ -194,14 +193,13 @@ def _without_constants(model: onnx.ModelProto, constants: Mapping[str, lite.Tens
     return check
 
 
-def _check_saved_graph(graph: onnx.GraphProto, boundary: list[lite.Tensor], input_count: int,
+def _check_saved_graph(model: onnx.ModelProto, boundary: list[lite.Tensor], input_count: int,
                        constants: set[str]) -> None:
     """Refuses a saved graph that reads files (external data other than the model's constants), nests
     graphs, or has another boundary."""
-    tensors = [t for t in graph.initializer if t.name not in constants]
-    tensors += [a.t for n in graph.node for a in n.attribute if a.HasField("t")]
-    tensors += [t for n in graph.node for a in n.attribute for t in a.tensors]
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
+    graph = model.graph
+    ours = [t for t in graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL and t.name in constants]
+    if len(list(external_tensors(model))) > len(ours):
         raise lite.ModelFormatError("ORT blob: the model refers to external data files")
     if any(a.g.node or a.graphs for n in graph.node for a in n.attribute):
         raise lite.ModelFormatError("ORT blob: the model holds subgraphs, which ORTDelegate never emits")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lite.blob import pack, unpack
+from lite.blob import pack, position, tensor_at, unpack
 from lite.delegates.tvm import runtime
 from lite.errors import ModelFormatError, NotSupportedError
 from lite.kernel import Kernel
@@ -74,7 +74,7 @@ def save(kernel: TVMGraphKernel) -> bytes | None:
         return None
     lowered, executable = _code_only(kernel)
     baked = _baked_positions(kernel.kernels, lowered.baked)
-    weights = [[*_positions(kernel.kernels, t), t.dtype.name, list(t.shape)] for t in lowered.weights]
+    weights = [[*position(kernel.kernels, t), t.dtype.name, list(t.shape)] for t in lowered.weights]
     header = {"symbolic": lowered.symbolic, "params": [_dims_json(lowered.dims[t]) for t in lowered.params],
               "outputs": [_dims_json(lowered.dims[t]) for t in lowered.outputs],
               "baked": [position for position, _ in baked], "weights": weights}
@@ -134,12 +134,7 @@ def _dims_json(dims: list) -> Dims:
 
 def _baked_positions(kernels: list[Kernel], baked: dict[Tensor, np.ndarray]) -> list[tuple[list[int], np.ndarray]]:
     """Each baked value with the (kernel, input) position that reads it in the partition."""
-    return [(_positions(kernels, t), value) for t, value in baked.items()]
-
-
-def _positions(kernels: list[Kernel], tensor: Tensor) -> list[int]:
-    """[kernel, input]: where the partition first reads ``tensor``."""
-    return next([k, i] for k, kernel in enumerate(kernels) for i, t in enumerate(kernel.inputs) if t is tensor)
+    return [(position(kernels, t), value) for t, value in baked.items()]
 
 
 # ---- on the device (the runtime alone) ----------------------------------------------------------
@@ -274,11 +269,10 @@ def _parse_header(header: dict, arrays: dict[str, np.ndarray], kernels: list[Ker
             for dim in shape:
                 _evaluate(dim, 1)
         baked = []
-        for i, (k, j) in enumerate(header["baked"]):
-            tensor = kernels[k].inputs[j]
-            if tensor is None or f"baked{i}" not in arrays:
-                raise ValueError(f"baked value {i} has no tensor or no array")
-            baked.append((tensor, arrays[f"baked{i}"]))
+        for i, place in enumerate(header["baked"]):
+            if f"baked{i}" not in arrays:
+                raise ValueError(f"baked value {i} has no array")
+            baked.append((tensor_at(kernels, place), arrays[f"baked{i}"]))
         return bool(header["symbolic"]), dims, baked
     except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
         raise ModelFormatError(f"TVM blob: malformed header: {type(exc).__name__}: {exc}") from exc
@@ -289,9 +283,8 @@ def _weights(entries: Any, kernels: list[Kernel]) -> list[Tensor]:
     try:
         weights = []
         for k, i, dtype, shape in entries:
-            tensor = kernels[k].inputs[i] if k >= 0 and i >= 0 else None
-            if (tensor is None or not tensor.is_const or tensor.data is None or tensor.dtype.name != dtype
-                    or list(tensor.shape) != shape):
+            tensor = tensor_at(kernels, [k, i])
+            if not tensor.is_const or tensor.data is None or tensor.dtype.name != dtype or list(tensor.shape) != shape:
                 raise ValueError(f"weight at kernel {k}, input {i} is not the model's {dtype}{shape} constant")
             weights.append(tensor)
         return weights

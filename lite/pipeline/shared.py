@@ -18,15 +18,12 @@ from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
-ALIGN = 64
+from lite.aligned import ALIGNMENT, aligned_size
+
 PREFIX = "lite_pipeline_"
 
 # (tensor name, dtype string, shape, byte offset) per array.
 Layout = list[tuple[str, str, tuple[int, ...], int]]
-
-
-def _aligned(nbytes: int) -> int:
-    return -(-nbytes // ALIGN) * ALIGN
 
 
 def layout_of(arrays: Mapping[str, np.ndarray]) -> tuple[Layout, int]:
@@ -34,13 +31,13 @@ def layout_of(arrays: Mapping[str, np.ndarray]) -> tuple[Layout, int]:
     layout, offset = [], 0
     for name, array in arrays.items():
         layout.append((name, array.dtype.str, tuple(array.shape), offset))
-        offset += _aligned(array.nbytes)
+        offset += aligned_size(array.nbytes)
     return layout, offset
 
 
 def bytes_for(specs: Mapping[str, tuple[np.dtype, tuple[int, ...]]]) -> int:
     """The bytes a block needs for arrays of these dtypes and shapes (a free -1 dim counts as 0)."""
-    return sum(_aligned(np.dtype(dtype).itemsize * int(np.prod([max(d, 0) for d in shape])))
+    return sum(aligned_size(np.dtype(dtype).itemsize * int(np.prod([max(d, 0) for d in shape])))
                for dtype, shape in specs.values())
 
 
@@ -72,7 +69,7 @@ class Block:
 
     def __init__(self, nbytes: int):
         name = f"{PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
-        self.memory: SharedMemory | None = SharedMemory(name, create=True, size=max(_aligned(nbytes), ALIGN))
+        self.memory: SharedMemory | None = SharedMemory(name, create=True, size=max(aligned_size(nbytes), ALIGNMENT))
         self.name, self.size = name, self.memory.size
 
     @property
