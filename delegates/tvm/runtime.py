@@ -74,6 +74,7 @@ def runtime_library(name: str = "libtvm_runtime.so") -> Path | None:
 
 @functools.cache
 def _load_runtime(path: str) -> None:
+    """Loads one of TVM's runtime libraries globally, once (raises OSError when it cannot be loaded)."""
     if sys.modules.get("tvm") is None:  # NOTE: else ``import tvm`` loaded it already
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
@@ -140,9 +141,9 @@ def device(kind: str):
     tvm_ffi = ffi()
     device_type = DEVICE_TYPES[kind]
     extra = runtime_library(EXTRA_LIBRARIES[kind]) if kind in EXTRA_LIBRARIES else None
-    if extra is not None and sys.modules.get("tvm") is None:
+    if extra is not None:
         try:
-            ctypes.CDLL(str(extra), mode=ctypes.RTLD_GLOBAL)
+            _load_runtime(str(extra))
         except OSError:
             return None  # NOTE: the device's driver library (libcuda) is missing
     try:
