@@ -17,7 +17,7 @@ from lite.context import Context
 from lite.delegate import Delegate, DelegateModel
 from lite.delegation import DelegationLog, Partition, logger
 from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
-from lite.fusion import fuse_residuals
+from lite.fusion import fuse
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.parallel import KernelThreads
@@ -164,7 +164,7 @@ class Engine:
         """Fuses native kernels that only native kernels read (``lite.fusion``), resized when shapes are known."""
         native = {k for k in self.kernels if k not in self.log.partitions and k not in self.runtime_shaped}
         before = set(self.kernels)
-        self.kernels = fuse_residuals(self.kernels, self.shape_kernels, self.outputs, native)
+        self.kernels = fuse(self.kernels, self.shape_kernels, self.outputs, native)
         if not self.shapes_dirty:
             for kernel in self.kernels:
                 if kernel not in before:

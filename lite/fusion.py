@@ -1,11 +1,17 @@
-"""Native kernel fusion at build: a convolution takes over the residual Add that reads it.
+"""Native kernel fusion at build: a convolution takes over the kernel that alone reads its output.
 
-ResNet-style blocks end in ``Add(conv(x), shortcut)`` and an activation. Where the
-convolution's output is read by that Add alone, the two run as one ``ConvResidual`` kernel:
-the convolution's epilogue adds its bias and the shortcut and applies the Add's activation in
-one pass (compiled, ``lite.kernels.fast``), writing straight into the Add's output. Delegates
-never see this: it runs after they built, on the native kernels they left, and
-``partition_report()`` still lists both nodes.
+- ResNet-style blocks end in ``Add(conv(x), shortcut)`` and an activation. Where the
+  convolution's output is read by that Add alone, the two run as one ``ConvResidual`` kernel:
+  the convolution's epilogue adds its bias and the shortcut and applies the Add's activation in
+  one pass, writing straight into the Add's output.
+- EfficientNet's and MobileNetV3's convolutions are followed by a SiLU (Activation SWISH) or a
+  hard swish that ``activation_type`` cannot express. Where the Activation alone reads the
+  convolution's output, the two run as one ``ConvActivation`` kernel: the epilogue (or the
+  depthwise kernel as it writes each plane) applies the activation while the output is in cache,
+  instead of a second pass over it.
+
+Both are compiled (``lite.kernels.fast``). Delegates never see this: it runs after they built,
+on the native kernels they left, and ``partition_report()`` still lists every node.
 """
 
 from __future__ import annotations
@@ -60,10 +66,33 @@ class ConvResidual(Kernel):
             self.add.execute()
 
 
-def fuse_residuals(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list[Tensor],
-                   native: set[Kernel]) -> list[Kernel]:
-    """``kernels`` with each fusable convolution + residual Add pair replaced by a ConvResidual
-    at the Add's place (the convolution's inputs are still alive there: the Add reads its output).
+class ConvActivation(Kernel):
+    """A Conv2DFusion and the Activation that alone reads its output, run as one kernel (``parts``:
+    a profile charges the time to the convolution)."""
+
+    def __init__(self, conv: NativeKernel, activation: NativeKernel):
+        super().__init__(list(conv.inputs), list(activation.outputs), name=f"{conv.name}+{activation.name}")
+        self.conv, self.activation = conv, activation
+        self.parts = (conv, activation)
+
+    @property
+    def type(self) -> str:
+        return f"{self.conv.type}+{self.activation.type}"
+
+    def resize(self) -> None:
+        self.conv.epilogue_activation = (self.activation.attrs["activation_type"], float(self.activation.alpha))
+        self.conv.resize()
+
+    def execute(self) -> None:
+        self.conv.outputs[0].data = self.outputs[0].data
+        self.conv.execute()
+
+
+def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list[Tensor],
+         native: set[Kernel]) -> list[Kernel]:
+    """``kernels`` with each fusable convolution + residual Add pair replaced by a ConvResidual and
+    each convolution + Activation pair by a ConvActivation, at the place of the later kernel (the
+    convolution's inputs are still alive there: the later kernel reads its output).
 
     Args:
         kernels: what runs, in order.
@@ -75,12 +104,31 @@ def fuse_residuals(kernels: list[Kernel], shape_kernels: list[NativeKernel], out
         return kernels
     readers = Counter(t for k in shape_kernels for t in k.inputs if t is not None)
     producer = {t: k for k in kernels if k in native for t in k.outputs}
-    fused: dict[Kernel, ConvResidual] = {}
-    for add in kernels:
-        pair = _residual_pair(add, producer, readers, outputs, native)
-        if pair is not None and pair[0] not in fused:
-            fused[pair[0]] = fused[add] = ConvResidual(*pair)
+    fused: dict[Kernel, Kernel] = {}
+    for later in kernels:
+        if later not in native or later in fused:
+            continue
+        if (pair := _residual_pair(later, producer, readers, outputs, native)) is not None:
+            if pair[0] not in fused:
+                fused[pair[0]] = fused[later] = ConvResidual(*pair)
+        elif (conv := _activation_producer(later, producer, readers, outputs)) is not None and conv not in fused:
+            fused[conv] = fused[later] = ConvActivation(conv, later)
     return [fused.get(k, k) for k in kernels if not (k in fused and fused[k].conv is k)]
+
+
+def _activation_producer(activation: Kernel, producer: dict[Tensor, Kernel], readers: Counter,
+                         outputs: list[Tensor]) -> NativeKernel | None:
+    """The convolution whose float32 output only ``activation`` reads, when its epilogue can apply it."""
+    from lite.kernels.fast.activation import EPILOGUE_CODES  # NOTE: imports the compiler: only when used
+
+    if activation.type != "Activation" or activation.attrs["activation_type"] not in EPILOGUE_CODES:
+        return None
+    inner = activation.inputs[0]
+    conv = producer.get(inner)
+    if (conv is None or conv.type != "Conv2DFusion" or conv.activation != "NO_ACTIVATION" or readers[inner] != 1
+            or inner in outputs or np.dtype(inner.dtype).name != "float32"):
+        return None
+    return conv
 
 
 def _residual_pair(add: Kernel, producer: dict[Tensor, Kernel], readers: Counter, outputs: list[Tensor],

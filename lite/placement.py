@@ -45,7 +45,7 @@ from lite.delegate import Delegate, DelegateModel, SimpleDelegate, read_from_out
 from lite.delegation import DelegationLog, Partition
 from lite.engine import Engine, charge
 from lite.errors import MemoryLimitError
-from lite.fusion import fuse_residuals
+from lite.fusion import fuse
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
 from lite.scheduler import kahn_order
@@ -242,7 +242,7 @@ class Placer:
             engine.prepare_native_once(kernel)
         self._give_arrays(natives)
         static = {k for k in natives if k not in engine.runtime_shaped}
-        running = fuse_residuals(natives, engine.shape_kernels, engine.outputs, static)
+        running = fuse(natives, engine.shape_kernels, engine.outputs, static)
         fused = [k for k in running if k not in static and k not in engine.runtime_shaped]
         try:
             for kernel in fused:

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.delegates.onnxruntime import ORTDelegate
-from lite.fusion import ConvResidual
+from lite.fusion import ConvActivation, ConvResidual
 from lite.kernels import fast
 from lite.tools.converter import convert
 from tests.oracle import relative_l2, run_onnxruntime
@@ -112,3 +112,78 @@ def test_a_profile_charges_the_fused_time_to_the_convolution():
     model.predict([RNG.standard_normal((2, 8, 10, 10)).astype(np.float32)], profile=profile)
     [kernel] = fused(model)
     assert profile[kernel.conv] > 0 and profile[kernel.add] == 0.0 and kernel not in profile
+
+
+# ---- a convolution and the activation after it --------------------------------------------------------
+
+def conv_then(activation: str, channels: int = 8, size: int = 10, group: int = 1, stride: int = 1, kernel: int = 3,
+              readers=(), outputs=("y",)) -> onnx.ModelProto:
+    """x -> Conv -> SiLU (Mul of Sigmoid, as exporters write it) or HardSwish -> y, plus ``readers``."""
+    inits = {"w": RNG.standard_normal((channels, channels // group, kernel, kernel)) * 0.3,
+             "b": RNG.standard_normal(channels)}
+    pad = kernel // 2
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, group=group, strides=[stride] * 2)]
+    if activation == "silu":
+        nodes += [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+    else:
+        nodes.append(helper.make_node("HardSwish", ["c"], ["y"]))
+    graph = helper.make_graph(
+        [*nodes, *readers], "conv_activation",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, size, size])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def fused_activations(model: lite.Model) -> list[ConvActivation]:
+    return [k for k in model._engine.kernels if isinstance(k, ConvActivation)]
+
+
+@pytest.mark.parametrize("activation", ["silu", "hard_swish"])
+@pytest.mark.parametrize(("plan", "shape"), [
+    ("direct 1x1", {"kernel": 1}),
+    ("im2col", {"stride": 2}),
+    ("compiled depthwise", {"group": 8}),
+    ("Winograd", {"channels": 32, "size": 24}),
+])
+def test_an_activation_runs_in_the_convolution_epilogue(activation, plan, shape):
+    onnx_model = conv_then(activation, **shape)
+    model = build(onnx_model)
+    [kernel] = fused_activations(model)
+    assert [r.op_type for r in model.partition_report()].count("Activation") == 1  # the report keeps both nodes
+    channels, size = shape.get("channels", 8), shape.get("size", 10)
+    for batch in (1, 2):
+        x = (RNG.standard_normal((batch, channels, size, size)) * 3).astype(np.float32)
+        if model.get_inputs()[0].shape[0] != batch:
+            model.resize(model.get_inputs(), [[batch, channels, size, size]])
+        got = model.predict([x])[0].get_data_to_numpy()
+        [want] = run_onnxruntime(onnx_model, {"x": x})
+        assert relative_l2(got, want) < 1e-5, plan
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())  # Winograd's rounding
+    assert kernel.conv.epilogue_activation[0] == ("SWISH" if activation == "silu" else "HARD_SWISH")
+
+
+@pytest.mark.parametrize("case, onnx_model", [
+    ("the conv output is also a model output", conv_then("hard_swish", outputs=("y", "c"))),
+    ("the conv output has another reader", conv_then("hard_swish", readers=[helper.make_node("Neg", ["c"], ["n"])],
+                                                     outputs=("y", "n"))),
+])
+def test_convolutions_read_by_more_than_the_activation_are_not_fused(case, onnx_model):
+    model = build(onnx_model)
+    assert not fused_activations(model), case
+    x = RNG.standard_normal((2, 8, 10, 10)).astype(np.float32)
+    model.resize(model.get_inputs(), [[2, 8, 10, 10]])
+    for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+        assert relative_l2(got.get_data_to_numpy(), want) < 1e-5
+
+
+def test_activation_fusion_charges_the_convolution_and_needs_the_compiler(monkeypatch):
+    onnx_model = conv_then("silu")
+    model = build(onnx_model)
+    profile: dict = {}
+    model.resize(model.get_inputs(), [[1, 8, 10, 10]])
+    model.predict([RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)], profile=profile)
+    [kernel] = fused_activations(model)
+    assert profile[kernel.conv] > 0 and profile[kernel.activation] == 0.0
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    assert not fused_activations(build(onnx_model))

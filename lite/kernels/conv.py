@@ -17,7 +17,15 @@ import numpy as np
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step, Workspace, copy_step
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import activation_step, compilable, compiled_terms, epilogue_steps, fused_activation
+from lite.kernels.fused import (
+    activation_code,
+    activation_epilogue_step,
+    activation_step,
+    compilable,
+    compiled_terms,
+    epilogue_steps,
+    fused_activation,
+)
 from lite.kernels.parallel import product_shapes
 from lite.kernels.registry import register
 from lite.kernels.window import (
@@ -46,6 +54,8 @@ class ConvBase(NativeKernel):
 
     residual: Tensor | None = None  # added to the output before ``residual_activation`` (set by lite.fusion)
     residual_activation = "NO_ACTIVATION"
+    # (activation_type, alpha) of the Activation kernel whose work the epilogue does last (set by lite.fusion)
+    epilogue_activation: tuple[str, float] | None = None
 
     def check_attrs(self) -> None:
         check_io(self, 2, 1)
@@ -92,7 +102,10 @@ class ConvBase(NativeKernel):
 
     def finish_steps(self, out: np.ndarray, bias: Tensor | None) -> list[Step]:
         """The calls of ``finish`` with their arrays bound: bias, the residual (when the runtime
-        gave one, ``lite.fusion``) and the activation, one compiled pass where it runs."""
+        gave one, ``lite.fusion``) and the activation, one compiled pass where it runs; or bias
+        and the fused Activation's function (``epilogue_activation``), one compiled pass."""
+        if self.epilogue_activation is not None:
+            return [activation_epilogue_step(out, None if bias is None else bias.data, *self.epilogue_activation)]
         if self.residual is None:
             return epilogue_steps(out, None if bias is None else bias.data, None, self.activation)
         return epilogue_steps(out, None if bias is None else bias.data, self.residual.data, self.residual_activation)
@@ -216,6 +229,8 @@ class Conv2DFusion(ConvBase):
         later = []
         if residual is not None and not compilable(out, residual):
             later, residual, activation = epilogue_steps(out, None, residual, activation), None, "NO_ACTIVATION"
+        if self.epilogue_activation is not None:
+            later = [activation_epilogue_step(out, None, *self.epilogue_activation)]
         terms = compiled_terms(None if bias is None else bias.data, out.shape[1], activation, out.dtype)
         return [*steps, *self.winograd_plan.steps(x, self.winograd_weights, *terms, residual, out, buffers,
                                                   self.threads.matmul_step), *later]
@@ -255,13 +270,14 @@ class Conv2DFusion(ConvBase):
         out_c = self.out_shape[1]
         # NOTE: a copy of the weight: a read-only one from the model file would be another type to the compiler
         terms = compiled_terms(None if bias is None else bias.data, out_c, self.activation, out.dtype)
+        code, alpha = activation_code(self.epilogue_activation, out.dtype)
         kernel = np.array(self.fast_plan.arrange(weights.reshape(out_c, 1, *self.fast_plan.geometry.kernel)), copy=True)
         (x, steps), out = fast.compiled_input(x.reshape(self.x_shape)), out.reshape(self.out_shape)
         per = len(self.fast_plan.scratch)
 
         def piece(index: int, first: int, last: int) -> Step:
             scratch = buffers[index * per:(index + 1) * per]
-            return partial(self.fast_plan.run, x, kernel, *terms, out, scratch, first, last)
+            return partial(self.fast_plan.run, x, kernel, *terms, out, scratch, first, last, code, alpha)
 
         return [*steps, self.threads.loop_step(out.shape[0] * out_c, piece)]
 

@@ -83,6 +83,27 @@ def epilogue_steps(out: np.ndarray, bias: np.ndarray | None, residual: np.ndarra
     return steps if activation is None else [*steps, activation]
 
 
+def activation_epilogue_step(out: np.ndarray, bias: np.ndarray | None, activation_type: str, alpha: float) -> Step:
+    """A call computing ``activation(out + bias)`` in place on float32 ``out`` (N, C, ...), in one
+    compiled pass, for an activation of ``lite.kernels.fast.activation.EPILOGUE_CODES``."""
+    from lite.kernels.fast import epilogue  # NOTE: imports the compiler: only when used
+
+    epilogue.warm_activation()
+    rows = out.reshape(*out.shape[:2], math.prod(out.shape[2:]))
+    code, alpha = activation_code((activation_type, alpha), out.dtype)
+    return partial(epilogue.bias_activation, rows, compiled_terms(bias, out.shape[1], "NO_ACTIVATION", out.dtype)[0],
+                   code, alpha)
+
+
+def activation_code(activation: tuple[str, float] | None, dtype: np.dtype) -> tuple[int, np.generic]:
+    """(code, alpha) of an epilogue activation as compiled loops take them: CLIP_CODE for None."""
+    from lite.kernels.fast.activation import CLIP_CODE, EPILOGUE_CODES
+
+    if activation is None:
+        return CLIP_CODE, dtype.type(1)
+    return EPILOGUE_CODES[activation[0]], dtype.type(activation[1])
+
+
 def compilable(out: np.ndarray, residual: np.ndarray | None) -> bool:
     """Whether compiled epilogues take these arrays (writable, C-contiguous, one float dtype)."""
     arrays = [out] if residual is None else [out, residual]

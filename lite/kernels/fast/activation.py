@@ -82,20 +82,36 @@ def sigmoid_float32(x, out, alpha):
 
 
 @jit
+def swish_of(value, alpha):
+    """x * sigmoid(alpha * x) as x / (1 + e^(-alpha * x)): one division, and no overflow (the
+    exponential's argument is clamped, so x / (1 + e^88) stands in for results below 1e-36)."""
+    return value / (ONE + exp32(-alpha * value))
+
+
+@jit
+def hard_swish_of(value, alpha):
+    """x * clip(x / 6 + 1/2, 0, 1) (alpha unused: every compiled activation takes one)."""
+    return value * min(max(value * SIXTH + HALF, ZERO), ONE)
+
+
+@jit
 def swish_float32(x, out, alpha):
     """out = x * sigmoid(alpha * x)."""
     for i in range(x.shape[0]):
-        value = x[i]
-        out[i] = value * _sigmoid(alpha * value)
+        out[i] = swish_of(x[i], alpha)
 
 
 @jit
 def hard_swish_float32(x, out, alpha):
     """out = x * clip(x / 6 + 1/2, 0, 1)."""
     for i in range(x.shape[0]):
-        value = x[i]
-        out[i] = value * min(max(value * SIXTH + HALF, ZERO), ONE)
+        out[i] = hard_swish_of(x[i], alpha)
 
+
+CLIP_CODE, SWISH_CODE, HARD_SWISH_CODE = 0, 1, 2
+EPILOGUE_CODES = {"SWISH": SWISH_CODE, "HARD_SWISH": HARD_SWISH_CODE}
+"""Activations a compiled producer (a convolution) applies at the end of its own epilogue, by the
+code its loops branch on (CLIP_CODE there: the producer's own clip)."""
 
 COMPILED = {"GELU": gelu_float32, "SIGMOID": sigmoid_float32, "SWISH": swish_float32,
             "HARD_SWISH": hard_swish_float32}

@@ -23,6 +23,7 @@ import numpy as np
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
 from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.activation import CLIP_CODE, SWISH_CODE, hard_swish_of, swish_of
 from lite.kernels.window import Geometry
 
 
@@ -72,12 +73,16 @@ class DepthwisePlan:
         return np.ascontiguousarray(weight.reshape(weight.shape[0], -1))
 
     def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
-            out: np.ndarray, scratch: list[np.ndarray], first: int = 0, last: int | None = None) -> None:
+            out: np.ndarray, scratch: list[np.ndarray], first: int = 0, last: int | None = None,
+            code: int = CLIP_CODE, alpha: np.generic | None = None) -> None:
         """``out`` = clip(depthwise(x, weight) + bias, lo, hi) for the output planes ``first`` to
-        ``last - 1`` (of N * O; default all); ``weight`` as ``arrange`` gave it; lo and hi of out's dtype."""
+        ``last - 1`` (of N * O; default all); ``weight`` as ``arrange`` gave it; lo and hi of out's dtype.
+        With an activation's ``code`` (``lite.kernels.fast.activation.EPILOGUE_CODES``; float32
+        only) that activation with ``alpha`` replaces the clip."""
         last = out.shape[0] * out.shape[1] if last is None else last
-        by_plane(x, weight, bias, out, self.taps, self.copies, self.geometry.strides[1], lo, hi, self.wq,
-                 *scratch, first, last)
+        alpha = out.dtype.type(1) if alpha is None else alpha
+        by_plane(x, weight, bias, out, self.taps, self.copies, self.geometry.strides[1], lo, hi, code, alpha,
+                 self.wq, *scratch, first, last)
 
     def warm(self, dtype: np.dtype) -> None:
         """Compiles the kernel for ``dtype`` now (at build), not in the first predict."""
@@ -91,6 +96,9 @@ def _warm(dtype: str) -> None:
     scratch = [np.zeros(shape, dtype) for shape in plan.scratch]
     lo, hi = np.dtype(dtype).type(0), np.dtype(dtype).type(6)
     compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), lo, hi, out, scratch)
+    if dtype == "float32":  # NOTE: the same compiled code serves every code; this checks the activations compile
+        compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), lo, hi, out, scratch,
+                 0, 2, SWISH_CODE)
 
 
 @jit
@@ -115,9 +123,10 @@ def _fill_phases(xf, base, copies, stride, phases):
 
 
 @jit
-def _plane(phases, wf, wbase, taps, bias, lo, hi, oh, ow, wq, wide, of, obase):
+def _plane(phases, wf, wbase, taps, bias, lo, hi, code, alpha, oh, ow, wq, wide, of, obase):
     """One output channel from its phases: taps as long multiply-adds over the wide plane, three
-    taps per pass (fewer loads and stores of the wide plane)."""
+    taps per pass (fewer loads and stores of the wide plane), then the clip or activation of
+    ``code`` as the valid columns are written out."""
     count, n = oh * wq, taps.shape[0]
     for i in range(count):
         wide[_u(i)] = bias
@@ -136,10 +145,16 @@ def _plane(phases, wf, wbase, taps, bias, lo, hi, oh, ow, wq, wide, of, obase):
     for r in range(oh):
         for i in range(ow):
             of[_u(obase + r * ow + i)] = min(max(wide[_u(r * wq + i)], lo), hi)
+    if code == SWISH_CODE:  # NOTE: over the whole plane, not row by row: short rows vectorize poorly
+        for i in range(oh * ow):
+            of[_u(obase + i)] = swish_of(of[_u(obase + i)], alpha)
+    elif code != CLIP_CODE:
+        for i in range(oh * ow):
+            of[_u(obase + i)] = hard_swish_of(of[_u(obase + i)], alpha)
 
 
 @jit
-def by_plane(x, weight, bias, out, taps, copies, stride, lo, hi, wq, phases, wide, first, last):
+def by_plane(x, weight, bias, out, taps, copies, stride, lo, hi, code, alpha, wq, phases, wide, first, last):
     """Output planes ``first`` to ``last - 1`` (of N * O), channel by channel: its stride phases,
     then the taps over the whole output plane."""
     n, c, h, w = x.shape
@@ -150,4 +165,5 @@ def by_plane(x, weight, bias, out, taps, copies, stride, lo, hi, wq, phases, wid
     for job in range(first, last):
         image, channel = job // o, job % o
         _fill_phases(xf, (image * c + channel // multiplier) * h * w, copies, stride, phases)
-        _plane(phases, wf, channel * ntaps, taps, bias[channel], lo, hi, oh, ow, wq, wide, of, job * oh * ow)
+        _plane(phases, wf, channel * ntaps, taps, bias[channel], lo, hi, code, alpha, oh, ow, wq, wide, of,
+               job * oh * ow)

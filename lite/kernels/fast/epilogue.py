@@ -1,4 +1,5 @@
-"""A convolution's epilogue in one compiled pass: bias, an optional residual and a clip.
+"""A convolution's epilogue in one compiled pass: bias, an optional residual and a clip, or bias
+and an activation that ``lite.fusion`` took over from the Activation kernel reading the output.
 
 numpy adds a per-channel bias, adds a residual and clips as three passes over the output; on
 the large outputs of early layers each pass runs from memory, not cache.
@@ -12,6 +13,7 @@ import numpy as np
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
 from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.activation import EPILOGUE_CODES, SWISH_CODE, hard_swish_of, swish_of
 
 
 @jit
@@ -35,6 +37,30 @@ def bias_residual_clip(out, bias, residual, lo, hi):
         for i in range(length):
             at = _u(base + i)
             flat[at] = min(max(flat[at] + shift + extra[at], lo), hi)
+
+
+@jit
+def bias_activation(out, bias, code, alpha):
+    """``out[n, c, i] = activation(out[n, c, i] + bias[c], alpha)`` in place, for float32 out (N, C, L);
+    ``code`` picks the activation (``EPILOGUE_CODES``)."""
+    images, channels, length = out.shape
+    flat = out.reshape(images * channels * length)
+    for row in range(images * channels):
+        shift, base = bias[row % channels], row * length
+        if code == SWISH_CODE:
+            for i in range(length):
+                flat[_u(base + i)] = swish_of(flat[_u(base + i)] + shift, alpha)
+        else:
+            for i in range(length):
+                flat[_u(base + i)] = hard_swish_of(flat[_u(base + i)] + shift, alpha)
+
+
+@functools.cache
+def warm_activation() -> None:
+    """Compiles ``bias_activation`` now (at build), not in the first predict."""
+    out, bias = np.zeros((1, 2, 3), np.float32), np.zeros(2, np.float32)
+    for code in EPILOGUE_CODES.values():
+        compiled(bias_activation, out, bias, code, np.float32(1))
 
 
 @functools.cache

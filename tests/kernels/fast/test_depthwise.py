@@ -68,3 +68,29 @@ def test_matches_onnxruntime_on_a_mobilenet_layer():
     got = conv(x, w, b, {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "activation_type": "RELU6"})
     expected = np.clip(onnx_reference("Conv", x, {"w": w, "b": b}, group=32, strides=[2, 2], pads=[1, 1, 1, 1]), 0, 6)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("activation", "function"), [
+    ("SWISH", lambda v, a: v / (1 + np.exp(-a * v.astype(np.float64)))),
+    ("HARD_SWISH", lambda v, _a: v * np.clip(v.astype(np.float64) / 6 + 0.5, 0, 1)),
+])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1], CASES[5], CASES[11], CASES[15]])
+def test_an_activation_replaces_the_clip(monkeypatch, activation, function, x_shape, w_shape, attrs):
+    from lite.kernels.fast.activation import EPILOGUE_CODES
+    from lite.kernels.window import Geometry
+
+    rng = np.random.default_rng([*x_shape, *w_shape])
+    x, w = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    plain = {k: v for k, v in attrs.items() if k != "activation_type"}
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    linear = conv(x, w, b, plain)
+    strides, dilations = plain.get("stride", (1, 1)), plain.get("dilation", (1, 1))
+    top, left, bottom, right = plain["pad_list"]
+    plan = depthwise.DepthwisePlan(Geometry(x_shape, w_shape[2:], strides, dilations, (top, left), (bottom, right),
+                                            linear.shape[2:]))
+    got = np.full(linear.shape, np.nan, np.float32)
+    lo, hi = np.float32(-np.inf), np.float32(np.inf)
+    plan.run(x, plan.arrange(w), b, lo, hi, got, [np.zeros(s, np.float32) for s in plan.scratch],
+             code=EPILOGUE_CODES[activation], alpha=np.float32(1.5))
+    np.testing.assert_allclose(got, function(linear, 1.5), rtol=1e-5, atol=1e-5)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lite.kernels import fast
-from lite.kernels.fused import epilogue_steps
+from lite.kernels.fused import activation_epilogue_step, epilogue_steps
 from lite.ops.activation import FUSED_CLIPS
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
@@ -72,3 +72,25 @@ def test_a_read_only_bias_is_copied_for_the_compiled_code():
     bias.flags.writeable = False
     run(epilogue_steps(out, bias, None, "RELU6"))
     np.testing.assert_array_equal(out, np.array([[[1.0] * 4, [6.0] * 4]], np.float32))
+
+
+def swish(x, alpha):
+    return x / (1 + np.exp(-alpha * x.astype(np.float64)))
+
+
+def hard_swish(x, _alpha):
+    return x * np.clip(x.astype(np.float64) / 6 + 0.5, 0, 1)
+
+
+@pytest.mark.parametrize(("activation", "function"), [("SWISH", swish), ("HARD_SWISH", hard_swish)])
+@pytest.mark.parametrize("shape", [(2, 6, 5, 7), (1, 3, 11), (1, 40, 1)])
+@pytest.mark.parametrize("alpha", [1.0, 1.702])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_bias_and_an_activation_in_one_pass(activation, function, shape, alpha, with_bias):
+    rng = np.random.default_rng([len(shape), *shape, int(alpha * 1000)])
+    out = (rng.standard_normal(shape) * 6).astype(np.float32)
+    out.flat[:6] = [-100, -30, -1e-30, 0, 30, 100]  # the exponential's clamps, and tiny values
+    bias = rng.standard_normal(shape[1]).astype(np.float32) if with_bias else None
+    want = function(out + (0 if bias is None else bias.reshape(1, -1, *[1] * (out.ndim - 2))), alpha)
+    run([activation_epilogue_step(out, bias, activation, alpha)])
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
