@@ -187,3 +187,16 @@ def test_activation_fusion_charges_the_convolution_and_needs_the_compiler(monkey
     assert profile[kernel.conv] > 0 and profile[kernel.activation] == 0.0
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     assert not fused_activations(build(onnx_model))
+
+
+def test_a_fused_depthwise_activation_shared_among_busy_threads(monkeypatch):
+    from lite import threads
+
+    monkeypatch.setattr(threads.LoadMonitor, "contended", lambda self: True)  # the runtime's own threads run
+    onnx_model = conv_then("silu", channels=16, group=16)
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=2))
+    x = (RNG.standard_normal((1, 16, 10, 10)) * 3).astype(np.float32)
+    got = model.predict([x])[0].get_data_to_numpy()
+    assert model._engine.threads.dynamic and fused_activations(model)
+    assert relative_l2(got, run_onnxruntime(onnx_model, {"x": x})[0]) < 1e-5
