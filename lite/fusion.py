@@ -57,6 +57,11 @@ class ConvResidual(Kernel):
             inner.data = aligned_array(inner.shape, inner.dtype)
         self.add.resize()
 
+    def unfuse(self) -> None:
+        """Gives the convolution back its own epilogue (when the build does not fuse the pair after all)."""
+        self.conv.residual = None
+        self.conv.resize()
+
     def execute(self) -> None:
         if self.fused:
             self.conv.outputs[0].data = self.outputs[0].data
@@ -81,6 +86,11 @@ class ConvActivation(Kernel):
 
     def resize(self) -> None:
         self.conv.epilogue_activation = (self.activation.attrs["activation_type"], float(self.activation.alpha))
+        self.conv.resize()
+
+    def unfuse(self) -> None:
+        """Gives the convolution back its own epilogue (when the build does not fuse the pair after all)."""
+        self.conv.epilogue_activation = None
         self.conv.resize()
 
     def execute(self) -> None:

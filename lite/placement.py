@@ -231,9 +231,9 @@ class Placer:
     def native_run(self) -> None:
         """Prepares and runs the native kernels on random inputs, keeping every value and time.
 
-        They run as the build will run them, residual Adds fused into their convolutions
-        (``lite.fusion``): a fused pair's time is the convolution's, so a partition that takes
-        the Add alone saves nothing, as taking it breaks the fusion.
+        They run as the build will run them, residual Adds and activations fused into their
+        convolutions (``lite.fusion``): a fused pair's time is the convolution's, so a partition
+        that takes the Add or the Activation alone saves nothing, as taking it breaks the fusion.
         """
         engine = self.engine
         natives = [k for k in engine.kernels if isinstance(k, NativeKernel)]
@@ -250,8 +250,7 @@ class Placer:
             samples = self._timed_native_runs(running)
         finally:
             for kernel in fused:  # NOTE: the build fuses again, where the pair stays native
-                kernel.conv.residual = None
-                kernel.conv.resize()
+                kernel.unfuse()
         self.native_times = {k: min(s) for k, s in samples.items()}
         for candidate in self.candidates:
             candidate.native_seconds = self._native_cost(candidate)

@@ -11,12 +11,15 @@ import json
 import logging
 import time
 
+import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.placement import contiguous_order, placement_cache_directory
 from lite.tools.converter import convert
 from tests.delegate_support import NativeGraphKernel, assert_matches_onnxruntime, build, chain_model
+from tests.oracle import relative_l2, run_onnxruntime
 
 MS = 1e-3
 
@@ -288,3 +291,31 @@ def test_fingerprint_names_the_class_and_its_plain_options():
     assert "TimedDelegate" in text and '"label": "x"' in text and '"nodes": ["mul"]' in text
     assert '"delays": {"mul": 0.5}' in text
     assert TimedDelegate({"mul"}, {"mul": 0.25}, label="x").fingerprint() != text
+
+
+def test_a_delegate_taking_a_fused_convolution_gets_it_without_the_fused_activation(monkeypatch):
+    """The native run fuses Conv + HardSwish (lite.fusion); the delegate, faster, takes both, and
+    runs the convolution's own kernel, which must not apply the activation a second time."""
+    from lite.kernels.conv import Conv2DFusion
+
+    original = Conv2DFusion.execute
+
+    def slow(self):
+        time.sleep(20 * MS)
+        original(self)
+
+    slow.original = original
+    monkeypatch.setattr(Conv2DFusion, "execute", slow)
+    rng = np.random.default_rng(5)
+    weights = [numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype(np.float32), "w")]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+         helper.make_node("HardSwish", ["c"], ["y"], name="hs")],
+        "conv_hard_swish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 10, 10])], weights)
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    model = measured(onnx_model, TimedDelegate({"conv", "hs"}))
+    assert set(runs_on(model).values()) == {"TimedDelegate"}
+    x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    got = model.predict([x])[0].get_data_to_numpy()
+    assert relative_l2(got, run_onnxruntime(onnx_model, {"x": x})[0]) < 1e-6
