@@ -230,7 +230,7 @@ class Conv2DFusion(ConvBase):
         if residual is not None and not compilable(out, residual):
             later, residual, activation = epilogue_steps(out, None, residual, activation), None, "NO_ACTIVATION"
         if self.epilogue_activation is not None:
-            later = [activation_epilogue_step(out, None, *self.epilogue_activation)]
+            later.append(activation_epilogue_step(out, None, *self.epilogue_activation))
         terms = compiled_terms(None if bias is None else bias.data, out.shape[1], activation, out.dtype)
         return [*steps, *self.winograd_plan.steps(x, self.winograd_weights, *terms, residual, out, buffers,
                                                   self.threads.matmul_step), *later]

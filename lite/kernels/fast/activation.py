@@ -18,6 +18,7 @@ import functools
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 from numba.extending import intrinsic
 
 from lite.kernels.elementwise import ERF32_ALPHA, ERF32_BETA
@@ -112,6 +113,18 @@ CLIP_CODE, SWISH_CODE, HARD_SWISH_CODE = 0, 1, 2
 EPILOGUE_CODES = {"SWISH": SWISH_CODE, "HARD_SWISH": HARD_SWISH_CODE}
 """Activations a compiled producer (a convolution) applies at the end of its own epilogue, by the
 code its loops branch on (CLIP_CODE there: the producer's own clip)."""
+
+
+@jit
+def activate_run(flat, base, length, shift, code, alpha):
+    """``flat[base:base + length] = activation(flat[...] + shift, alpha)`` in place for an activation of
+    EPILOGUE_CODES (one contiguous run: a channel's row or plane, long enough to vectorize)."""
+    if code == SWISH_CODE:
+        for i in range(length):
+            flat[_u(base + i)] = swish_of(flat[_u(base + i)] + shift, alpha)
+    else:
+        for i in range(length):
+            flat[_u(base + i)] = hard_swish_of(flat[_u(base + i)] + shift, alpha)
 
 COMPILED = {"GELU": gelu_float32, "SIGMOID": sigmoid_float32, "SWISH": swish_float32,
             "HARD_SWISH": hard_swish_float32}

@@ -23,7 +23,7 @@ import numpy as np
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
 from lite.kernels.fast import compiled, jit
-from lite.kernels.fast.activation import CLIP_CODE, SWISH_CODE, hard_swish_of, swish_of
+from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.window import Geometry
 
 
@@ -96,9 +96,6 @@ def _warm(dtype: str) -> None:
     scratch = [np.zeros(shape, dtype) for shape in plan.scratch]
     lo, hi = np.dtype(dtype).type(0), np.dtype(dtype).type(6)
     compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), lo, hi, out, scratch)
-    if dtype == "float32":  # NOTE: the same compiled code serves every code; this checks the activations compile
-        compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), lo, hi, out, scratch,
-                 0, 2, SWISH_CODE)
 
 
 @jit
@@ -145,12 +142,8 @@ def _plane(phases, wf, wbase, taps, bias, lo, hi, code, alpha, oh, ow, wq, wide,
     for r in range(oh):
         for i in range(ow):
             of[_u(obase + r * ow + i)] = min(max(wide[_u(r * wq + i)], lo), hi)
-    if code == SWISH_CODE:  # NOTE: over the whole plane, not row by row: short rows vectorize poorly
-        for i in range(oh * ow):
-            of[_u(obase + i)] = swish_of(of[_u(obase + i)], alpha)
-    elif code != CLIP_CODE:
-        for i in range(oh * ow):
-            of[_u(obase + i)] = hard_swish_of(of[_u(obase + i)], alpha)
+    if code != CLIP_CODE:  # NOTE: over the whole plane, not row by row: short rows vectorize poorly
+        activate_run(of, obase, oh * ow, of.dtype.type(0), code, alpha)
 
 
 @jit

@@ -13,7 +13,7 @@ import numpy as np
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
 from lite.kernels.fast import compiled, jit
-from lite.kernels.fast.activation import EPILOGUE_CODES, SWISH_CODE, hard_swish_of, swish_of
+from lite.kernels.fast.activation import SWISH_CODE, activate_run
 
 
 @jit
@@ -46,21 +46,14 @@ def bias_activation(out, bias, code, alpha):
     images, channels, length = out.shape
     flat = out.reshape(images * channels * length)
     for row in range(images * channels):
-        shift, base = bias[row % channels], row * length
-        if code == SWISH_CODE:
-            for i in range(length):
-                flat[_u(base + i)] = swish_of(flat[_u(base + i)] + shift, alpha)
-        else:
-            for i in range(length):
-                flat[_u(base + i)] = hard_swish_of(flat[_u(base + i)] + shift, alpha)
+        activate_run(flat, row * length, length, bias[row % channels], code, alpha)
 
 
 @functools.cache
 def warm_activation() -> None:
-    """Compiles ``bias_activation`` now (at build), not in the first predict."""
-    out, bias = np.zeros((1, 2, 3), np.float32), np.zeros(2, np.float32)
-    for code in EPILOGUE_CODES.values():
-        compiled(bias_activation, out, bias, code, np.float32(1))
+    """Compiles ``bias_activation`` now (at build), not in the first predict (one call compiles
+    every code: it is a run-time value)."""
+    compiled(bias_activation, np.zeros((1, 2, 3), np.float32), np.zeros(2, np.float32), SWISH_CODE, np.float32(1))
 
 
 @functools.cache
