@@ -264,6 +264,7 @@ class Engine:
         """BLAS's thread pool on idle cores; the kernels' dynamic chunks when other processes keep them busy."""
         dynamic = self.context.thread_num > 1 and load_monitor().contended()
         self.threads.dynamic = dynamic
+        self.threads.staff()  # NOTE: before BLAS may split a product into more jobs than the crew has threads
         limit_blas_threads(1 if dynamic else self.context.thread_num)
 
     def run(self, profile: dict[Kernel, float] | None) -> None:
@@ -272,7 +273,8 @@ class Engine:
         kernel = None
         runtime_shaped, limit, partitions = self.runtime_shaped, self.context.memory_limit, self.log.partitions
         try:
-            with np.errstate(all="ignore"):  # IEEE results (NaN, inf) as onnxruntime gives them, no warnings
+            # NOTE: IEEE results (NaN, inf) as onnxruntime gives them, no warnings
+            with np.errstate(all="ignore"), self.threads.lent():
                 for kernel in self.kernels:
                     start = time.perf_counter() if profile is not None else 0.0
                     if kernel in runtime_shaped:

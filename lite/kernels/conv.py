@@ -104,11 +104,22 @@ class ConvBase(NativeKernel):
         """The calls of ``finish`` with their arrays bound: bias, the residual (when the runtime
         gave one, ``lite.fusion``) and the activation, one compiled pass where it runs; or bias
         and the fused Activation's function (``epilogue_activation``), one compiled pass."""
+        shift = None if bias is None else bias.data
         if self.epilogue_activation is not None:
-            return [activation_epilogue_step(out, None if bias is None else bias.data, *self.epilogue_activation)]
-        if self.residual is None:
-            return epilogue_steps(out, None if bias is None else bias.data, None, self.activation)
-        return epilogue_steps(out, None if bias is None else bias.data, self.residual.data, self.residual_activation)
+            steps = [activation_epilogue_step(out, shift, *self.epilogue_activation)]
+        elif self.residual is None:
+            steps = epilogue_steps(out, shift, None, self.activation)
+        else:
+            steps = epilogue_steps(out, shift, self.residual.data, self.residual_activation)
+        return self.on_crew(steps)
+
+    def on_crew(self, steps: list[Step]) -> list[Step]:
+        """The steps, compiled epilogues among them on the model's crew where it runs (float32)."""
+        if self.threads.crew() is None:
+            return steps
+        from lite.kernels.fast import epilogue
+
+        return [epilogue.on_crew(self.threads, step) for step in steps]
 
     def prepare(self) -> None:
         if self.inputs[1].is_const:
@@ -233,7 +244,7 @@ class Conv2DFusion(ConvBase):
             later.append(activation_epilogue_step(out, None, *self.epilogue_activation))
         terms = compiled_terms(None if bias is None else bias.data, out.shape[1], activation, out.dtype)
         return [*steps, *self.winograd_plan.steps(x, self.winograd_weights, *terms, residual, out, buffers,
-                                                  self.threads.matmul_step), *later]
+                                                  self.threads.matmul_step), *self.on_crew(later)]
 
     def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
                     out_sizes: tuple[int, ...]) -> None:
@@ -279,7 +290,16 @@ class Conv2DFusion(ConvBase):
             scratch = buffers[index * per:(index + 1) * per]
             return partial(self.fast_plan.run, x, kernel, *terms, out, scratch, first, last, code, alpha)
 
-        return [*steps, self.threads.loop_step(out.shape[0] * out_c, piece)]
+        count = out.shape[0] * out_c
+        loop = self.threads.loop_step(count, piece)
+        bounds = self.threads.loop_bounds(count)
+        if out.dtype == np.float32 and len(bounds) > 1 and self.threads.crew() is not None:
+            from lite.kernels.fast.depthwise import CrewLoop
+
+            scratch = [buffers[i * per:(i + 1) * per] for i in range(len(bounds))]
+            loop = self.threads.crew_step(CrewLoop(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code,
+                                                   alpha), loop)
+        return [*steps, loop]
 
     def plan_depthwise(self, g: Geometry, out_c: int) -> None:
         """The numpy depthwise plan of a 2-D geometry (1-D arrives lifted to height 1)."""

@@ -13,15 +13,18 @@ shared out the same way.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+
+from lite.kernels import fast
 
 PARALLEL_FLOPS = 8_000_000  # products below this run on one thread (a hand-off costs ~10-30 us)
 CHUNK_FLOPS = 2_000_000  # the least work of one chunk
@@ -68,6 +71,19 @@ class SplitLoop:
         else:
             for piece in self.pieces:
                 piece()
+
+
+class CrewStep:
+    """Work for the crew on idle cores, the same work for the Python threads on busy ones (a Step)."""
+
+    def __init__(self, threads: KernelThreads, native: Callable[[], None], dynamic: Callable[[], None]):
+        self.threads, self.native, self.dynamic = threads, native, dynamic
+
+    def __call__(self) -> None:
+        if self.threads.dynamic:
+            self.dynamic()
+        else:
+            self.native()
 
 
 class KernelThreads:
@@ -117,11 +133,50 @@ class KernelThreads:
         ``piece(index, first, last)`` makes the call for iterations ``first`` to ``last - 1``;
         ``index`` (below ``loop_pieces(count)``) picks that piece's own scratch.
         """
-        pieces = self.loop_pieces(count)
-        bounds = list(itertools.pairwise(round(count * i / pieces) for i in range(pieces + 1)))
+        bounds = self.loop_bounds(count)
         if len(bounds) == 1:
             return piece(0, 0, count)
         return SplitLoop(self, [piece(i, first, last) for i, (first, last) in enumerate(bounds)])
+
+    def loop_bounds(self, count: int) -> list[tuple[int, int]]:
+        """The iterations (first, last) of each piece ``loop_step`` cuts a loop of ``count`` into."""
+        pieces = self.loop_pieces(count)
+        return list(itertools.pairwise(round(count * i / pieces) for i in range(pieces + 1)))
+
+    def crew(self):
+        """The native crew (``lite.kernels.fast.crew``) these threads run on when the cores are
+        idle, or None (one thread, or no crew in this process)."""
+        if self.thread_num == 1 or not fast.enabled():
+            return None
+        from lite.kernels.fast.crew import crew
+
+        return crew()
+
+    def crew_step(self, native: Callable[[], None], dynamic: Callable[[], None]) -> Callable[[], None]:
+        """A step running ``native`` (jobs for the crew) on idle cores and ``dynamic`` (the same
+        work in pieces for these Python threads) when other processes keep the cores busy."""
+        return CrewStep(self, native, dynamic)
+
+    def staff(self) -> None:
+        """Gives the crew (if any) a thread for each of ``thread_num`` beyond the caller's."""
+        team = self.crew()
+        if team is not None:
+            team.ensure(self.thread_num - 1)
+
+    @contextlib.contextmanager
+    def lent(self) -> Iterator[None]:
+        """While inside, BLAS's threaded products run on the crew, as the compiled loops do (on
+        idle cores, with a crew: else BLAS's own pool, or one thread when dynamic)."""
+        team = None if self.dynamic else self.crew()
+        if team is None:
+            yield
+            return
+        self.staff()
+        team.lend_to_blas()
+        try:
+            yield
+        finally:
+            team.reclaim()
 
     def pieces(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
         """How many chunks a product of these operand shapes is split into (1: not split)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lite.kernels import registry  # noqa: F401  (imports every kernel family)
+from lite.kernels.parallel import SINGLE_THREAD, KernelThreads
 from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
 from lite.schema.primitives import default_attrs
@@ -12,8 +13,9 @@ from lite.tensor import Tensor
 
 
 def run_kernel(op_type: str, attrs: dict, inputs: list[np.ndarray | None],
-               n_outputs: int = 1) -> list[np.ndarray]:
-    """Builds the kernel for ``op_type``, infers shapes, executes, returns the outputs.
+               n_outputs: int = 1, threads: KernelThreads | None = None) -> list[np.ndarray]:
+    """Builds the kernel for ``op_type``, infers shapes, executes, returns the outputs
+    (on ``threads``, a model's threads, when given).
 
     Every input carries its data (so inputs listed in ``value_inputs`` are known);
     outputs are filled with garbage first so an unwritten element shows up.
@@ -25,12 +27,15 @@ def run_kernel(op_type: str, attrs: dict, inputs: list[np.ndarray | None],
     cls = find_kernel(op_type, first.dtype)
     assert cls is not None, f"no kernel for {op_type} on {first.dtype}"
     kernel = cls(tensors, outputs, Primitive(op_type, {**default_attrs(op_type), **attrs}), name="node")
+    if threads is not None:
+        kernel.threads = threads
     for tensor, shape, dtype in zip(outputs, kernel.infer_shapes(), kernel.output_dtypes(), strict=True):
         tensor.dtype, tensor.shape = np.dtype(dtype), tuple(shape)
         tensor.data = np.full(shape, 123, dtype=dtype)
     kernel.prepare()
     kernel.resize()
-    kernel.execute()
+    with (threads or SINGLE_THREAD).lent():
+        kernel.execute()
     return [t.data for t in outputs]
 
 

@@ -94,3 +94,23 @@ def test_an_activation_replaces_the_clip(monkeypatch, activation, function, x_sh
     plan.run(x, plan.arrange(w), b, lo, hi, got, [np.zeros(s, np.float32) for s in plan.scratch],
              code=EPILOGUE_CODES[activation], alpha=np.float32(1.5))
     np.testing.assert_allclose(got, function(linear, 1.5), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_planes_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs):
+    from lite.kernels.parallel import KernelThreads
+
+    threads = KernelThreads(2)
+    if threads.crew() is None:
+        pytest.skip("no crew here")
+    rng = np.random.default_rng([7, *x_shape, *w_shape])
+    x, w = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    reference = conv(x, w, b, attrs)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
+    runs, crew_run = [], depthwise.CrewLoop.__call__
+    monkeypatch.setattr(depthwise.CrewLoop, "__call__", lambda self: runs.append(self) or crew_run(self))
+    got = run_kernel("Conv2DFusion", {"group": x.shape[1], **attrs}, [x, w, b], threads=threads)[0]
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
+    assert len(runs) == 1  # the planes ran on the crew

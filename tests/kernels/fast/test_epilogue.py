@@ -94,3 +94,38 @@ def test_bias_and_an_activation_in_one_pass(activation, function, shape, alpha, 
     want = function(out + (0 if bias is None else bias.reshape(1, -1, *[1] * (out.ndim - 2))), alpha)
     run([activation_epilogue_step(out, bias, activation, alpha)])
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1, 96, 56, 56), (2, 37, 30, 31), (3, 5, 4096)])
+@pytest.mark.parametrize("kind", ["clip", "residual", "SWISH", "HARD_SWISH"])
+def test_epilogues_on_the_crew_match_numpy(shape, kind):
+    from lite.kernels.fast import epilogue
+    from lite.kernels.parallel import KernelThreads
+
+    threads = KernelThreads(2)
+    if threads.crew() is None:
+        pytest.skip("no crew here")
+    rng = np.random.default_rng([len(kind), *shape])
+    out = (rng.standard_normal(shape) * 4).astype(np.float32)
+    bias = rng.standard_normal(shape[1]).astype(np.float32)
+    residual = (rng.standard_normal(shape) * 4).astype(np.float32) if kind == "residual" else None
+    if kind in ("SWISH", "HARD_SWISH"):
+        want = (swish if kind == "SWISH" else hard_swish)(out + bias.reshape(1, -1, *[1] * (out.ndim - 2)), 1.25)
+        steps = [activation_epilogue_step(out, bias, kind, 1.25)]
+    else:
+        want = expected(out, bias, residual, "RELU6")
+        steps = epilogue_steps(out, bias, residual, "RELU6")
+    crewed = [epilogue.on_crew(threads, step) for step in steps]
+    assert [type(step.native) for step in crewed] == [epilogue.CrewEpilogue]
+    with threads.lent():
+        run(crewed)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
+def test_small_epilogues_stay_whole():
+    from lite.kernels.fast import epilogue
+    from lite.kernels.parallel import KernelThreads
+
+    out, bias = np.ones((1, 8, 7, 7), np.float32), np.ones(8, np.float32)
+    step = epilogue_steps(out, bias, None, "RELU")[0]
+    assert epilogue.on_crew(KernelThreads(2), step) is step

@@ -1,0 +1,366 @@
+"""One native thread pool (a crew) for the GEMMs and the compiled loops of every model.
+
+At ``thread_num`` > 1 on idle cores, BLAS's own pool runs each product and, after it, its idle
+threads spin for a while: a second pool beside it (numba's, or the runtime's Python threads)
+waits for a core those threads hold, so the compiled loops (depthwise convolutions) stayed on
+one thread. The crew removes the second pool instead: OpenBLAS (0.3.27+) hands the jobs of its
+threaded products to a caller's callback, so while a model predicts, the products' jobs run on
+the crew's threads, and so do the pieces of the compiled loops, one pool for both.
+
+The crew is plain compiled code, with no Python between a job's posting and its end:
+
+- every worker spins on one word (generation << 32 | next job index) for ``SPIN_TICKS`` ticks
+  of the cycle counter (about a millisecond) after its last job, then sleeps on a futex until
+  a job is posted (onnxruntime's pool spins then sleeps too: a predict's products follow each
+  other within microseconds, and an idle process burns no core);
+- ``dispatch`` (the callback's C signature: ``void(int sync, void (*job)(int, void *, int), int
+  count, size_t size, void *data, int extra)``) posts ``count`` jobs, takes jobs itself, and
+  returns when all are done; job ``i`` is ``job(i, data + i * size, extra)``. A thread that
+  claims an index does so by compare-and-swap on that word, so a worker late from an earlier
+  job can never take one of the next. One dispatch at a time (a spin lock): jobs never
+  dispatch again.
+
+Linux only (futex); elsewhere, or without the compiler or that OpenBLAS entry point, ``crew()``
+is None and the runtime keeps BLAS's own pool.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import os
+import platform
+import sys
+import threading
+
+import numpy as np
+from llvmlite import binding as llvm
+from llvmlite import ir
+from numba import cfunc, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from lite.kernels.fast import enabled, jit
+
+SLOTS = 8 * 12  # int64 words of shared state: each field on its own 64-byte cache line
+TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP = (8 * i for i in range(11))
+INDEX_BITS = 32
+INDEX_MASK = (1 << INDEX_BITS) - 1
+SPIN_TICKS = 1 << 21  # cycle-counter ticks a worker spins after its last job before it sleeps (~1 ms)
+LOCK_SPINS = 1 << 10  # failed tries of the dispatch lock between yields of the core
+SYMBOL = "delite_crew_state"
+_FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine(), -1)
+_SYS_SCHED_YIELD = {"x86_64": 24, "aarch64": 124}.get(platform.machine(), -1)
+
+_i64, _i32 = ir.IntType(64), ir.IntType(32)
+_STATE = np.zeros(SLOTS, np.int64)
+llvm.add_symbol(SYMBOL, _STATE.ctypes.data)  # NOTE: before any function here is compiled or loaded
+
+
+def _slot(builder: ir.IRBuilder, index: ir.Value) -> ir.Value:
+    """A pointer to the state word ``index`` (the external global that ``add_symbol`` resolves)."""
+    module = builder.module
+    try:
+        state = module.get_global(SYMBOL)
+    except KeyError:
+        state = ir.GlobalVariable(module, ir.ArrayType(_i64, SLOTS), name=SYMBOL)
+        state.linkage = "external"
+    return builder.gep(state, [_i64(0), index])
+
+
+@intrinsic
+def load(typingctx, index):
+    """The state word ``index``, read with acquire ordering."""
+    def codegen(context, builder, signature, args):
+        return builder.load_atomic(_slot(builder, args[0]), "acquire", 8)
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def store(typingctx, index, value):
+    """Writes the state word ``index`` with release ordering."""
+    def codegen(context, builder, signature, args):
+        builder.store_atomic(args[1], _slot(builder, args[0]), "release", 8)
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64), codegen
+
+
+@intrinsic
+def fetch_add(typingctx, index, value):
+    """Adds ``value`` to the state word ``index`` (sequentially consistent); returns the old value."""
+    def codegen(context, builder, signature, args):
+        return builder.atomic_rmw("add", _slot(builder, args[0]), args[1], "seq_cst")
+    return types.int64(types.int64, types.int64), codegen
+
+
+@intrinsic
+def swap_if(typingctx, index, expected, value):
+    """Sets the state word ``index`` to ``value`` if it holds ``expected``; whether it did."""
+    def codegen(context, builder, signature, args):
+        pair = builder.cmpxchg(_slot(builder, args[0]), args[1], args[2], "seq_cst", "seq_cst")
+        return builder.extract_value(pair, 1)
+    return types.boolean(types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def relax(typingctx):
+    """A spin-wait hint to the core (x86's pause; nothing elsewhere)."""
+    def codegen(context, builder, signature, args):
+        if platform.machine() in ("x86_64", "AMD64"):
+            pause = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                                   "llvm.x86.sse2.pause")
+            builder.call(pause, [])
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def ticks(typingctx):
+    """The processor's cycle counter (LLVM's readcyclecounter)."""
+    def codegen(context, builder, signature, args):
+        counter = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_i64, []), "llvm.readcyclecounter")
+        return builder.call(counter, [])
+    return types.int64(), codegen
+
+
+@intrinsic
+def syscall(typingctx, number, a, b, c):
+    """libc's ``syscall(number, a, b, c, NULL)``; ``a`` as an address when it is a state index's pointer."""
+    def codegen(context, builder, signature, args):
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_i64, [_i64], var_arg=True),
+                                                  "syscall")
+        return builder.call(function, [*args, _i64(0)])
+    return types.int64(types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def address(typingctx, index):
+    """The address of the state word ``index``."""
+    def codegen(context, builder, signature, args):
+        return builder.ptrtoint(_slot(builder, args[0]), _i64)
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def call_job(typingctx, job, index, data, extra):
+    """Calls the C function at address ``job`` as ``job(index, (void *) data, extra)``."""
+    def codegen(context, builder, signature, args):
+        kind = ir.FunctionType(ir.VoidType(), [_i32, ir.IntType(8).as_pointer(), _i32])
+        function = builder.inttoptr(args[0], kind.as_pointer())
+        builder.call(function, [builder.trunc(args[1], _i32), builder.inttoptr(args[2], kind.args[1]),
+                                builder.trunc(args[3], _i32)])
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def as_int(typingctx, pointer):
+    """A pointer's address as an int64."""
+    def codegen(context, builder, signature, args):
+        return builder.ptrtoint(args[0], _i64)
+    return types.int64(pointer), codegen
+
+
+@jit
+def _work(generation):
+    """Claims and runs the jobs of ``generation`` until none is left (or a later one is posted)."""
+    while True:
+        ticket = load(TICKET)
+        index = ticket & INDEX_MASK
+        if (ticket >> INDEX_BITS) != generation or index >= load(COUNT):
+            return
+        if swap_if(TICKET, ticket, ticket + 1):
+            call_job(load(JOB), index, load(DATA) + index * load(SIZE), load(EXTRA))
+            fetch_add(DONE, 1)
+
+
+@jit
+def serve():
+    """A worker's life: spin for posted jobs, sleep on the futex when none comes; returns on stop."""
+    seen, idle_since = load(TICKET) >> INDEX_BITS, ticks()
+    while load(STOP) == 0:
+        generation = load(TICKET) >> INDEX_BITS
+        if generation != seen:
+            seen = generation
+            _work(generation)
+            idle_since = ticks()
+        elif ticks() - idle_since < SPIN_TICKS:
+            relax()
+        else:
+            wake = load(WAKE) & 0xFFFFFFFF
+            fetch_add(SLEEPERS, 1)
+            if load(TICKET) >> INDEX_BITS == seen and load(STOP) == 0:
+                syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAIT_PRIVATE, wake)
+            fetch_add(SLEEPERS, -1)
+            idle_since = ticks()
+
+
+@jit
+def _lock():
+    tries = 0
+    while not swap_if(LOCK, 0, 1):
+        relax()
+        tries += 1
+        if tries % LOCK_SPINS == 0:
+            syscall(_SYS_SCHED_YIELD, 0, 0, 0)
+
+
+@jit
+def run(job, count, size, data, extra):
+    """Runs ``job(i, data + i * size, extra)`` for i below ``count`` on this thread and the workers."""
+    _lock()
+    store(JOB, job)
+    store(SIZE, size)
+    store(DATA, data)
+    store(EXTRA, extra)
+    store(COUNT, count)
+    store(DONE, 0)
+    generation = ((load(TICKET) >> INDEX_BITS) + 1) & INDEX_MASK
+    fetch_add(TICKET, 0)  # NOTE: a full fence: the fields above are seen before the new ticket
+    store(TICKET, generation << INDEX_BITS)
+    if fetch_add(SLEEPERS, 0) > 0:
+        fetch_add(WAKE, 1)
+        syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAKE_PRIVATE, 1 << 30)
+    _work(generation)
+    while load(DONE) < count:
+        relax()
+    store(LOCK, 0)
+
+
+_DISPATCH_SIGNATURE = types.void(types.int32, types.voidptr, types.int32, types.uintp, types.voidptr, types.int32)
+
+
+def _dispatch(sync, job, count, size, data, extra):
+    """OpenBLAS's threads callback: runs its ``count`` jobs on the crew."""
+    run(as_int(job), count, size, as_int(data), extra)
+
+
+@functools.cache
+def dispatch_address() -> int:
+    """The address of ``_dispatch`` compiled as a C function (compiled, or loaded from the cache, once)."""
+    return cfunc(_DISPATCH_SIGNATURE, nopython=True, cache=True)(_dispatch).address
+
+
+@jit
+def stop_workers():
+    """Tells the workers to return, and wakes the sleeping ones."""
+    store(STOP, 1)
+    fetch_add(WAKE, 1)
+    syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAKE_PRIVATE, 1 << 30)
+
+
+class Crew:
+    """The process's crew: its workers, and OpenBLAS's callback while models predict."""
+
+    def __init__(self, set_callback):
+        self.state = _STATE
+        self._set_callback = set_callback
+        self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
+        self._lent = 0
+        os.register_at_fork(after_in_child=self._forget)
+
+    @property
+    def workers(self) -> int:
+        """How many worker threads run (the caller of ``run`` is one more)."""
+        return len(self._workers)
+
+    def ensure(self, workers: int) -> None:
+        """Starts workers until there are at least ``workers``."""
+        with self._lock:
+            while len(self._workers) < workers:
+                thread = threading.Thread(target=serve, name="lite-crew", daemon=True)
+                thread.start()
+                self._workers.append(thread)
+
+    def run(self, job: int, count: int, data: int, size: int = 0, extra: int = 0) -> None:
+        """``job(i, data + i * size, extra)`` for every i below ``count``, on this thread and the
+        workers (``job``: the address of a C function ``void(int, void *, int)``)."""
+        run(job, count, size, data, extra)
+
+    def lend_to_blas(self) -> None:
+        """OpenBLAS's threaded products run their jobs on the crew until ``reclaim``."""
+        with self._lock:
+            if self._lent == 0:
+                self._set_callback(dispatch_address())
+            self._lent += 1
+
+    def reclaim(self) -> None:
+        """Ends one ``lend_to_blas``; after the last, OpenBLAS's own pool runs its products again."""
+        with self._lock:
+            self._lent -= 1
+            if self._lent == 0:
+                self._set_callback(None)
+
+    def stop(self) -> None:
+        """Stops the workers (at exit)."""
+        stop_workers()
+
+    def _forget(self) -> None:
+        """In a forked child: no worker was copied, so none is counted and OpenBLAS keeps its pool."""
+        self._lock = threading.Lock()
+        self._workers, self.state[:] = [], 0
+        if self._lent:
+            self._lent = 0
+            self._set_callback(None)
+
+
+def _callback_setter(path: str):
+    """OpenBLAS's ``openblas_set_threads_callback_function`` (0.3.27+), under numpy's or the plain name."""
+    library = ctypes.CDLL(path)
+    for name in ("scipy_openblas_set_threads_callback_function64_", "openblas_set_threads_callback_function"):
+        setter = getattr(library, name, None)
+        if setter is not None:
+            setter.argtypes, setter.restype = [ctypes.c_void_p], None
+            return setter
+    return None
+
+
+def _numpy_openblas() -> str | None:
+    """The path of the OpenBLAS library numpy's products run on, if that is what they run on."""
+    from threadpoolctl import ThreadpoolController
+
+    for library in ThreadpoolController().select(internal_api="openblas").lib_controllers:
+        if library.threading_layer == "pthreads" and "numpy" in str(library.filepath):
+            return library.filepath
+    return None
+
+
+@functools.cache
+def crew() -> Crew | None:
+    """The process's crew, or None where it cannot run (not Linux on x86-64 or ARM64, no compiler,
+    or numpy's BLAS is not a pthreads OpenBLAS with the threads callback)."""
+    if sys.platform != "linux" or _SYS_FUTEX < 0 or not enabled():
+        return None
+    path = _numpy_openblas()
+    setter = None if path is None else _callback_setter(path)
+    if setter is None:
+        return None
+    team = Crew(setter)
+    atexit.register(team.stop)
+    return team
+
+
+@intrinsic
+def as_pointer(typingctx, value):
+    """An int64 address as a ``void *`` (for ``numba.carray``)."""
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+    return types.voidptr(types.int64), codegen
+
+
+JOB_SIGNATURE = types.void(types.int32, types.voidptr, types.int32)
+"""A job's C signature: ``void job(int index, void *data, int extra)``."""
+
+
+def job_address(function) -> int:
+    """The address of ``function(index, data, extra)`` compiled as a C function for the crew
+    (compiled, or loaded from the cache, on first use; ``function`` must be module-level)."""
+    return _compiled_job(function).address
+
+
+@functools.cache
+def _compiled_job(function):
+    return cfunc(JOB_SIGNATURE, nopython=True, cache=True)(function)

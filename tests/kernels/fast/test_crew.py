@@ -1,0 +1,133 @@
+"""The native crew: jobs run once each on several threads, OpenBLAS's products run on it while
+lent, and it survives concurrent callers and a fork."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import numpy as np
+import pytest
+from numba import carray
+from threadpoolctl import threadpool_limits
+
+from lite.kernels import fast
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+crew_module = pytest.importorskip("lite.kernels.fast.crew") if fast.numba_module() is not None else None
+
+RNG = np.random.default_rng(5)
+JOBS = 64
+_SYS_GETTID = 186
+
+
+def record(index, data, extra):
+    """Job: adds ``extra`` to slot ``index`` and notes the thread that ran it (after some work)."""
+    slots = carray(data, (2 * JOBS,), np.int64)
+    total = 0
+    for i in range(20_000):
+        total += i ^ index
+    slots[index] += extra + (total & 0)
+    slots[JOBS + index] = crew_module.syscall(_SYS_GETTID, 0, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def team():
+    found = crew_module.crew()
+    if found is None:
+        pytest.skip("no crew here (not Linux, or numpy's BLAS has no threads callback)")
+    found.ensure(1)
+    return found
+
+
+def test_every_job_runs_once_and_the_workers_take_part(team):
+    slots = np.zeros(2 * JOBS, np.int64)
+    job = crew_module.job_address(record)
+    threads = set()
+    for round_ in range(1, 21):
+        team.run(job, JOBS, slots.ctypes.data, extra=3)
+        np.testing.assert_array_equal(slots[:JOBS], 3 * round_)
+        threads |= set(slots[JOBS:].tolist())
+    assert len(threads) >= 2  # the caller and at least one worker ran jobs
+
+
+def generation(team) -> int:
+    return int(team.state[crew_module.TICKET]) >> crew_module.INDEX_BITS
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (64, 576, 3136), (512, 4608, 49), (300, 70, 2000)])
+def test_lent_products_run_on_the_crew(team, shape):
+    m, k, n = shape
+    a, b = RNG.standard_normal((m, k), np.float32), RNG.standard_normal((k, n), np.float32)
+    expected = a.astype(np.float64) @ b
+    with threadpool_limits(2, user_api="blas"):
+        before = generation(team)
+        team.lend_to_blas()
+        try:
+            got = a @ b
+        finally:
+            team.reclaim()
+        assert generation(team) > before  # OpenBLAS handed its jobs to the crew
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+        after = generation(team)
+        np.testing.assert_allclose(a @ b, expected, rtol=1e-4, atol=1e-3)  # reclaimed: BLAS's own pool
+        assert generation(team) == after
+
+
+def test_concurrent_callers_take_turns(team):
+    a, b = RNG.standard_normal((256, 384), np.float32), RNG.standard_normal((384, 320), np.float32)
+    expected = a.astype(np.float64) @ b
+    job, errors = crew_module.job_address(record), []
+
+    def caller(seed: int) -> None:
+        slots = np.zeros(2 * JOBS, np.int64)
+        try:
+            for i in range(30):
+                team.lend_to_blas()
+                try:
+                    np.testing.assert_allclose(a @ b, expected, rtol=1e-4, atol=1e-3)
+                finally:
+                    team.reclaim()
+                team.run(job, JOBS, slots.ctypes.data, extra=seed)
+                np.testing.assert_array_equal(slots[:JOBS], seed * (i + 1))
+        except BaseException as exc:  # noqa: BLE001  (handed to the test)
+            errors.append(exc)
+
+    with threadpool_limits(2, user_api="blas"):
+        callers = [threading.Thread(target=caller, args=(seed,)) for seed in (1, 2, 3, 4)]
+        for thread in callers:
+            thread.start()
+        for thread in callers:
+            thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in callers), "a caller hung"
+    assert not errors, errors[0]
+
+
+def _product_in_child(queue) -> None:
+    team = crew_module.crew()
+    team.ensure(1)
+    a = np.arange(256 * 256, dtype=np.float32).reshape(256, 256) % 7
+    with threadpool_limits(2, user_api="blas"):
+        team.lend_to_blas()
+        try:
+            queue.put(float((a @ a).sum()))
+        finally:
+            team.reclaim()
+
+
+def test_a_forked_child_gets_workers_of_its_own(team):
+    team.lend_to_blas()  # lent when the fork happens: the child must not hand jobs to workers it lacks
+    try:
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_product_in_child, args=(queue,))
+        child.start()
+        child.join(timeout=60)
+        alive = child.is_alive()
+        if alive:
+            child.kill()
+    finally:
+        team.reclaim()
+    assert not alive, "the child hung"
+    a = np.arange(256 * 256, dtype=np.float32).reshape(256, 256) % 7
+    assert child.exitcode == 0 and queue.get(timeout=5) == pytest.approx(float((a.astype(np.float64) @ a).sum()))
