@@ -225,7 +225,8 @@ class Conv2DFusion(ConvBase):
         from lite.kernels.fast import winograd
 
         self.winograd_plan = plan = winograd.WinogradPlan(x, out_c, begins, out_sizes)
-        self.scratch = Scratch(*plan.scratch)
+        pieces = max(self.threads.loop_pieces(x[0] * x[1]), self.threads.loop_pieces(x[0] * out_c))
+        self.scratch = Scratch(*plan.scratch, *plan.scratch[-1:] * (pieces - 1))  # NOTE: a padded plane a piece
         self.plan_steps = self.winograd_steps
         if self.winograd_weights is None:
             self.winograd_weights = winograd.transform_weights(self.inputs[1].data)
@@ -243,8 +244,21 @@ class Conv2DFusion(ConvBase):
         if self.epilogue_activation is not None:
             later.append(activation_epilogue_step(out, None, *self.epilogue_activation))
         terms = compiled_terms(None if bias is None else bias.data, out.shape[1], activation, out.dtype)
-        return [*steps, *self.winograd_plan.steps(x, self.winograd_weights, *terms, residual, out, buffers,
-                                                  self.threads.matmul_step), *self.on_crew(later)]
+        winograd = self.winograd_plan.steps(x, self.winograd_weights, *terms, residual, out, buffers,
+                                            self.threads.matmul_step)
+        return [*steps, *self.transforms_on_crew(winograd, x, out, buffers), *self.on_crew(later)]
+
+    def transforms_on_crew(self, steps: list[Step], x: np.ndarray, out: np.ndarray,
+                           buffers: list[np.ndarray]) -> list[Step]:
+        """Winograd's steps, the float32 transforms on the model's crew where it runs."""
+        bounds_in = self.threads.loop_bounds(x.shape[0] * x.shape[1])
+        bounds_out = self.threads.loop_bounds(out.shape[0] * out.shape[1])
+        if out.dtype != np.float32 or len(bounds_in) < 2 or self.threads.crew() is None:
+            return steps
+        from lite.kernels.fast import winograd
+
+        jobs_in, jobs_out = winograd.crew_transforms(steps, bounds_in, bounds_out, buffers[2:])
+        return [self.threads.crew_step(jobs_in, steps[0]), steps[1], self.threads.crew_step(jobs_out, steps[2])]
 
     def plan_im2col(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
                     out_sizes: tuple[int, ...]) -> None:
@@ -294,11 +308,11 @@ class Conv2DFusion(ConvBase):
         loop = self.threads.loop_step(count, piece)
         bounds = self.threads.loop_bounds(count)
         if out.dtype == np.float32 and len(bounds) > 1 and self.threads.crew() is not None:
-            from lite.kernels.fast.depthwise import CrewLoop
+            from lite.kernels.fast.depthwise import crew_jobs
 
             scratch = [buffers[i * per:(i + 1) * per] for i in range(len(bounds))]
-            loop = self.threads.crew_step(CrewLoop(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code,
-                                                   alpha), loop)
+            loop = self.threads.crew_step(crew_jobs(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code,
+                                                    alpha), loop)
         return [*steps, loop]
 
     def plan_depthwise(self, g: Geometry, out_c: int) -> None:

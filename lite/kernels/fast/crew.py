@@ -364,3 +364,28 @@ def job_address(function) -> int:
 @functools.cache
 def _compiled_job(function):
     return cfunc(JOB_SIGNATURE, nopython=True, cache=True)(function)
+
+
+class Jobs:
+    """A step running ``count`` jobs of ``function`` (module-level, ``function(index, data, extra)``)
+    on the crew, ``data`` being the address of ``block``: the int64 words that describe the work
+    (array addresses, shapes, each piece's bounds; floats as float64 bits). It holds ``arrays``,
+    whose addresses the block holds, for as long as it lives."""
+
+    def __init__(self, function, block: np.ndarray, count: int, arrays: tuple[np.ndarray, ...]) -> None:
+        self.team, self.job, self.block, self.count, self.arrays = crew(), job_address(function), block, count, arrays
+
+    def __call__(self) -> None:
+        self.team.run(self.job, self.count, self.block.ctypes.data)
+
+
+def pieces_block(header: int, bounds: list[tuple[int, int]], scratch: list[list[np.ndarray]] | None = None
+                 ) -> np.ndarray:
+    """A block of ``header`` words (left zero) and, for each piece, its (first, last) and the
+    addresses of its scratch arrays."""
+    scratch = scratch or [[] for _ in bounds]
+    per = 2 + len(scratch[0])
+    block = np.zeros(header + per * len(bounds), np.int64)
+    for i, ((first, last), arrays) in enumerate(zip(bounds, scratch, strict=True)):
+        block[header + per * i:header + per * (i + 1)] = [first, last, *(a.ctypes.data for a in arrays)]
+    return block

@@ -164,42 +164,33 @@ def by_plane(x, weight, bias, out, taps, copies, stride, lo, hi, code, alpha, wq
                job * oh * ow)
 
 
-# The argument block of a float32 depthwise convolution on the crew (int64 words; floats as float64 bits):
+# The block of a float32 depthwise convolution on the crew (``lite.kernels.fast.crew.Jobs``):
 _X, _N, _C, _H, _W, _WEIGHT, _O, _TAPS_N, _BIAS, _OUT, _OH, _OW, _TAPS, _COPIES, _COPIES_N = range(15)
-_STRIDE, _WQ, _LO, _HI, _ALPHA, _CODE, _PHASES_N, _WIDE_N, _PIECES = range(15, 24)
-_HEADER = 24  # then (first, last, phases, wide) for each piece
+_STRIDE, _WQ, _LO, _HI, _ALPHA, _CODE, _PHASES_N, _WIDE_N = range(15, 23)
+_HEADER, _PER_PIECE = 23, 4  # then (first, last, phases, wide) for each piece
 
 
-class CrewLoop:
-    """A float32 depthwise convolution's output planes as jobs for the crew
-    (``lite.kernels.fast.crew``), one per piece with that piece's scratch; calling it runs them."""
+def crew_jobs(plan: DepthwisePlan, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo, hi, out: np.ndarray,
+              scratch: list[list[np.ndarray]], bounds: list[tuple[int, int]], code: int, alpha):
+    """A float32 depthwise convolution's output planes as jobs for the crew, one per piece of
+    ``bounds`` with that piece's scratch (``plan.run``'s arguments otherwise)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
 
-    def __init__(self, plan: DepthwisePlan, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo, hi,
-                 out: np.ndarray, scratch: list[list[np.ndarray]], bounds: list[tuple[int, int]], code: int,
-                 alpha) -> None:
-        from lite.kernels.fast.crew import crew, job_address
-
-        self.arrays = (x, weight, bias, out, plan.taps, plan.copies, *(a for piece in scratch for a in piece))
-        block = np.zeros(_HEADER + 4 * len(bounds), np.int64)
-        block[[_X, _N, _C, _H, _W]] = x.ctypes.data, *x.shape
-        block[[_WEIGHT, _O, _TAPS_N, _BIAS]] = weight.ctypes.data, out.shape[1], plan.taps.shape[0], bias.ctypes.data
-        block[[_OUT, _OH, _OW, _TAPS]] = out.ctypes.data, out.shape[2], out.shape[3], plan.taps.ctypes.data
-        block[[_COPIES, _COPIES_N, _STRIDE, _WQ]] = plan.copies.ctypes.data, plan.copies.shape[0], \
-            plan.geometry.strides[1], plan.wq
-        block[_LO:_CODE].view(np.float64)[:] = lo, hi, alpha
-        block[[_CODE, _PHASES_N, _WIDE_N, _PIECES]] = code, scratch[0][0].size, scratch[0][1].size, len(bounds)
-        block[_HEADER:] = [v for (first, last), (phases, wide) in zip(bounds, scratch, strict=True)
-                           for v in (first, last, phases.ctypes.data, wide.ctypes.data)]
-        self.block, self.crew, self.job = block, crew(), job_address(depthwise_job)
-
-    def __call__(self) -> None:
-        self.crew.run(self.job, int(self.block[_PIECES]), self.block.ctypes.data)
+    block = pieces_block(_HEADER, bounds, scratch)
+    block[[_X, _N, _C, _H, _W]] = x.ctypes.data, *x.shape
+    block[[_WEIGHT, _O, _TAPS_N, _BIAS]] = weight.ctypes.data, out.shape[1], plan.taps.shape[0], bias.ctypes.data
+    block[[_OUT, _OH, _OW, _TAPS]] = out.ctypes.data, out.shape[2], out.shape[3], plan.taps.ctypes.data
+    block[[_COPIES, _COPIES_N, _STRIDE, _WQ]] = plan.copies.ctypes.data, plan.copies.shape[0], \
+        plan.geometry.strides[1], plan.wq
+    block[_LO:_CODE].view(np.float64)[:] = lo, hi, alpha
+    block[[_CODE, _PHASES_N, _WIDE_N]] = code, scratch[0][0].size, scratch[0][1].size
+    arrays = (x, weight, bias, out, plan.taps, plan.copies, *(a for piece in scratch for a in piece))
+    return Jobs(depthwise_job, block, len(bounds), arrays)
 
 
 def depthwise_job(index, data, extra):
-    """Piece ``index`` of the depthwise convolution that the argument block at ``data`` describes."""
-    head = carray(data, (_HEADER,), np.int64)
-    block = carray(data, (_HEADER + 4 * head[_PIECES],), np.int64)
+    """Piece ``index`` of the depthwise convolution that the block at ``data`` describes."""
+    block = carray(data, (_HEADER + _PER_PIECE * (index + 1),), np.int64)
     floats = carray(data, (_HEADER,), np.float64)
     n, c, h, w, o, oh, ow = block[_N], block[_C], block[_H], block[_W], block[_O], block[_OH], block[_OW]
     x = carray(as_pointer(block[_X]), (n, c, h, w), np.float32)
@@ -208,7 +199,7 @@ def depthwise_job(index, data, extra):
     out = carray(as_pointer(block[_OUT]), (n, o, oh, ow), np.float32)
     taps = carray(as_pointer(block[_TAPS]), (block[_TAPS_N],), np.int64)
     copies = carray(as_pointer(block[_COPIES]), (block[_COPIES_N], 5), np.int64)
-    piece = _HEADER + 4 * index
+    piece = _HEADER + _PER_PIECE * index
     phases = carray(as_pointer(block[piece + 2]), (block[_PHASES_N],), np.float32)
     wide = carray(as_pointer(block[piece + 3]), (block[_WIDE_N],), np.float32)
     lo, hi, alpha = np.float32(floats[_LO]), np.float32(floats[_HI]), np.float32(floats[_ALPHA])

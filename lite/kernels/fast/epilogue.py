@@ -66,9 +66,9 @@ def warm(dtype: str) -> None:
     compiled(bias_residual_clip, out, bias, np.zeros_like(out), bound, bound)
 
 
-# The argument block of a float32 epilogue on the crew (int64 words; floats as float64 bits):
-_KIND, _OUT, _RESIDUAL, _BIAS, _N, _C, _L, _LO, _HI, _ALPHA, _CODE, _PIECES = range(12)
-_HEADER = 12  # then (first, last) channel for each piece
+# The block of a float32 epilogue on the crew (``lite.kernels.fast.crew.Jobs``):
+_KIND, _OUT, _RESIDUAL, _BIAS, _N, _C, _L, _LO, _HI, _ALPHA, _CODE = range(11)
+_HEADER, _PER_PIECE = 11, 2  # then (first, last) channel for each piece
 _KINDS = (bias_clip, bias_residual_clip, bias_activation)
 CREW_ELEMENTS = 1 << 15  # epilogues below this many elements stay whole (a hand-off costs microseconds)
 
@@ -82,49 +82,41 @@ def on_crew(threads, step):
     bounds = threads.loop_bounds(rows.shape[1])
     if rows.dtype != np.float32 or rows.size < CREW_ELEMENTS or len(bounds) < 2 or threads.crew() is None:
         return step
-    return threads.crew_step(CrewEpilogue(step, bounds), step)
+    return threads.crew_step(crew_jobs(step, bounds), step)
 
 
-class CrewEpilogue:
+def crew_jobs(step: functools.partial, bounds: list[tuple[int, int]]):
     """A compiled epilogue (``bias_clip``, ``bias_residual_clip`` or ``bias_activation`` bound in
-    a partial) as jobs for the crew, one per range of channels; calling it runs them."""
+    a partial) as jobs for the crew, one per range of channels in ``bounds``."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
 
-    def __init__(self, step: functools.partial, bounds: list[tuple[int, int]]) -> None:
-        from lite.kernels.fast.crew import crew, job_address
-
-        kind = _KINDS.index(step.func)
-        rows, bias, *rest = step.args
-        residual = rest[0] if kind == 1 else rows
-        lo, hi = rest[-2:] if kind != 2 else (0, 0)
-        code, alpha = rest if kind == 2 else (0, 1)
-        self.arrays = (rows, bias, residual)
-        block = np.zeros(_HEADER + 2 * len(bounds), np.int64)
-        block[[_KIND, _OUT, _RESIDUAL, _BIAS]] = kind, rows.ctypes.data, residual.ctypes.data, bias.ctypes.data
-        block[[_N, _C, _L, _CODE, _PIECES]] = *rows.shape, code, len(bounds)
-        block[_LO:_CODE].view(np.float64)[:] = lo, hi, alpha
-        block[_HEADER:] = [v for bound in bounds for v in bound]
-        self.block, self.crew, self.job = block, crew(), job_address(epilogue_job)
-
-    def __call__(self) -> None:
-        self.crew.run(self.job, int(self.block[_PIECES]), self.block.ctypes.data)
+    kind = _KINDS.index(step.func)
+    rows, bias, *rest = step.args
+    residual = rest[0] if kind == 1 else rows
+    lo, hi = rest[-2:] if kind != 2 else (0, 0)
+    code, alpha = rest if kind == 2 else (0, 1)
+    block = pieces_block(_HEADER, bounds)
+    block[[_KIND, _OUT, _RESIDUAL, _BIAS]] = kind, rows.ctypes.data, residual.ctypes.data, bias.ctypes.data
+    block[[_N, _C, _L, _CODE]] = *rows.shape, code
+    block[_LO:_CODE].view(np.float64)[:] = lo, hi, alpha
+    return Jobs(epilogue_job, block, len(bounds), (rows, bias, residual))
 
 
 def epilogue_job(index, data, extra):
     """Channels ``first`` to ``last - 1`` (piece ``index``) of the epilogue the block at ``data`` describes."""
-    head = carray(data, (_HEADER,), np.int64)
-    block = carray(data, (_HEADER + 2 * head[_PIECES],), np.int64)
+    block = carray(data, (_HEADER + _PER_PIECE * (index + 1),), np.int64)
     floats = carray(data, (_HEADER,), np.float64)
-    first, last = block[_HEADER + 2 * index], block[_HEADER + 2 * index + 1]
-    channels, length, kind = head[_C], head[_L], head[_KIND]
+    first, last = block[_HEADER + _PER_PIECE * index], block[_HEADER + _PER_PIECE * index + 1]
+    channels, length, kind = block[_C], block[_L], block[_KIND]
     lo, hi, alpha = np.float32(floats[_LO]), np.float32(floats[_HI]), np.float32(floats[_ALPHA])
-    bias = carray(as_pointer(head[_BIAS] + 4 * first), (last - first,), np.float32)
-    for image in range(head[_N]):
+    bias = carray(as_pointer(block[_BIAS] + 4 * first), (last - first,), np.float32)
+    for image in range(block[_N]):
         offset = 4 * (image * channels + first) * length
-        out = carray(as_pointer(head[_OUT] + offset), (1, last - first, length), np.float32)
+        out = carray(as_pointer(block[_OUT] + offset), (1, last - first, length), np.float32)
         if kind == 0:
             bias_clip(out, bias, lo, hi)
         elif kind == 1:
-            residual = carray(as_pointer(head[_RESIDUAL] + offset), (1, last - first, length), np.float32)
+            residual = carray(as_pointer(block[_RESIDUAL] + offset), (1, last - first, length), np.float32)
             bias_residual_clip(out, bias, residual, lo, hi)
         else:
-            bias_activation(out, bias, head[_CODE], alpha)
+            bias_activation(out, bias, block[_CODE], alpha)

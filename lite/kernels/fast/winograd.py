@@ -15,9 +15,11 @@ import functools
 import math
 
 import numpy as np
+from numba import carray
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
 from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.crew import as_pointer
 
 TILE, WINDOW = 4, 6  # output block and input tile sizes
 G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
@@ -45,12 +47,13 @@ class WinogradPlan:
               residual: np.ndarray | None, out: np.ndarray, buffers: list[np.ndarray], matmul) -> list:
         """The calls computing ``out = clip(conv(x) + bias + residual, lo, hi)``; ``matmul(a, b, out)``
         makes the step of a matrix product (the model's threads split it)."""
-        v, m, plane = buffers
+        v, m, plane = buffers[:3]
         extra = np.zeros((1, 1, 1, 1), out.dtype) if residual is None else residual
-        return [functools.partial(input_transform, x, v, plane, *self.pads, self.tiles_h, self.tiles_w),
+        planes_in, planes_out = x.shape[0] * x.shape[1], out.shape[0] * out.shape[1]
+        return [functools.partial(input_transform, x, v, plane, *self.pads, self.tiles_h, self.tiles_w, 0, planes_in),
                 matmul(u, v, m),
                 functools.partial(output_transform, m, bias, extra, residual is not None, out, lo, hi,
-                                  self.tiles_h, self.tiles_w, plane)]
+                                  self.tiles_h, self.tiles_w, plane, 0, planes_out)]
 
 
 def worth_it(channels: int, out_channels: int, out: tuple[int, int]) -> bool:
@@ -60,8 +63,9 @@ def worth_it(channels: int, out_channels: int, out: tuple[int, int]) -> bool:
 
 
 @jit
-def input_transform(x, v, plane, pt, pl, th, tw):
-    """``v[:, c, tile] = B^T d B`` for every 6 x 6 tile ``d`` of every channel of x (zero-padded).
+def input_transform(x, v, plane, pt, pl, th, tw, first, last):
+    """``v[:, c, tile] = B^T d B`` for every 6 x 6 tile ``d`` of the planes ``first`` to ``last - 1``
+    (of N * C) of x, zero-padded.
 
     A row of tiles at a time: first the rows of the padded plane combine into six rows (``B^T d``,
     contiguous, so vectorized), then every tile's six columns of those combine into its six values
@@ -71,17 +75,17 @@ def input_transform(x, v, plane, pt, pl, th, tw):
     pw = tw * TILE + 2
     rows = np.empty((WINDOW, pw), plane.dtype)
     plane[:] = 0
-    for image in range(n):
-        for channel in range(c):
-            for r in range(h):  # the padded plane: only the interior is written, so the border stays zero
-                source, into = x[image, channel, r], (r + pt) * pw + pl
-                for q in range(w):
-                    plane[_u(into + q)] = source[q]
-            for ty in range(th):
-                _rows_in(plane, ty * TILE * pw, pw, rows)
-                tile = image * th * tw + ty * tw
-                for a in range(WINDOW):
-                    _columns_in(rows[a], v, a * WINDOW, channel, tile, tw)
+    for job in range(first, last):
+        image, channel = job // c, job % c
+        for r in range(h):  # the padded plane: only the interior is written, so the border stays zero
+            source, into = x[image, channel, r], (r + pt) * pw + pl
+            for q in range(w):
+                plane[_u(into + q)] = source[q]
+        for ty in range(th):
+            _rows_in(plane, ty * TILE * pw, pw, rows)
+            tile = image * th * tw + ty * tw
+            for a in range(WINDOW):
+                _columns_in(rows[a], v, a * WINDOW, channel, tile, tw)
 
 
 @jit
@@ -113,8 +117,9 @@ def _columns_in(row, v, first, channel, tile, tw):
 
 
 @jit
-def output_transform(m, bias, residual, has_residual, out, lo, hi, th, tw, plane):
-    """``out = clip(A^T M A + bias [+ residual], lo, hi)``, the 4 x 4 blocks cropped to out's plane.
+def output_transform(m, bias, residual, has_residual, out, lo, hi, th, tw, plane, first, last):
+    """``out = clip(A^T M A + bias [+ residual], lo, hi)``, the 4 x 4 blocks cropped to out's plane,
+    for the output planes ``first`` to ``last - 1`` (of N * K).
 
     A row of tiles at a time, as ``input_transform`` backwards: each tile position's six values
     combine along the row of tiles into four rows (``A^T M``), whose columns combine into the
@@ -123,25 +128,25 @@ def output_transform(m, bias, residual, has_residual, out, lo, hi, th, tw, plane
     n, k, oh, ow = out.shape
     pw = tw * TILE
     rows = np.empty((TILE, WINDOW, tw), m.dtype)
-    for image in range(n):
-        for channel in range(k):
-            shift = bias[channel]
-            for ty in range(th):
-                tile = image * th * tw + ty * tw
-                for j in range(WINDOW):
-                    _rows_out(m, j, channel, tile, tw, rows)
-                for r in range(TILE):
-                    _columns_out(rows[r], plane, r * pw, tw)
-                for r in range(min(TILE, oh - ty * TILE)):
-                    y = ty * TILE + r
-                    source, target = plane[r * pw:], out[image, channel, y]
-                    if has_residual:
-                        extra = residual[image, channel, y]
-                        for q in range(ow):
-                            target[q] = min(max(source[q] + shift + extra[q], lo), hi)
-                    else:
-                        for q in range(ow):
-                            target[q] = min(max(source[q] + shift, lo), hi)
+    for job in range(first, last):
+        image, channel = job // k, job % k
+        shift = bias[channel]
+        for ty in range(th):
+            tile = image * th * tw + ty * tw
+            for j in range(WINDOW):
+                _rows_out(m, j, channel, tile, tw, rows)
+            for r in range(TILE):
+                _columns_out(rows[r], plane, r * pw, tw)
+            for r in range(min(TILE, oh - ty * TILE)):
+                y = ty * TILE + r
+                source, target = plane[r * pw:], out[image, channel, y]
+                if has_residual:
+                    extra = residual[image, channel, y]
+                    for q in range(ow):
+                        target[q] = min(max(source[q] + shift + extra[q], lo), hi)
+                else:
+                    for q in range(ow):
+                        target[q] = min(max(source[q] + shift, lo), hi)
 
 
 @jit
@@ -182,3 +187,59 @@ def warm(dtype: str) -> None:
         for step in plan.steps(x, u, np.zeros(2, dtype), lowest, highest, residual, out, buffers,
                                lambda a, b, o: functools.partial(np.matmul, a, b, out=o)):
             compiled(step)
+
+
+# The blocks of the float32 transforms on the crew (``lite.kernels.fast.crew.Jobs``), then
+# (first, last, padded plane) for each piece:
+_TILES, _TH, _TW, _PLANE_N = range(4)  # both
+_X, _N, _C, _H, _W, _V, _PT, _PL = range(4, 12)  # the input transform's
+_M, _K, _BIAS, _RESIDUAL, _HAS_RESIDUAL, _OUT, _OUT_SHAPE, _LO, _HI, _RESIDUAL_SHAPE = 4, 5, 6, 7, 8, 9, 10, 14, 15, 16
+_HEADER, _PER_PIECE = 20, 3
+
+
+def crew_transforms(steps: list, bounds_in: list[tuple[int, int]], bounds_out: list[tuple[int, int]],
+                    planes: list[np.ndarray]) -> tuple:
+    """The transforms of ``steps`` (as ``WinogradPlan.steps`` made them, float32) as jobs for the
+    crew: input planes in the pieces ``bounds_in``, output planes in ``bounds_out``, each piece
+    with its own padded plane of ``planes``."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    (x, v, _plane, pt, pl, th, tw, *_), (m, bias, extra, has_residual, out, lo, hi, *_) = (s.args for s in steps[::2])
+    shared = {_TILES: v.shape[2], _TH: th, _TW: tw, _PLANE_N: planes[0].size}
+    block_in = pieces_block(_HEADER, bounds_in, [[p] for p in planes[:len(bounds_in)]])
+    block_out = pieces_block(_HEADER, bounds_out, [[p] for p in planes[:len(bounds_out)]])
+    for block in (block_in, block_out):
+        block[list(shared)] = list(shared.values())
+    block_in[[_X, _N, _C, _H, _W, _V, _PT, _PL]] = x.ctypes.data, *x.shape, v.ctypes.data, pt, pl
+    block_out[[_M, _K, _BIAS, _RESIDUAL, _HAS_RESIDUAL]] = m.ctypes.data, m.shape[1], bias.ctypes.data, \
+        extra.ctypes.data, has_residual
+    block_out[_OUT:_OUT_SHAPE + 4] = out.ctypes.data, *out.shape
+    block_out[_RESIDUAL_SHAPE:_RESIDUAL_SHAPE + 4] = extra.shape
+    block_out[_LO:_HI + 1].view(np.float64)[:] = lo, hi
+    return (Jobs(input_job, block_in, len(bounds_in), (x, v, *planes)),
+            Jobs(output_job, block_out, len(bounds_out), (m, bias, extra, out, *planes)))
+
+
+def input_job(index, data, extra):
+    """Input planes of piece ``index`` of the block at ``data``."""
+    block = carray(data, (_HEADER + _PER_PIECE * (index + 1),), np.int64)
+    x = carray(as_pointer(block[_X]), (block[_N], block[_C], block[_H], block[_W]), np.float32)
+    v = carray(as_pointer(block[_V]), (WINDOW * WINDOW, block[_C], block[_TILES]), np.float32)
+    piece = _HEADER + _PER_PIECE * index
+    plane = carray(as_pointer(block[piece + 2]), (block[_PLANE_N],), np.float32)
+    input_transform(x, v, plane, block[_PT], block[_PL], block[_TH], block[_TW], block[piece], block[piece + 1])
+
+
+def output_job(index, data, extra):
+    """Output planes of piece ``index`` of the block at ``data``."""
+    block = carray(data, (_HEADER + _PER_PIECE * (index + 1),), np.int64)
+    floats = carray(data, (_HEADER,), np.float64)
+    m = carray(as_pointer(block[_M]), (WINDOW * WINDOW, block[_K], block[_TILES]), np.float32)
+    bias = carray(as_pointer(block[_BIAS]), (block[_K],), np.float32)
+    shape, extent = block[_OUT_SHAPE:_OUT_SHAPE + 4], block[_RESIDUAL_SHAPE:_RESIDUAL_SHAPE + 4]
+    out = carray(as_pointer(block[_OUT]), (shape[0], shape[1], shape[2], shape[3]), np.float32)
+    residual = carray(as_pointer(block[_RESIDUAL]), (extent[0], extent[1], extent[2], extent[3]), np.float32)
+    piece = _HEADER + _PER_PIECE * index
+    plane = carray(as_pointer(block[piece + 2]), (block[_PLANE_N],), np.float32)
+    output_transform(m, bias, residual, block[_HAS_RESIDUAL] != 0, out, np.float32(floats[_LO]),
+                     np.float32(floats[_HI]), block[_TH], block[_TW], plane, block[piece], block[piece + 1])

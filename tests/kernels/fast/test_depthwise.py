@@ -109,8 +109,10 @@ def test_planes_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, w_shape
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     reference = conv(x, w, b, attrs)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
-    runs, crew_run = [], depthwise.CrewLoop.__call__
-    monkeypatch.setattr(depthwise.CrewLoop, "__call__", lambda self: runs.append(self) or crew_run(self))
+    from lite.kernels.fast.crew import Jobs
+
+    runs, crew_run = [], Jobs.__call__
+    monkeypatch.setattr(Jobs, "__call__", lambda self: runs.append(self) or crew_run(self))
     got = run_kernel("Conv2DFusion", {"group": x.shape[1], **attrs}, [x, w, b], threads=threads)[0]
     np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
     assert len(runs) == 1  # the planes ran on the crew
