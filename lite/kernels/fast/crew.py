@@ -10,7 +10,7 @@ the crew's threads, and so do the pieces of the compiled loops, one pool for bot
 The crew is plain compiled code, with no Python between a job's posting and its end:
 
 - every worker spins on one word (generation << 32 | next job index) for ``SPIN_TICKS`` ticks
-  of the cycle counter (about a millisecond) after its last job, then sleeps on a futex until
+  of the cycle counter (a few milliseconds) after its last job, then sleeps on a futex until
   a job is posted (onnxruntime's pool spins then sleeps too: a predict's products follow each
   other within microseconds, and an idle process burns no core);
 - ``dispatch`` (the callback's C signature: ``void(int sync, void (*job)(int, void *, int), int
@@ -47,7 +47,7 @@ SLOTS = 8 * 12  # int64 words of shared state: each field on its own 64-byte cac
 TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP = (8 * i for i in range(11))
 INDEX_BITS = 32
 INDEX_MASK = (1 << INDEX_BITS) - 1
-SPIN_TICKS = 1 << 21  # cycle-counter ticks a worker spins after its last job before it sleeps (~1 ms)
+SPIN_TICKS = 1 << 23  # cycle-counter ticks a worker spins after its last job before it sleeps (a few ms)
 LOCK_SPINS = 1 << 10  # failed tries of the dispatch lock between yields of the core
 SYMBOL = "delite_crew_state"
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
