@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.fused import apply_fused_activation, fused_activation
@@ -92,6 +93,13 @@ class Attention(NativeKernel):
         if not np.isfinite(self.scale):
             self.fail(f"scale must be finite, got {self.scale}")
 
+    def prepare(self) -> None:
+        super().prepare()
+        if fast.enabled() and self.inputs[0].dtype == np.float32:
+            from lite.kernels.fast import softmax  # NOTE: imports the compiler: only when used
+
+            softmax.warm()
+
     def infer_shapes(self) -> list[tuple[int, ...]]:
         mask = self.input_shape(3) if len(self.inputs) > 3 and self.inputs[3] is not None else None
         try:
@@ -104,11 +112,38 @@ class Attention(NativeKernel):
         q, k, v = (self.inputs[i].data for i in range(3))
         scores = self.workspace.array(self.scores_shape, q.dtype)
         self.threads.matmul(q, k, scores)
+        mask = self.inputs[3].data if len(self.inputs) > 3 and self.inputs[3] is not None else None
+        if fast.enabled() and compiled_softmax_takes(scores, mask):
+            self.compiled_softmax(scores, mask)
+        else:
+            self.numpy_softmax(scores, mask)
+        self.threads.matmul(scores, v, self.outputs[0].data)
+
+    def numpy_softmax(self, scores: np.ndarray, mask: np.ndarray | None) -> None:
+        """The reference: scale, mask, then softmax over the last axis, in place."""
         if self.scale != 1.0:
             np.multiply(scores, scores.dtype.type(self.scale), out=scores)
-        if len(self.inputs) > 3 and self.inputs[3] is not None:
-            np.add(scores, self.inputs[3].data, out=scores)
+        if mask is not None:
+            np.add(scores, mask, out=scores)
         np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
         np.exp(scores, out=scores)
         np.divide(scores, scores.sum(axis=-1, keepdims=True), out=scores)
-        self.threads.matmul(scores, v, self.outputs[0].data)
+
+    def compiled_softmax(self, scores: np.ndarray, mask: np.ndarray | None) -> None:
+        """``lite.kernels.fast.softmax``: one pass per row, the rows on the model's crew where it runs."""
+        from lite.kernels.fast import softmax  # NOTE: imports the compiler: only when used
+
+        shape4 = (1,) * (4 - scores.ndim) + scores.shape
+        flat_mask, strides = softmax.mask_layout(mask, shape4)
+        shape, rows, scale = np.array(shape4, np.int64), scores.size // scores.shape[-1], np.float32(self.scale)
+        bounds = self.threads.loop_bounds(rows)
+        if len(bounds) > 1 and not self.threads.dynamic and self.threads.crew() is not None:
+            softmax.crew_jobs(scores.reshape(-1), shape, scale, flat_mask, strides, bounds)()
+        else:
+            softmax.softmax_rows(scores.reshape(-1), shape, scale, flat_mask, strides, 0, rows)
+
+
+def compiled_softmax_takes(scores: np.ndarray, mask: np.ndarray | None) -> bool:
+    """Whether ``lite.kernels.fast.softmax`` runs on these: float32, C-contiguous, 4 dims or fewer."""
+    arrays = [scores] if mask is None else [scores, mask]
+    return scores.ndim <= 4 and all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)

@@ -1,0 +1,82 @@
+"""The compiled attention softmax (one pass per row, on the crew or not) against numpy's passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.kernels import fast
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+SHAPES = [  # (scores, mask): masks that broadcast along every dim
+    ((1, 12, 128, 128), (1, 1, 1, 128)),
+    ((2, 4, 7, 9), (2, 1, 1, 9)),
+    ((2, 4, 7, 9), (7, 9)),
+    ((3, 5, 33), None),
+    ((6, 40), (6, 40)),
+    ((2, 3, 5, 300), (1, 3, 5, 1)),
+]
+
+
+def reference(scores, mask, scale):
+    total = scores.astype(np.float64) * scale + (0 if mask is None else mask)
+    total = np.exp(total - total.max(axis=-1, keepdims=True))
+    return total / total.sum(axis=-1, keepdims=True)
+
+
+def compiled(scores, mask, scale, threads=None):
+    from lite.kernels.fast import softmax
+
+    shape4 = (1,) * (4 - scores.ndim) + scores.shape
+    flat_mask, strides = softmax.mask_layout(mask, shape4)
+    shape, rows = np.array(shape4, np.int64), scores.size // scores.shape[-1]
+    if threads is None:
+        softmax.softmax_rows(scores.reshape(-1), shape, np.float32(scale), flat_mask, strides, 0, rows)
+        return
+    with threads.lent():
+        softmax.crew_jobs(scores.reshape(-1), shape, np.float32(scale), flat_mask, strides,
+                          threads.loop_bounds(rows))()
+
+
+@pytest.mark.parametrize("on_crew", [False, True])
+@pytest.mark.parametrize(("shape", "mask_shape"), SHAPES)
+def test_matches_numpy(shape, mask_shape, on_crew):
+    from lite.kernels.parallel import KernelThreads
+
+    threads = KernelThreads(2) if on_crew else None
+    if on_crew and threads.crew() is None:
+        pytest.skip("no crew here")
+    rng = np.random.default_rng([len(shape), *shape])
+    scores = (rng.standard_normal(shape) * 8).astype(np.float32)
+    mask = None if mask_shape is None else (rng.standard_normal(mask_shape) * 4).astype(np.float32)
+    want = reference(scores, mask, 0.125)
+    compiled(scores, mask, 0.125, threads)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("masked_value", [-np.inf, np.finfo(np.float32).min, -1e9])
+def test_masked_positions_get_nothing(masked_value):
+    rng = np.random.default_rng(4)
+    scores = rng.standard_normal((1, 2, 6, 8)).astype(np.float32)
+    mask = np.triu(np.full((6, 8), masked_value, np.float32), k=1)  # a causal mask
+    want = reference(scores, mask, 1.0)
+    compiled(scores, mask, 1.0)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-30)
+    assert np.all(scores[..., np.triu(np.ones((6, 8), bool), k=1)] < 1e-30)
+
+
+def test_the_attention_kernel_runs_it(monkeypatch):
+    from lite.kernels.fast import softmax
+    from tests.kernels.harness import run_kernel
+
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((1, 2, 5, 8), (1, 2, 8, 5), (1, 2, 5, 8)))
+    expected = run_kernel("Attention", {"scale": 0.5}, [q, k, v])[0]
+    calls = []
+    rows = softmax.softmax_rows
+    monkeypatch.setattr(softmax, "softmax_rows", lambda *args: calls.append(args[-1]) or rows(*args))
+    np.testing.assert_array_equal(run_kernel("Attention", {"scale": 0.5}, [q, k, v])[0], expected)
+    assert calls == [10]
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    np.testing.assert_allclose(run_kernel("Attention", {"scale": 0.5}, [q, k, v])[0], expected, rtol=1e-5, atol=1e-6)
