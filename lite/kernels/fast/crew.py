@@ -20,8 +20,8 @@ The crew is plain compiled code, with no Python between a job's posting and its 
   job can never take one of the next. One dispatch at a time (a spin lock): jobs never
   dispatch again.
 
-Linux only (futex); elsewhere, or without the compiler or that OpenBLAS entry point, ``crew()``
-is None and the runtime keeps BLAS's own pool.
+Linux on x86-64 only (futex, the cycle counter); elsewhere, or without the compiler or that
+OpenBLAS entry point, ``crew()`` is None and the runtime keeps BLAS's own pool.
 """
 
 from __future__ import annotations
@@ -47,12 +47,14 @@ SLOTS = 8 * 12  # int64 words of shared state: each field on its own 64-byte cac
 TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP = (8 * i for i in range(11))
 INDEX_BITS = 32
 INDEX_MASK = (1 << INDEX_BITS) - 1
+GENERATION_MASK = (1 << 31) - 1  # NOTE: generation << 32 stays a positive int64 when it wraps
 SPIN_TICKS = 1 << 23  # cycle-counter ticks a worker spins after its last job before it sleeps (a few ms)
 LOCK_SPINS = 1 << 10  # failed tries of the dispatch lock between yields of the core
 SYMBOL = "delite_crew_state"
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
-_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine(), -1)
-_SYS_SCHED_YIELD = {"x86_64": 24, "aarch64": 124}.get(platform.machine(), -1)
+# NOTE: x86-64 only: elsewhere LLVM's cycle counter may be a register user code cannot read (ARM64's PMCCNTR)
+_SYS_FUTEX = {"x86_64": 202}.get(platform.machine(), -1)
+_SYS_SCHED_YIELD = {"x86_64": 24}.get(platform.machine(), -1)
 
 _i64, _i32 = ir.IntType(64), ir.IntType(32)
 _STATE = np.zeros(SLOTS, np.int64)
@@ -106,12 +108,11 @@ def swap_if(typingctx, index, expected, value):
 
 @intrinsic
 def relax(typingctx):
-    """A spin-wait hint to the core (x86's pause; nothing elsewhere)."""
+    """A spin-wait hint to the core (x86's pause)."""
     def codegen(context, builder, signature, args):
-        if platform.machine() in ("x86_64", "AMD64"):
-            pause = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
-                                                   "llvm.x86.sse2.pause")
-            builder.call(pause, [])
+        pause = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                               "llvm.x86.sse2.pause")
+        builder.call(pause, [])
         return context.get_dummy_value()
     return types.void(), codegen
 
@@ -217,7 +218,7 @@ def run(job, count, size, data, extra):
     store(EXTRA, extra)
     store(COUNT, count)
     store(DONE, 0)
-    generation = ((load(TICKET) >> INDEX_BITS) + 1) & INDEX_MASK
+    generation = ((load(TICKET) >> INDEX_BITS) + 1) & GENERATION_MASK
     fetch_add(TICKET, 0)  # NOTE: a full fence: the fields above are seen before the new ticket
     store(TICKET, generation << INDEX_BITS)
     if fetch_add(SLEEPERS, 0) > 0:
@@ -330,7 +331,7 @@ def _numpy_openblas() -> str | None:
 
 @functools.cache
 def crew() -> Crew | None:
-    """The process's crew, or None where it cannot run (not Linux on x86-64 or ARM64, no compiler,
+    """The process's crew, or None where it cannot run (not Linux on x86-64, no compiler,
     or numpy's BLAS is not a pthreads OpenBLAS with the threads callback)."""
     if sys.platform != "linux" or _SYS_FUTEX < 0 or not enabled():
         return None

@@ -131,3 +131,14 @@ def test_a_forked_child_gets_workers_of_its_own(team):
     assert not alive, "the child hung"
     a = np.arange(256 * 256, dtype=np.float32).reshape(256, 256) % 7
     assert child.exitcode == 0 and queue.get(timeout=5) == pytest.approx(float((a.astype(np.float64) @ a).sum()))
+
+
+def test_the_generation_wraps(team):
+    slots = np.zeros(2 * JOBS, np.int64)
+    job = crew_module.job_address(record)
+    team.state[crew_module.COUNT] = 0  # NOTE: no job for the workers in the generation set next
+    team.state[crew_module.TICKET] = crew_module.GENERATION_MASK << crew_module.INDEX_BITS
+    for round_ in range(1, 4):
+        team.run(job, JOBS, slots.ctypes.data, extra=1)
+        np.testing.assert_array_equal(slots[:JOBS], round_)
+    assert generation(team) == 2
