@@ -19,10 +19,12 @@ class Context:
     """Options for building and running a Model.
 
     Args:
-        thread_num: threads for native kernels (at least 1). On idle cores BLAS's own pool
-            runs each matrix product on them; when other processes keep the cores busy, large
-            products are split into chunks that the model's threads take dynamically, so a busy
-            core slows a predict in proportion instead of stalling it (``lite.kernels.parallel``).
+        thread_num: threads for native kernels (at least 1). On idle cores one native pool
+            (``lite.kernels.fast.crew``, where it runs) takes both BLAS's matrix products and
+            the compiled loops (depthwise convolutions, epilogues, Winograd transforms, the
+            attention softmax); when other processes keep the cores busy, large products are
+            split into chunks that the model's threads take dynamically, so a busy core slows a
+            predict in proportion instead of stalling it (``lite.kernels.parallel``).
         fallback: when a delegate's graph kernel fails ``prepare``, run the native
             kernels it covered instead of failing the build.
         delegates: delegates in priority order (highest first).

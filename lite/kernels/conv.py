@@ -113,6 +113,15 @@ class ConvBase(NativeKernel):
             steps = epilogue_steps(out, shift, self.residual.data, self.residual_activation)
         return self.on_crew(steps)
 
+    def warm_crew(self, *jobs) -> None:
+        """Compiles the crew, the epilogue's job and these job functions now, at build, where
+        float32 runs on the model's crew (else in the first predict)."""
+        if self.inputs[0].dtype != np.float32 or self.threads.crew() is None:
+            return
+        from lite.kernels.fast import crew, epilogue
+
+        crew.warm(epilogue.epilogue_job, *jobs)
+
     def on_crew(self, steps: list[Step]) -> list[Step]:
         """The steps, compiled epilogues among them on the model's crew where it runs (float32)."""
         if self.threads.crew() is None:
@@ -204,6 +213,8 @@ class Conv2DFusion(ConvBase):
             self.plan_winograd(x, out_c, begins, out_sizes)
         else:
             self.plan_im2col(x, w, begins, out_sizes)
+        if self.compiled_dtype():
+            self.warm_crew()
 
     @property
     def takes_residual(self) -> bool:
@@ -231,6 +242,7 @@ class Conv2DFusion(ConvBase):
         if self.winograd_weights is None:
             self.winograd_weights = winograd.transform_weights(self.inputs[1].data)
         winograd.warm(self.inputs[0].dtype.name)
+        self.warm_crew(winograd.input_job, winograd.output_job)
 
     def winograd_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], _weights: np.ndarray,
                        bias: Tensor | None) -> list[Step]:
@@ -281,13 +293,14 @@ class Conv2DFusion(ConvBase):
     def plan_fast_depthwise(self, geometry: Geometry, out_c: int) -> None:
         """The compiled direct depthwise kernel (``lite.kernels.fast.depthwise``) of a 2-D geometry,
         its output planes shared out among the model's threads (scratch for each piece)."""
-        from lite.kernels.fast.depthwise import DepthwisePlan
+        from lite.kernels.fast.depthwise import DepthwisePlan, depthwise_job
 
         self.fast_plan = plan = DepthwisePlan(geometry)
         self.x_shape, self.out_shape = geometry.x, (geometry.x[0], out_c, *geometry.out)
         self.scratch = Scratch(*plan.scratch * self.threads.loop_pieces(self.out_shape[0] * out_c))
         self.plan_steps = self.fast_depthwise_steps
         plan.warm(self.inputs[0].dtype)
+        self.warm_crew(depthwise_job)
 
     def fast_depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                              bias: Tensor | None) -> list[Step]:

@@ -96,9 +96,11 @@ class Attention(NativeKernel):
     def prepare(self) -> None:
         super().prepare()
         if fast.enabled() and self.inputs[0].dtype == np.float32:
-            from lite.kernels.fast import softmax  # NOTE: imports the compiler: only when used
+            from lite.kernels.fast import crew, softmax  # NOTE: imports the compiler: only when used
 
             softmax.warm()
+            if self.threads.crew() is not None:
+                crew.warm(softmax.softmax_job)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         mask = self.input_shape(3) if len(self.inputs) > 3 and self.inputs[3] is not None else None

@@ -1,7 +1,9 @@
 """The threads of one model's native kernels: large matrix products split into chunks taken dynamically.
 
-On idle cores BLAS's own thread pool runs each product (it shares packed panels between its
-threads and scales best). When other processes keep the cores busy (``lite.threads.LoadMonitor``)
+On idle cores BLAS runs each product whole (it shares packed panels between its threads and
+scales best), on the native crew (``lite.kernels.fast.crew``) where the process has one, whose
+threads also run the compiled loops (``crew_step``); else on BLAS's own pool, the compiled loops
+then on the caller's thread. When other processes keep the cores busy (``lite.threads.LoadMonitor``)
 that pool stalls: it splits each product statically and waits for its slowest thread, in
 scheduler-slice steps (a MobileNetV2 9x slower). Then the runtime sets ``KernelThreads.dynamic``:
 BLAS runs single-threaded and ``Context.thread_num`` threads (the caller's and

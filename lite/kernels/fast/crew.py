@@ -41,7 +41,7 @@ from numba import cfunc, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from lite.kernels.fast import enabled, jit
+from lite.kernels.fast import compiled, enabled, jit
 
 SLOTS = 8 * 12  # int64 words of shared state: each field on its own 64-byte cache line
 TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP = (8 * i for i in range(11))
@@ -365,6 +365,23 @@ def job_address(function) -> int:
 @functools.cache
 def _compiled_job(function):
     return cfunc(JOB_SIGNATURE, nopython=True, cache=True)(function)
+
+
+def warm(*jobs) -> None:
+    """Compiles the crew (its workers' loop, ``run``, OpenBLAS's callback) and these job functions
+    now, at build, counted as compile time, not in the first predict; nothing without a crew."""
+    if crew() is None:
+        return
+    _warm_crew()
+    for job in jobs:
+        compiled(job_address, job)
+
+
+@functools.cache
+def _warm_crew() -> None:
+    compiled(serve.compile, ())
+    compiled(run, 0, 0, 0, 0, 0)  # NOTE: no job: takes the lock, posts an empty generation
+    compiled(dispatch_address)
 
 
 class Jobs:

@@ -92,3 +92,31 @@ def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_t
     second = build_in_a_new_process()
     assert first["jit"] > 0 and second["jit"] > 0
     assert second["jit"] < first["jit"] / 2, (first, second)
+
+
+CREW_SCRIPT = """
+import json, sys, numpy as np, lite
+from lite.kernels.fast import crew
+model = lite.Model()
+model.build_from_file(sys.argv[1], context=lite.Context(thread_num=2))
+built = {"jobs": crew._compiled_job.cache_info().currsize, "run": len(crew.run.signatures),
+         "callback": crew.dispatch_address.cache_info().currsize}
+model.predict([np.ones((1, 8, 20, 20), np.float32)])
+predicted = {"jobs": crew._compiled_job.cache_info().currsize, "run": len(crew.run.signatures),
+             "callback": crew.dispatch_address.cache_info().currsize}
+print(json.dumps([crew.crew() is not None, built, predicted]))
+"""
+
+
+@pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+def test_the_crew_and_its_jobs_compile_at_build(tmp_path):
+    path = tmp_path / "dw.lite"
+    path.write_bytes(convert(depthwise_model()))
+    result = subprocess.run([sys.executable, "-c", CREW_SCRIPT, str(path)], cwd=REPO, capture_output=True, text=True,
+                            env={**os.environ, "DELITE_FAST_KERNELS": "1"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    has_crew, built, predicted = json.loads(result.stdout.strip().splitlines()[-1])
+    if not has_crew:
+        pytest.skip("no crew here")
+    assert built == predicted  # nothing compiled in the first predict
+    assert built == {"jobs": 2, "run": 1, "callback": 1}  # the depthwise planes' job and the epilogue's
