@@ -75,6 +75,9 @@ class SplitLoop:
                 piece()
 
 
+_UNKNOWN = object()
+
+
 class CrewStep:
     """Work for the crew on idle cores, the same work for the Python threads on busy ones (a Step)."""
 
@@ -98,6 +101,7 @@ class KernelThreads:
         self.thread_num = thread_num
         self.dynamic = False  # split products into chunks (else BLAS's own threads run them whole)
         self._crew: Crew | None = None
+        self._team = _UNKNOWN
 
     def matmul_step(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], None]:
         """A call computing ``np.matmul(a, b, out=out)``, split across the threads when large enough.
@@ -147,12 +151,14 @@ class KernelThreads:
 
     def crew(self):
         """The native crew (``lite.kernels.fast.crew``) these threads run on when the cores are
-        idle, or None (one thread, or no crew in this process)."""
-        if self.thread_num == 1 or not fast.enabled():
-            return None
-        from lite.kernels.fast.crew import crew
+        idle, or None (one thread, or no crew in this process); looked up once."""
+        if self._team is _UNKNOWN:
+            self._team = None
+            if self.thread_num > 1 and fast.enabled():
+                from lite.kernels.fast.crew import crew
 
-        return crew()
+                self._team = crew()
+        return self._team
 
     def crew_step(self, native: Callable[[], None], dynamic: Callable[[], None]) -> Callable[[], None]:
         """A step running ``native`` (jobs for the crew) on idle cores and ``dynamic`` (the same
@@ -162,7 +168,7 @@ class KernelThreads:
     def staff(self) -> None:
         """Gives the crew (if any) a thread for each of ``thread_num`` beyond the caller's."""
         team = self.crew()
-        if team is not None:
+        if team is not None and team.workers < self.thread_num - 1:
             team.ensure(self.thread_num - 1)
 
     @contextlib.contextmanager

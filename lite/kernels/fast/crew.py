@@ -253,11 +253,15 @@ def stop_workers():
 
 
 class Crew:
-    """The process's crew: its workers, and OpenBLAS's callback while models predict."""
+    """The process's crew: its workers, and OpenBLAS's callback while models predict.
 
-    def __init__(self, set_callback):
+    ``callback`` is OpenBLAS's callback pointer as a one-element int64 array over it
+    (``_callback_slot``): lending and reclaiming write it in place, once per predict.
+    """
+
+    def __init__(self, callback: np.ndarray):
         self.state = _STATE
-        self._set_callback = set_callback
+        self._callback = callback
         self._lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         self._lent = 0
@@ -269,7 +273,9 @@ class Crew:
         return len(self._workers)
 
     def ensure(self, workers: int) -> None:
-        """Starts workers until there are at least ``workers``."""
+        """Starts workers until there are at least ``workers`` (compiling the crew first: a worker
+        still compiling its loop would leave every job to the caller)."""
+        _warm_crew()
         with self._lock:
             while len(self._workers) < workers:
                 thread = threading.Thread(target=serve, name="lite-crew", daemon=True)
@@ -285,7 +291,7 @@ class Crew:
         """OpenBLAS's threaded products run their jobs on the crew until ``reclaim``."""
         with self._lock:
             if self._lent == 0:
-                self._set_callback(dispatch_address())
+                self._callback[0] = dispatch_address()
             self._lent += 1
 
     def reclaim(self) -> None:
@@ -293,7 +299,7 @@ class Crew:
         with self._lock:
             self._lent -= 1
             if self._lent == 0:
-                self._set_callback(None)
+                self._callback[0] = 0
 
     def stop(self) -> None:
         """Stops the workers (at exit)."""
@@ -303,20 +309,25 @@ class Crew:
         """In a forked child: no worker was copied, so none is counted and OpenBLAS keeps its pool."""
         self._lock = threading.Lock()
         self._workers, self.state[:] = [], 0
-        if self._lent:
-            self._lent = 0
-            self._set_callback(None)
+        self._lent, self._callback[0] = 0, 0
 
 
-def _callback_setter(path: str):
-    """OpenBLAS's ``openblas_set_threads_callback_function`` (0.3.27+), under numpy's or the plain name."""
+def _callback_slot(path: str) -> np.ndarray | None:
+    """OpenBLAS's threads callback pointer, ``openblas_threads_callback_``, as a one-element int64
+    array over it; None unless the library has the callback (0.3.27+: it exports
+    ``openblas_set_threads_callback_function``, under numpy's or the plain name, which sets that
+    pointer and nothing else; writing it directly costs no foreign call per predict)."""
     library = ctypes.CDLL(path)
-    for name in ("scipy_openblas_set_threads_callback_function64_", "openblas_set_threads_callback_function"):
-        setter = getattr(library, name, None)
-        if setter is not None:
-            setter.argtypes, setter.restype = [ctypes.c_void_p], None
-            return setter
-    return None
+    if not any(hasattr(library, name) for name in _SETTERS):
+        return None
+    try:
+        pointer = ctypes.c_int64.in_dll(library, "openblas_threads_callback_")
+    except ValueError:
+        return None
+    return np.ctypeslib.as_array(ctypes.pointer(pointer), (1,))
+
+
+_SETTERS = ("scipy_openblas_set_threads_callback_function64_", "openblas_set_threads_callback_function")
 
 
 def _numpy_openblas() -> str | None:
@@ -336,10 +347,10 @@ def crew() -> Crew | None:
     if sys.platform != "linux" or _SYS_FUTEX < 0 or not enabled():
         return None
     path = _numpy_openblas()
-    setter = None if path is None else _callback_setter(path)
-    if setter is None:
+    callback = None if path is None else _callback_slot(path)
+    if callback is None:
         return None
-    team = Crew(setter)
+    team = Crew(callback)
     atexit.register(team.stop)
     return team
 
