@@ -343,8 +343,9 @@ def _numpy_openblas() -> str | None:
 @functools.cache
 def crew() -> Crew | None:
     """The process's crew, or None where it cannot run (not Linux on x86-64, no compiler,
-    or numpy's BLAS is not a pthreads OpenBLAS with the threads callback)."""
-    if sys.platform != "linux" or _SYS_FUTEX < 0 or not enabled():
+    or numpy's BLAS is not a pthreads OpenBLAS with the threads callback) or ``DELITE_CREW=0``
+    keeps BLAS's own pool (read once, at the first call)."""
+    if sys.platform != "linux" or _SYS_FUTEX < 0 or not enabled() or os.environ.get("DELITE_CREW", "1") == "0":
         return None
     path = _numpy_openblas()
     callback = None if path is None else _callback_slot(path)

@@ -142,3 +142,8 @@ def test_the_generation_wraps(team):
         team.run(job, JOBS, slots.ctypes.data, extra=1)
         np.testing.assert_array_equal(slots[:JOBS], round_)
     assert generation(team) == 2
+
+
+def test_delite_crew_0_keeps_blas_own_pool(monkeypatch):
+    monkeypatch.setenv("DELITE_CREW", "0")
+    assert crew_module.crew.__wrapped__() is None
