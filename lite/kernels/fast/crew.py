@@ -49,7 +49,7 @@ INDEX_BITS = 32
 INDEX_MASK = (1 << INDEX_BITS) - 1
 GENERATION_MASK = (1 << 31) - 1  # NOTE: generation << 32 stays a positive int64 when it wraps
 SPIN_TICKS = 1 << 23  # cycle-counter ticks a worker spins after its last job before it sleeps (a few ms)
-LOCK_SPINS = 1 << 10  # failed tries of the dispatch lock between yields of the core
+LOCK_SPINS = 1 << 10  # spins waiting for the lock or for the last job between yields of the core
 SYMBOL = "delite_crew_state"
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 # NOTE: x86-64 only: elsewhere LLVM's cycle counter may be a register user code cannot read (ARM64's PMCCNTR)
@@ -199,13 +199,20 @@ def serve():
 
 
 @jit
+def _pause(tries):
+    """One spin-wait step; every ``LOCK_SPINS`` tries the core goes to another thread (more
+    threads than cores: the one being waited for may need this core)."""
+    relax()
+    if tries % LOCK_SPINS == 0:
+        syscall(_SYS_SCHED_YIELD, 0, 0, 0)
+
+
+@jit
 def _lock():
     tries = 0
     while not swap_if(LOCK, 0, 1):
-        relax()
         tries += 1
-        if tries % LOCK_SPINS == 0:
-            syscall(_SYS_SCHED_YIELD, 0, 0, 0)
+        _pause(tries)
 
 
 @jit
@@ -225,8 +232,10 @@ def run(job, count, size, data, extra):
         fetch_add(WAKE, 1)
         syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAKE_PRIVATE, 1 << 30)
     _work(generation)
+    tries = 0
     while load(DONE) < count:
-        relax()
+        tries += 1
+        _pause(tries)
     store(LOCK, 0)
 
 

@@ -147,3 +147,29 @@ def test_the_generation_wraps(team):
 def test_delite_crew_0_keeps_blas_own_pool(monkeypatch):
     monkeypatch.setenv("DELITE_CREW", "0")
     assert crew_module.crew.__wrapped__() is None
+
+
+OVERSUBSCRIBED = """
+import numpy as np
+from threadpoolctl import threadpool_limits
+from lite.kernels.fast.crew import crew
+team = crew()
+team.ensure(3)  # NOTE: OpenBLAS may then post four jobs that must run at once, on fewer cores
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((700, 600), np.float32), rng.standard_normal((600, 500), np.float32)
+with threadpool_limits(4, user_api="blas"):
+    team.lend_to_blas()
+    for _ in range(5):
+        np.testing.assert_allclose(a @ b, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    team.reclaim()
+print("ok")
+"""
+
+
+def test_more_threads_than_cores(team):
+    """In a child process, so that this one keeps a crew of the size the other tests expect."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", OVERSUBSCRIBED], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
