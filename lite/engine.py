@@ -261,7 +261,8 @@ class Engine:
     # ---- running -----------------------------------------------------------------------
 
     def choose_threads(self) -> None:
-        """BLAS's thread pool on idle cores; the kernels' dynamic chunks when other processes keep them busy."""
+        """The crew (or BLAS's own pool) on idle cores; the kernels' dynamic chunks when other processes
+        keep them busy."""
         dynamic = self.context.thread_num > 1 and load_monitor().contended()
         self.threads.dynamic = dynamic
         self.threads.staff()  # NOTE: before BLAS may split a product into more jobs than the crew has threads
