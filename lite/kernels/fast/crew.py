@@ -128,7 +128,7 @@ def ticks(typingctx):
 
 @intrinsic
 def syscall(typingctx, number, a, b, c):
-    """libc's ``syscall(number, a, b, c, NULL)``; ``a`` as an address when it is a state index's pointer."""
+    """libc's ``syscall(number, a, b, c, 0)`` (the crew's futex waits and wakes, and sched_yield)."""
     def codegen(context, builder, signature, args):
         function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_i64, [_i64], var_arg=True),
                                                   "syscall")
