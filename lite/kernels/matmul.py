@@ -90,6 +90,7 @@ class Attention(NativeKernel):
     def check_attrs(self) -> None:
         check_io(self, 3, 1)
         self.scale = float(self.attrs["scale"])
+        self.softmax_jobs = (None, None)  # (the arrays they were made for, the softmax's jobs for the crew)
         if not np.isfinite(self.scale):
             self.fail(f"scale must be finite, got {self.scale}")
 
@@ -132,17 +133,21 @@ class Attention(NativeKernel):
         np.divide(scores, scores.sum(axis=-1, keepdims=True), out=scores)
 
     def compiled_softmax(self, scores: np.ndarray, mask: np.ndarray | None) -> None:
-        """``lite.kernels.fast.softmax``: one pass per row, the rows on the model's crew where it runs."""
+        """``lite.kernels.fast.softmax``: one pass per row, the rows on the model's crew where it
+        runs (its jobs made once for these arrays, and again only when one changes)."""
         from lite.kernels.fast import softmax  # NOTE: imports the compiler: only when used
 
         shape4 = (1,) * (4 - scores.ndim) + scores.shape
         flat_mask, strides = softmax.mask_layout(mask, shape4)
         shape, rows, scale = np.array(shape4, np.int64), scores.size // scores.shape[-1], np.float32(self.scale)
         bounds = self.threads.loop_bounds(rows)
-        if len(bounds) > 1 and not self.threads.dynamic and self.threads.crew() is not None:
-            softmax.crew_jobs(scores.reshape(-1), shape, scale, flat_mask, strides, bounds)()
-        else:
+        if len(bounds) < 2 or self.threads.dynamic or self.threads.crew() is None:
             softmax.softmax_rows(scores.reshape(-1), shape, scale, flat_mask, strides, 0, rows)
+            return
+        key = (scores.ctypes.data, shape4, None if mask is None else (mask.ctypes.data, mask.shape))
+        if self.softmax_jobs[0] != key:
+            self.softmax_jobs = key, softmax.crew_jobs(scores.reshape(-1), shape, scale, flat_mask, strides, bounds)
+        self.softmax_jobs[1]()
 
 
 def compiled_softmax_takes(scores: np.ndarray, mask: np.ndarray | None) -> bool:
