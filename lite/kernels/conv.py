@@ -213,8 +213,7 @@ class Conv2DFusion(ConvBase):
             self.plan_winograd(x, out_c, begins, out_sizes)
         else:
             self.plan_im2col(x, w, begins, out_sizes)
-        if self.compiled_dtype():
-            self.warm_crew()
+        self.warm_crew()
 
     @property
     def takes_residual(self) -> bool:
@@ -311,19 +310,17 @@ class Conv2DFusion(ConvBase):
         code, alpha = activation_code(self.epilogue_activation, out.dtype)
         kernel = np.array(self.fast_plan.arrange(weights.reshape(out_c, 1, *self.fast_plan.geometry.kernel)), copy=True)
         (x, steps), out = fast.compiled_input(x.reshape(self.x_shape)), out.reshape(self.out_shape)
-        per = len(self.fast_plan.scratch)
+        count, per = out.shape[0] * out_c, len(self.fast_plan.scratch)
+        bounds = self.threads.loop_bounds(count)
+        scratch = [buffers[i * per:(i + 1) * per] for i in range(len(bounds))]  # NOTE: each piece its own
 
         def piece(index: int, first: int, last: int) -> Step:
-            scratch = buffers[index * per:(index + 1) * per]
-            return partial(self.fast_plan.run, x, kernel, *terms, out, scratch, first, last, code, alpha)
+            return partial(self.fast_plan.run, x, kernel, *terms, out, scratch[index], first, last, code, alpha)
 
-        count = out.shape[0] * out_c
         loop = self.threads.loop_step(count, piece)
-        bounds = self.threads.loop_bounds(count)
         if out.dtype == np.float32 and len(bounds) > 1 and self.threads.crew() is not None:
             from lite.kernels.fast.depthwise import crew_jobs
 
-            scratch = [buffers[i * per:(i + 1) * per] for i in range(len(bounds))]
             loop = self.threads.crew_step(crew_jobs(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code,
                                                     alpha), loop)
         return [*steps, loop]
