@@ -99,6 +99,35 @@ def test_conv2d_matches_onnxruntime(kernels, x_shape, w_shape, attrs, bias):
     check("Conv2DFusion", "Conv", x, w, b, attrs)
 
 
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"),
+                         [case for case in CONV_CASES if case[2].get("group", 1) < case[0][1]])
+def test_conv2d_in_bands_of_rows(kernels, monkeypatch, x_shape, w_shape, attrs):
+    """Columns gathered and multiplied two output rows at a time (a shorter last band where the rows are odd)."""
+    monkeypatch.setattr(conv, "row_bands", lambda taps, out, itemsize: [
+        (first, min(first + 2, out[0])) for first in range(0, out[0], 2)] if len(out) > 1 else [(0, out[0])])
+    x, w, b = conv_inputs(sum(x_shape) + 7, x_shape, w_shape, w_shape[0], True)
+    check("Conv2DFusion", "Conv", x, w, b, attrs)
+
+
+def test_row_bands():
+    assert conv.row_bands(147, (112, 112), 4) == [(first, min(first + 15, 112)) for first in range(0, 112, 15)]
+    assert conv.row_bands(1152, (28, 28), 4) == [(0, 28)]  # 3.6 MB of columns: one band
+    assert conv.row_bands(147, (12544,), 4) == [(0, 12544)]  # 1-D: no rows to band
+
+
+def test_a_stem_convolution_in_bands_matches_onnxruntime(kernels):
+    """A 7x7 stride-2 stem on a 224 x 224 image: 7.4 MB of columns, in 8 bands."""
+    x, w, b = conv_inputs(224, (1, 3, 224, 224), (64, 3, 7, 7), 64, True)
+    kernel = build("Conv2DFusion", {"stride": (2, 2), "pad_list": (3, 3, 3, 3), "activation_type": "RELU"}, [x, w, b])
+    kernel.prepare()
+    kernel.resize()
+    assert len(kernel.bands) == 8
+    kernel.execute()
+    expected = np.maximum(onnx_reference("Conv", x, {"w": w, "b": b}, strides=[2, 2], pads=[3, 3, 3, 3]), 0)
+    np.testing.assert_allclose(kernel.outputs[0].data, expected, rtol=1e-4, atol=1e-5)
+    assert [a for a, _ in kernel.matmul_shapes()] == [(1, 64, 147)] * 8
+
+
 DEPTHWISE_CASES = [case for case in CONV_CASES if case[2].get("group") == case[0][1]]
 
 
