@@ -211,6 +211,9 @@ class Conv2DFusion(ConvBase):
                 self.plan_fast_depthwise(geometry, out_c)
             else:
                 self.plan_depthwise(geometry, out_c)
+        elif self.direct(x, w, begins, ends, out_sizes):
+            self.plan_fast_direct(Geometry(x, tuple(kernel), self.strides, self.dilations, begins, ends, out_sizes),
+                                  out_c)
         elif self.winograd(x, w, out_sizes):
             self.plan_winograd(x, out_c, begins, out_sizes)
         else:
@@ -221,6 +224,17 @@ class Conv2DFusion(ConvBase):
     def takes_residual(self) -> bool:
         """Whether the plan resize picked adds a residual in its epilogue (``residual``)."""
         return self.plan_steps in (self.direct_steps, self.im2col_steps, self.winograd_steps)
+
+    def direct(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...], ends: tuple[int, ...],
+               out_sizes: tuple[int, ...]) -> bool:
+        """Whether the compiled direct kernel for few input channels runs (``lite.kernels.fast.direct``):
+        2-D, float32, one group, several taps and few terms (a network's stem)."""
+        if self.rank != 2 or self.inputs[0].dtype != np.float32 or not fast.enabled():
+            return False
+        from lite.kernels.fast import direct  # NOTE: imports the compiler: only when used
+
+        geometry = Geometry(x, tuple(w[2:]), self.strides, self.dilations, begins, ends, out_sizes)
+        return direct.fits(geometry, x[1], self.group)
 
     def winograd(self, x: tuple[int, ...], w: tuple[int, ...], out_sizes: tuple[int, ...]) -> bool:
         """Whether Winograd F(4x4, 3x3) runs: a constant 3x3 stride-1 weight, one group, a compiled
@@ -327,6 +341,40 @@ class Conv2DFusion(ConvBase):
             loop = self.threads.crew_step(crew_jobs(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code,
                                                     alpha), loop)
         return [*steps, loop]
+
+    def plan_fast_direct(self, geometry: Geometry, out_c: int) -> None:
+        """The compiled direct kernel (``lite.kernels.fast.direct``): phases, then the wide plane's
+        column tiles shared out among the model's threads, then its valid columns."""
+        from lite.kernels.fast.direct import DirectPlan, rows_job
+
+        self.direct_plan = plan = DirectPlan(geometry, out_c)
+        self.scratch = Scratch(plan.scratch[0], *plan.scratch[1:] * self.threads.loop_pieces(plan.oh))
+        self.plan_steps = self.fast_direct_steps
+        plan.warm()
+        self.warm_crew(rows_job)
+
+    def fast_direct_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
+                          bias: Tensor | None) -> list[Step]:
+        """Per image: its phases, then bands of output rows (on the model's threads, each piece
+        with its own wide plane), written out with bias and activation."""
+        plan, (phases, *wides), out_c = self.direct_plan, buffers, out.shape[1]
+        packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
+        terms = compiled_terms(None if bias is None else bias.data, out_c, self.activation, out.dtype)
+        code, alpha = activation_code(self.epilogue_activation, out.dtype)
+        x, steps = fast.compiled_input(x)
+        bounds = self.threads.loop_bounds(plan.oh)
+        for image in range(x.shape[0]):
+            def piece(index: int, first: int, last: int, image: int = image) -> Step:
+                return partial(plan.rows, packed, phases, wides[index], out, image, *terms, code, alpha, first, last)
+
+            rows = self.threads.loop_step(plan.oh, piece)
+            if len(bounds) > 1 and self.threads.crew() is not None:
+                from lite.kernels.fast.direct import crew_jobs
+
+                rows = self.threads.crew_step(crew_jobs(plan, packed, phases, wides, out, image, *terms, code, alpha,
+                                                        bounds), rows)
+            steps += [partial(plan.fill, x, image, phases), rows]
+        return steps
 
     def plan_depthwise(self, g: Geometry, out_c: int) -> None:
         """The numpy depthwise plan of a 2-D geometry (1-D arrives lifted to height 1)."""

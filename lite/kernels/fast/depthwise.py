@@ -101,7 +101,7 @@ def _warm(dtype: str) -> None:
 
 
 @jit
-def _fill_phases(xf, base, copies, stride, phases):
+def fill_phases(xf, base, copies, stride, phases):
     """Copies one channel's plane (``xf[base:]``) into its stride phases, run by run; the padding
     is not written (every channel writes the same positions, so it stays zero)."""
     for k in range(copies.shape[0]):
@@ -159,7 +159,7 @@ def by_plane(x, weight, bias, out, taps, copies, stride, lo, hi, code, alpha, wq
     phases[:] = 0
     for job in range(first, last):
         image, channel = job // o, job % o
-        _fill_phases(xf, (image * c + channel // multiplier) * h * w, copies, stride, phases)
+        fill_phases(xf, (image * c + channel // multiplier) * h * w, copies, stride, phases)
         _plane(phases, wf, channel * ntaps, taps, bias[channel], lo, hi, code, alpha, oh, ow, wq, wide, of,
                job * oh * ow)
 

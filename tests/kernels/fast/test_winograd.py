@@ -12,6 +12,15 @@ from tests.kernels.test_conv import onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
+
+
+@pytest.fixture(autouse=True)
+def no_direct_kernel(monkeypatch):
+    """These cases have few enough terms for the direct kernel (``lite.kernels.fast.direct``),
+    which runs before Winograd where it takes a geometry: here it takes none."""
+    monkeypatch.setattr("lite.kernels.fast.direct.MAX_TERMS", 0)
+
+
 # (x shape, out channels, Conv2DFusion attrs): planes that are and are not multiples of 4, pads, batches
 CASES = [
     ((1, 32, 24, 24), 32, {"pad_list": (1, 1, 1, 1)}),

@@ -1,0 +1,148 @@
+"""The compiled direct convolution for few input channels against the numpy kernel it stands in
+for (im2col), and the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.kernels import fast
+from lite.kernels.fast import direct
+from lite.kernels.window import Geometry
+from tests.kernels.harness import run_kernel
+from tests.kernels.test_conv import onnx_attrs, onnx_reference
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+# (x shape, weight shape, Conv2DFusion attrs): strides, dilations, pads, output channels that are
+# and are not multiples of the tile's rows, batches, planes narrower than one tile
+CASES = [
+    ((1, 3, 20, 20), (8, 3, 3, 3), {"pad_list": (1, 1, 1, 1)}),
+    ((2, 3, 21, 19), (20, 3, 3, 3), {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "activation_type": "RELU6"}),
+    ((1, 3, 23, 23), (13, 3, 7, 7), {"stride": (2, 2), "pad_list": (3, 3, 3, 3), "activation_type": "RELU"}),
+    ((1, 4, 24, 22), (5, 4, 3, 3), {"dilation": (2, 3), "pad_list": (2, 3, 1, 0)}),
+    ((1, 2, 25, 29), (16, 2, 5, 5), {"stride": (3, 2), "pad_list": (2, 2, 1, 3)}),
+    ((1, 16, 13, 13), (24, 16, 3, 3), {"pad_mode": "SAME_UPPER"}),
+    ((1, 6, 11, 10), (9, 6, 4, 4), {"stride": (2, 2), "pad_mode": "SAME_LOWER"}),
+    ((1, 5, 9, 11), (7, 5, 1, 3), {"pad_list": (0, 1, 0, 1)}),  # one row of taps
+    ((1, 3, 4, 3), (2, 3, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # a plane narrower than one tile
+    ((3, 1, 6, 6), (1, 1, 2, 2), {}),  # one input and one output channel, no pads
+    ((1, 64, 9, 9), (8, 64, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # 576 terms: the most it takes
+]
+
+
+def conv(x, w, b, attrs, threads=None):
+    return run_kernel("Conv2DFusion", {"group": 1, **attrs}, [x, w, b], threads=threads)[0]
+
+
+def operands(x_shape, w_shape, seed=0):
+    rng = np.random.default_rng([seed, *x_shape, *w_shape])
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)
+    return x, w, rng.standard_normal(w_shape[0]).astype(np.float32)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs):
+    x, w, b = operands(x_shape, w_shape)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    reference = conv(x, w, b, attrs)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
+    got = conv(x, w, b, attrs)
+    assert got.dtype == reference.dtype and got.shape == reference.shape
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
+
+
+def test_every_case_runs_the_direct_kernel(monkeypatch):
+    direct._warm()  # compiled (and cached) before the kernel is replaced by a probe
+    calls = []
+    monkeypatch.setattr(direct, "rows", lambda *args: calls.append(args[4].shape))
+    for x_shape, w_shape, attrs in CASES:
+        zeros = [np.zeros(x_shape, np.float32), np.zeros(w_shape, np.float32)]
+        run_kernel("Conv2DFusion", {"group": 1, **attrs}, zeros)
+    assert len(calls) == sum(x_shape[0] for x_shape, _, _ in CASES)  # one call per image
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "group"), [
+    ((1, 3, 8, 8), (4, 3, 3, 3), 1),
+    ((1, 64, 8, 8), (4, 64, 3, 3), 1),
+    ((1, 65, 8, 8), (4, 65, 3, 3), 1),  # 585 terms: more than it takes
+    ((1, 8, 8, 8), (8, 4, 3, 3), 2),  # groups
+    ((1, 3, 8, 8), (4, 3, 1, 1), 1),  # one tap: a plain product
+])
+def test_which_convolutions_it_takes(x_shape, w_shape, group):
+    geometry = Geometry(x_shape, w_shape[2:], (1, 1), (1, 1), (1, 1), (1, 1), x_shape[2:])
+    terms = x_shape[1] // group * w_shape[2] * w_shape[3]
+    assert direct.fits(geometry, x_shape[1] // group, group) == (group == 1 and 1 < terms <= 600 and w_shape[2] > 1)
+
+
+@pytest.mark.parametrize("band_floats", [1, 3 * 8 * 22])
+def test_bands_of_rows(monkeypatch, band_floats):
+    """Output rows in bands of one row, and of three (the last band shorter), each band's tiles
+    running past its end into the spare columns."""
+    monkeypatch.setattr(direct, "BAND_FLOATS", band_floats)
+    x, w, b = operands((1, 3, 40, 40), (8, 3, 3, 3), seed=1)
+    plan = direct.DirectPlan(Geometry(x.shape, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), (20, 20)), 8)
+    assert plan.band == (1 if band_floats == 1 else 3)
+    expected = onnx_reference("Conv", x, {"w": w, "b": b}, strides=[2, 2], pads=[1, 1, 1, 1])
+    np.testing.assert_allclose(conv(x, w, b, {"stride": (2, 2), "pad_list": (1, 1, 1, 1)}), expected,
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
+    ((1, 3, 224, 224), (32, 3, 3, 3), {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "activation_type": "RELU6"}),
+    ((1, 3, 224, 224), (64, 3, 7, 7), {"stride": (2, 2), "pad_list": (3, 3, 3, 3), "activation_type": "RELU"}),
+    ((1, 16, 55, 55), (64, 16, 3, 3), {"pad_list": (1, 1, 1, 1), "activation_type": "RELU"}),
+])
+def test_matches_onnxruntime_on_real_layers(x_shape, w_shape, attrs):
+    """MobileNetV2's and ResNet's stems and a SqueezeNet expand layer, on 1 and 2 threads."""
+    from lite.kernels.parallel import KernelThreads
+    from tests.kernels.test_conv import ACTIVATIONS
+
+    x, w, b = operands(x_shape, w_shape, seed=2)
+    expected = ACTIVATIONS[attrs["activation_type"]](onnx_reference("Conv", x, {"w": w, "b": b}, **onnx_attrs(attrs)))
+    for threads in (None, KernelThreads(2)):
+        np.testing.assert_allclose(conv(x, w, b, attrs, threads), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("activation", "function"), [
+    ("SWISH", lambda v, a: v / (1 + np.exp(-a * v.astype(np.float64)))),
+    ("HARD_SWISH", lambda v, _a: v * np.clip(v.astype(np.float64) / 6 + 0.5, 0, 1)),
+])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1], CASES[4], CASES[8]])
+def test_an_activation_follows_the_clip(monkeypatch, activation, function, x_shape, w_shape, attrs):
+    from lite.kernels.fast.activation import EPILOGUE_CODES
+
+    x, w, b = operands(x_shape, w_shape, seed=3)
+    plain = {k: v for k, v in attrs.items() if k != "activation_type"}
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    linear = conv(x, w, b, plain)
+    top, left, bottom, right = plain["pad_list"]
+    plan = direct.DirectPlan(Geometry(x_shape, w_shape[2:], plain.get("stride", (1, 1)), (1, 1), (top, left),
+                                      (bottom, right), linear.shape[2:]), w_shape[0])
+    got = np.full(linear.shape, np.nan, np.float32)
+    phases, wide = (np.zeros(shape, np.float32) for shape in plan.scratch)
+    weights, lo, hi = plan.arrange(w), np.float32(-np.inf), np.float32(np.inf)
+    for image in range(x_shape[0]):
+        plan.fill(x, image, phases)
+        plan.rows(weights, phases, wide, got, image, b, lo, hi, EPILOGUE_CODES[activation], np.float32(1.5))
+    np.testing.assert_allclose(got, function(linear, 1.5), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_rows_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs):
+    from lite.kernels.fast.crew import Jobs
+    from lite.kernels.parallel import KernelThreads
+
+    threads = KernelThreads(2)
+    if threads.crew() is None:
+        pytest.skip("no crew here")
+    x, w, b = operands(x_shape, w_shape, seed=4)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    reference = conv(x, w, b, attrs)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
+    runs, crew_run = [], Jobs.__call__
+    monkeypatch.setattr(Jobs, "__call__", lambda self: runs.append(self) or crew_run(self))
+    np.testing.assert_allclose(conv(x, w, b, attrs, threads), reference, rtol=1e-4, atol=1e-5)
+    output_rows = reference.shape[2]
+    assert len(runs) == (x_shape[0] if output_rows > 1 else 0)  # each image's rows on the crew
