@@ -28,6 +28,11 @@ from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.window import Geometry
 
+ROUND = 32
+"""The wide plane's positions ``_plane`` computes round up to a multiple of this: the compiled
+loops run 32 positions a pass (8-float vectors, four at a time) and leave the rest to a scalar
+loop, which on small planes took most of the time (7 x 7: 63 positions, 31 of them scalar)."""
+
 
 class DepthwisePlan:
     """Offsets and scratch sizes for one geometry; ``run`` computes the output."""
@@ -38,7 +43,8 @@ class DepthwisePlan:
         self.geometry = g
         self.wq = max(-(-(w + pl + g.ends[1]) // sw), ow + (kw - 1) * dw // sw)
         self.hq = max(-(-(h + pt + g.ends[0]) // sh), oh + (kh - 1) * dh // sh) + 1
-        self.scratch = ((sh * sw * self.hq * self.wq,), (oh * self.wq,))
+        self.phase_floats = sh * sw * self.hq * self.wq
+        self.scratch = ((self.phase_floats + ROUND,), (oh * self.wq + ROUND,))  # NOTE: _plane runs past both
         self.taps = self._tap_offsets()
         self.copies = self._row_copies()
 
@@ -126,7 +132,7 @@ def _plane(phases, wf, wbase, taps, bias, lo, hi, code, alpha, oh, ow, wq, wide,
     """One output channel from its phases: taps as long multiply-adds over the wide plane, three
     taps per pass (fewer loads and stores of the wide plane), then the clip or activation of
     ``code`` as the valid columns are written out."""
-    count, n = oh * wq, taps.shape[0]
+    count, n = -(-oh * wq // ROUND) * ROUND, taps.shape[0]
     for i in range(count):
         wide[_u(i)] = bias
     t = 0

@@ -107,7 +107,7 @@ class DirectPlan:
     def __init__(self, g: Geometry, out_channels: int) -> None:
         self.phases_plan = plan = DepthwisePlan(g)
         channels, self.wq, self.oh = g.x[1], plan.wq, g.out[0]
-        self.plane = plan.scratch[0][0]  # floats of one channel's phases
+        self.plane = plan.phase_floats  # floats of one channel's phases
         self.offsets = (np.arange(channels)[:, None] * self.plane + plan.taps[None, :]).reshape(-1)
         self.blocks = -(-out_channels // ROWS)
         self.band = max(1, min(self.oh, BAND_FLOATS // (self.blocks * ROWS * self.wq)))

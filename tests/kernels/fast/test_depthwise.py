@@ -116,3 +116,19 @@ def test_planes_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, w_shape
     got = run_kernel("Conv2DFusion", {"group": x.shape[1], **attrs}, [x, w, b], threads=threads)[0]
     np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
     assert len(runs) == 1  # the planes ran on the crew
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_scratch_holds_the_rounded_plane(x_shape, w_shape, attrs):
+    """The taps run over the wide plane rounded up to ``ROUND`` positions: both scratch arrays of
+    the kernel's plan hold every position they read or write."""
+    from tests.kernels.test_conv import build
+
+    kernel = build("Conv2DFusion", {"group": x_shape[1], **attrs},
+                   [np.zeros(x_shape, np.float32), np.zeros(w_shape, np.float32)])
+    kernel.prepare()
+    kernel.resize()
+    plan = kernel.fast_plan
+    rounded = -(-plan.geometry.out[0] * plan.wq // depthwise.ROUND) * depthwise.ROUND
+    (phases,), (wide,) = plan.scratch
+    assert wide >= rounded and phases >= int(plan.taps.max()) + rounded
