@@ -13,7 +13,8 @@ The tile is LLVM IR (``<16 x float>`` vectors; LLVM splits them where the machin
 narrower). Measured in models against the im2col or Winograd plan they replace, interleaved
 (ms, one thread / two): MobileNetV2's 3->32 3x3 stride-2 stem 0.78 / 0.70 against 1.30 / 1.24;
 ResNet-50's 7x7 stem 3.7 / 2.1 against 5.3 / 3.7; SqueezeNet's 16->64 3x3 at 55 x 55 0.80 / 0.59
-against 1.24 / 0.98 and its 32->128 at 27 x 27 0.72 / 0.48 against Winograd's 1.28 / 0.87.
+against 1.24 / 0.98 and its 32->128 at 27 x 27 0.72 / 0.48 against Winograd's 1.28 / 0.87;
+the Inception block's 96->128 at 28 x 28 0.90 / 0.84 of Winograd's time (paired runs).
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ WIDTH = LANES * VECTORS  # wide positions a tile computes
 BAND_FLOATS = 32768
 """About how many floats of the wide plane a band of output rows takes (128 KB: in L2 from its
 tiles to its copy into the output)."""
-MAX_TERMS = 600
-"""The most K terms the kernel takes. Measured in models, one and two threads: it beats im2col and
-Winograd up to 64 channels of 3x3 taps (576; ResNet-50's 64->64 at 56 x 56: 2.5-2.8 ms against
-Winograd's 2.9-3.1), is level at 432 (48 channels), and loses from 128 channels of 3x3 taps on at
-one thread (128->128 at 28 x 28: 2.6 ms against Winograd's 2.0)."""
+MAX_TERMS = 1152
+"""The most K terms the kernel takes: up to 128 channels of 3x3 taps. Measured in ResNet-50,
+each layer against the plan it replaces, paired runs interleaved in one process (median ratio
+of times, one thread / two): 64->64 at 56 x 56 0.85-0.92 / 0.80-0.83 of Winograd, 128->128 at
+28 x 28 0.97-1.00 / 0.83-0.86 of Winograd, 128->128 stride 2 0.79 / 0.78 of im2col; with 256
+channels (2304 terms) 0.82-0.95 / 1.09-1.12 of im2col, and with 512 1.2 / 2.0 (every piece of
+rows reads all the weights), so those stay with im2col."""
 
 _f32, _i64 = ir.FloatType(), ir.IntType(64)
 _vector = ir.VectorType(_f32, LANES)
@@ -50,7 +53,8 @@ ONE = np.float32(1)
 
 
 def fits(geometry: Geometry, channels: int, group: int) -> bool:
-    """Whether this kernel runs a 2-D convolution: one group, more than one tap, few terms."""
+    """Whether this kernel runs a 2-D convolution: one group, more than one tap, at most
+    MAX_TERMS terms."""
     terms = channels * geometry.kernel[0] * geometry.kernel[1]
     return group == 1 and geometry.kernel[0] * geometry.kernel[1] > 1 and terms <= MAX_TERMS
 

@@ -27,7 +27,8 @@ CASES = [
     ((1, 5, 9, 11), (7, 5, 1, 3), {"pad_list": (0, 1, 0, 1)}),  # one row of taps
     ((1, 3, 4, 3), (2, 3, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # a plane narrower than one tile
     ((3, 1, 6, 6), (1, 1, 2, 2), {}),  # one input and one output channel, no pads
-    ((1, 64, 9, 9), (8, 64, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # 576 terms: the most it takes
+    ((1, 64, 9, 9), (8, 64, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # 576 terms
+    ((1, 128, 9, 9), (16, 128, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # 1152 terms: the most it takes
 ]
 
 
@@ -65,15 +66,15 @@ def test_every_case_runs_the_direct_kernel(monkeypatch):
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "group"), [
     ((1, 3, 8, 8), (4, 3, 3, 3), 1),
-    ((1, 64, 8, 8), (4, 64, 3, 3), 1),
-    ((1, 65, 8, 8), (4, 65, 3, 3), 1),  # 585 terms: more than it takes
+    ((1, 128, 8, 8), (4, 128, 3, 3), 1),
+    ((1, 129, 8, 8), (4, 129, 3, 3), 1),  # 1161 terms: more than it takes
     ((1, 8, 8, 8), (8, 4, 3, 3), 2),  # groups
     ((1, 3, 8, 8), (4, 3, 1, 1), 1),  # one tap: a plain product
 ])
 def test_which_convolutions_it_takes(x_shape, w_shape, group):
     geometry = Geometry(x_shape, w_shape[2:], (1, 1), (1, 1), (1, 1), (1, 1), x_shape[2:])
     terms = x_shape[1] // group * w_shape[2] * w_shape[3]
-    assert direct.fits(geometry, x_shape[1] // group, group) == (group == 1 and 1 < terms <= 600 and w_shape[2] > 1)
+    assert direct.fits(geometry, x_shape[1] // group, group) == (group == 1 and 1 < terms <= 1152 and w_shape[2] > 1)
 
 
 @pytest.mark.parametrize("band_floats", [1, 3 * 8 * 22])
