@@ -223,7 +223,8 @@ class Conv2DFusion(ConvBase):
     @property
     def takes_residual(self) -> bool:
         """Whether the plan resize picked adds a residual in its epilogue (``residual``)."""
-        return self.plan_steps in (self.direct_steps, self.im2col_steps, self.winograd_steps)
+        return self.plan_steps in (self.direct_steps, self.im2col_steps, self.winograd_steps,
+                                   self.fast_direct_steps)
 
     def direct(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...], ends: tuple[int, ...],
                out_sizes: tuple[int, ...]) -> bool:
@@ -356,25 +357,30 @@ class Conv2DFusion(ConvBase):
     def fast_direct_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                           bias: Tensor | None) -> list[Step]:
         """Per image: its phases, then bands of output rows (on the model's threads, each piece
-        with its own wide plane), written out with bias and activation."""
+        with its own wide plane), written out with bias, residual and activation."""
         plan, (phases, *wides), out_c = self.direct_plan, buffers, out.shape[1]
         packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
-        terms = compiled_terms(None if bias is None else bias.data, out_c, self.activation, out.dtype)
+        residual = None if self.residual is None else self.residual.data
+        activation, later = self.activation if residual is None else self.residual_activation, []
+        if residual is not None and not compilable(out, residual):
+            later, residual, activation = epilogue_steps(out, None, residual, activation), None, "NO_ACTIVATION"
+        terms = compiled_terms(None if bias is None else bias.data, out_c, activation, out.dtype)
         code, alpha = activation_code(self.epilogue_activation, out.dtype)
         x, steps = fast.compiled_input(x)
         bounds = self.threads.loop_bounds(plan.oh)
         for image in range(x.shape[0]):
             def piece(index: int, first: int, last: int, image: int = image) -> Step:
-                return partial(plan.rows, packed, phases, wides[index], out, image, *terms, code, alpha, first, last)
+                return partial(plan.rows, packed, phases, wides[index], out, image, *terms, code, alpha, first, last,
+                               residual)
 
             rows = self.threads.loop_step(plan.oh, piece)
             if len(bounds) > 1 and self.threads.crew() is not None:
                 from lite.kernels.fast.direct import crew_jobs
 
                 rows = self.threads.crew_step(crew_jobs(plan, packed, phases, wides, out, image, *terms, code, alpha,
-                                                        bounds), rows)
+                                                        bounds, residual), rows)
             steps += [partial(plan.fill, x, image, phases), rows]
-        return steps
+        return steps + self.on_crew(later)
 
     def plan_depthwise(self, g: Geometry, out_c: int) -> None:
         """The numpy depthwise plan of a 2-D geometry (1-D arrives lifted to height 1)."""

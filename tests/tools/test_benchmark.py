@@ -11,10 +11,10 @@ from lite.tools.benchmark import main, parse_input_shapes
 from lite.tools.converter import convert
 
 
-def cnn(op_after="Relu"):
+def cnn(op_after="Relu", kernel=3):
     rng = np.random.default_rng(3)
-    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, kernel, kernel)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[kernel // 2] * 4),
              helper.make_node(op_after, ["c"], ["y"], name="after"),
              helper.make_node("Concat", ["y", "c"], ["z"], name="concat", axis=1)]
     graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
@@ -50,8 +50,10 @@ def test_compare_with_onnxruntime_profile_and_json(files, capsys):
 
 
 def test_gemm_floor_times_each_native_matmul(files, capsys):
-    out = files / "floor.json"
-    assert main(["--model", str(files / "cnn.onnx"), "--compare", "onnxruntime", "--gemm-floor",
+    """A 1x1 convolution: one matmul (a 3x3 one on 3 channels runs the direct kernel, no matmul)."""
+    out, model = files / "floor.json", files / "pointwise.onnx"
+    model.write_bytes(cnn(kernel=1).SerializeToString())
+    assert main(["--model", str(model), "--compare", "onnxruntime", "--gemm-floor",
                  "--json", str(out), *FAST]) == 0
     assert "matmul floor: the native kernels' 1 matmuls alone (warm)" in capsys.readouterr().out
     report = json.loads(out.read_text())

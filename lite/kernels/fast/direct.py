@@ -50,6 +50,7 @@ rows reads all the weights), so those stay with im2col."""
 _f32, _i64 = ir.FloatType(), ir.IntType(64)
 _vector = ir.VectorType(_f32, LANES)
 ONE = np.float32(1)
+NO_RESIDUAL = np.zeros(0, np.float32)
 
 
 def fits(geometry: Geometry, channels: int, group: int) -> bool:
@@ -131,14 +132,15 @@ class DirectPlan:
 
     def rows(self, weights: np.ndarray, phases: np.ndarray, wide: np.ndarray, out: np.ndarray, image: int,
              bias: np.ndarray, lo: np.float32, hi: np.float32, code: int = CLIP_CODE, alpha: np.float32 = ONE,
-             first: int = 0, last: int | None = None) -> None:
+             first: int = 0, last: int | None = None, residual: np.ndarray | None = None) -> None:
         """Output rows ``first`` to ``last - 1`` (default all) of ``out[image]``, every channel, as
-        clip(sum + bias, lo, hi), then the activation of ``code``
+        clip(sum + bias (+ residual, out's shape), lo, hi), then the activation of ``code``
         (``lite.kernels.fast.activation.EPILOGUE_CODES``) with ``alpha``; ``wide`` is this
         call's own scratch (``scratch[1]``)."""
         last = self.oh if last is None else last
+        added = NO_RESIDUAL if residual is None else residual.reshape(-1)
         rows(weights, phases, self.offsets, wide, out, image, bias, lo, hi, code, alpha, self.wq, self.band,
-             first, last)
+             first, last, added)
 
     def warm(self) -> None:
         """Compiles the kernel now (at build), not in the first predict."""
@@ -166,7 +168,7 @@ def fill_all(x, image, copies, stride, plane, phases):
 
 
 @jit
-def rows(weights, phases, offsets, wide, out, image, bias, lo, hi, code, alpha, wq, band, first, last):
+def rows(weights, phases, offsets, wide, out, image, bias, lo, hi, code, alpha, wq, band, first, last, residual):
     """Output rows ``first`` to ``last - 1``, ``band`` rows at a time: the band's wide plane in
     tiles, all row blocks of each tile in turn (its B rows stay in L1), then the band's rows out."""
     blocks, terms, stride = weights.shape[0], offsets.size, wide.shape[1]
@@ -177,32 +179,38 @@ def rows(weights, phases, offsets, wide, out, image, bias, lo, hi, code, alpha, 
             for block in range(blocks):
                 tile(weights[block].ctypes.data, phases.ctypes.data + (start + column) * 4, offsets.ctypes.data,
                      terms, wide.ctypes.data + (block * ROWS * stride + column) * 4, stride)
-        write_out(wide, out, image, bias, lo, hi, code, alpha, wq, top, bottom)
+        write_out(wide, out, image, bias, lo, hi, code, alpha, wq, top, bottom, residual)
 
 
 @jit
-def write_out(wide, out, image, bias, lo, hi, code, alpha, wq, top, bottom):
+def write_out(wide, out, image, bias, lo, hi, code, alpha, wq, top, bottom, residual):
     """Rows ``top`` to ``bottom - 1`` of out[image] from the band's wide plane (from row ``top``),
-    with bias, clip and activation."""
+    with bias, the residual (flat, as out; empty for none), clip and activation."""
     channels, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     flat, zero = out.reshape(out.size), out.dtype.type(0)
     for o in range(channels):
         shift, base = bias[o], ((image * channels + o) * oh + top) * ow
         for row in range(bottom - top):
-            for i in range(ow):
-                flat[_u(base + row * ow + i)] = min(max(wide[o, row * wq + i] + shift, lo), hi)
+            at = base + row * ow
+            if residual.size:  # NOTE: two loops, not a test in one, so both vectorize
+                for i in range(ow):
+                    flat[_u(at + i)] = min(max(wide[o, row * wq + i] + shift + residual[_u(at + i)], lo), hi)
+            else:
+                for i in range(ow):
+                    flat[_u(at + i)] = min(max(wide[o, row * wq + i] + shift, lo), hi)
         if code != CLIP_CODE:  # NOTE: over the band, not row by row: short rows vectorize poorly
             activate_run(flat, base, (bottom - top) * ow, zero, code, alpha)
 
 
 # The block of the rows on the crew (``lite.kernels.fast.crew.Jobs``):
 _WEIGHTS, _BLOCKS, _TERMS, _PHASES, _PHASES_N, _OFFSETS, _STRIDE, _OUT, _N, _C, _OH, _OW = range(12)
-_IMAGE, _BIAS, _LO, _HI, _ALPHA, _CODE, _WQ, _BAND = range(12, 20)
-_HEADER, _PER_PIECE = 20, 3  # then (first, last, wide) for each piece
+_IMAGE, _BIAS, _LO, _HI, _ALPHA, _CODE, _WQ, _BAND, _RESIDUAL, _RESIDUAL_N = range(12, 22)
+_HEADER, _PER_PIECE = 22, 3  # then (first, last, wide) for each piece
 
 
 def crew_jobs(plan: DirectPlan, weights: np.ndarray, phases: np.ndarray, wides: list[np.ndarray], out: np.ndarray,
-              image: int, bias: np.ndarray, lo, hi, code: int, alpha, bounds: list[tuple[int, int]]):
+              image: int, bias: np.ndarray, lo, hi, code: int, alpha, bounds: list[tuple[int, int]],
+              residual: np.ndarray | None = None):
     """``plan.rows``' pieces of ``bounds`` as jobs for the crew, each with its wide plane of
     ``wides`` (its arguments otherwise)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
@@ -214,7 +222,9 @@ def crew_jobs(plan: DirectPlan, weights: np.ndarray, phases: np.ndarray, wides: 
         out.ctypes.data, *out.shape
     block[[_IMAGE, _BIAS, _CODE, _WQ, _BAND]] = image, bias.ctypes.data, code, plan.wq, plan.band
     block[_LO:_CODE].view(np.float64)[:] = lo, hi, alpha
-    return Jobs(rows_job, block, len(bounds), (weights, phases, plan.offsets, *wides, out, bias))
+    added = NO_RESIDUAL if residual is None else residual.reshape(-1)
+    block[[_RESIDUAL, _RESIDUAL_N]] = added.ctypes.data, added.size
+    return Jobs(rows_job, block, len(bounds), (weights, phases, plan.offsets, *wides, out, bias, added))
 
 
 def rows_job(index, data, extra):
@@ -229,6 +239,7 @@ def rows_job(index, data, extra):
     wide = carray(as_pointer(block[piece + 2]), (blocks * ROWS, block[_STRIDE]), np.float32)
     out = carray(as_pointer(block[_OUT]), (n, c, oh, ow), np.float32)
     bias = carray(as_pointer(block[_BIAS]), (c,), np.float32)
+    residual = carray(as_pointer(block[_RESIDUAL]), (block[_RESIDUAL_N],), np.float32)
     lo, hi, alpha = np.float32(floats[_LO]), np.float32(floats[_HI]), np.float32(floats[_ALPHA])
     rows(weights, phases, offsets, wide, out, block[_IMAGE], bias, lo, hi, block[_CODE], alpha, block[_WQ],
-         block[_BAND], block[piece], block[piece + 1])
+         block[_BAND], block[piece], block[piece + 1], residual)

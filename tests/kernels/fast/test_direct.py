@@ -147,3 +147,28 @@ def test_rows_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, w_shape, 
     np.testing.assert_allclose(conv(x, w, b, attrs, threads), reference, rtol=1e-4, atol=1e-5)
     output_rows = reference.shape[2]
     assert len(runs) == (x_shape[0] if output_rows > 1 else 0)  # each image's rows on the crew
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1], CASES[5], CASES[9]])
+def test_a_residual_is_added_before_the_activation(threads, x_shape, w_shape, attrs):
+    """As ``lite.fusion`` sets it: relu(conv + bias + residual), written out by the rows (on the crew
+    with two threads)."""
+    from lite.kernels.parallel import KernelThreads
+    from lite.tensor import Tensor
+    from tests.kernels.test_conv import build
+
+    x, w, b = operands(x_shape, w_shape, seed=5)
+    plain = {k: v for k, v in attrs.items() if k != "activation_type"}
+    linear = conv(x, w, b, plain)
+    residual = np.random.default_rng(6).standard_normal(linear.shape).astype(np.float32)
+    kernel = build("Conv2DFusion", {"group": 1, **plain}, [x, w, b])
+    kernel.threads = KernelThreads(threads)
+    kernel.residual = Tensor("residual", np.float32, residual.shape, data=residual)
+    kernel.residual_activation = "RELU"
+    kernel.prepare()
+    kernel.resize()
+    assert kernel.plan_steps == kernel.fast_direct_steps and kernel.takes_residual
+    with kernel.threads.lent():
+        kernel.execute()
+    np.testing.assert_allclose(kernel.outputs[0].data, np.maximum(linear + residual, 0), rtol=1e-4, atol=1e-5)
