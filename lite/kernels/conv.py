@@ -168,6 +168,12 @@ class Conv2DFusion(ConvBase):
       each tap is copied as OH full rows of its plane (long contiguous runs), a chunk of
       channels at a time; the matmul (C, O/C, KH*KW) by (N, C, KH*KW, OH * plane width) fills
       a buffer whose valid columns, plus the bias, are the output.
+
+    Where compiled kernels run (``lite.kernels.fast``), three more take the shapes they measure
+    faster on: depthwise 2-D convolutions run ``fast.depthwise``; float32 2-D convolutions of
+    one group with few input terms (C * KH * KW up to ``fast.direct.MAX_TERMS``: stems, 3x3
+    on up to 128 channels) run ``fast.direct``; larger constant 3x3 stride-1 ones run Winograd
+    (``fast.winograd``) where it beats im2col.
     """
 
     def infer_shapes(self) -> list[tuple[int, ...]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -135,7 +136,7 @@ class MaxPoolFusion(Pool):
 
     reduce = np.maximum
     max_outputs = 2  # values, indices
-    compiled = None  # lite.kernels.fast.pool.max_pool bound to the geometry, where it runs (set by resize)
+    compiled = None  # lite.kernels.fast.pool.max_pool's geometry arguments, where it runs (set by resize)
 
     def check_attrs(self) -> None:
         super().check_attrs()
@@ -164,17 +165,37 @@ class MaxPoolFusion(Pool):
 
             pool.warm(self.inputs[0].dtype.name)
             begins = self.geometry(x)[0]
-            self.compiled = functools.partial(pool.max_pool, kh=self.kernel_size[0], kw=self.kernel_size[1],
-                                              sh=self.strides[0], sw=self.strides[1], dh=self.dilations[0],
-                                              dw=self.dilations[1], pt=begins[0], pl=begins[1],
-                                              lowest=self.inputs[0].dtype.type(-np.inf))
+            self.compiled = {"kh": self.kernel_size[0], "kw": self.kernel_size[1], "sh": self.strides[0],
+                             "sw": self.strides[1], "dh": self.dilations[0], "dw": self.dilations[1],
+                             "pt": begins[0], "pl": begins[1], "lowest": self.inputs[0].dtype.type(-np.inf)}
+            if self.inputs[0].dtype == np.float32 and self.threads.crew() is not None:
+                from lite.kernels.fast.crew import warm
+
+                warm(pool.pool_job)
+        self.step_key = self.step = None
 
     def execute(self) -> None:
         x, out = self.inputs[0].data, self.outputs[0].data
-        if self.compiled is not None and x.shape == self.planned and fast.takes(x):
-            self.compiled(x, out)
+        if self.compiled is not None and x.shape == self.planned and fast.takes(x, out):
+            if self.step_key is None or self.step_key[0] is not x or self.step_key[1] is not out:
+                self.step_key, self.step = (x, out), self.compiled_step(x, out)
+            self.step()
         else:
             super().execute()
+
+    def compiled_step(self, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        """The compiled max pool of these arrays, its planes shared out among the model's threads
+        (on the crew where it runs, for float32)."""
+        from lite.kernels.fast import pool
+
+        def piece(_: int, first: int, last: int) -> Callable[[], None]:
+            return functools.partial(pool.max_pool, x, out, **self.compiled, first=first, last=last)
+
+        planes = x.shape[0] * x.shape[1]
+        step, bounds = self.threads.loop_step(planes, piece), self.threads.loop_bounds(planes)
+        if x.dtype == np.float32 and len(bounds) > 1 and self.threads.crew() is not None:
+            step = self.threads.crew_step(pool.crew_jobs(x, out, self.compiled, bounds), step)
+        return step
 
     def combine(self, source: np.ndarray, out: np.ndarray) -> None:
         if len(self.outputs) == 1:
