@@ -234,8 +234,8 @@ class Conv2DFusion(ConvBase):
 
     def direct(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...], ends: tuple[int, ...],
                out_sizes: tuple[int, ...]) -> bool:
-        """Whether the compiled direct kernel for few input channels runs (``lite.kernels.fast.direct``):
-        2-D, float32, one group, several taps and few terms (a network's stem)."""
+        """Whether the compiled direct kernel runs (``lite.kernels.fast.direct``): 2-D, float32, one
+        group, several taps and at most ``MAX_TERMS`` terms (stems, 3x3 on up to 128 channels)."""
         if self.rank != 2 or self.inputs[0].dtype != np.float32 or not fast.enabled():
             return False
         from lite.kernels.fast import direct  # NOTE: imports the compiler: only when used
@@ -350,8 +350,8 @@ class Conv2DFusion(ConvBase):
         return [*steps, loop]
 
     def plan_fast_direct(self, geometry: Geometry, out_c: int) -> None:
-        """The compiled direct kernel (``lite.kernels.fast.direct``): phases, then the wide plane's
-        column tiles shared out among the model's threads, then its valid columns."""
+        """The compiled direct kernel (``lite.kernels.fast.direct``): the input's phases, then bands
+        of output rows shared out among the model's threads (a wide plane for each piece)."""
         from lite.kernels.fast.direct import DirectPlan, rows_job
 
         self.direct_plan = plan = DirectPlan(geometry, out_c)
