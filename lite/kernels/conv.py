@@ -270,17 +270,23 @@ class Conv2DFusion(ConvBase):
                        bias: Tensor | None) -> list[Step]:
         """Input transform, 36 products, output transform with bias, residual and activation."""
         x, steps = fast.compiled_input(x)
-        residual = None if self.residual is None else self.residual.data
-        activation = self.activation if residual is None else self.residual_activation
-        later = []
-        if residual is not None and not compilable(out, residual):
-            later, residual, activation = epilogue_steps(out, None, residual, activation), None, "NO_ACTIVATION"
+        residual, activation, later = self.compiled_residual(out)
         if self.epilogue_activation is not None:
             later.append(activation_epilogue_step(out, None, *self.epilogue_activation))
         terms = compiled_terms(None if bias is None else bias.data, out.shape[1], activation, out.dtype)
         winograd = self.winograd_plan.steps(x, self.winograd_weights, *terms, residual, out, buffers,
                                             self.threads.matmul_step)
         return [*steps, *self.transforms_on_crew(winograd, x, out, buffers), *self.on_crew(later)]
+
+    def compiled_residual(self, out: np.ndarray) -> tuple[np.ndarray | None, str, list[Step]]:
+        """(residual, activation, later steps) for a compiled kernel's own epilogue: the fused
+        residual (``lite.fusion``) and the activation after it; where compiled code cannot take
+        the residual, none, no activation, and the epilogue steps that add both afterwards."""
+        residual = None if self.residual is None else self.residual.data
+        activation = self.activation if residual is None else self.residual_activation
+        if residual is not None and not compilable(out, residual):
+            return None, "NO_ACTIVATION", epilogue_steps(out, None, residual, activation)
+        return residual, activation, []
 
     def transforms_on_crew(self, steps: list[Step], x: np.ndarray, out: np.ndarray,
                            buffers: list[np.ndarray]) -> list[Step]:
@@ -366,10 +372,7 @@ class Conv2DFusion(ConvBase):
         with its own wide plane), written out with bias, residual and activation."""
         plan, (phases, *wides), out_c = self.direct_plan, buffers, out.shape[1]
         packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
-        residual = None if self.residual is None else self.residual.data
-        activation, later = self.activation if residual is None else self.residual_activation, []
-        if residual is not None and not compilable(out, residual):
-            later, residual, activation = epilogue_steps(out, None, residual, activation), None, "NO_ACTIVATION"
+        residual, activation, later = self.compiled_residual(out)
         terms = compiled_terms(None if bias is None else bias.data, out_c, activation, out.dtype)
         code, alpha = activation_code(self.epilogue_activation, out.dtype)
         x, steps = fast.compiled_input(x)

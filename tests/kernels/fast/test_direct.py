@@ -149,11 +149,12 @@ def test_rows_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, w_shape, 
     assert len(runs) == (x_shape[0] if output_rows > 1 else 0)  # each image's rows on the crew
 
 
+@pytest.mark.parametrize("contiguous", [True, False])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1], CASES[5], CASES[9]])
-def test_a_residual_is_added_before_the_activation(threads, x_shape, w_shape, attrs):
+def test_a_residual_is_added_before_the_activation(threads, contiguous, x_shape, w_shape, attrs):
     """As ``lite.fusion`` sets it: relu(conv + bias + residual), written out by the rows (on the crew
-    with two threads)."""
+    with two threads); a residual compiled code cannot take (a strided view) by the epilogue after."""
     from lite.kernels.parallel import KernelThreads
     from lite.tensor import Tensor
     from tests.kernels.test_conv import build
@@ -161,7 +162,9 @@ def test_a_residual_is_added_before_the_activation(threads, x_shape, w_shape, at
     x, w, b = operands(x_shape, w_shape, seed=5)
     plain = {k: v for k, v in attrs.items() if k != "activation_type"}
     linear = conv(x, w, b, plain)
-    residual = np.random.default_rng(6).standard_normal(linear.shape).astype(np.float32)
+    rng = np.random.default_rng(6)
+    residual = rng.standard_normal(linear.shape).astype(np.float32) if contiguous else \
+        rng.standard_normal((*linear.shape[:-1], 2 * linear.shape[-1])).astype(np.float32)[..., ::2]
     kernel = build("Conv2DFusion", {"group": 1, **plain}, [x, w, b])
     kernel.threads = KernelThreads(threads)
     kernel.residual = Tensor("residual", np.float32, residual.shape, data=residual)
