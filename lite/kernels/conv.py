@@ -334,6 +334,8 @@ class Conv2DFusion(ConvBase):
     def fast_depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                              bias: Tensor | None) -> list[Step]:
         """The compiled kernel with bias and activation fused, on the model's threads."""
+        from lite.kernels.fast.depthwise import crew_jobs
+
         out_c = self.out_shape[1]
         # NOTE: a copy of the weight: a read-only one from the model file would be another type to the compiler
         terms = compiled_terms(None if bias is None else bias.data, out_c, self.activation, out.dtype)
@@ -341,19 +343,16 @@ class Conv2DFusion(ConvBase):
         kernel = np.array(self.fast_plan.arrange(weights.reshape(out_c, 1, *self.fast_plan.geometry.kernel)), copy=True)
         (x, steps), out = fast.compiled_input(x.reshape(self.x_shape)), out.reshape(self.out_shape)
         count, per = out.shape[0] * out_c, len(self.fast_plan.scratch)
-        bounds = self.threads.loop_bounds(count)
-        scratch = [buffers[i * per:(i + 1) * per] for i in range(len(bounds))]  # NOTE: each piece its own
+        # NOTE: each piece its own scratch
+        scratch = [buffers[i * per:(i + 1) * per] for i in range(self.threads.loop_pieces(count))]
 
         def piece(index: int, first: int, last: int) -> Step:
             return partial(self.fast_plan.run, x, kernel, *terms, out, scratch[index], first, last, code, alpha)
 
-        loop = self.threads.loop_step(count, piece)
-        if out.dtype == np.float32 and len(bounds) > 1 and self.threads.crew() is not None:
-            from lite.kernels.fast.depthwise import crew_jobs
+        def jobs(bounds: list[tuple[int, int]]) -> Step:
+            return crew_jobs(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code, alpha)
 
-            loop = self.threads.crew_step(crew_jobs(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code,
-                                                    alpha), loop)
-        return [*steps, loop]
+        return [*steps, self.threads.crew_loop(count, piece, jobs if out.dtype == np.float32 else None)]
 
     def plan_fast_direct(self, geometry: Geometry, out_c: int) -> None:
         """The compiled direct kernel (``lite.kernels.fast.direct``): the input's phases, then bands
@@ -370,25 +369,23 @@ class Conv2DFusion(ConvBase):
                           bias: Tensor | None) -> list[Step]:
         """Per image: its phases, then bands of output rows (on the model's threads, each piece
         with its own wide plane), written out with bias, residual and activation."""
+        from lite.kernels.fast.direct import crew_jobs
+
         plan, (phases, *wides), out_c = self.direct_plan, buffers, out.shape[1]
         packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
         residual, activation, later = self.compiled_residual(out)
         terms = compiled_terms(None if bias is None else bias.data, out_c, activation, out.dtype)
         code, alpha = activation_code(self.epilogue_activation, out.dtype)
         x, steps = fast.compiled_input(x)
-        bounds = self.threads.loop_bounds(plan.oh)
         for image in range(x.shape[0]):
             def piece(index: int, first: int, last: int, image: int = image) -> Step:
                 return partial(plan.rows, packed, phases, wides[index], out, image, *terms, code, alpha, first, last,
                                residual)
 
-            rows = self.threads.loop_step(plan.oh, piece)
-            if len(bounds) > 1 and self.threads.crew() is not None:
-                from lite.kernels.fast.direct import crew_jobs
+            def jobs(bounds: list[tuple[int, int]], image: int = image) -> Step:
+                return crew_jobs(plan, packed, phases, wides, out, image, *terms, code, alpha, bounds, residual)
 
-                rows = self.threads.crew_step(crew_jobs(plan, packed, phases, wides, out, image, *terms, code, alpha,
-                                                        bounds, residual), rows)
-            steps += [partial(plan.fill, x, image, phases), rows]
+            steps += [partial(plan.fill, x, image, phases), self.threads.crew_loop(plan.oh, piece, jobs)]
         return steps + self.on_crew(later)
 
     def plan_depthwise(self, g: Geometry, out_c: int) -> None:

@@ -160,6 +160,16 @@ class KernelThreads:
                 self._team = crew()
         return self._team
 
+    def crew_loop(self, count: int, piece: Callable[[int, int, int], Callable[[], None]],
+                  jobs: Callable[[list[tuple[int, int]]], Callable[[], None]] | None = None) -> Callable[[], None]:
+        """``loop_step(count, piece)``; where the loop has several pieces and the crew runs, a
+        ``crew_step`` running ``jobs(bounds)`` (the same pieces as crew jobs) on idle cores instead.
+        ``jobs`` None: the loop has no crew form (a dtype without one)."""
+        loop, bounds = self.loop_step(count, piece), self.loop_bounds(count)
+        if jobs is None or len(bounds) < 2 or self.crew() is None:
+            return loop
+        return self.crew_step(jobs(bounds), loop)
+
     def crew_step(self, native: Callable[[], None], dynamic: Callable[[], None]) -> Callable[[], None]:
         """A step running ``native`` (jobs for the crew) on idle cores and ``dynamic`` (the same
         work in pieces for these Python threads) when other processes keep the cores busy."""

@@ -191,11 +191,10 @@ class MaxPoolFusion(Pool):
         def piece(_: int, first: int, last: int) -> Callable[[], None]:
             return functools.partial(pool.max_pool, x, out, **self.compiled, first=first, last=last)
 
-        planes = x.shape[0] * x.shape[1]
-        step, bounds = self.threads.loop_step(planes, piece), self.threads.loop_bounds(planes)
-        if x.dtype == np.float32 and len(bounds) > 1 and self.threads.crew() is not None:
-            step = self.threads.crew_step(pool.crew_jobs(x, out, self.compiled, bounds), step)
-        return step
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return pool.crew_jobs(x, out, self.compiled, bounds)
+
+        return self.threads.crew_loop(x.shape[0] * x.shape[1], piece, jobs if x.dtype == np.float32 else None)
 
     def combine(self, source: np.ndarray, out: np.ndarray) -> None:
         if len(self.outputs) == 1:

@@ -136,3 +136,20 @@ def test_dynamic_threads_share_the_pieces_out():
     threads.loop_step(8, piece)()
     assert len(seen) == 2
 
+
+@pytest.mark.parametrize("thread_num, crew, with_jobs, on_crew", [
+    (2, True, True, True), (2, True, False, False), (2, False, True, False), (1, True, True, False)])
+def test_a_crew_loop_runs_its_jobs_only_with_a_crew_and_several_pieces(monkeypatch, thread_num, crew, with_jobs,
+                                                                       on_crew):
+    threads, made, ran = KernelThreads(thread_num), [], []
+    monkeypatch.setattr(threads, "crew", lambda: object() if crew else None)
+
+    def jobs(bounds):
+        made.append(bounds)
+        return lambda: ran.append("crew")
+
+    step = threads.crew_loop(10, lambda index, first, last: lambda: ran.append((first, last)),
+                             jobs if with_jobs else None)
+    step()
+    assert made == ([threads.loop_bounds(10)] if on_crew else [])
+    assert ran == (["crew"] if on_crew else threads.loop_bounds(10))
