@@ -70,10 +70,13 @@ def test_matches_onnxruntime_on_a_mobilenet_layer():
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("activation", "function"), [
+EPILOGUE_ACTIVATIONS = [  # (an EPILOGUE_CODES activation, its float64 reference of (values, alpha))
     ("SWISH", lambda v, a: v / (1 + np.exp(-a * v.astype(np.float64)))),
     ("HARD_SWISH", lambda v, _a: v * np.clip(v.astype(np.float64) / 6 + 0.5, 0, 1)),
-])
+]
+
+
+@pytest.mark.parametrize(("activation", "function"), EPILOGUE_ACTIVATIONS)
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1], CASES[5], CASES[11], CASES[15]])
 def test_an_activation_replaces_the_clip(monkeypatch, activation, function, x_shape, w_shape, attrs):
     from lite.kernels.fast.activation import EPILOGUE_CODES
@@ -97,22 +100,14 @@ def test_an_activation_replaces_the_clip(monkeypatch, activation, function, x_sh
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
-def test_planes_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs):
-    from lite.kernels.parallel import KernelThreads
-
-    threads = KernelThreads(2)
-    if threads.crew() is None:
-        pytest.skip("no crew here")
+def test_planes_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_shape, w_shape, attrs):
+    threads, runs = crew_runs
     rng = np.random.default_rng([7, *x_shape, *w_shape])
     x, w = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     reference = conv(x, w, b, attrs)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
-    from lite.kernels.fast.crew import Jobs
-
-    runs, crew_run = [], Jobs.__call__
-    monkeypatch.setattr(Jobs, "__call__", lambda self: runs.append(self) or crew_run(self))
     got = run_kernel("Conv2DFusion", {"group": x.shape[1], **attrs}, [x, w, b], threads=threads)[0]
     np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
     assert len(runs) == 1  # the planes ran on the crew

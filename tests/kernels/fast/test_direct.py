@@ -9,6 +9,7 @@ import pytest
 from lite.kernels import fast
 from lite.kernels.fast import direct
 from lite.kernels.window import Geometry
+from tests.kernels.fast.test_depthwise import EPILOGUE_ACTIVATIONS
 from tests.kernels.harness import run_kernel
 from tests.kernels.test_conv import onnx_attrs, onnx_reference
 
@@ -106,10 +107,7 @@ def test_matches_onnxruntime_on_real_layers(x_shape, w_shape, attrs):
         np.testing.assert_allclose(conv(x, w, b, attrs, threads), expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("activation", "function"), [
-    ("SWISH", lambda v, a: v / (1 + np.exp(-a * v.astype(np.float64)))),
-    ("HARD_SWISH", lambda v, _a: v * np.clip(v.astype(np.float64) / 6 + 0.5, 0, 1)),
-])
+@pytest.mark.parametrize(("activation", "function"), EPILOGUE_ACTIVATIONS)
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1], CASES[4], CASES[8]])
 def test_an_activation_follows_the_clip(monkeypatch, activation, function, x_shape, w_shape, attrs):
     from lite.kernels.fast.activation import EPILOGUE_CODES
@@ -131,19 +129,12 @@ def test_an_activation_follows_the_clip(monkeypatch, activation, function, x_sha
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
-def test_rows_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs):
-    from lite.kernels.fast.crew import Jobs
-    from lite.kernels.parallel import KernelThreads
-
-    threads = KernelThreads(2)
-    if threads.crew() is None:
-        pytest.skip("no crew here")
+def test_rows_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_shape, w_shape, attrs):
+    threads, runs = crew_runs
     x, w, b = operands(x_shape, w_shape, seed=4)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     reference = conv(x, w, b, attrs)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
-    runs, crew_run = [], Jobs.__call__
-    monkeypatch.setattr(Jobs, "__call__", lambda self: runs.append(self) or crew_run(self))
     np.testing.assert_allclose(conv(x, w, b, attrs, threads), reference, rtol=1e-4, atol=1e-5)
     output_rows = reference.shape[2]
     assert len(runs) == (x_shape[0] if output_rows > 1 else 0)  # each image's rows on the crew

@@ -57,18 +57,11 @@ def test_other_pools_stay_on_numpy(monkeypatch, x, attrs):
 
 
 @pytest.mark.parametrize(("x_shape", "attrs"), CASES)
-def test_planes_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, attrs):
-    from lite.kernels.fast.crew import Jobs
-    from lite.kernels.parallel import KernelThreads
-
-    threads = KernelThreads(2)
-    if threads.crew() is None:
-        pytest.skip("no crew here")
+def test_planes_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_shape, attrs):
+    threads, runs = crew_runs
     x = np.random.default_rng([9, *x_shape]).standard_normal(x_shape).astype(np.float32)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     reference = max_pool(x, attrs)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
-    runs, crew_run = [], Jobs.__call__
-    monkeypatch.setattr(Jobs, "__call__", lambda self: runs.append(self) or crew_run(self))
     np.testing.assert_array_equal(run_kernel("MaxPoolFusion", attrs, [x], threads=threads)[0], reference)
     assert len(runs) == (1 if x_shape[0] * x_shape[1] > 1 else 0)  # the planes ran on the crew

@@ -88,19 +88,13 @@ def test_matches_onnxruntime_on_a_resnet_layer():
 
 @pytest.mark.parametrize("with_bias", [True, False])
 @pytest.mark.parametrize(("x_shape", "out_channels", "attrs"), CASES)
-def test_transforms_on_the_crew_match_the_numpy_kernel(monkeypatch, x_shape, out_channels, attrs, with_bias):
-    from lite.kernels.fast.crew import Jobs
-    from lite.kernels.parallel import KernelThreads
-
-    threads = KernelThreads(2)
-    if threads.crew() is None:
-        pytest.skip("no crew here")
+def test_transforms_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_shape, out_channels, attrs,
+                                                       with_bias):
+    threads, runs = crew_runs
     x, w, b = operands(x_shape, out_channels, np.float32, with_bias)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     reference = conv(x, w, b, attrs)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
-    ran, crew_run = [], Jobs.__call__
-    monkeypatch.setattr(Jobs, "__call__", lambda self: ran.append(self.job) or crew_run(self))
     got = run_kernel("Conv2DFusion", {"group": 1, **attrs}, [x, w] + ([] if b is None else [b]), threads=threads)[0]
     np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-4)
-    assert len(set(ran)) == 2  # the input and the output transform ran on the crew
+    assert len({run.job for run in runs}) == 2  # the input and the output transform ran on the crew
