@@ -217,9 +217,8 @@ class Conv2DFusion(ConvBase):
                 self.plan_fast_depthwise(geometry, out_c)
             else:
                 self.plan_depthwise(geometry, out_c)
-        elif self.direct(x, w, begins, ends, out_sizes):
-            self.plan_fast_direct(Geometry(x, tuple(kernel), self.strides, self.dilations, begins, ends, out_sizes),
-                                  out_c)
+        elif (geometry := self.direct_geometry(x, w, begins, ends, out_sizes)) is not None:
+            self.plan_fast_direct(geometry, out_c)
         elif self.winograd(x, w, out_sizes):
             self.plan_winograd(x, out_c, begins, out_sizes)
         else:
@@ -232,16 +231,17 @@ class Conv2DFusion(ConvBase):
         return self.plan_steps in (self.direct_steps, self.im2col_steps, self.winograd_steps,
                                    self.fast_direct_steps)
 
-    def direct(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...], ends: tuple[int, ...],
-               out_sizes: tuple[int, ...]) -> bool:
-        """Whether the compiled direct kernel runs (``lite.kernels.fast.direct``): 2-D, float32, one
-        group, several taps and at most ``MAX_TERMS`` terms (stems, 3x3 on up to 128 channels)."""
+    def direct_geometry(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
+                        ends: tuple[int, ...], out_sizes: tuple[int, ...]) -> Geometry | None:
+        """The geometry the compiled direct kernel runs (``lite.kernels.fast.direct``), or None where
+        it does not: it takes 2-D float32 convolutions of one group with several taps and at most
+        ``MAX_TERMS`` terms (stems, 3x3 on up to 128 channels)."""
         if self.rank != 2 or self.inputs[0].dtype != np.float32 or not fast.enabled():
-            return False
+            return None
         from lite.kernels.fast import direct  # NOTE: imports the compiler: only when used
 
         geometry = Geometry(x, tuple(w[2:]), self.strides, self.dilations, begins, ends, out_sizes)
-        return direct.fits(geometry, x[1], self.group)
+        return geometry if direct.fits(geometry, x[1], self.group) else None
 
     def winograd(self, x: tuple[int, ...], w: tuple[int, ...], out_sizes: tuple[int, ...]) -> bool:
         """Whether Winograd F(4x4, 3x3) runs: a constant 3x3 stride-1 weight, one group, a compiled
