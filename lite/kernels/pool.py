@@ -20,7 +20,15 @@ from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.reduce import sum_trailing, summing_ones
 from lite.kernels.registry import register
-from lite.kernels.window import Planes, check_input_rank, check_pads, check_window_taps, window_list, window_rank
+from lite.kernels.window import (
+    Geometry,
+    Planes,
+    check_input_rank,
+    check_pads,
+    check_window_taps,
+    window_list,
+    window_rank,
+)
 from lite.ops.dtypes import FLOATS, NUMBERS
 from lite.ops.geometry import ROUND_MODES, ceil_rounds, effective, output_size, window_counts, window_pads
 
@@ -136,7 +144,7 @@ class MaxPoolFusion(Pool):
 
     reduce = np.maximum
     max_outputs = 2  # values, indices
-    compiled = None  # lite.kernels.fast.pool.max_pool's geometry arguments, where it runs (set by resize)
+    compiled = None  # the plan of lite.kernels.fast.pool's max pool, where it runs (set by resize)
 
     def check_attrs(self) -> None:
         super().check_attrs()
@@ -162,12 +170,12 @@ class MaxPoolFusion(Pool):
         if self.rank == 2 and not self.is_global and len(self.outputs) == 1 and fast.enabled() \
                 and self.inputs[0].dtype.name in fast.FAST_DTYPES:
             from lite.kernels.fast import pool  # NOTE: imports the compiler: only when used
+            from lite.kernels.fast.depthwise import DepthwisePlan
 
             pool.warm(self.inputs[0].dtype.name)
-            begins = self.geometry(x)[0]
-            self.compiled = {"kh": self.kernel_size[0], "kw": self.kernel_size[1], "sh": self.strides[0],
-                             "sw": self.strides[1], "dh": self.dilations[0], "dw": self.dilations[1],
-                             "pt": begins[0], "pl": begins[1], "lowest": self.inputs[0].dtype.type(-np.inf)}
+            begins, ends, out_sizes = self.geometry(x)
+            self.compiled = DepthwisePlan(Geometry(x, self.kernel_size, self.strides, self.dilations, begins, ends,
+                                                   out_sizes))
             if self.inputs[0].dtype == np.float32 and self.threads.crew() is not None:
                 from lite.kernels.fast.crew import warm
 
@@ -188,11 +196,13 @@ class MaxPoolFusion(Pool):
         (on the crew where it runs, for float32)."""
         from lite.kernels.fast import pool
 
+        lowest = x.dtype.type(-np.inf)
+
         def piece(_: int, first: int, last: int) -> Callable[[], None]:
-            return functools.partial(pool.max_pool, x, out, **self.compiled, first=first, last=last)
+            return functools.partial(pool.run, self.compiled, x, out, lowest, first, last)
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            return pool.crew_jobs(x, out, self.compiled, bounds)
+            return pool.crew_jobs(self.compiled, x, out, lowest, bounds)
 
         return self.threads.crew_loop(x.shape[0] * x.shape[1], piece, jobs if x.dtype == np.float32 else None)
 

@@ -19,6 +19,10 @@ CASES = [
     ((1, 2, 15, 16), {"kernel_size": (3, 3), "strides": (2, 2), "dilation": (2, 2), "pad_list": (2, 2, 2, 2)}),
     ((1, 3, 10, 11), {"kernel_size": (3, 3), "strides": (3, 2), "pad_mode": "SAME_UPPER"}),
     ((3, 1, 7, 7), {"kernel_size": (7, 7), "strides": (1, 1)}),
+    ((1, 6, 28, 28), {"kernel_size": (3, 3), "strides": (1, 1), "pad_list": (1, 1, 1, 1)}),  # one pass of nine taps
+    ((1, 4, 20, 19), {"kernel_size": (5, 5), "strides": (1, 1), "pad_list": (2, 2, 2, 2)}),  # passes of three
+    ((2, 3, 17, 16), {"kernel_size": (4, 4), "strides": (4, 4), "round_mode": "CEIL"}),  # stride 4
+    ((1, 2, 9, 9), {"kernel_size": (1, 1), "strides": (2, 2)}),  # one tap
 ]
 
 
@@ -41,7 +45,7 @@ def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, attrs, dtype):
 def test_every_case_runs_the_compiled_kernel(monkeypatch):
     pool.warm("float32")
     calls = []
-    monkeypatch.setattr(pool, "max_pool", lambda x, out, **geometry: calls.append(x.shape))
+    monkeypatch.setattr(pool, "run", lambda plan, x, *rest: calls.append(x.shape))
     for x_shape, attrs in CASES:
         max_pool(np.zeros(x_shape, np.float32), attrs)
     assert calls == [shape for shape, _ in CASES]
@@ -52,7 +56,7 @@ def test_every_case_runs_the_compiled_kernel(monkeypatch):
     (np.zeros((1, 2, 6, 6), np.int32), {"kernel_size": (2, 2)}),  # an integer dtype
 ])
 def test_other_pools_stay_on_numpy(monkeypatch, x, attrs):
-    monkeypatch.setattr(pool, "max_pool", lambda *args, **kwargs: pytest.fail("the compiled kernel ran"))
+    monkeypatch.setattr(pool, "run", lambda *args, **kwargs: pytest.fail("the compiled kernel ran"))
     max_pool(x, attrs)
 
 
