@@ -262,8 +262,8 @@ class Engine:
 
     def choose_threads(self) -> None:
         """The crew (or BLAS's own pool) on idle cores; the kernels' dynamic chunks when other processes
-        keep them busy."""
-        dynamic = self.context.thread_num > 1 and load_monitor().contended()
+        kept them busy at the last sample (``LoadMonitor.sample_later`` after each run)."""
+        dynamic = self.context.thread_num > 1 and load_monitor().latest()
         self.threads.dynamic = dynamic
         self.threads.staff()  # NOTE: before BLAS may split a product into more jobs than the crew has threads
         limit_blas_threads(1 if dynamic else self.context.thread_num)
@@ -290,6 +290,9 @@ class Engine:
             raise
         except Exception as exc:
             raise self._execute_error(kernel, exc) from exc
+        finally:
+            if self.context.thread_num > 1:
+                load_monitor().sample_later()  # NOTE: for the next run, on a helper thread: not in this one
 
     def _execute_error(self, kernel: Kernel, exc: Exception) -> LiteError:
         partition = self.log.partitions.get(kernel)

@@ -45,27 +45,54 @@ class LoadMonitor:
     own CPU time: the difference is what other processes used. It samples at most every
     ``interval`` seconds (the answer in between is the last one) and answers False where
     /proc/stat cannot be read (then ``available`` is False).
+
+    A predict asks ``latest()`` (the last answer, no sample) and then ``sample_later()``: a sample
+    that is due is taken on a helper thread, after the predict, not in it. After an idle spell,
+    the first read of /proc/stat took about 0.2 ms (its open, cold), 5% of a 4 ms predict.
     """
 
     def __init__(self, interval: float = 0.1, threshold: float = 0.5):
         self.interval, self.threshold = interval, threshold
-        self.available = os.path.exists(_PROC_STAT)
         self._busy = False
+        self._lock = threading.Lock()
+        self._due = threading.Event()
+        self._sampler: threading.Thread | None = None
         self._last = self._sample()
+        self.available = self._last is not None
 
     def contended(self) -> bool:
         """Whether other processes used at least ``threshold`` of a core since the last sample."""
-        if not self.available or time.perf_counter() - self._last[0] < self.interval:
+        with self._lock:
+            if not self.available or time.perf_counter() - self._last[0] < self.interval:
+                return self._busy
+            now = self._sample()
+            if now is None or self._last is None:
+                self.available = False
+                return False
+            wall, ticks, own = (b - a for a, b in zip(self._last, now, strict=True))
+            self._last = now
+            others = ticks / _TICKS_PER_SECOND - own
+            self._busy = others / wall >= self.threshold
             return self._busy
-        now = self._sample()
-        if now is None or self._last is None:
-            self.available = False
-            return False
-        wall, ticks, own = (b - a for a, b in zip(self._last, now, strict=True))
-        self._last = now
-        others = ticks / _TICKS_PER_SECOND - own
-        self._busy = others / wall >= self.threshold
+
+    def latest(self) -> bool:
+        """The last answer of ``contended()``, without sampling."""
         return self._busy
+
+    def sample_later(self) -> None:
+        """Has the helper thread call ``contended()`` when a sample is due (else nothing)."""
+        if not self.available or time.perf_counter() - self._last[0] < self.interval:
+            return
+        if self._sampler is None:
+            self._sampler = threading.Thread(target=self._serve, name="lite-load-monitor", daemon=True)
+            self._sampler.start()
+        self._due.set()
+
+    def _serve(self) -> None:
+        while self.available:
+            self._due.wait()
+            self._due.clear()
+            self.contended()
 
     def _sample(self) -> tuple[float, float, float] | None:
         """(wall clock, busy ticks of all cores, this process's CPU seconds), or None."""

@@ -192,7 +192,7 @@ def test_activation_fusion_charges_the_convolution_and_needs_the_compiler(monkey
 def test_a_fused_depthwise_activation_shared_among_busy_threads(monkeypatch):
     from lite import threads
 
-    monkeypatch.setattr(threads.LoadMonitor, "contended", lambda self: True)  # the runtime's own threads run
+    monkeypatch.setattr(threads.LoadMonitor, "latest", lambda self: True)  # the runtime's own threads run
     onnx_model = conv_then("silu", channels=16, group=16)
     model = lite.Model()
     model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=2))

@@ -66,6 +66,25 @@ def test_the_load_monitor_counts_what_other_processes_use(tmp_path, monkeypatch,
     assert monitor.contended() is expected
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs /proc/stat")
+def test_a_run_samples_the_load_after_it_on_a_helper_thread(monkeypatch):
+    monitor = threads.LoadMonitor(interval=0.0)
+    sampled, done = [], threading.Event()
+    sample = threads.LoadMonitor._sample
+
+    def recorded(self):
+        sampled.append(threading.current_thread())
+        done.set()
+        return sample(self)
+
+    monkeypatch.setattr(threads, "_monitor", monitor)
+    monkeypatch.setattr(threads.LoadMonitor, "_sample", recorded)
+    model = lite.Model()
+    model.build(convert(conv_net()), lite.ModelType.LITE, lite.Context(thread_num=2))
+    model.predict([np.zeros((1, 16, 32, 32), np.float32)])
+    assert done.wait(5) and sampled and threading.main_thread() not in sampled
+
+
 def test_the_load_monitor_answers_no_without_proc_stat(tmp_path, monkeypatch):
     monkeypatch.setattr(threads, "_PROC_STAT", str(tmp_path / "missing"))
     monitor = threads.LoadMonitor(interval=0.0)
@@ -91,7 +110,7 @@ def test_the_load_monitor_sees_a_busy_process():
 def test_a_model_on_dynamic_chunks_matches_onnxruntime(monkeypatch, thread_num):
     runs = []
     monkeypatch.setattr(parallel.Crew, "run", counting(parallel.Crew.run, runs))
-    monkeypatch.setattr(threads.LoadMonitor, "contended", lambda self: True)
+    monkeypatch.setattr(threads.LoadMonitor, "latest", lambda self: True)
     onnx_model = conv_net()
     model = lite.Model()
     model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=thread_num))
@@ -105,7 +124,7 @@ def test_a_model_on_dynamic_chunks_matches_onnxruntime(monkeypatch, thread_num):
 def test_idle_cores_leave_products_whole_to_blas(monkeypatch):
     runs = []
     monkeypatch.setattr(parallel.Crew, "run", counting(parallel.Crew.run, runs))
-    monkeypatch.setattr(threads.LoadMonitor, "contended", lambda self: False)
+    monkeypatch.setattr(threads.LoadMonitor, "latest", lambda self: False)
     onnx_model = conv_net()
     model = lite.Model()
     model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=2))
