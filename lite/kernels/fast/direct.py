@@ -9,12 +9,12 @@ one plane per channel), where each of the K terms is a contiguous run, and a reg
 accumulates all K terms with vector FMAs, reading its B rows in place. The wide plane's extra
 columns are dropped as each tile is copied into the output, with the bias and activation.
 
-The tile is LLVM IR (``<16 x float>`` vectors; LLVM splits them where the machine's are
-narrower). Measured in models against the im2col or Winograd plan they replace, interleaved
-(ms, one thread / two): MobileNetV2's 3->32 3x3 stride-2 stem 0.78 / 0.70 against 1.30 / 1.24;
-ResNet-50's 7x7 stem 3.7 / 2.1 against 5.3 / 3.7; SqueezeNet's 16->64 3x3 at 55 x 55 0.80 / 0.59
-against 1.24 / 0.98 and its 32->128 at 27 x 27 0.72 / 0.48 against Winograd's 1.28 / 0.87;
-the Inception block's 96->128 at 28 x 28 0.90 / 0.84 of Winograd's time (paired runs).
+The tile is ``lite.kernels.fast.tile``'s. Measured in models against the im2col or Winograd
+plan they replace, interleaved (ms, one thread / two): MobileNetV2's 3->32 3x3 stride-2 stem
+0.78 / 0.70 against 1.30 / 1.24; ResNet-50's 7x7 stem 3.7 / 2.1 against 5.3 / 3.7; SqueezeNet's
+16->64 3x3 at 55 x 55 0.80 / 0.59 against 1.24 / 0.98 and its 32->128 at 27 x 27 0.72 / 0.48
+against Winograd's 1.28 / 0.87; the Inception block's 96->128 at 28 x 28 0.90 / 0.84 of
+Winograd's time (paired runs).
 """
 
 from __future__ import annotations
@@ -22,20 +22,17 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from llvmlite import ir
 from numba import carray, types
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.depthwise import DepthwisePlan, fill_phases
+from lite.kernels.fast.tile import FLOAT, INDEX, ROWS, WIDTH, emit_tile
 from lite.kernels.window import Geometry
 
-ROWS, LANES, VECTORS = 8, 16, 3
-WIDTH = LANES * VECTORS  # wide positions a tile computes
 BAND_FLOATS = 32768
 """About how many floats of the wide plane a band of output rows takes (128 KB: in L2 from its
 tiles to its copy into the output)."""
@@ -47,8 +44,6 @@ of times, one thread / two): 64->64 at 56 x 56 0.85-0.92 / 0.80-0.83 of Winograd
 channels (2304 terms) 0.82-0.95 / 1.09-1.12 of im2col, and with 512 1.2 / 2.0 (every piece of
 rows reads all the weights), so those stay with im2col."""
 
-_f32, _i64 = ir.FloatType(), ir.IntType(64)
-_vector = ir.VectorType(_f32, LANES)
 ONE = np.float32(1)
 NO_RESIDUAL = np.zeros(0, np.float32)
 
@@ -66,41 +61,12 @@ def tile(typingctx, weights, phases, offsets, terms, wide, stride):
     (``stride`` floats apart) and WIDTH columns j; every argument an address or a count."""
     def codegen(context, builder, signature, args):
         weights_at, phases_at, offsets_at, count, wide_at, row_stride = args
-        floats, vectors = _f32.as_pointer(), _vector.as_pointer()
+        floats = FLOAT.as_pointer()
         weights_p, phases_p = builder.inttoptr(weights_at, floats), builder.inttoptr(phases_at, floats)
-        offsets_p, wide_p = builder.inttoptr(offsets_at, _i64.as_pointer()), builder.inttoptr(wide_at, floats)
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_vector, [_vector] * 3),
-                                             f"llvm.fma.v{LANES}f32")
-        entry, loop = builder.block, builder.append_basic_block("tile.loop")
-        done = builder.append_basic_block("tile.done")
-        builder.branch(loop)
-        builder.position_at_end(loop)
-        k = builder.phi(_i64)
-        sums = [builder.phi(_vector) for _ in range(ROWS * VECTORS)]
-        row = builder.gep(phases_p, [builder.load(builder.gep(offsets_p, [k]))])
-        b = [builder.load(builder.bitcast(builder.gep(row, [_i64(j * LANES)]), vectors), align=4)
-             for j in range(VECTORS)]
-        a_row = builder.gep(weights_p, [builder.mul(k, _i64(ROWS))])
-        broadcast = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
-        updated = []
-        for r in range(ROWS):
-            weight = builder.load(builder.gep(a_row, [_i64(r)]))
-            scalar = builder.insert_element(ir.Constant(_vector, ir.Undefined), weight, _i64(0))
-            a = builder.shuffle_vector(scalar, ir.Constant(_vector, ir.Undefined), broadcast)
-            updated += [builder.call(fma, [a, b[j], sums[r * VECTORS + j]]) for j in range(VECTORS)]
-        following = builder.add(k, _i64(1))
-        k.add_incoming(_i64(0), entry)
-        k.add_incoming(following, loop)
-        for phi, value in zip(sums, updated, strict=True):
-            phi.add_incoming(ir.Constant(_vector, [0.0] * LANES), entry)
-            phi.add_incoming(value, loop)
-        builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
-        builder.position_at_end(done)
-        for r in range(ROWS):
-            start = builder.gep(wide_p, [builder.mul(row_stride, _i64(r))])
-            for j in range(VECTORS):
-                builder.store(updated[r * VECTORS + j], builder.bitcast(builder.gep(start, [_i64(j * LANES)]), vectors),
-                              align=4)
+        offsets_p, wide_p = builder.inttoptr(offsets_at, INDEX.as_pointer()), builder.inttoptr(wide_at, floats)
+        emit_tile(builder, lambda k, r: builder.gep(weights_p, [builder.add(builder.mul(k, INDEX(ROWS)), INDEX(r))]),
+                  lambda k: builder.gep(phases_p, [builder.load(builder.gep(offsets_p, [k]))]), count, wide_p,
+                  row_stride)
         return context.get_dummy_value()
     return types.void(*(types.int64,) * 6), codegen
 

@@ -1,0 +1,60 @@
+"""The register tile of the compiled products: ``ROWS`` x ``WIDTH`` sums of K terms in vector FMAs.
+
+Each of the K terms adds, for ROWS rows r and WIDTH columns j, ``a(k, r) * b(k)[j]``: ROWS
+scalars of the left operand, each broadcast, times one row of WIDTH floats of the right one
+(``VECTORS`` vectors of ``LANES`` floats). The 24 sums stay in registers for all K terms and are
+stored once. It is LLVM IR (``<16 x float>`` vectors: LLVM splits them where the machine's are
+narrower); its users (``lite.kernels.fast.direct``, ``lite.kernels.fast.gemm``) say where
+a(k, r) and b(k) lie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+from numba.core import cgutils
+
+ROWS, LANES, VECTORS = 8, 16, 3
+WIDTH = LANES * VECTORS  # columns a tile computes
+
+FLOAT, INDEX = ir.FloatType(), ir.IntType(64)
+VECTOR = ir.VectorType(FLOAT, LANES)
+
+
+def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value],
+              row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value) -> None:
+    """Emits the tile: for k below ``count`` (at least one), the sums ``out[r * stride + j] = sum of
+    a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
+    first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows."""
+    vectors = VECTOR.as_pointer()
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(VECTOR, [VECTOR] * 3),
+                                         f"llvm.fma.v{LANES}f32")
+    entry, loop = builder.block, builder.append_basic_block("tile.loop")
+    done = builder.append_basic_block("tile.done")
+    builder.branch(loop)
+    builder.position_at_end(loop)
+    k = builder.phi(INDEX)
+    sums = [builder.phi(VECTOR) for _ in range(ROWS * VECTORS)]
+    start = row(k)
+    b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), vectors), align=4)
+         for j in range(VECTORS)]
+    broadcast = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+    updated = []
+    for r in range(ROWS):
+        lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), builder.load(scalar(k, r)), INDEX(0))
+        a = builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined), broadcast)
+        updated += [builder.call(fma, [a, b[j], sums[r * VECTORS + j]]) for j in range(VECTORS)]
+    following = builder.add(k, INDEX(1))
+    k.add_incoming(INDEX(0), entry)
+    k.add_incoming(following, loop)
+    for phi, value in zip(sums, updated, strict=True):
+        phi.add_incoming(ir.Constant(VECTOR, [0.0] * LANES), entry)
+        phi.add_incoming(value, loop)
+    builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
+    builder.position_at_end(done)
+    for r in range(ROWS):
+        first = builder.gep(out, [builder.mul(stride, INDEX(r))])
+        for j in range(VECTORS):
+            builder.store(updated[r * VECTORS + j], builder.bitcast(builder.gep(first, [INDEX(j * LANES)]), vectors),
+                          align=4)
