@@ -3,12 +3,16 @@ Attention: scaled dot-product attention."""
 
 from __future__ import annotations
 
+import math
+import operator
+from functools import partial
+
 import numpy as np
 
 from lite.kernels import fast
-from lite.kernels.base import NativeKernel
+from lite.kernels.base import NativeKernel, Step
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import apply_fused_activation, fused_activation
+from lite.kernels.fused import apply_fused_activation, clip_bounds, fused_activation
 from lite.kernels.registry import register
 from lite.ops.attention import attention_shapes
 from lite.ops.dtypes import FLOATS
@@ -65,7 +69,49 @@ class MatMulFusion(NativeKernel):
     def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         return [(transposed(self.input_shape(0), self.transpose_a), transposed(self.input_shape(1), self.transpose_b))]
 
+    packed: np.ndarray | None = None  # b as lite.kernels.fast.gemm packed it, where that runs (set by resize)
+    packed_from: np.ndarray | None = None  # the b it packed
+
+    def resize(self) -> None:
+        self.step_key = self.step = None
+        if not self.packs():
+            self.packed = self.packed_from = None
+            return
+        from lite.kernels.fast import gemm  # NOTE: imports the compiler: only when used
+
+        gemm.warm()
+        b = self.inputs[1].data
+        if self.packed_from is not b:
+            self.packed, self.packed_from = gemm.pack(b.T if self.transpose_b else b), b
+        if self.threads.crew() is not None:
+            from lite.kernels.fast.crew import warm
+
+            warm(gemm.product_job)
+
+    def packs(self) -> bool:
+        """Whether ``lite.kernels.fast.gemm`` runs this product: float32, a constant 2-D b, a with at
+        least ``MIN_ROWS`` rows (batch axes flattened into rows), a bias varying along the last
+        axis only, and a clip activation or none."""
+        a, b = self.input_shape(0), self.input_shape(1)
+        if not (fast.enabled() and self.inputs[0].dtype == np.float32 and self.inputs[1].dtype == np.float32
+                and self.inputs[1].is_const and len(b) == 2 and len(a) >= 2 and not self.transpose_a and min(b) > 0):
+            return False
+        from lite.kernels.fast.gemm import MIN_ROWS
+
+        bias = self.inputs[2] if len(self.inputs) > 2 else None
+        return math.prod(a[:-1]) >= MIN_ROWS and (bias is None or (math.prod(bias.shape[:-1]) == 1
+                                                                    and bias.dtype == np.float32))
+
     def execute(self) -> None:
+        if self.packed is not None and fast.takes(self.outputs[0].data):
+            a, out = self.inputs[0].data, self.outputs[0].data
+            bias = self.inputs[2].data if len(self.inputs) > 2 and self.inputs[2] is not None else None
+            key = (a, out, bias)
+            if self.step_key is None or not all(map(operator.is_, key, self.step_key)):
+                self.step_key, self.step = key, self.packed_steps(a, out)
+            for step in self.step:
+                step()
+            return
         a, b = self.inputs[0].data, self.inputs[1].data
         if self.transpose_a and a.ndim >= 2:
             a = a.swapaxes(-1, -2)
@@ -79,6 +125,28 @@ class MatMulFusion(NativeKernel):
         if len(self.inputs) > 2 and self.inputs[2] is not None:
             np.add(out, self.inputs[2].data, out=out)
         apply_fused_activation(out, self.activation)
+
+    def packed_steps(self, a: np.ndarray, out: np.ndarray) -> list[Step]:
+        """The packed product of these arrays: a as (rows, K) (a contiguous copy where it is not),
+        the bias as a vector over the columns, its panels on the model's threads."""
+        from lite.kernels.fast import gemm
+
+        a, steps = fast.compiled_input(a)
+        rows, n = a.reshape(-1, a.shape[-1]), out.shape[-1]
+        flat = out.reshape(-1, n)
+        bias = self.inputs[2] if len(self.inputs) > 2 else None
+        vector = np.zeros(n, np.float32)
+        if bias is not None:
+            steps.append(partial(np.copyto, vector, bias.data.reshape(bias.shape[-1:] or (1,))))
+        lo, hi = (np.float32(bound) for bound in clip_bounds(self.activation, out.dtype) or (-np.inf, np.inf))
+
+        def piece(_: int, first: int, last: int) -> Step:
+            return partial(gemm.product, rows, self.packed, vector, lo, hi, flat, first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Step:
+            return gemm.crew_jobs(rows, self.packed, vector, lo, hi, flat, bounds)
+
+        return [*steps, self.threads.crew_loop(self.packed.shape[0], piece, jobs)]
 
 
 @register("Attention", dtypes=FLOATS)

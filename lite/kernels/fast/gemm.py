@@ -1,0 +1,128 @@
+"""Products with a constant right operand packed once: y = clip(a @ b + bias, lo, hi), float32.
+
+A transformer's linear layers multiply activations a (M, K) by a constant weight b (K, N). BLAS
+packs b into its own panels on every call (a 768 x 3072 weight: 9.4 MB copied per product) and
+adds the bias in a second pass. Here b is packed once, at build, into panels of ``WIDTH``
+columns (each panel K rows of WIDTH contiguous floats, the last one zero-padded), and
+``lite.kernels.fast.tile``'s register tile reads ``ROWS`` rows of a in place (no copy of a) and
+one panel; each panel's columns get the bias and the clip while they are in cache. The panels
+are independent, so threads take ranges of them (the crew's jobs; each reads all of a).
+
+Measured on a BERT-style encoder at one thread (d=768, seq 128, paired runs in one process),
+the model's predict took 0.95 of the time with these products in place of BLAS's.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import carray, types
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
+from numba.extending import intrinsic
+
+from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.tile import FLOAT, ROWS, WIDTH, emit_tile
+
+MIN_ROWS = ROWS
+"""Products with fewer rows of a stay with BLAS: a tile computes ROWS rows whatever the count."""
+
+
+@intrinsic
+def tile(typingctx, a, a_stride, panel, terms, out, out_stride):
+    """out[r, j] = sum over k < terms of a[r * a_stride + k] * panel[k * WIDTH + j], for ROWS rows r
+    (``out_stride`` floats apart) and WIDTH columns j; every argument an address or a count."""
+    def codegen(context, builder, signature, args):
+        a_at, a_step, panel_at, count, out_at, out_step = args
+        floats = FLOAT.as_pointer()
+        a_p, panel_p, out_p = (builder.inttoptr(at, floats) for at in (a_at, panel_at, out_at))
+        rows = [builder.gep(a_p, [builder.mul(a_step, a_step.type(r))]) for r in range(ROWS)]
+        emit_tile(builder, lambda k, r: builder.gep(rows[r], [k]),
+                  lambda k: builder.gep(panel_p, [builder.mul(k, k.type(WIDTH))]), count, out_p, out_step)
+        return context.get_dummy_value()
+    return types.void(*(types.int64,) * 6), codegen
+
+
+def pack(b: np.ndarray) -> np.ndarray:
+    """b (K, N) as ``product`` reads it: (panels, K, WIDTH) float32, zero columns past N."""
+    k, n = b.shape
+    panels = -(-n // WIDTH)
+    padded = np.zeros((k, panels * WIDTH), np.float32)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, WIDTH).transpose(1, 0, 2))
+
+
+def panel_count(n: int) -> int:
+    """How many panels a right operand of ``n`` columns packs into."""
+    return -(-n // WIDTH)
+
+
+@jit
+def product(a, packed, bias, lo, hi, out, first, last):
+    """Columns of panels ``first`` to ``last - 1`` of out (M, N) = clip(a (M, K) @ b + bias, lo, hi),
+    b packed by ``pack``; a and out C-contiguous, M at least ROWS."""
+    m, k = a.shape
+    n = out.shape[1]
+    spare = np.empty((ROWS, WIDTH), np.float32)
+    for panel in range(first, last):
+        column = panel * WIDTH
+        count = min(WIDTH, n - column)
+        for row in range(0, m, ROWS):
+            top = min(row, m - ROWS)  # NOTE: the last block overlaps the one before rather than run short
+            if count == WIDTH:
+                tile(a.ctypes.data + top * k * 4, k, packed[panel].ctypes.data, k,
+                     out.ctypes.data + (top * n + column) * 4, n)
+            else:
+                tile(a.ctypes.data + top * k * 4, k, packed[panel].ctypes.data, k, spare.ctypes.data, WIDTH)
+                for r in range(ROWS):
+                    for j in range(count):
+                        out[top + r, column + j] = spare[r, j]
+        _finish(out, bias, lo, hi, column, count)
+
+
+@jit
+def _finish(out, bias, lo, hi, column, count):
+    """out[:, column:column + count] = clip(out + bias, lo, hi), the panel's columns in cache."""
+    for r in range(out.shape[0]):
+        for j in range(count):
+            out[r, _u(column + j)] = min(max(out[r, _u(column + j)] + bias[_u(column + j)], lo), hi)
+
+
+@functools.cache
+def warm() -> None:
+    """Compiles ``product`` now (at build), not in the first predict."""
+    a, out = np.zeros((ROWS, 2), np.float32), np.zeros((ROWS, 3), np.float32)
+    compiled(product, a, pack(np.zeros((2, 3), np.float32)), np.zeros(3, np.float32), np.float32(-np.inf),
+             np.float32(np.inf), out, 0, 1)
+
+
+# The block of a product on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
+_A, _M, _K, _PACKED, _PANELS, _BIAS, _OUT, _N, _LO, _HI = range(10)
+_HEADER = 10
+
+
+def crew_jobs(a: np.ndarray, packed: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, out: np.ndarray,
+              bounds: list[tuple[int, int]]):
+    """The product's panels as jobs for the crew, one per piece of ``bounds`` (``product``'s
+    arguments otherwise)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_HEADER, bounds)
+    block[[_A, _M, _K, _PACKED, _PANELS]] = a.ctypes.data, *a.shape, packed.ctypes.data, packed.shape[0]
+    block[[_BIAS, _OUT, _N]] = bias.ctypes.data, out.ctypes.data, out.shape[1]
+    block[_LO:_HEADER].view(np.float64)[:] = lo, hi
+    return Jobs(product_job, block, len(bounds), (a, packed, bias, out))
+
+
+def product_job(index, data, extra):
+    """Piece ``index`` of the product that the block at ``data`` describes."""
+    block = carray(data, (_HEADER + 2 * (index + 1),), np.int64)
+    floats = carray(data, (_HEADER,), np.float64)
+    m, k, n = block[_M], block[_K], block[_N]
+    a = carray(as_pointer(block[_A]), (m, k), np.float32)
+    packed = carray(as_pointer(block[_PACKED]), (block[_PANELS], k, WIDTH), np.float32)
+    bias = carray(as_pointer(block[_BIAS]), (n,), np.float32)
+    out = carray(as_pointer(block[_OUT]), (m, n), np.float32)
+    piece = _HEADER + 2 * index
+    product(a, packed, bias, np.float32(floats[_LO]), np.float32(floats[_HI]), out, block[piece], block[piece + 1])
