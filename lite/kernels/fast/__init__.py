@@ -7,7 +7,8 @@ numpy kernel it stands in for. The compiler is numba; where it cannot be importe
 Compiled code is cached on disk (``$DELITE_NUMBA_CACHE``, else ``$XDG_CACHE_HOME/delite/numba``
 or ``~/.cache/delite/numba``), so only the first process on a machine pays for compiling; the
 seconds spent compiling in this process are in ``compile_seconds()`` (``Model.build_timings``
-reports them as "jit").
+reports them as "jit"). The cache's subfolder is named after the compiler options and the
+sources compiled code reads (``SOURCES``); the ``KEPT_CACHES`` most recently used subfolders stay.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +43,10 @@ def numba_module() -> ModuleType | None:
     except Exception:  # NOTE: a broken install (llvmlite mismatch) raises more than ImportError
         return None
     if not os.environ.get("NUMBA_CACHE_DIR"):  # NOTE: not via the environment, which child processes inherit
-        numba.config.CACHE_DIR = str(cache_directory() / _options_key())
+        folder = cache_directory() / _cache_key()
+        if not folder.is_dir():
+            _prune(folder.parent)
+        numba.config.CACHE_DIR = str(folder)
     return numba
 
 
@@ -65,11 +70,33 @@ def jit(function):
     return numba_module().njit(**JIT_OPTIONS)(function)
 
 
-def _options_key() -> str:
-    """A cache subfolder named after JIT_OPTIONS: numba's cache keys on the source, not on the
-    options, so code compiled with other options must not be found."""
-    text = ",".join(f"{k}={v}" for k, v in sorted(JIT_OPTIONS.items()))
-    return "jit-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+SOURCES = (Path(__file__).parent, Path(__file__).parents[1] / "elementwise.py",
+           Path(__file__).parents[2] / "ops" / "activation.py")
+"""What compiled code reads: every module of this package, and the two that give it constants."""
+KEPT_CACHES = 3
+
+
+def _cache_key() -> str:
+    """A cache subfolder named after JIT_OPTIONS and the SOURCES. numba's cache keys each function
+    on its own file alone, not on the options, nor on the other files' functions and constants
+    it compiled in: after an activation changed in activation.py, the depthwise kernel cached
+    from depthwise.py kept the old one."""
+    digest = hashlib.sha256(",".join(f"{k}={v}" for k, v in sorted(JIT_OPTIONS.items())).encode())
+    for source in SOURCES:
+        for path in sorted(source.glob("*.py")) if source.is_dir() else [source]:
+            digest.update(path.name.encode() + path.read_bytes())
+    return "jit-" + digest.hexdigest()[:12]
+
+
+def _prune(parent: Path) -> None:
+    """Removes all but the KEPT_CACHES - 1 most recently modified ``jit-*`` subfolders of ``parent``
+    (the caches of other versions of the sources), before a new one is made."""
+    try:
+        folders = sorted(parent.glob("jit-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for folder in folders[KEPT_CACHES - 1:]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def takes(*arrays: np.ndarray) -> bool:
