@@ -5,10 +5,11 @@
   the convolution's epilogue adds its bias and the shortcut and applies the Add's activation in
   one pass, writing straight into the Add's output.
 - EfficientNet's and MobileNetV3's convolutions are followed by a SiLU (Activation SWISH) or a
-  hard swish that ``activation_type`` cannot express. Where the Activation alone reads the
-  convolution's output, the two run as one ``ConvActivation`` kernel: the epilogue (or the
-  depthwise kernel as it writes each plane) applies the activation while the output is in cache,
-  instead of a second pass over it.
+  hard swish, a transformer's first feed-forward layer by a GELU, which ``activation_type``
+  cannot express. Where the Activation alone reads the convolution's or the linear layer's
+  (MatMulFusion's) output, the two run as one ``ProducerActivation`` kernel: the epilogue (or
+  the depthwise kernel as it writes each plane, the packed product as it writes each panel)
+  applies the activation while the output is in cache, instead of a second pass over it.
 
 Both are compiled (``lite.kernels.fast``). Delegates never see this: it runs after they built,
 on the native kernels they left, and ``partition_report()`` still lists every node.
@@ -38,7 +39,7 @@ class ConvResidual(Kernel):
     def __init__(self, conv: NativeKernel, add: NativeKernel, residual: Tensor):
         super().__init__([*conv.inputs, residual], list(add.outputs), name=f"{conv.name}+{add.name}")
         self.conv, self.add, self.residual = conv, add, residual
-        self.parts = (conv, add)
+        self.producer, self.parts = conv, (conv, add)
         self.fused = False
 
     @property
@@ -71,38 +72,38 @@ class ConvResidual(Kernel):
             self.add.execute()
 
 
-class ConvActivation(Kernel):
-    """A Conv2DFusion and the Activation that alone reads its output, run as one kernel (``parts``:
-    a profile charges the time to the convolution)."""
+class ProducerActivation(Kernel):
+    """A Conv2DFusion or MatMulFusion and the Activation that alone reads its output, run as one
+    kernel (``parts``: a profile charges the time to the producer)."""
 
-    def __init__(self, conv: NativeKernel, activation: NativeKernel):
-        super().__init__(list(conv.inputs), list(activation.outputs), name=f"{conv.name}+{activation.name}")
-        self.conv, self.activation = conv, activation
-        self.parts = (conv, activation)
+    def __init__(self, producer: NativeKernel, activation: NativeKernel):
+        super().__init__(list(producer.inputs), list(activation.outputs), name=f"{producer.name}+{activation.name}")
+        self.producer, self.activation = producer, activation
+        self.parts = (producer, activation)
 
     @property
     def type(self) -> str:
-        return f"{self.conv.type}+{self.activation.type}"
+        return f"{self.producer.type}+{self.activation.type}"
 
     def resize(self) -> None:
-        self.conv.epilogue_activation = (self.activation.attrs["activation_type"], float(self.activation.alpha))
-        self.conv.resize()
+        self.producer.epilogue_activation = (self.activation.attrs["activation_type"], float(self.activation.alpha))
+        self.producer.resize()
 
     def unfuse(self) -> None:
-        """Gives the convolution back its own epilogue (when the build does not fuse the pair after all)."""
-        self.conv.epilogue_activation = None
-        self.conv.resize()
+        """Gives the producer back its own epilogue (when the build does not fuse the pair after all)."""
+        self.producer.epilogue_activation = None
+        self.producer.resize()
 
     def execute(self) -> None:
-        self.conv.outputs[0].data = self.outputs[0].data
-        self.conv.execute()
+        self.producer.outputs[0].data = self.outputs[0].data
+        self.producer.execute()
 
 
 def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list[Tensor],
          native: set[Kernel]) -> list[Kernel]:
     """``kernels`` with each fusable convolution + residual Add pair replaced by a ConvResidual and
-    each convolution + Activation pair by a ConvActivation, at the place of the later kernel (the
-    convolution's inputs are still alive there: the later kernel reads its output).
+    each convolution or linear layer + Activation pair by a ProducerActivation, at the place of the
+    later kernel (the producer's inputs are still alive there: the later kernel reads its output).
 
     Args:
         kernels: what runs, in order.
@@ -121,24 +122,25 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
         if (pair := _residual_pair(later, producer, readers, outputs, native)) is not None:
             if pair[0] not in fused:
                 fused[pair[0]] = fused[later] = ConvResidual(*pair)
-        elif (conv := _activation_producer(later, producer, readers, outputs)) is not None and conv not in fused:
-            fused[conv] = fused[later] = ConvActivation(conv, later)
-    return [fused.get(k, k) for k in kernels if not (k in fused and fused[k].conv is k)]
+        elif (first := _activation_producer(later, producer, readers, outputs)) is not None and first not in fused:
+            fused[first] = fused[later] = ProducerActivation(first, later)
+    return [fused.get(k, k) for k in kernels if not (k in fused and fused[k].producer is k)]
 
 
 def _activation_producer(activation: Kernel, producer: dict[Tensor, Kernel], readers: Counter,
                          outputs: list[Tensor]) -> NativeKernel | None:
-    """The convolution whose float32 output only ``activation`` reads, when its epilogue can apply it."""
+    """The convolution or linear layer whose float32 output only ``activation`` reads, when its
+    epilogue can apply it."""
     from lite.kernels.fast.activation import EPILOGUE_CODES  # NOTE: imports the compiler: only when used
 
     if activation.type != "Activation" or activation.attrs["activation_type"] not in EPILOGUE_CODES:
         return None
     inner = activation.inputs[0]
-    conv = producer.get(inner)
-    if (conv is None or conv.type != "Conv2DFusion" or conv.activation != "NO_ACTIVATION" or readers[inner] != 1
-            or inner in outputs or np.dtype(inner.dtype).name != "float32"):
+    first = producer.get(inner)
+    if (first is None or first.type not in ("Conv2DFusion", "MatMulFusion") or first.activation != "NO_ACTIVATION"
+            or readers[inner] != 1 or inner in outputs or np.dtype(inner.dtype).name != "float32"):
         return None
-    return conv
+    return first
 
 
 def _residual_pair(add: Kernel, producer: dict[Tensor, Kernel], readers: Counter, outputs: list[Tensor],

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.delegates.onnxruntime import ORTDelegate
-from lite.fusion import ConvActivation, ConvResidual
+from lite.fusion import ConvResidual, ProducerActivation
 from lite.kernels import fast
 from lite.tools.converter import convert
 from tests.oracle import relative_l2, run_onnxruntime
@@ -116,15 +116,30 @@ def test_a_profile_charges_the_fused_time_to_the_convolution():
 
 # ---- a convolution and the activation after it --------------------------------------------------------
 
+GELU_CONSTANTS = {"root2": np.array(np.sqrt(2.0)), "one": np.array(1.0), "half": np.array(0.5)}
+EPILOGUE_NAMES = {"silu": "SWISH", "hard_swish": "HARD_SWISH", "gelu": "GELU"}
+
+
+def gelu_nodes(x: str, y: str) -> list[onnx.NodeProto]:
+    """y = x * (1 + erf(x / sqrt(2))) / 2 as exporters write it (the converter fuses it into one GELU)."""
+    return [helper.make_node("Div", [x, "root2"], [f"{y}_d"]), helper.make_node("Erf", [f"{y}_d"], [f"{y}_e"]),
+            helper.make_node("Add", [f"{y}_e", "one"], [f"{y}_a"]), helper.make_node("Mul", [x, f"{y}_a"], [f"{y}_m"]),
+            helper.make_node("Mul", [f"{y}_m", "half"], [y])]
+
+
 def conv_then(activation: str, channels: int = 8, size: int = 10, group: int = 1, stride: int = 1, kernel: int = 3,
               readers=(), outputs=("y",)) -> onnx.ModelProto:
-    """x -> Conv -> SiLU (Mul of Sigmoid, as exporters write it) or HardSwish -> y, plus ``readers``."""
+    """x -> Conv -> SiLU (Mul of Sigmoid, as exporters write it), HardSwish or GELU (its Erf formula)
+    -> y, plus ``readers``."""
     inits = {"w": RNG.standard_normal((channels, channels // group, kernel, kernel)) * 0.3,
              "b": RNG.standard_normal(channels)}
     pad = kernel // 2
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, group=group, strides=[stride] * 2)]
     if activation == "silu":
         nodes += [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+    elif activation == "gelu":
+        nodes += gelu_nodes("c", "y")
+        inits.update(GELU_CONSTANTS)
     else:
         nodes.append(helper.make_node("HardSwish", ["c"], ["y"]))
     graph = helper.make_graph(
@@ -135,11 +150,11 @@ def conv_then(activation: str, channels: int = 8, size: int = 10, group: int = 1
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def fused_activations(model: lite.Model) -> list[ConvActivation]:
-    return [k for k in model._engine.kernels if isinstance(k, ConvActivation)]
+def fused_activations(model: lite.Model) -> list[ProducerActivation]:
+    return [k for k in model._engine.kernels if isinstance(k, ProducerActivation)]
 
 
-@pytest.mark.parametrize("activation", ["silu", "hard_swish"])
+@pytest.mark.parametrize("activation", ["silu", "hard_swish", "gelu"])
 @pytest.mark.parametrize(("plan", "shape"), [
     ("direct 1x1", {"kernel": 1}),
     ("im2col", {"stride": 2}),
@@ -160,7 +175,7 @@ def test_an_activation_runs_in_the_convolution_epilogue(activation, plan, shape)
         [want] = run_onnxruntime(onnx_model, {"x": x})
         assert relative_l2(got, want) < 1e-5, plan
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())  # Winograd's rounding
-    assert kernel.conv.epilogue_activation[0] == ("SWISH" if activation == "silu" else "HARD_SWISH")
+    assert kernel.producer.epilogue_activation[0] == EPILOGUE_NAMES[activation]
 
 
 @pytest.mark.parametrize("case, onnx_model", [
@@ -184,7 +199,7 @@ def test_activation_fusion_charges_the_convolution_and_needs_the_compiler(monkey
     model.resize(model.get_inputs(), [[1, 8, 10, 10]])
     model.predict([RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)], profile=profile)
     [kernel] = fused_activations(model)
-    assert profile[kernel.conv] > 0 and profile[kernel.activation] == 0.0
+    assert profile[kernel.producer] > 0 and profile[kernel.activation] == 0.0
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     assert not fused_activations(build(onnx_model))
 
@@ -200,3 +215,29 @@ def test_a_fused_depthwise_activation_shared_among_busy_threads(monkeypatch):
     got = model.predict([x])[0].get_data_to_numpy()
     assert model._engine.threads.dynamic and fused_activations(model)
     assert relative_l2(got, run_onnxruntime(onnx_model, {"x": x})[0]) < 1e-5
+
+
+# ---- a linear layer and the GELU after it -----------------------------------------------------------------
+
+def linear_then_gelu(rows: int, features: int = 20, hidden: int = 60) -> onnx.ModelProto:
+    """x (rows, features) -> MatMul + bias -> GELU (its Erf formula) -> y: a feed-forward layer's first half."""
+    inits = {"w": RNG.standard_normal((features, hidden)) * 0.3, "b": RNG.standard_normal(hidden), **GELU_CONSTANTS}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["c"]),
+             *gelu_nodes("c", "y")]
+    graph = helper.make_graph(
+        nodes, "linear_gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, features])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(("rows", "packed"), [(16, True), (3, False)])
+def test_a_gelu_runs_in_the_linear_layer_epilogue(rows, packed):
+    onnx_model = linear_then_gelu(rows)
+    model = build(onnx_model)
+    [kernel] = fused_activations(model)
+    assert kernel.producer.type == "MatMulFusion" and kernel.producer.epilogue_activation[0] == "GELU"
+    assert (kernel.producer.packed is not None) is packed  # the packed product's panels, or numpy's passes
+    x = (RNG.standard_normal((rows, 20)) * 2).astype(np.float32)
+    got = model.predict([x])[0].get_data_to_numpy()
+    np.testing.assert_allclose(got, run_onnxruntime(onnx_model, {"x": x})[0], rtol=1e-4, atol=1e-5)

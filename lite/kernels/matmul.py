@@ -12,7 +12,7 @@ import numpy as np
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step
 from lite.kernels.elementwise import check_io
-from lite.kernels.fused import apply_fused_activation, clip_bounds, fused_activation
+from lite.kernels.fused import activation_code, apply_fused_activation, clip_bounds, fused_activation
 from lite.kernels.registry import register
 from lite.ops.attention import attention_shapes
 from lite.ops.dtypes import FLOATS
@@ -70,6 +70,7 @@ class MatMulFusion(NativeKernel):
         return [(transposed(self.input_shape(0), self.transpose_a), transposed(self.input_shape(1), self.transpose_b))]
 
     packed: np.ndarray | None = None  # b as lite.kernels.fast.gemm packed it, where that runs (set by resize)
+    epilogue_activation: tuple[str, float] | None = None  # an Activation fused after (lite.fusion), (type, alpha)
     packed_from: np.ndarray | None = None  # the b it packed
 
     def resize(self) -> None:
@@ -125,6 +126,11 @@ class MatMulFusion(NativeKernel):
         if len(self.inputs) > 2 and self.inputs[2] is not None:
             np.add(out, self.inputs[2].data, out=out)
         apply_fused_activation(out, self.activation)
+        if self.epilogue_activation is not None:
+            from lite.kernels.fast.activation import COMPILED
+
+            kind, alpha = self.epilogue_activation
+            COMPILED[kind](out.reshape(-1), out.reshape(-1), np.float32(alpha))
 
     def packed_steps(self, a: np.ndarray, out: np.ndarray) -> list[Step]:
         """The packed product of these arrays: a as (rows, K) (a contiguous copy where it is not),
@@ -139,12 +145,13 @@ class MatMulFusion(NativeKernel):
         if bias is not None:
             steps.append(partial(np.copyto, vector, bias.data.reshape(bias.shape[-1:] or (1,))))
         lo, hi = (np.float32(bound) for bound in clip_bounds(self.activation, out.dtype) or (-np.inf, np.inf))
+        code, alpha = activation_code(self.epilogue_activation, out.dtype)
 
         def piece(_: int, first: int, last: int) -> Step:
-            return partial(gemm.product, rows, self.packed, vector, lo, hi, flat, first, last)
+            return partial(gemm.product, rows, self.packed, vector, lo, hi, flat, first, last, code, alpha)
 
         def jobs(bounds: list[tuple[int, int]]) -> Step:
-            return gemm.crew_jobs(rows, self.packed, vector, lo, hi, flat, bounds)
+            return gemm.crew_jobs(rows, self.packed, vector, lo, hi, flat, bounds, code, alpha)
 
         return [*steps, self.threads.crew_loop(self.packed.shape[0], piece, jobs)]
 
@@ -159,17 +166,19 @@ class Attention(NativeKernel):
         check_io(self, 3, 1)
         self.scale = float(self.attrs["scale"])
         self.softmax_jobs = (None, None)  # (the arrays they were made for, the softmax's jobs for the crew)
+        self.heads_step = (None, None)  # (the arrays it was made for, the compiled heads' step)
         if not np.isfinite(self.scale):
             self.fail(f"scale must be finite, got {self.scale}")
 
     def prepare(self) -> None:
         super().prepare()
         if fast.enabled() and self.inputs[0].dtype == np.float32:
-            from lite.kernels.fast import crew, softmax  # NOTE: imports the compiler: only when used
+            from lite.kernels.fast import attention, crew, softmax  # NOTE: imports the compiler: only when used
 
             softmax.warm()
+            attention.warm()
             if self.threads.crew() is not None:
-                crew.warm(softmax.softmax_job)
+                crew.warm(softmax.softmax_job, attention.heads_job)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         mask = self.input_shape(3) if len(self.inputs) > 3 and self.inputs[3] is not None else None
@@ -182,8 +191,14 @@ class Attention(NativeKernel):
     def execute(self) -> None:
         q, k, v = (self.inputs[i].data for i in range(3))
         scores = self.workspace.array(self.scores_shape, q.dtype)
-        self.threads.matmul(q, k, scores)
         mask = self.inputs[3].data if len(self.inputs) > 3 and self.inputs[3] is not None else None
+        if fast.enabled() and compiled_softmax_takes(scores, mask):
+            from lite.kernels.fast import attention  # NOTE: imports the compiler: only when used
+
+            if attention.takes(q, k, v, self.scores_shape) and self.heads_on_crew():
+                self.compiled_heads(q, k, v, scores, mask)
+                return
+        self.threads.matmul(q, k, scores)
         if fast.enabled() and compiled_softmax_takes(scores, mask):
             self.compiled_softmax(scores, mask)
         else:
@@ -216,6 +231,38 @@ class Attention(NativeKernel):
         if self.softmax_jobs[0] != key:
             self.softmax_jobs = key, softmax.crew_jobs(scores.reshape(-1), shape, scale, flat_mask, strides, bounds)
         self.softmax_jobs[1]()
+
+
+    def heads_on_crew(self) -> bool:
+        """Whether the heads would run as crew jobs (two or more threads on idle cores): only then
+        do the compiled heads run. At one thread BLAS's two batched products measured faster
+        (BERT's 12 heads of 128 x 64: 0.8 ms against 1.25: a 64-column v fills 96 of the tile's
+        columns); on two threads the heads as crew jobs took 0.65 of BLAS's Attention time."""
+        heads = math.prod(self.scores_shape[:-2])
+        return not self.threads.dynamic and self.threads.crew() is not None and len(self.threads.loop_bounds(heads)) > 1
+
+    def compiled_heads(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scores: np.ndarray,
+                       mask: np.ndarray | None) -> None:
+        """``lite.kernels.fast.attention``: head by head, both products and the softmax compiled, the
+        heads on the model's threads (the step made once for these arrays, again when one changes)."""
+        from lite.kernels.fast import attention, softmax
+
+        out = self.outputs[0].data
+        key = tuple((a.ctypes.data, a.shape) for a in (q, k, v, scores, out, *(() if mask is None else (mask,))))
+        if self.heads_step[0] != key:
+            shape4 = (1,) * (4 - scores.ndim) + scores.shape
+            flat_mask, strides = softmax.mask_layout(mask, shape4)
+            operands, shape, scale = attention.layout(q, k, v, scores, out), np.array(shape4, np.int64), \
+                np.float32(self.scale)
+
+            def piece(_: int, first: int, last: int) -> Step:
+                return partial(attention.heads, *operands, shape, scale, flat_mask, strides, first, last)
+
+            def jobs(bounds: list[tuple[int, int]]) -> Step:
+                return attention.crew_jobs(*operands, shape, scale, flat_mask, strides, bounds)
+
+            self.heads_step = key, self.threads.crew_loop(operands[0].shape[0], piece, jobs)
+        self.heads_step[1]()
 
 
 def compiled_softmax_takes(scores: np.ndarray, mask: np.ndarray | None) -> bool:

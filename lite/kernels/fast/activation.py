@@ -55,15 +55,20 @@ def exp32(x):
 
 
 @jit
+def gelu_of(value, alpha):
+    """x * (1 + erf(x / sqrt(2))) / 2 (alpha unused: every compiled activation takes one)."""
+    v = min(max(value * ROOT_HALF, np.float32(-4)), np.float32(4))
+    z = v * v
+    p = (((((A0 * z + A1) * z + A2) * z + A3) * z + A4) * z + A5) * z + A6
+    q = (((B0 * z + B1) * z + B2) * z + B3) * z + B4
+    return value * (HALF + HALF * (v * (p / q)))
+
+
+@jit
 def gelu_float32(x, out, alpha):
     """out = GELU(x)."""
     for i in range(x.shape[0]):
-        value = x[i]
-        v = min(max(value * ROOT_HALF, np.float32(-4)), np.float32(4))
-        z = v * v
-        p = (((((A0 * z + A1) * z + A2) * z + A3) * z + A4) * z + A5) * z + A6
-        q = (((B0 * z + B1) * z + B2) * z + B3) * z + B4
-        out[i] = value * (HALF + HALF * (v * (p / q)))
+        out[i] = gelu_of(x[i], alpha)
 
 
 @jit
@@ -109,10 +114,10 @@ def hard_swish_float32(x, out, alpha):
         out[i] = hard_swish_of(x[i], alpha)
 
 
-CLIP_CODE, SWISH_CODE, HARD_SWISH_CODE = 0, 1, 2
-EPILOGUE_CODES = {"SWISH": SWISH_CODE, "HARD_SWISH": HARD_SWISH_CODE}
-"""Activations a compiled producer (a convolution) applies at the end of its own epilogue, by the
-code its loops branch on (CLIP_CODE there: the producer's own clip)."""
+CLIP_CODE, SWISH_CODE, HARD_SWISH_CODE, GELU_CODE = 0, 1, 2, 3
+EPILOGUE_CODES = {"SWISH": SWISH_CODE, "HARD_SWISH": HARD_SWISH_CODE, "GELU": GELU_CODE}
+"""Activations a compiled producer (a convolution, a linear layer) applies at the end of its own
+epilogue, by the code its loops branch on (CLIP_CODE there: the producer's own clip)."""
 
 
 @jit
@@ -122,6 +127,9 @@ def activate_run(flat, base, length, shift, code, alpha):
     if code == SWISH_CODE:
         for i in range(length):
             flat[_u(base + i)] = swish_of(flat[_u(base + i)] + shift, alpha)
+    elif code == GELU_CODE:
+        for i in range(length):
+            flat[_u(base + i)] = gelu_of(flat[_u(base + i)] + shift, alpha)
     else:
         for i in range(length):
             flat[_u(base + i)] = hard_swish_of(flat[_u(base + i)] + shift, alpha)

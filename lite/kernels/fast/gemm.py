@@ -22,9 +22,11 @@ from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import FLOAT, ROWS, WIDTH, emit_tile
 
+ONE = np.float32(1)
 MIN_ROWS = ROWS
 """Products with fewer rows of a stay with BLAS: a tile computes ROWS rows whatever the count."""
 
@@ -59,9 +61,10 @@ def panel_count(n: int) -> int:
 
 
 @jit
-def product(a, packed, bias, lo, hi, out, first, last):
+def product(a, packed, bias, lo, hi, out, first, last, code, alpha):
     """Columns of panels ``first`` to ``last - 1`` of out (M, N) = clip(a (M, K) @ b + bias, lo, hi),
-    b packed by ``pack``; a and out C-contiguous, M at least ROWS."""
+    b packed by ``pack``, then the activation of ``code`` (``lite.kernels.fast.activation.EPILOGUE_CODES``)
+    with ``alpha``; a and out C-contiguous, M at least ROWS."""
     m, k = a.shape
     n = out.shape[1]
     spare = np.empty((ROWS, WIDTH), np.float32)
@@ -78,15 +81,20 @@ def product(a, packed, bias, lo, hi, out, first, last):
                 for r in range(ROWS):
                     for j in range(count):
                         out[top + r, column + j] = spare[r, j]
-        _finish(out, bias, lo, hi, column, count)
+        _finish(out, bias, lo, hi, column, count, code, alpha)
 
 
 @jit
-def _finish(out, bias, lo, hi, column, count):
-    """out[:, column:column + count] = clip(out + bias, lo, hi), the panel's columns in cache."""
-    for r in range(out.shape[0]):
+def _finish(out, bias, lo, hi, column, count, code, alpha):
+    """out[:, column:column + count] = clip(out + bias, lo, hi) and the activation of ``code``, the
+    panel's columns in cache."""
+    m, n = out.shape
+    flat = out.reshape(m * n)
+    for r in range(m):
         for j in range(count):
             out[r, _u(column + j)] = min(max(out[r, _u(column + j)] + bias[_u(column + j)], lo), hi)
+        if code != CLIP_CODE:
+            activate_run(flat, r * n + column, count, flat.dtype.type(0), code, alpha)
 
 
 @functools.cache
@@ -94,24 +102,24 @@ def warm() -> None:
     """Compiles ``product`` now (at build), not in the first predict."""
     a, out = np.zeros((ROWS, 2), np.float32), np.zeros((ROWS, 3), np.float32)
     compiled(product, a, pack(np.zeros((2, 3), np.float32)), np.zeros(3, np.float32), np.float32(-np.inf),
-             np.float32(np.inf), out, 0, 1)
+             np.float32(np.inf), out, 0, 1, CLIP_CODE, ONE)
 
 
 # The block of a product on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
-_A, _M, _K, _PACKED, _PANELS, _BIAS, _OUT, _N, _LO, _HI = range(10)
-_HEADER = 10
+_A, _M, _K, _PACKED, _PANELS, _BIAS, _OUT, _N, _CODE, _LO, _HI, _ALPHA = range(12)
+_HEADER = 12
 
 
 def crew_jobs(a: np.ndarray, packed: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, out: np.ndarray,
-              bounds: list[tuple[int, int]]):
+              bounds: list[tuple[int, int]], code: int = CLIP_CODE, alpha: np.float32 = ONE):
     """The product's panels as jobs for the crew, one per piece of ``bounds`` (``product``'s
     arguments otherwise)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_HEADER, bounds)
     block[[_A, _M, _K, _PACKED, _PANELS]] = a.ctypes.data, *a.shape, packed.ctypes.data, packed.shape[0]
-    block[[_BIAS, _OUT, _N]] = bias.ctypes.data, out.ctypes.data, out.shape[1]
-    block[_LO:_HEADER].view(np.float64)[:] = lo, hi
+    block[[_BIAS, _OUT, _N, _CODE]] = bias.ctypes.data, out.ctypes.data, out.shape[1], code
+    block[_LO:_HEADER].view(np.float64)[:] = lo, hi, alpha
     return Jobs(product_job, block, len(bounds), (a, packed, bias, out))
 
 
@@ -125,4 +133,5 @@ def product_job(index, data, extra):
     bias = carray(as_pointer(block[_BIAS]), (n,), np.float32)
     out = carray(as_pointer(block[_OUT]), (m, n), np.float32)
     piece = _HEADER + 2 * index
-    product(a, packed, bias, np.float32(floats[_LO]), np.float32(floats[_HI]), out, block[piece], block[piece + 1])
+    product(a, packed, bias, np.float32(floats[_LO]), np.float32(floats[_HI]), out, block[piece], block[piece + 1],
+            block[_CODE], np.float32(floats[_ALPHA]))

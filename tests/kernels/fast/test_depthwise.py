@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,7 @@ def test_matches_onnxruntime_on_a_mobilenet_layer():
 EPILOGUE_ACTIVATIONS = [  # (an EPILOGUE_CODES activation, its float64 reference of (values, alpha))
     ("SWISH", lambda v, a: v / (1 + np.exp(-a * v.astype(np.float64)))),
     ("HARD_SWISH", lambda v, _a: v * np.clip(v.astype(np.float64) / 6 + 0.5, 0, 1)),
+    ("GELU", lambda v, _a: v * (1 + np.vectorize(math.erf)(v.astype(np.float64) / np.sqrt(2))) / 2),
 ]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import gemm
+from lite.kernels.fast.activation import CLIP_CODE
 from lite.kernels.fast.tile import ROWS, WIDTH
 from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
@@ -18,7 +19,7 @@ from tests.kernels.test_matmul import onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
-LOWEST, HIGHEST = np.float32(-np.inf), np.float32(np.inf)
+LOWEST, HIGHEST, ONE = np.float32(-np.inf), np.float32(np.inf), np.float32(1)
 
 
 def operands(m: int, k: int, n: int, seed: int = 0):
@@ -38,7 +39,7 @@ SHAPES = [(8, 1, 1), (8, 5, 3), (13, 7, 47), (9, 33, WIDTH), (17, 64, WIDTH + 1)
 def test_product_matches_float64(m, k, n):
     a, b, bias = operands(m, k, n)
     out = np.full((m, n), np.nan, np.float32)
-    gemm.product(a, gemm.pack(b), bias, np.float32(-0.5), np.float32(1.5), out, 0, gemm.panel_count(n))
+    gemm.product(a, gemm.pack(b), bias, np.float32(-0.5), np.float32(1.5), out, 0, gemm.panel_count(n), CLIP_CODE, ONE)
     expected = np.clip(a.astype(np.float64) @ b + bias, -0.5, 1.5)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
@@ -47,7 +48,7 @@ def test_a_range_of_panels_writes_only_its_columns():
     m, k, n = 16, 20, 3 * WIDTH + 5
     a, b, bias = operands(m, k, n)
     out = np.full((m, n), np.nan, np.float32)
-    gemm.product(a, gemm.pack(b), bias, LOWEST, HIGHEST, out, 1, 3)
+    gemm.product(a, gemm.pack(b), bias, LOWEST, HIGHEST, out, 1, 3, CLIP_CODE, ONE)
     expected = a.astype(np.float64) @ b + bias
     written = slice(WIDTH, 3 * WIDTH)
     np.testing.assert_allclose(out[:, written], expected[:, written], rtol=1e-4, atol=1e-5)

@@ -82,7 +82,8 @@ def test_the_attention_kernel_runs_it(monkeypatch):
     np.testing.assert_allclose(run_kernel("Attention", {"scale": 0.5}, [q, k, v])[0], expected, rtol=1e-5, atol=1e-6)
 
 
-def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay():
+@pytest.mark.parametrize(("queries", "made_by"), [(7, "softmax_jobs"), (16, "heads_step")])  # compiled heads from 8
+def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay(queries, made_by):
     from lite.kernels.parallel import KernelThreads
     from lite.kernels.registry import find_kernel
     from lite.primitive import Primitive
@@ -94,10 +95,10 @@ def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay()
     if threads.crew() is None:
         pytest.skip("no crew here")
     rng = np.random.default_rng(12)
-    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((1, 4, 16, 8), (1, 4, 8, 16), (1, 4, 16, 8))]
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((1, 4, queries, 8), (1, 4, 8, 16), (1, 4, 16, 8))]
     mask = (rng.standard_normal((1, 1, 1, 16)) * 3).astype(np.float32)
     inputs = [Tensor(f"in{i}", a.dtype, a.shape, data=a) for i, a in enumerate([*arrays, mask])]
-    out = Tensor("out", np.float32, (1, 4, 16, 8), data=np.empty((1, 4, 16, 8), np.float32))
+    out = Tensor("out", np.float32, (1, 4, queries, 8), data=np.empty((1, 4, queries, 8), np.float32))
     kernel = find_kernel("Attention", np.dtype(np.float32))(
         inputs, [out], Primitive("Attention", {**default_attrs("Attention"), "scale": 0.5}), name="attention")
     kernel.threads = threads
@@ -109,7 +110,7 @@ def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay()
         inputs[3].data = new_mask
         with threads.lent():
             kernel.execute()
-        made.append(kernel.softmax_jobs[1])
+        made.append(getattr(kernel, made_by)[1])
         expected = run_kernel("Attention", {"scale": 0.5}, [*arrays, new_mask])[0]
         np.testing.assert_allclose(out.data, expected, rtol=1e-5, atol=1e-6)
     assert made[0] is made[1] and made[2] is not made[1]
