@@ -18,6 +18,8 @@ from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import exp32
 from lite.kernels.fast.crew import as_pointer
 
+LANES = 16  # running maxima of ``row_max``: one vector of float32
+
 
 @jit
 def softmax_rows(scores, shape, scale, mask, strides, first, last):
@@ -25,17 +27,17 @@ def softmax_rows(scores, shape, scale, mask, strides, first, last):
     softmax(scores * scale + mask) over Sk; ``mask`` flat, read at ``strides`` (an empty mask: none)."""
     heads, queries, width = shape[1], shape[2], shape[3]
     masked = mask.shape[0] > 0
+    lanes = np.empty(LANES, scores.dtype)
     for row in range(first, last):
         base = row * width
         at = (row // (heads * queries)) * strides[0] + (row // queries % heads) * strides[1] \
             + (row % queries) * strides[2]
-        top = scores[_u(base)] * scale + (mask[_u(at)] if masked else np.float32(0))
         for i in range(width):
             value = scores[_u(base + i)] * scale
             if masked:
                 value += mask[_u(at + i * strides[3])]
             scores[_u(base + i)] = value
-            top = max(top, value)
+        top = row_max(scores, base, width, lanes)
         total = np.float32(0)
         for i in range(width):
             e = exp32(scores[_u(base + i)] - top)
@@ -44,6 +46,26 @@ def softmax_rows(scores, shape, scale, mask, strides, first, last):
         inverse = np.float32(1) / total
         for i in range(width):
             scores[_u(base + i)] *= inverse
+
+
+@jit
+def row_max(values, base, width, lanes):
+    """The max of ``values[base:base + width]`` (width at least one), ``LANES`` running maxima at a
+    time in ``lanes``: numba's max reduction in one running value does not vectorize (1.85 ns an
+    element against 0.47)."""
+    whole = width - width % LANES
+    lanes[:] = values[_u(base)]
+    for i in range(0, whole, LANES):
+        for j in range(LANES):
+            value = values[_u(base + i + j)]
+            lanes[j] = value if value > lanes[j] else lanes[j]
+    top = lanes[0]
+    for j in range(1, LANES):
+        top = lanes[j] if lanes[j] > top else top
+    for i in range(whole, width):
+        value = values[_u(base + i)]
+        top = value if value > top else top
+    return top
 
 
 def mask_layout(mask: np.ndarray | None, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -114,3 +114,15 @@ def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay(q
         expected = run_kernel("Attention", {"scale": 0.5}, [*arrays, new_mask])[0]
         np.testing.assert_allclose(out.data, expected, rtol=1e-5, atol=1e-6)
     assert made[0] is made[1] and made[2] is not made[1]
+
+
+@pytest.mark.parametrize("width", [1, 5, 16, 17, 128, 131])
+def test_row_max_over_lanes_and_the_rest(width):
+    from lite.kernels.fast import softmax
+
+    values = np.random.default_rng(width).standard_normal(width + 7).astype(np.float32)
+    for at in (values.argmax(), 0, width + 2):  # the largest in the lanes, first, past the row: not read
+        row = values.copy()
+        row[min(at, width + 6)] = 50.0
+        expected = row[3:3 + width].max()
+        assert softmax.row_max(row, 3, width, np.empty(softmax.LANES, np.float32)) == expected
