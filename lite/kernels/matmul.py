@@ -31,7 +31,14 @@ class MatMulFusion(NativeKernel):
     reads transposed without a copy. A 1-D a is a row vector and a 1-D b a column vector
     whose unit axis is dropped from the result, as in numpy and ONNX MatMul; batch axes
     broadcast. bias (optional third input) must broadcast to the result's shape.
+
+    A linear layer (a constant 2-D float32 b) runs ``lite.kernels.fast.gemm``'s product on b
+    packed at resize, where compiled kernels run (``packs``).
     """
+
+    packed: np.ndarray | None = None  # b as lite.kernels.fast.gemm packed it, where that runs (set by resize)
+    packed_from: np.ndarray | None = None  # the b it packed
+    epilogue_activation: tuple[str, float] | None = None  # an Activation fused after it (lite.fusion): (type, alpha)
 
     def check_attrs(self) -> None:
         check_io(self, 2, 1)
@@ -68,10 +75,6 @@ class MatMulFusion(NativeKernel):
 
     def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         return [(transposed(self.input_shape(0), self.transpose_a), transposed(self.input_shape(1), self.transpose_b))]
-
-    packed: np.ndarray | None = None  # b as lite.kernels.fast.gemm packed it, where that runs (set by resize)
-    epilogue_activation: tuple[str, float] | None = None  # an Activation fused after (lite.fusion), (type, alpha)
-    packed_from: np.ndarray | None = None  # the b it packed
 
     def resize(self) -> None:
         self.step_key = self.step = None
@@ -192,14 +195,12 @@ class Attention(NativeKernel):
         q, k, v = (self.inputs[i].data for i in range(3))
         scores = self.workspace.array(self.scores_shape, q.dtype)
         mask = self.inputs[3].data if len(self.inputs) > 3 and self.inputs[3] is not None else None
-        if fast.enabled() and compiled_softmax_takes(scores, mask):
-            from lite.kernels.fast import attention  # NOTE: imports the compiler: only when used
-
-            if attention.takes(q, k, v, self.scores_shape) and self.heads_on_crew():
-                self.compiled_heads(q, k, v, scores, mask)
-                return
+        compiled = fast.enabled() and compiled_softmax_takes(scores, mask)
+        if compiled and self.heads_on_crew(q, k, v):
+            self.compiled_heads(q, k, v, scores, mask)
+            return
         self.threads.matmul(q, k, scores)
-        if fast.enabled() and compiled_softmax_takes(scores, mask):
+        if compiled:
             self.compiled_softmax(scores, mask)
         else:
             self.numpy_softmax(scores, mask)
@@ -232,14 +233,17 @@ class Attention(NativeKernel):
             self.softmax_jobs = key, softmax.crew_jobs(scores.reshape(-1), shape, scale, flat_mask, strides, bounds)
         self.softmax_jobs[1]()
 
+    def heads_on_crew(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
+        """Whether the compiled heads (``lite.kernels.fast.attention``) run: operands they take, and
+        heads that run as crew jobs (two or more threads on idle cores). At one thread BLAS's two
+        batched products measured faster (BERT's 12 heads of 128 x 64: 0.8 ms against 1.25: a
+        64-column v fills 96 of the tile's columns); on two threads the heads as crew jobs took
+        0.65 of BLAS's Attention time."""
+        from lite.kernels.fast import attention  # NOTE: imports the compiler: only when used
 
-    def heads_on_crew(self) -> bool:
-        """Whether the heads would run as crew jobs (two or more threads on idle cores): only then
-        do the compiled heads run. At one thread BLAS's two batched products measured faster
-        (BERT's 12 heads of 128 x 64: 0.8 ms against 1.25: a 64-column v fills 96 of the tile's
-        columns); on two threads the heads as crew jobs took 0.65 of BLAS's Attention time."""
         heads = math.prod(self.scores_shape[:-2])
-        return not self.threads.dynamic and self.threads.crew() is not None and len(self.threads.loop_bounds(heads)) > 1
+        return (attention.takes(q, k, v, self.scores_shape) and not self.threads.dynamic
+                and self.threads.crew() is not None and len(self.threads.loop_bounds(heads)) > 1)
 
     def compiled_heads(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scores: np.ndarray,
                        mask: np.ndarray | None) -> None:
