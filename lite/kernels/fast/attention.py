@@ -1,7 +1,7 @@
 """Attention head by head in compiled code: softmax(q @ k * scale + mask) @ v, float32.
 
 For each head, its k (D, Sk) and v (Sk, Dv) are packed into ``lite.kernels.fast.gemm``'s panels
-(a few tens of KB), ``gemm.product`` computes the head's scores (Sq, Sk) from q in place,
+(``pack_into``: a few tens of KB), ``gemm.product`` computes the head's scores (Sq, Sk) from q in place,
 ``lite.kernels.fast.softmax.softmax_rows`` turns them into weights while they are in cache, and a
 second product writes the head's output. numpy ran each of the two batched products as one BLAS
 call per head (packing both operands each time) and the softmax between them over all heads'
@@ -22,7 +22,7 @@ from numba import carray
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.gemm import MIN_ROWS, ONE, product
+from lite.kernels.fast.gemm import MIN_ROWS, ONE, pack_into, panel_count, product
 from lite.kernels.fast.softmax import mask_layout, softmax_rows
 from lite.kernels.fast.tile import WIDTH
 
@@ -44,27 +44,13 @@ def layout(q: np.ndarray, k: np.ndarray, v: np.ndarray, scores: np.ndarray,
 
 
 @jit
-def pack_into(b, panels):
-    """b (K, N) into ``panels`` (ceil(N / WIDTH), K, WIDTH), zero columns past N."""
-    k, n = b.shape
-    for panel in range(panels.shape[0]):
-        column = panel * WIDTH
-        count = min(WIDTH, n - column)
-        for row in range(k):
-            for j in range(count):
-                panels[panel, row, j] = b[row, column + j]
-            for j in range(count, WIDTH):
-                panels[panel, row, j] = 0
-
-
-@jit
 def heads(q, k, v, scores, out, shape, scale, mask, strides, first, last):
     """Heads ``first`` to ``last - 1`` of flat (H, ...) operands: scores[h] = q[h] @ k[h], the
     softmax of its rows (``softmax_rows`` over the (B, H, Sq, Sk) ``shape``), out[h] = scores[h] @ v[h]."""
     depth, keys, width = k.shape[1], k.shape[2], v.shape[2]
     queries = q.shape[1]
-    panels_k = np.empty((-(-keys // WIDTH), depth, WIDTH), np.float32)
-    panels_v = np.empty((-(-width // WIDTH), keys, WIDTH), np.float32)
+    panels_k = np.empty((panel_count(keys), depth, WIDTH), np.float32)
+    panels_v = np.empty((panel_count(width), keys, WIDTH), np.float32)
     zero_k, zero_v = np.zeros(keys, np.float32), np.zeros(width, np.float32)
     lowest, highest = np.float32(-np.inf), np.float32(np.inf)
     flat = scores.reshape(scores.size)

@@ -48,16 +48,29 @@ def tile(typingctx, a, a_stride, panel, terms, out, out_stride):
 
 def pack(b: np.ndarray) -> np.ndarray:
     """b (K, N) as ``product`` reads it: (panels, K, WIDTH) float32, zero columns past N."""
-    k, n = b.shape
-    panels = -(-n // WIDTH)
-    padded = np.zeros((k, panels * WIDTH), np.float32)
-    padded[:, :n] = b
-    return np.ascontiguousarray(padded.reshape(k, panels, WIDTH).transpose(1, 0, 2))
+    panels = np.empty((panel_count(b.shape[1]), b.shape[0], WIDTH), np.float32)
+    pack_into(np.ascontiguousarray(b, np.float32), panels)
+    return panels
 
 
-def panel_count(n: int) -> int:
+@jit
+def panel_count(n):
     """How many panels a right operand of ``n`` columns packs into."""
     return -(-n // WIDTH)
+
+
+@jit
+def pack_into(b, panels):
+    """b (K, N) into ``panels`` (``panel_count(N)``, K, WIDTH), zero columns past N."""
+    k, n = b.shape
+    for panel in range(panels.shape[0]):
+        column = panel * WIDTH
+        count = min(WIDTH, n - column)
+        for row in range(k):
+            for j in range(count):
+                panels[panel, row, j] = b[row, column + j]
+            for j in range(count, WIDTH):
+                panels[panel, row, j] = 0
 
 
 @jit
@@ -99,10 +112,13 @@ def _finish(out, bias, lo, hi, column, count, code, alpha):
 
 @functools.cache
 def warm() -> None:
-    """Compiles ``product`` now (at build), not in the first predict."""
+    """Compiles ``pack`` and ``product`` now (at build), not in the first predict."""
     a, out = np.zeros((ROWS, 2), np.float32), np.zeros((ROWS, 3), np.float32)
-    compiled(product, a, pack(np.zeros((2, 3), np.float32)), np.zeros(3, np.float32), np.float32(-np.inf),
-             np.float32(np.inf), out, 0, 1, CLIP_CODE, ONE)
+    panels = np.zeros((1, 2, WIDTH), np.float32)
+    compiled(pack_into, np.zeros((2, 3), np.float32), panels)
+    compiled(panel_count, 3)
+    compiled(product, a, panels, np.zeros(3, np.float32), np.float32(-np.inf), np.float32(np.inf), out, 0, 1,
+             CLIP_CODE, ONE)
 
 
 # The block of a product on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
@@ -111,7 +127,7 @@ _HEADER = 12
 
 
 def crew_jobs(a: np.ndarray, packed: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, out: np.ndarray,
-              bounds: list[tuple[int, int]], code: int = CLIP_CODE, alpha: np.float32 = ONE):
+              bounds: list[tuple[int, int]], code: int, alpha: np.float32):
     """The product's panels as jobs for the crew, one per piece of ``bounds`` (``product``'s
     arguments otherwise)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
