@@ -170,7 +170,8 @@ class Conv2DFusion(ConvBase):
       a buffer whose valid columns, plus the bias, are the output.
 
     Where compiled kernels run (``lite.kernels.fast``), three more take the shapes they measure
-    faster on: depthwise 2-D convolutions run ``fast.depthwise``; float32 2-D convolutions of
+    faster on: depthwise 2-D convolutions run ``fast.depthwise`` (stride-1 ones that keep the
+    row width: ``fast.flat``); float32 2-D convolutions of
     one group with few input terms (C * KH * KW up to ``fast.direct.MAX_TERMS``: stems, 3x3
     on up to 128 channels) run ``fast.direct``; larger constant 3x3 stride-1 ones run Winograd
     (``fast.winograd``) where it beats im2col.
@@ -320,22 +321,27 @@ class Conv2DFusion(ConvBase):
         return fast.enabled() and self.inputs[0].dtype.name in fast.FAST_DTYPES
 
     def plan_fast_depthwise(self, geometry: Geometry, out_c: int) -> None:
-        """The compiled direct depthwise kernel (``lite.kernels.fast.depthwise``) of a 2-D geometry,
-        its output planes shared out among the model's threads (scratch for each piece)."""
-        from lite.kernels.fast.depthwise import DepthwisePlan, depthwise_job
+        """The compiled direct depthwise kernel of a 2-D geometry (``lite.kernels.fast.flat`` where
+        it fits, else ``lite.kernels.fast.depthwise``), its output planes shared out among the
+        model's threads (scratch for each piece)."""
+        from lite.kernels.fast import depthwise, flat
 
-        self.fast_plan = plan = DepthwisePlan(geometry)
+        if flat.fits(geometry):
+            self.fast_depthwise, self.fast_plan, job = flat, flat.FlatPlan(geometry), flat.flat_job
+        else:
+            self.fast_depthwise, self.fast_plan, job = depthwise, depthwise.DepthwisePlan(geometry), \
+                depthwise.depthwise_job
+        plan = self.fast_plan
         self.x_shape, self.out_shape = geometry.x, (geometry.x[0], out_c, *geometry.out)
         self.scratch = Scratch(*plan.scratch * self.threads.loop_pieces(self.out_shape[0] * out_c))
         self.plan_steps = self.fast_depthwise_steps
         plan.warm(self.inputs[0].dtype)
-        self.warm_crew(depthwise_job)
+        self.warm_crew(job)
 
     def fast_depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                              bias: Tensor | None) -> list[Step]:
         """The compiled kernel with bias and activation fused, on the model's threads."""
-        from lite.kernels.fast.depthwise import crew_jobs
-
+        crew_jobs = self.fast_depthwise.crew_jobs
         out_c = self.out_shape[1]
         # NOTE: a copy of the weight: a read-only one from the model file would be another type to the compiler
         terms = compiled_terms(None if bias is None else bias.data, out_c, self.activation, out.dtype)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lite.kernels import fast
-from lite.kernels.fast import depthwise
+from lite.kernels.fast import depthwise, flat
 from tests.kernels.harness import run_kernel
 from tests.kernels.test_conv import onnx_reference
 
@@ -32,6 +32,10 @@ CASES = [
     ((1, 6, 9, 11), (6, 1, 4, 2), {"stride": (2, 1), "pad_list": (1, 2, 0, 1)}),  # even kernel sizes
     ((1, 3, 9, 1), (3, 1, 3, 1), {"stride": (2, 2), "pad_list": (1, 0, 1, 0)}),  # stride 2 on a one-column row
     ((1, 4, 17, 17), (4, 1, 5, 5), {"stride": (2, 2), "pad_list": (2, 2, 2, 2)}),  # EfficientNet's 5x5 stride 2
+    ((2, 6, 14, 14), (6, 1, 5, 5), {"pad_list": (2, 2, 2, 2), "activation_type": "RELU6"}),  # and stride 1
+    ((1, 5, 9, 10), (5, 1, 3, 3), {"pad_list": (0, 2, 2, 0)}),  # pads on one side only, the width kept
+    ((1, 4, 8, 9), (4, 1, 2, 4), {"pad_list": (1, 1, 0, 2)}),  # even kernel sizes, the width kept
+    ((1, 5, 9, 9), (5, 1, 3, 3), {}),  # no pads: narrower output rows
 ]
 
 
@@ -54,13 +58,16 @@ def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs,
 
 
 def test_every_case_runs_the_compiled_kernel(monkeypatch):
-    depthwise._warm("float32")  # compiled (and cached) before the kernel is replaced by a probe
+    depthwise._warm("float32")  # compiled (and cached) before the kernels are replaced by probes
+    flat._warm("float32")
     calls = []
-    monkeypatch.setattr(depthwise, "by_plane", lambda *args: calls.append(args[0].shape))
+    monkeypatch.setattr(depthwise, "by_plane", lambda *args: calls.append(("phases", args[0].shape)))
+    monkeypatch.setattr(flat, "flat_planes", lambda *args: calls.append(("flat", args[0].shape)))
     for x_shape, w_shape, attrs in CASES:
         run_kernel("Conv2DFusion", {"group": x_shape[1], **attrs},
                    [np.zeros(x_shape, np.float32), np.zeros(w_shape, np.float32)])
-    assert len(calls) == len(CASES)
+    assert [shape for _, shape in calls] == [x_shape for x_shape, _, _ in CASES]
+    assert [kind for kind, _ in calls].count("flat") == 11  # stride 1 with the rows' width kept
 
 
 def test_matches_onnxruntime_on_a_mobilenet_layer():
@@ -127,6 +134,49 @@ def test_scratch_holds_the_rounded_plane(x_shape, w_shape, attrs):
     kernel.prepare()
     kernel.resize()
     plan = kernel.fast_plan
+    if isinstance(plan, flat.FlatPlan):
+        (padded,), (wide,) = plan.scratch
+        assert wide == plan.count >= plan.geometry.out[0] * x_shape[3] and wide % depthwise.ROUND == 0
+        assert padded >= int(plan.taps.max()) + plan.count and padded >= plan.margin + x_shape[2] * x_shape[3]
+        return
     rounded = -(-plan.geometry.out[0] * plan.wq // depthwise.ROUND) * depthwise.ROUND
     (phases,), (wide,) = plan.scratch
     assert wide >= rounded and phases >= int(plan.taps.max()) + rounded
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[7], CASES[12], CASES[16]])
+def test_a_range_of_planes_writes_only_its_planes(x_shape, w_shape, attrs):
+    """Planes before the range's last are written rounded up past their end (the next plane is
+    written right after); nothing outside ``first`` to ``last - 1`` changes."""
+    from lite.kernels.window import Geometry
+
+    rng = np.random.default_rng([5, *x_shape])
+    x, w = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    full = conv(x, w, b, attrs)
+    top, left, bottom, right = attrs["pad_list"]
+    plan = flat.FlatPlan(Geometry(x_shape, w_shape[2:], (1, 1), (1, 1), (top, left), (bottom, right), full.shape[2:]))
+    lo, hi = (np.float32(0), np.float32(6)) if attrs.get("activation_type") == "RELU6" else \
+        (np.float32(-np.inf), np.float32(np.inf))
+    planes = full.shape[0] * full.shape[1]
+    got = np.full(full.shape, np.nan, np.float32)
+    plan.run(x, plan.arrange(w), b, lo, hi, got, [np.zeros(s, np.float32) for s in plan.scratch], 1, planes - 2)
+    inside = got.reshape(planes, -1)[1:planes - 2]
+    np.testing.assert_allclose(inside, full.reshape(planes, -1)[1:planes - 2], rtol=1e-5, atol=1e-5)
+    assert np.isnan(got.reshape(planes, -1)[[0, planes - 2, planes - 1]]).all()
+
+
+def test_an_infinite_input_reaches_only_the_outputs_whose_taps_read_it(monkeypatch):
+    """Taps that would wrap into the next or previous row are masked, not multiplied by zero: an
+    infinity at the end of a row stays out of the next row's first output (0 * inf is NaN)."""
+    x = np.random.default_rng(9).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    x[0, 0, 2, 5] = np.inf
+    w = np.abs(np.random.default_rng(10).standard_normal((2, 1, 3, 3))).astype(np.float32)
+    attrs = {"pad_list": (1, 1, 1, 1)}
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    reference = conv(x, w, np.zeros(2, np.float32), attrs)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
+    got = conv(x, w, np.zeros(2, np.float32), attrs)
+    assert np.isinf(reference).sum() == 6 and not np.isnan(reference).any()
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(reference))
+    np.testing.assert_allclose(got[np.isfinite(reference)], reference[np.isfinite(reference)], rtol=1e-5, atol=1e-5)
