@@ -144,3 +144,39 @@ def test_the_crew_and_its_jobs_compile_at_build(tmp_path):
     # the depthwise planes' job and the epilogue's; ``run`` has a second signature where the OpenBLAS
     # callback was compiled (for its C int arguments) rather than loaded from the cache
     assert built["jobs"] == 2 and built["callback"] == 1 and built["run"] in (1, 2)
+
+
+class _Binding:
+    """llvmlite.binding's host queries, answering for another machine."""
+
+    def __init__(self, name: str, features: str):
+        self.name, self.features = name, features
+
+    def get_host_cpu_name(self) -> str:
+        return self.name
+
+    def get_host_cpu_features(self):
+        return type("Features", (), {"flatten": lambda _self: self.features})()
+
+
+@pytest.mark.parametrize(("name", "features", "expected"), [
+    ("emeraldrapids", "+avx2,+avx512f,+fma", "+avx2,+avx512f,+fma,-prefer-256-bit"),
+    ("znver3", "+avx2,+fma,-avx512f", None),  # no AVX-512: nothing to widen
+    ("cascadelake", "+avx2,+avx512f,+fma", None),  # slows its clock for 512-bit arithmetic
+])
+def test_loops_are_widened_on_avx512_cores_that_keep_their_clock(monkeypatch, name, features, expected):
+    import llvmlite
+
+    monkeypatch.setattr(llvmlite, "binding", _Binding(name, features))
+    numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": None, "CPU_NAME": None})()})()
+    fast._prefer_wide_vectors(numba)
+    assert numba.config.CPU_FEATURES == expected
+
+
+def test_features_the_user_set_are_kept(monkeypatch):
+    import llvmlite
+
+    monkeypatch.setattr(llvmlite, "binding", _Binding("emeraldrapids", "+avx512f"))
+    numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": "+avx2", "CPU_NAME": None})()})()
+    fast._prefer_wide_vectors(numba)
+    assert numba.config.CPU_FEATURES == "+avx2"
