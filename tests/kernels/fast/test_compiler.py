@@ -170,7 +170,8 @@ def test_loops_are_widened_on_avx512_cores_that_keep_their_clock(monkeypatch, na
     monkeypatch.setattr(llvmlite, "binding", _Binding(name, features))
     numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": None, "CPU_NAME": None})()})()
     fast._prefer_wide_vectors(numba)
-    assert numba.config.CPU_FEATURES == expected
+    features = numba.config.CPU_FEATURES
+    assert features == expected
 
 
 def test_features_the_user_set_are_kept(monkeypatch):
