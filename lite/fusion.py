@@ -10,9 +10,14 @@
   (MatMulFusion's) output, the two run as one ``ProducerActivation`` kernel: the epilogue (or
   the depthwise kernel as it writes each plane, the packed product as it writes each panel)
   applies the activation while the output is in cache, instead of a second pass over it.
+- A squeeze-and-excitation block (EfficientNet's, MobileNetV3's) scales every channel of x by a
+  gate, ``Mul(x, gate)``, and a 1x1 convolution alone reads the product. The two run as one
+  ``ScaledInput`` kernel: the gate scales the convolution's weight columns (O x C multiplies)
+  and the convolution reads x itself, where that is less work than scaling x (C x H x W).
 
-Both are compiled (``lite.kernels.fast``). Delegates never see this: it runs after they built,
-on the native kernels they left, and ``partition_report()`` still lists every node.
+The epilogues are compiled (``lite.kernels.fast``); scaling the weight is one numpy multiply.
+Delegates never see this: it runs after they built, on the native kernels they left, and
+``partition_report()`` still lists every node.
 """
 
 from __future__ import annotations
@@ -99,6 +104,70 @@ class ProducerActivation(Kernel):
         self.producer.execute()
 
 
+class ScaledInput(Kernel):
+    """``MulFusion(x, gate)`` and the 1x1 convolution that alone reads the product (``consumer``: the
+    Conv2DFusion, or the fused kernel whose producer it is), run as one kernel.
+
+    Where the gate has one image, (1, C, 1, 1), and the convolution's output channels are fewer
+    than x's plane has positions, each run scales the weight's columns by the gate into a buffer
+    the convolution multiplies by x itself; else the Mul and the convolution run one after the
+    other. MobileNetV3's and EfficientNet's projections after their gates: O x C multiplies (24 x
+    144 up to 112 x 672) against the Mul's C x H x W (144 x 56 x 56 down to 672 x 14 x 14).
+    """
+
+    def __init__(self, mul: NativeKernel, consumer: Kernel, x: Tensor, gate: Tensor):
+        super().__init__([x, gate, *consumer.inputs[1:]], list(consumer.outputs), name=f"{mul.name}+{consumer.name}")
+        self.mul, self.consumer, self.x, self.gate = mul, consumer, x, gate
+        self.conv = getattr(consumer, "producer", consumer)
+        self.producer, self.product = self.conv, mul.outputs[0]
+        self.parts = (*getattr(consumer, "parts", (consumer,)), mul)
+        self.fused = False
+        self.weight: np.ndarray | None = None  # the convolution's own arranged weight, while it reads the scaled one
+        self.scaled: np.ndarray | None = None
+
+    @property
+    def type(self) -> str:
+        return f"{self.mul.type}+{self.consumer.type}"
+
+    def resize(self) -> None:
+        n, c, h, w = self.x.shape
+        conv = self.conv
+        if conv.weights is not self.scaled:
+            self.weight = conv.weights  # NOTE: prepared again since the last resize
+        self.fused = (n == 1 and self.gate.shape == (1, c, 1, 1) and self.weight is not None
+                      and self.weight.shape[:1] == (1,) and self.weight.shape[1] < h * w)
+        if self.fused:
+            if self.scaled is None or self.scaled.shape != self.weight.shape:
+                self.scaled = np.empty_like(self.weight)
+            conv.weights = self.scaled
+        else:
+            self._restore()
+            self.product.data = aligned_array(self.product.shape, self.product.dtype)
+            self.mul.resize()
+        self.consumer.resize()
+
+    def _restore(self) -> None:
+        if self.weight is not None and self.conv.weights is self.scaled:
+            self.conv.weights = self.weight
+
+    def unfuse(self) -> None:
+        """Gives the convolution back its own weight (when the build does not fuse after all)."""
+        self._restore()
+        unfuse = getattr(self.consumer, "unfuse", None)
+        if unfuse is not None:
+            unfuse()
+        else:
+            self.conv.resize()
+
+    def execute(self) -> None:
+        if self.fused:
+            np.multiply(self.weight, self.gate.data.reshape(1, 1, -1), out=self.scaled)
+            self.product.data = self.x.data
+        else:
+            self.mul.execute()
+        self.consumer.execute()
+
+
 def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list[Tensor],
          native: set[Kernel]) -> list[Kernel]:
     """``kernels`` with each fusable convolution + residual Add pair replaced by a ConvResidual and
@@ -124,7 +193,15 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
                 fused[pair[0]] = fused[later] = ConvResidual(*pair)
         elif (first := _activation_producer(later, producer, readers, outputs)) is not None and first not in fused:
             fused[first] = fused[later] = ProducerActivation(first, later)
-    return [fused.get(k, k) for k in kernels if not (k in fused and fused[k].producer is k)]
+    reader = {t: k for k in kernels if k in native for t in k.inputs if t is not None and readers[t] == 1}
+    for mul in kernels:
+        if (gated := _gated_convolution(mul, reader, outputs, native)) is not None and mul not in fused:
+            consumer = fused.get(gated[0], gated[0])
+            scaled = ScaledInput(mul, consumer, *gated[1:])
+            for part in (mul, *getattr(consumer, "parts", (consumer,))):
+                fused[part] = scaled
+    last = {fused.get(k, k): i for i, k in enumerate(kernels)}  # NOTE: each runs where its last part did
+    return [kernel for i, k in enumerate(kernels) if last[kernel := fused.get(k, k)] == i]
 
 
 def _activation_producer(activation: Kernel, producer: dict[Tensor, Kernel], readers: Counter,
@@ -156,4 +233,26 @@ def _residual_pair(add: Kernel, producer: dict[Tensor, Kernel], readers: Counter
                 and not (residual.is_const or residual.value_known)
                 and np.dtype(inner.dtype).name in fast.FAST_DTYPES and residual.dtype == inner.dtype):
             return conv, add, residual
+    return None
+
+
+def _gated_convolution(mul: Kernel, reader: dict[Tensor, Kernel], outputs: list[Tensor],
+                       native: set[Kernel]) -> tuple[NativeKernel, Tensor, Tensor] | None:
+    """(convolution, x, gate) when ``mul`` scales x (N, C, H, W) by a gate (N, C, 1, 1), a float32 1x1
+    convolution (one group, stride 1, no pads, constant weight) alone reads the product, and the
+    convolution has fewer output channels than the plane has positions."""
+    if mul.type != "MulFusion" or mul not in native or mul.activation != "NO_ACTIVATION" or len(mul.inputs) != 2:
+        return None
+    product, conv = mul.outputs[0], reader.get(mul.outputs[0])
+    if (conv is None or conv.type != "Conv2DFusion" or conv not in native or conv.inputs[0] is not product
+            or product in outputs or conv.group != 1 or conv.rank != 2 or conv.strides != (1, 1)
+            or tuple(conv.inputs[1].shape[2:]) != (1, 1) or any(conv.attrs.get("pad_list") or ())
+            or not conv.inputs[1].is_const or np.dtype(product.dtype).name != "float32"):
+        return None
+    for x, gate in (mul.inputs, mul.inputs[::-1]):
+        if (x is not None and gate is not None and len(x.shape) == 4 and x.dtype == gate.dtype == product.dtype
+                and len(gate.shape) == 4 and tuple(gate.shape[1:]) == (x.shape[1], 1, 1)
+                and tuple(x.shape) == tuple(product.shape)  # NOTE: one image is checked at resize
+                and x.shape[2] * x.shape[3] > conv.inputs[1].shape[0] > 0):  # NOTE: else scaling x is less work
+            return conv, x, gate
     return None

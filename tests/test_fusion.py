@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.delegates.onnxruntime import ORTDelegate
-from lite.fusion import ConvResidual, ProducerActivation
+from lite.fusion import ConvResidual, ProducerActivation, ScaledInput
 from lite.kernels import fast
 from lite.tools.converter import convert
 from tests.oracle import relative_l2, run_onnxruntime
@@ -241,3 +241,86 @@ def test_a_gelu_runs_in_the_linear_layer_epilogue(rows, packed):
     x = (RNG.standard_normal((rows, 20)) * 2).astype(np.float32)
     got = model.predict([x])[0].get_data_to_numpy()
     np.testing.assert_allclose(got, run_onnxruntime(onnx_model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def gated(size: int = 10, order: str = "x, gate", residual: bool = False, readers=(), outputs=("y",),
+          kernel: int = 1) -> onnx.ModelProto:
+    """A squeeze-and-excitation block: x (batch, 16, size, size) -> gate = HardSigmoid(Conv(Relu(Conv(
+    GlobalAveragePool(x))))), Mul(x, gate) -> m -> Conv(16 -> 8, ``kernel``) [-> Add(shortcut) -> Relu] -> y."""
+    inits = {"w1": RNG.standard_normal((4, 16, 1, 1)) * 0.3, "w2": RNG.standard_normal((16, 4, 1, 1)) * 0.3,
+             "wp": RNG.standard_normal((8, 16, kernel, kernel)) * 0.3, "bp": RNG.standard_normal(8),
+             "ws": RNG.standard_normal((8, 16, 1, 1)) * 0.3}
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["p"]), helper.make_node("Conv", ["p", "w1"], ["q"]),
+             helper.make_node("Relu", ["q"], ["r"]), helper.make_node("Conv", ["r", "w2"], ["s"]),
+             helper.make_node("HardSigmoid", ["s"], ["gate"]),
+             helper.make_node("Mul", [n.strip() for n in order.split(",")], ["m"]),
+             helper.make_node("Conv", ["m", "wp", "bp"], ["c" if residual else "y"], pads=[kernel // 2] * 4),
+             *readers]
+    if residual:
+        nodes += [helper.make_node("Conv", ["x", "ws"], ["short"]), helper.make_node("Add", ["c", "short"], ["a"]),
+                  helper.make_node("Relu", ["a"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "gated", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, size, size])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def scaled_inputs(model: lite.Model) -> list[ScaledInput]:
+    return [k for k in model._engine.kernels if isinstance(k, ScaledInput)]
+
+
+def assert_gated_matches(model: lite.Model, onnx_model: onnx.ModelProto, batch: int, size: int = 10) -> None:
+    if model.get_inputs()[0].shape[0] != batch:
+        model.resize(model.get_inputs(), [[batch, 16, size, size]])
+    for _ in range(2):  # a new gate each run: the weight is scaled again
+        x = RNG.standard_normal((batch, 16, size, size)).astype(np.float32)
+        for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+            assert relative_l2(got.get_data_to_numpy(), want) < 1e-5
+
+
+@pytest.mark.parametrize("order", ["x, gate", "gate, x"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_gate_scales_the_weight_of_the_convolution_reading_its_product(order, residual):
+    onnx_model = gated(order=order, residual=residual)
+    model = build(onnx_model)
+    [kernel] = scaled_inputs(model)
+    assert isinstance(kernel.consumer, ConvResidual) == residual
+    assert [r.op_type for r in model.partition_report()].count("MulFusion") == 1  # the report keeps every node
+    assert_gated_matches(model, onnx_model, batch=1)
+    assert kernel.fused and kernel.conv.weights is kernel.scaled and kernel.product.data is kernel.x.data
+    assert_gated_matches(model, onnx_model, batch=2)  # a gate per image: the Mul runs, then the convolution
+    assert not kernel.fused and kernel.conv.weights is kernel.weight
+    assert_gated_matches(model, onnx_model, batch=1)
+    assert kernel.fused
+
+
+def test_a_plane_smaller_than_the_output_channels_keeps_the_mul():
+    onnx_model = gated(size=2)  # 8 output channels, 4 positions: scaling x is less work
+    model = build(onnx_model)
+    assert not scaled_inputs(model)
+    assert_gated_matches(model, onnx_model, batch=1, size=2)
+
+
+@pytest.mark.parametrize("case, onnx_model", [
+    ("the product is also a model output", gated(outputs=("y", "m"))),
+    ("the product has another reader", gated(readers=[helper.make_node("Neg", ["m"], ["n"])], outputs=("y", "n"))),
+    ("a 3x3 convolution reads it", gated(kernel=3)),
+])
+def test_products_the_convolution_does_not_alone_read_as_1x1_are_not_fused(case, onnx_model):
+    model = build(onnx_model)
+    assert not scaled_inputs(model), case
+    assert_gated_matches(model, onnx_model, batch=1)
+
+
+def test_unfusing_gives_the_convolution_its_weight_back():
+    model = build(gated())
+    model.resize(model.get_inputs(), [[1, 16, 10, 10]])
+    [kernel] = scaled_inputs(model)
+    profile: dict = {}
+    model.predict([RNG.standard_normal((1, 16, 10, 10)).astype(np.float32)], profile=profile)
+    assert profile[kernel.conv] > 0 and profile[kernel.mul] == 0  # a fused kernel's time is the convolution's
+    original = kernel.weight
+    assert kernel.fused and original is not None and kernel.conv.weights is not original
+    kernel.unfuse()
+    assert kernel.conv.weights is original
