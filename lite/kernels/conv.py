@@ -326,12 +326,10 @@ class Conv2DFusion(ConvBase):
         model's threads (scratch for each piece)."""
         from lite.kernels.fast import depthwise, flat
 
-        if flat.fits(geometry):
-            self.fast_depthwise, self.fast_plan, job = flat, flat.FlatPlan(geometry), flat.flat_job
-        else:
-            self.fast_depthwise, self.fast_plan, job = depthwise, depthwise.DepthwisePlan(geometry), \
-                depthwise.depthwise_job
-        plan = self.fast_plan
+        self.fast_depthwise = flat if flat.fits(geometry) else depthwise
+        kind, job = (flat.FlatPlan, flat.flat_job) if flat.fits(geometry) else \
+            (depthwise.DepthwisePlan, depthwise.depthwise_job)
+        self.fast_plan = plan = kind(geometry)
         self.x_shape, self.out_shape = geometry.x, (geometry.x[0], out_c, *geometry.out)
         self.scratch = Scratch(*plan.scratch * self.threads.loop_pieces(self.out_shape[0] * out_c))
         self.plan_steps = self.fast_depthwise_steps

@@ -57,17 +57,21 @@ NARROW_CPUS = ("skylake-avx512", "cascadelake", "cooperlake")
 
 def _prefer_wide_vectors(numba: ModuleType) -> None:
     """Lets LLVM vectorize compiled loops with 512-bit registers on AVX-512 cores (outside
-    ``NARROW_CPUS``), unless ``NUMBA_CPU_FEATURES`` names the features or code compiled before.
+    ``NARROW_CPUS``), unless ``NUMBA_CPU_FEATURES`` or ``NUMBA_CPU_NAME`` names the target.
 
     LLVM's tuning for these cores prefers 256-bit vectors for the loops it vectorizes (the
     convolutions' register tile is 512-bit IR of its own). Measured on an Emerald Rapids core,
     one thread: the depthwise kernels took 0.65-0.80 of the time, SiLU 0.75. It is numba's
-    setting for the process: numba code compiled later in it gets the same features."""
+    setting for the process (numba code compiled later in it gets the same features), read when
+    numba first compiles: where other code compiled before, nothing changes."""
     from llvmlite import binding
 
     if numba.config.CPU_FEATURES is not None or numba.config.CPU_NAME is not None:
         return
-    features = binding.get_host_cpu_features().flatten()
+    try:
+        features = binding.get_host_cpu_features().flatten()
+    except RuntimeError:  # NOTE: llvmlite cannot read them on some hosts: LLVM's defaults stay
+        return
     if "+avx512f" in features.split(",") and binding.get_host_cpu_name() not in NARROW_CPUS:
         numba.config.CPU_FEATURES = features + ",-prefer-256-bit"
 

@@ -181,3 +181,17 @@ def test_features_the_user_set_are_kept(monkeypatch):
     numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": "+avx2", "CPU_NAME": None})()})()
     fast._prefer_wide_vectors(numba)
     assert numba.config.CPU_FEATURES == "+avx2"
+
+
+def test_hosts_whose_features_cannot_be_read_keep_llvms_defaults(monkeypatch):
+    import llvmlite
+
+    class Unreadable(_Binding):
+        def get_host_cpu_features(self):
+            raise RuntimeError("failed to get host cpu features")
+
+    monkeypatch.setattr(llvmlite, "binding", Unreadable("generic", ""))
+    numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": None, "CPU_NAME": None})()})()
+    fast._prefer_wide_vectors(numba)
+    features = numba.config.CPU_FEATURES
+    assert features is None
