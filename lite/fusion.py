@@ -119,7 +119,7 @@ class ScaledInput(Kernel):
         super().__init__([x, gate, *consumer.inputs[1:]], list(consumer.outputs), name=f"{mul.name}+{consumer.name}")
         self.mul, self.consumer, self.x, self.gate = mul, consumer, x, gate
         self.conv = getattr(consumer, "producer", consumer)
-        self.producer, self.product = self.conv, mul.outputs[0]
+        self.product = mul.outputs[0]
         self.parts = (*getattr(consumer, "parts", (consumer,)), mul)
         self.fused = False
         self.weight: np.ndarray | None = None  # the convolution's own arranged weight, while it reads the scaled one

@@ -326,9 +326,9 @@ class Conv2DFusion(ConvBase):
         model's threads (scratch for each piece)."""
         from lite.kernels.fast import depthwise, flat
 
-        self.fast_depthwise = flat if flat.fits(geometry) else depthwise
-        kind, job = (flat.FlatPlan, flat.flat_job) if flat.fits(geometry) else \
-            (depthwise.DepthwisePlan, depthwise.depthwise_job)
+        is_flat = flat.fits(geometry)
+        self.fast_depthwise = flat if is_flat else depthwise
+        kind, job = (flat.FlatPlan, flat.flat_job) if is_flat else (depthwise.DepthwisePlan, depthwise.depthwise_job)
         self.fast_plan = plan = kind(geometry)
         self.x_shape, self.out_shape = geometry.x, (geometry.x[0], out_c, *geometry.out)
         self.scratch = Scratch(*plan.scratch * self.threads.loop_pieces(self.out_shape[0] * out_c))

@@ -34,7 +34,46 @@ loops run 32 positions a pass (8-float vectors, four at a time) and leave the re
 loop, which on small planes took most of the time (7 x 7: 63 positions, 31 of them scalar)."""
 
 
-class DepthwisePlan:
+class PlaneKernel:
+    """What the compiled depthwise kernels' plans share: the weight's layout, ``run`` (its
+    defaults, then ``planes``) and ``warm``. A plan sets ``geometry`` and ``scratch``."""
+
+    @staticmethod
+    def arrange(weight: np.ndarray) -> np.ndarray:
+        """The weight (O, 1, KH, KW) as ``run`` reads it: (O, KH * KW)."""
+        return np.ascontiguousarray(weight.reshape(weight.shape[0], -1))
+
+    def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
+            out: np.ndarray, scratch: list[np.ndarray], first: int = 0, last: int | None = None,
+            code: int = CLIP_CODE, alpha: np.generic | None = None) -> None:
+        """``out`` = clip(depthwise(x, weight) + bias, lo, hi) for the output planes ``first`` to
+        ``last - 1`` (of N * O; default all); ``weight`` as ``arrange`` gave it; lo and hi of out's dtype.
+        With an activation's ``code`` (``lite.kernels.fast.activation.EPILOGUE_CODES``; float32
+        only) that activation with ``alpha`` replaces the clip."""
+        last = out.shape[0] * out.shape[1] if last is None else last
+        self.planes(x, weight, bias, lo, hi, out, scratch, first, last, code,
+                    out.dtype.type(1) if alpha is None else alpha)
+
+    def planes(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
+               out: np.ndarray, scratch: list[np.ndarray], first: int, last: int, code: int, alpha: np.generic) -> None:
+        """``run`` with every argument given: the plan's compiled loop."""
+        raise NotImplementedError
+
+    def warm(self, dtype: np.dtype) -> None:
+        """Compiles the kernel for ``dtype`` now (at build), not in the first predict."""
+        _warm(type(self), np.dtype(dtype).name)
+
+
+@functools.cache
+def _warm(kind: type[PlaneKernel], dtype: str) -> None:
+    plan = kind(Geometry((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4)))
+    x, out = np.zeros((1, 2, 4, 4), dtype), np.zeros((1, 2, 4, 4), dtype)
+    scratch = [np.zeros(shape, dtype) for shape in plan.scratch]
+    lo, hi = np.dtype(dtype).type(0), np.dtype(dtype).type(6)
+    compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), lo, hi, out, scratch)
+
+
+class DepthwisePlan(PlaneKernel):
     """Offsets and scratch sizes for one geometry; ``run`` computes the output."""
 
     def __init__(self, g: Geometry) -> None:
@@ -75,35 +114,10 @@ class DepthwisePlan:
                 copies.extend((*run, 0, 0) for run in runs)
         return np.array(copies, np.int64).reshape(-1, 5)
 
-    @staticmethod
-    def arrange(weight: np.ndarray) -> np.ndarray:
-        """The weight (O, 1, KH, KW) as ``run`` reads it: (O, KH * KW)."""
-        return np.ascontiguousarray(weight.reshape(weight.shape[0], -1))
-
-    def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
-            out: np.ndarray, scratch: list[np.ndarray], first: int = 0, last: int | None = None,
-            code: int = CLIP_CODE, alpha: np.generic | None = None) -> None:
-        """``out`` = clip(depthwise(x, weight) + bias, lo, hi) for the output planes ``first`` to
-        ``last - 1`` (of N * O; default all); ``weight`` as ``arrange`` gave it; lo and hi of out's dtype.
-        With an activation's ``code`` (``lite.kernels.fast.activation.EPILOGUE_CODES``; float32
-        only) that activation with ``alpha`` replaces the clip."""
-        last = out.shape[0] * out.shape[1] if last is None else last
-        alpha = out.dtype.type(1) if alpha is None else alpha
+    def planes(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
+               out: np.ndarray, scratch: list[np.ndarray], first: int, last: int, code: int, alpha: np.generic) -> None:
         by_plane(x, weight, bias, out, self.taps, self.copies, self.geometry.strides[1], lo, hi, code, alpha,
                  self.wq, *scratch, first, last)
-
-    def warm(self, dtype: np.dtype) -> None:
-        """Compiles the kernel for ``dtype`` now (at build), not in the first predict."""
-        _warm(np.dtype(dtype).name)
-
-
-@functools.cache
-def _warm(dtype: str) -> None:
-    plan = DepthwisePlan(Geometry((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4)))
-    x, out = np.zeros((1, 2, 4, 4), dtype), np.zeros((1, 2, 4, 4), dtype)
-    scratch = [np.zeros(shape, dtype) for shape in plan.scratch]
-    lo, hi = np.dtype(dtype).type(0), np.dtype(dtype).type(6)
-    compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), lo, hi, out, scratch)
 
 
 @jit
@@ -184,9 +198,29 @@ def by_plane(x, weight, bias, out, taps, copies, stride, lo, hi, code, alpha, wq
 
 
 # The block of a float32 depthwise convolution on the crew (``lite.kernels.fast.crew.Jobs``):
-_X, _N, _C, _H, _W, _WEIGHT, _O, _TAPS_N, _BIAS, _OUT, _OH, _OW, _TAPS, _COPIES, _COPIES_N = range(15)
-_STRIDE, _WQ, _LO, _HI, _ALPHA, _CODE, _PHASES_N, _WIDE_N = range(15, 23)
-_HEADER, _PER_PIECE = 23, 4  # then (first, last, phases, wide) for each piece
+_X, _N, _C, _H, _W, _WEIGHT, _O, _TAPS_N, _BIAS, _OUT, _OH, _OW, _TAPS = range(13)
+SHARED = 13  # NOTE: the words above, the same in every plan's block (``write_shared``, ``read_shared``)
+_COPIES, _COPIES_N, _STRIDE, _WQ, _LO, _HI, _ALPHA, _CODE, _PHASES_N, _WIDE_N = range(SHARED, SHARED + 10)
+_HEADER, _PER_PIECE = SHARED + 10, 4  # then (first, last, phases, wide) for each piece
+
+
+def write_shared(block: np.ndarray, plan: PlaneKernel, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
+                 out: np.ndarray) -> None:
+    """The first ``SHARED`` words of a plan's crew block: the arrays and shapes every plan's job reads."""
+    block[[_X, _N, _C, _H, _W]] = x.ctypes.data, *x.shape
+    block[[_WEIGHT, _O, _TAPS_N, _BIAS]] = weight.ctypes.data, out.shape[1], plan.taps.shape[0], bias.ctypes.data
+    block[[_OUT, _OH, _OW, _TAPS]] = out.ctypes.data, out.shape[2], out.shape[3], plan.taps.ctypes.data
+
+
+@jit
+def read_shared(block):
+    """(x, weight, bias, out, taps) from the words ``write_shared`` wrote, float32."""
+    n, c, h, w, o, oh, ow = block[_N], block[_C], block[_H], block[_W], block[_O], block[_OH], block[_OW]
+    x = carray(as_pointer(block[_X]), (n, c, h, w), np.float32)
+    weight = carray(as_pointer(block[_WEIGHT]), (o, block[_TAPS_N]), np.float32)
+    bias = carray(as_pointer(block[_BIAS]), (o,), np.float32)
+    out = carray(as_pointer(block[_OUT]), (n, o, oh, ow), np.float32)
+    return x, weight, bias, out, carray(as_pointer(block[_TAPS]), (block[_TAPS_N],), np.int64)
 
 
 def crew_jobs(plan: DepthwisePlan, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo, hi, out: np.ndarray,
@@ -196,9 +230,7 @@ def crew_jobs(plan: DepthwisePlan, x: np.ndarray, weight: np.ndarray, bias: np.n
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_HEADER, bounds, scratch)
-    block[[_X, _N, _C, _H, _W]] = x.ctypes.data, *x.shape
-    block[[_WEIGHT, _O, _TAPS_N, _BIAS]] = weight.ctypes.data, out.shape[1], plan.taps.shape[0], bias.ctypes.data
-    block[[_OUT, _OH, _OW, _TAPS]] = out.ctypes.data, out.shape[2], out.shape[3], plan.taps.ctypes.data
+    write_shared(block, plan, x, weight, bias, out)
     block[[_COPIES, _COPIES_N, _STRIDE, _WQ]] = plan.copies.ctypes.data, plan.copies.shape[0], \
         plan.geometry.strides[1], plan.wq
     block[_LO:_CODE].view(np.float64)[:] = lo, hi, alpha
@@ -211,12 +243,7 @@ def depthwise_job(index, data, extra):
     """Piece ``index`` of the depthwise convolution that the block at ``data`` describes."""
     block = carray(data, (_HEADER + _PER_PIECE * (index + 1),), np.int64)
     floats = carray(data, (_HEADER,), np.float64)
-    n, c, h, w, o, oh, ow = block[_N], block[_C], block[_H], block[_W], block[_O], block[_OH], block[_OW]
-    x = carray(as_pointer(block[_X]), (n, c, h, w), np.float32)
-    weight = carray(as_pointer(block[_WEIGHT]), (o, block[_TAPS_N]), np.float32)
-    bias = carray(as_pointer(block[_BIAS]), (o,), np.float32)
-    out = carray(as_pointer(block[_OUT]), (n, o, oh, ow), np.float32)
-    taps = carray(as_pointer(block[_TAPS]), (block[_TAPS_N],), np.int64)
+    x, weight, bias, out, taps = read_shared(block)
     copies = carray(as_pointer(block[_COPIES]), (block[_COPIES_N], 5), np.int64)
     piece = _HEADER + _PER_PIECE * index
     phases = carray(as_pointer(block[piece + 2]), (block[_PHASES_N],), np.float32)

@@ -17,16 +17,14 @@ EfficientNet-B0's: 0.97 (paired).
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numba import carray
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
-from lite.kernels.fast import compiled, jit
+from lite.kernels.fast import jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.depthwise import ROUND
+from lite.kernels.fast.depthwise import ROUND, SHARED, PlaneKernel, read_shared, write_shared
 from lite.kernels.window import Geometry
 
 
@@ -36,7 +34,7 @@ def fits(g: Geometry) -> bool:
     return g.strides == (1, 1) and pl + pr == (kw - 1) * dw and min(*g.begins, *g.ends) >= 0
 
 
-class FlatPlan:
+class FlatPlan(PlaneKernel):
     """Tap offsets, column masks and scratch sizes for one geometry; ``run`` computes the output."""
 
     def __init__(self, g: Geometry) -> None:
@@ -49,33 +47,10 @@ class FlatPlan:
         self.masks = np.array([(column + b * dw - pl >= 0) & (column + b * dw - pl < w) for b in range(kw)], np.uint8)
         self.scratch = ((self.count + int(self.taps.max()) + ROUND,), (self.count,))
 
-    @staticmethod
-    def arrange(weight: np.ndarray) -> np.ndarray:
-        """The weight (O, 1, KH, KW) as ``run`` reads it: (O, KH * KW)."""
-        return np.ascontiguousarray(weight.reshape(weight.shape[0], -1))
-
-    def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
-            out: np.ndarray, scratch: list[np.ndarray], first: int = 0, last: int | None = None,
-            code: int = CLIP_CODE, alpha: np.generic | None = None) -> None:
-        """``out`` = clip(depthwise(x, weight) + bias, lo, hi) for the output planes ``first`` to
-        ``last - 1`` (of N * O; default all); the arguments as ``DepthwisePlan.run`` takes them."""
-        last = out.shape[0] * out.shape[1] if last is None else last
-        alpha = out.dtype.type(1) if alpha is None else alpha
+    def planes(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
+               out: np.ndarray, scratch: list[np.ndarray], first: int, last: int, code: int, alpha: np.generic) -> None:
         flat_planes(x, weight, bias, out, self.taps, self.masks, self.margin, lo, hi, code, alpha, *scratch,
                     first, last)
-
-    def warm(self, dtype: np.dtype) -> None:
-        """Compiles the kernel for ``dtype`` now (at build), not in the first predict."""
-        _warm(np.dtype(dtype).name)
-
-
-@functools.cache
-def _warm(dtype: str) -> None:
-    plan = FlatPlan(Geometry((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4)))
-    x, out = np.zeros((1, 2, 4, 4), dtype), np.zeros((1, 2, 4, 4), dtype)
-    scratch = [np.zeros(shape, dtype) for shape in plan.scratch]
-    lo, hi = np.dtype(dtype).type(0), np.dtype(dtype).type(6)
-    compiled(plan.run, x, plan.arrange(np.zeros((2, 1, 3, 3), dtype)), np.zeros(2, dtype), lo, hi, out, scratch)
 
 
 @jit
@@ -163,9 +138,9 @@ def _any_kernel(padded, wf, wbase, taps, masks, bias, count, wide):
 
 
 # A float32 flat depthwise convolution on the crew (``lite.kernels.fast.crew.Jobs``):
-_X, _N, _C, _H, _W, _WEIGHT, _O, _TAPS_N, _BIAS, _OUT, _OH, _OW, _TAPS, _MASKS, _COLUMNS, _COUNT = range(16)
-_MARGIN, _LO, _HI, _ALPHA, _CODE, _PADDED_N = range(16, 22)
-_HEADER, _PER_PIECE = 22, 4  # then (first, last, padded, wide) for each piece
+# ``lite.kernels.fast.depthwise.SHARED`` words first, then:
+_MASKS, _COLUMNS, _COUNT, _MARGIN, _LO, _HI, _ALPHA, _CODE, _PADDED_N = range(SHARED, SHARED + 9)
+_HEADER, _PER_PIECE = SHARED + 9, 4  # then (first, last, padded, wide) for each piece
 
 
 def crew_jobs(plan: FlatPlan, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo, hi, out: np.ndarray,
@@ -175,9 +150,7 @@ def crew_jobs(plan: FlatPlan, x: np.ndarray, weight: np.ndarray, bias: np.ndarra
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_HEADER, bounds, scratch)
-    block[[_X, _N, _C, _H, _W]] = x.ctypes.data, *x.shape
-    block[[_WEIGHT, _O, _TAPS_N, _BIAS]] = weight.ctypes.data, out.shape[1], plan.taps.shape[0], bias.ctypes.data
-    block[[_OUT, _OH, _OW, _TAPS]] = out.ctypes.data, out.shape[2], out.shape[3], plan.taps.ctypes.data
+    write_shared(block, plan, x, weight, bias, out)
     block[[_MASKS, _COLUMNS, _COUNT, _MARGIN]] = plan.masks.ctypes.data, *plan.masks.shape, plan.margin
     block[_LO:_CODE].view(np.float64)[:] = lo, hi, alpha
     block[[_CODE, _PADDED_N]] = code, scratch[0][0].size
@@ -189,12 +162,7 @@ def flat_job(index, data, extra):
     """Piece ``index`` of the convolution that the block at ``data`` describes."""
     block = carray(data, (_HEADER + _PER_PIECE * (index + 1),), np.int64)
     floats = carray(data, (_HEADER,), np.float64)
-    n, c, h, w, o, oh, ow = block[_N], block[_C], block[_H], block[_W], block[_O], block[_OH], block[_OW]
-    x = carray(as_pointer(block[_X]), (n, c, h, w), np.float32)
-    weight = carray(as_pointer(block[_WEIGHT]), (o, block[_TAPS_N]), np.float32)
-    bias = carray(as_pointer(block[_BIAS]), (o,), np.float32)
-    out = carray(as_pointer(block[_OUT]), (n, o, oh, ow), np.float32)
-    taps = carray(as_pointer(block[_TAPS]), (block[_TAPS_N],), np.int64)
+    x, weight, bias, out, taps = read_shared(block)
     masks = carray(as_pointer(block[_MASKS]), (block[_COLUMNS], block[_COUNT]), np.uint8)
     piece = _HEADER + _PER_PIECE * index
     padded = carray(as_pointer(block[piece + 2]), (block[_PADDED_N],), np.float32)

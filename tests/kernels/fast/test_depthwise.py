@@ -58,8 +58,8 @@ def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs,
 
 
 def test_every_case_runs_the_compiled_kernel(monkeypatch):
-    depthwise._warm("float32")  # compiled (and cached) before the kernels are replaced by probes
-    flat._warm("float32")
+    depthwise._warm(depthwise.DepthwisePlan, "float32")  # compiled (and cached) before the kernels become probes
+    depthwise._warm(flat.FlatPlan, "float32")
     calls = []
     monkeypatch.setattr(depthwise, "by_plane", lambda *args: calls.append(("phases", args[0].shape)))
     monkeypatch.setattr(flat, "flat_planes", lambda *args: calls.append(("flat", args[0].shape)))
