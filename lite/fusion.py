@@ -15,6 +15,11 @@
   ``ScaledInput`` kernel: the gate scales the convolution's weight columns (O x C multiplies)
   and the convolution reads x itself, where that is less work than scaling x (C x H x W).
 
+- The gate itself is five kernels: a global average pool, a 1x1 convolution of the pooled
+  vector, its activation, a second 1x1 convolution and a sigmoid. Where each alone reads the
+  one before, they run as one ``SqueezeExcite`` kernel, one compiled call
+  (``lite.kernels.fast.gate``).
+
 The epilogues are compiled (``lite.kernels.fast``); scaling the weight is one numpy multiply.
 Delegates never see this: it runs after they built, on the native kernels they left, and
 ``partition_report()`` still lists every node.
@@ -30,6 +35,8 @@ from lite.aligned import aligned_array
 from lite.kernel import Kernel
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel
+from lite.kernels.fused import compiled_terms
+from lite.ops.activation import FUSED_CLIPS
 from lite.tensor import Tensor
 
 
@@ -168,6 +175,67 @@ class ScaledInput(Kernel):
         self.consumer.execute()
 
 
+class SqueezeExcite(Kernel):
+    """A squeeze-and-excitation gate's kernels (``parts``: the global average pool, the first 1x1
+    convolution, its Activation if any, the second, its Activation if any) run as one compiled
+    call; a profile charges the time to the pool."""
+
+    def __init__(self, parts: list[NativeKernel]):
+        pool, *rest = parts
+        convs = [k for k in rest if k.type == "Conv2DFusion"]
+        inputs = [pool.inputs[0], *(t for conv in convs for t in conv.inputs[1:])]
+        super().__init__(inputs, list(parts[-1].outputs), name="+".join(k.name for k in parts))
+        self.parts = tuple(parts)
+        self.layers = [(conv, self._activation(conv, rest)) for conv in convs]
+        self.terms: list = []
+
+    @property
+    def type(self) -> str:
+        return "+".join(k.type for k in self.parts)
+
+    @staticmethod
+    def _activation(conv: NativeKernel, rest: list[NativeKernel]) -> NativeKernel | None:
+        """The Activation that reads the convolution's output, if it is one of the parts."""
+        return next((k for k in rest if k.type == "Activation" and k.inputs[0] is conv.outputs[0]), None)
+
+    def resize(self) -> None:
+        from lite.kernels.fast import gate
+
+        gate.warm()
+        self.terms = [term for conv, activation in self.layers for term in self._layer_terms(conv, activation)]
+        channels = self.inputs[0].shape[1]
+        self.pooled = np.empty(channels, np.float32)
+        self.hidden = np.empty(self.layers[0][0].outputs[0].shape[1], np.float32)
+
+    def _layer_terms(self, conv: NativeKernel, activation: NativeKernel | None) -> tuple:
+        """(weight, bias, lo, hi, code, alpha, beta) of one product as ``gate`` takes them (the
+        second's weight transposed)."""
+        from lite.kernels.fast.gate import GATE_CODES, IDENTITY
+
+        weight = conv.inputs[1].data.reshape(conv.inputs[1].shape[0], -1)
+        weight = np.ascontiguousarray(weight.T if conv is self.layers[1][0] else weight, np.float32)
+        bias = conv.bias()
+        kind = "NO_ACTIVATION" if activation is None else activation.attrs["activation_type"]
+        clip = conv.activation if kind in ("NO_ACTIVATION", *GATE_CODES) else kind
+        shift, lo, hi = compiled_terms(None if bias is None else bias.data, conv.inputs[1].shape[0], clip,
+                                       np.dtype(np.float32))
+        if kind not in GATE_CODES:
+            return weight, shift, lo, hi, IDENTITY, np.float32(1), np.float32(0)
+        return weight, shift, lo, hi, GATE_CODES[kind], np.float32(activation.alpha), np.float32(activation.beta)
+
+    def unfuse(self) -> None:
+        """Nothing to give back: the parts keep their own state."""
+
+    def execute(self) -> None:
+        from lite.kernels.fast import gate
+
+        x, out = self.inputs[0].data, self.outputs[0].data
+        x, copies = fast.compiled_input(x.reshape(*x.shape[:2], -1))
+        for copy in copies:
+            copy()
+        gate.gate(x, *self.terms, self.pooled, self.hidden, out.reshape(out.shape[:2]))
+
+
 def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list[Tensor],
          native: set[Kernel]) -> list[Kernel]:
     """``kernels`` with each fusable convolution + residual Add pair replaced by a ConvResidual and
@@ -184,7 +252,12 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
         return kernels
     readers = Counter(t for k in shape_kernels for t in k.inputs if t is not None)
     producer = {t: k for k in kernels if k in native for t in k.outputs}
+    reader = {t: k for k in kernels if k in native for t in k.inputs if t is not None and readers[t] == 1}
     fused: dict[Kernel, Kernel] = {}
+    for pool in kernels:
+        if (parts := _squeeze_excite(pool, reader, outputs, native)) is not None:
+            gate = SqueezeExcite(parts)
+            fused.update(dict.fromkeys(parts, gate))
     for later in kernels:
         if later not in native or later in fused:
             continue
@@ -193,7 +266,6 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
                 fused[pair[0]] = fused[later] = ConvResidual(*pair)
         elif (first := _activation_producer(later, producer, readers, outputs)) is not None and first not in fused:
             fused[first] = fused[later] = ProducerActivation(first, later)
-    reader = {t: k for k in kernels if k in native for t in k.inputs if t is not None and readers[t] == 1}
     for mul in kernels:
         if (gated := _gated_convolution(mul, reader, outputs, native)) is not None and mul not in fused:
             consumer = fused.get(gated[0], gated[0])
@@ -234,6 +306,58 @@ def _residual_pair(add: Kernel, producer: dict[Tensor, Kernel], readers: Counter
                 and np.dtype(inner.dtype).name in fast.FAST_DTYPES and residual.dtype == inner.dtype):
             return conv, add, residual
     return None
+
+
+def _squeeze_excite(pool: Kernel, reader: dict[Tensor, Kernel], outputs: list[Tensor],
+                     native: set[Kernel]) -> list[NativeKernel] | None:
+    """The parts of a squeeze-and-excitation gate that starts at ``pool``: a float32 global
+    average pool of (N, C, H, W), then two 1x1 convolutions of the pooled vector, each optionally
+    followed by an Activation that ``lite.kernels.fast.gate`` applies; each part alone reads the
+    one before, and none of their outputs but the last is the model's."""
+    if (pool.type != "AvgPoolFusion" or pool not in native or not pool.is_global or len(pool.outputs) != 1
+            or len(pool.inputs[0].shape) != 4 or np.dtype(pool.inputs[0].dtype).name != "float32"):
+        return None
+    parts, tensor = [pool], pool.outputs[0]
+    for _ in range(2):
+        conv = _sole_reader(tensor, reader, outputs, native)
+        if conv is None or not _gate_convolution(conv, tensor):
+            return None
+        parts.append(conv)
+        tensor = conv.outputs[0]
+        activation = _sole_reader(tensor, reader, outputs, native)
+        if activation is not None and _gate_activation(activation, conv):
+            parts.append(activation)
+            tensor = activation.outputs[0]
+    return parts
+
+
+def _sole_reader(tensor: Tensor, reader: dict[Tensor, Kernel], outputs: list[Tensor],
+                 native: set[Kernel]) -> Kernel | None:
+    """The native kernel that alone reads ``tensor``, unless the model returns it."""
+    kernel = reader.get(tensor)
+    return kernel if kernel in native and tensor not in outputs else None
+
+
+def _gate_convolution(conv: Kernel, vector: Tensor) -> bool:
+    """Whether ``conv`` is a float32 1x1 convolution of ``vector`` (N, C, 1, 1) that a gate runs:
+    one group, stride 1, no pads, a constant weight and bias, at most a clip fused."""
+    if conv.type != "Conv2DFusion":
+        return False
+    weight, bias = conv.inputs[1], conv.inputs[2] if len(conv.inputs) > 2 else None
+    return (conv.inputs[0] is vector and conv.group == 1 and conv.rank == 2
+            and conv.strides == (1, 1) and not any(conv.attrs.get("pad_list") or ()) and weight.is_const
+            and tuple(weight.shape[2:]) == (1, 1) and (bias is None or bias.is_const)
+            and tuple(vector.shape[2:]) == (1, 1) and conv.activation in ("NO_ACTIVATION", *FUSED_CLIPS)
+            and np.dtype(conv.outputs[0].dtype).name == "float32")
+
+
+def _gate_activation(activation: Kernel, conv: Kernel) -> bool:
+    """Whether a gate applies ``activation`` after ``conv``: a type of ``GATE_CODES``, or a clip
+    where the convolution fuses none."""
+    from lite.kernels.fast.gate import GATE_CODES  # NOTE: imports the compiler: only when used
+
+    kind = activation.type == "Activation" and activation.attrs["activation_type"]
+    return kind in GATE_CODES or (kind in FUSED_CLIPS and conv.activation == "NO_ACTIVATION")
 
 
 def _gated_convolution(mul: Kernel, reader: dict[Tensor, Kernel], outputs: list[Tensor],

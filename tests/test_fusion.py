@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.delegates.onnxruntime import ORTDelegate
-from lite.fusion import ConvResidual, ProducerActivation, ScaledInput
+from lite.fusion import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite
 from lite.kernels import fast
 from lite.tools.converter import convert
 from tests.oracle import relative_l2, run_onnxruntime
@@ -18,6 +18,16 @@ from tests.oracle import relative_l2, run_onnxruntime
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
 RNG = np.random.default_rng(21)
+
+
+def float_model(nodes: list[onnx.NodeProto], name: str, x_dims: list, outputs, inits: dict) -> onnx.ModelProto:
+    """A float32 opset-17 model of ``nodes``: input x of ``x_dims``, the named outputs, the
+    initializers ``inits`` (arrays, stored as float32)."""
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def block(shortcut: str = "conv", extra_nodes=(), outputs=("y",), relu_first: bool = False) -> onnx.ModelProto:
@@ -33,11 +43,7 @@ def block(shortcut: str = "conv", extra_nodes=(), outputs=("y",), relu_first: bo
         nodes.append(helper.make_node("ReduceMean", ["x"], ["s"], axes=[2, 3]))
     nodes += [helper.make_node("Add", ["c", "x" if shortcut == "input" else "s"], ["a"]),
               helper.make_node("Relu", ["a"], ["y"]), *extra_nodes]
-    graph = helper.make_graph(
-        nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 10, 10])],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
-        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return float_model(nodes, "residual", ["batch", 8, 10, 10], outputs, inits)
 
 
 def build(onnx_model: onnx.ModelProto, *delegates) -> lite.Model:
@@ -142,12 +148,7 @@ def conv_then(activation: str, channels: int = 8, size: int = 10, group: int = 1
         inits.update(GELU_CONSTANTS)
     else:
         nodes.append(helper.make_node("HardSwish", ["c"], ["y"]))
-    graph = helper.make_graph(
-        [*nodes, *readers], "conv_activation",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, size, size])],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
-        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return float_model([*nodes, *readers], "conv_activation", ["batch", channels, size, size], outputs, inits)
 
 
 def fused_activations(model: lite.Model) -> list[ProducerActivation]:
@@ -224,11 +225,7 @@ def linear_then_gelu(rows: int, features: int = 20, hidden: int = 60) -> onnx.Mo
     inits = {"w": RNG.standard_normal((features, hidden)) * 0.3, "b": RNG.standard_normal(hidden), **GELU_CONSTANTS}
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["c"]),
              *gelu_nodes("c", "y")]
-    graph = helper.make_graph(
-        nodes, "linear_gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, features])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return float_model(nodes, "linear_gelu", [rows, features], ["y"], inits)
 
 
 @pytest.mark.parametrize(("rows", "packed"), [(16, True), (3, False)])
@@ -259,11 +256,7 @@ def gated(size: int = 10, order: str = "x, gate", residual: bool = False, reader
     if residual:
         nodes += [helper.make_node("Conv", ["x", "ws"], ["short"]), helper.make_node("Add", ["c", "short"], ["a"]),
                   helper.make_node("Relu", ["a"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "gated", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, size, size])],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
-        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return float_model(nodes, "gated", ["batch", 16, size, size], outputs, inits)
 
 
 def scaled_inputs(model: lite.Model) -> list[ScaledInput]:
@@ -324,3 +317,75 @@ def test_unfusing_gives_the_convolution_its_weight_back():
     assert kernel.fused and original is not None and kernel.conv.weights is not original
     kernel.unfuse()
     assert kernel.conv.weights is original
+
+
+def first_activation(kind: str, q: str, r: str) -> list[onnx.NodeProto]:
+    """The nodes of the gate's first activation, q -> r."""
+    if kind == "Silu":  # x * sigmoid(x), as PyTorch exports it: the converter makes it one SWISH
+        return [helper.make_node("Sigmoid", [q], ["sig"]), helper.make_node("Mul", [q, "sig"], [r])]
+    if kind == "Relu6":
+        return [helper.make_node("Clip", [q, "zero", "six"], [r])]
+    return [helper.make_node(kind, [q], [r])]
+
+
+def squeeze(first: str = "Silu", second: str = "Sigmoid", channels: int = 24, size: int = 7, pool: str = "global",
+            readers=(), outputs=("y",)) -> onnx.ModelProto:
+    """x (batch, channels, size, size) -> GlobalAveragePool -> Conv(+b1) -> ``first`` -> Conv(+b2) ->
+    ``second`` -> gate; y = Mul(x, gate) (a plane of 7 x 7 keeps the Mul)."""
+    hidden = channels // 4
+    inits = {"w1": RNG.standard_normal((hidden, channels, 1, 1)) * 0.3, "b1": RNG.standard_normal(hidden),
+             "w2": RNG.standard_normal((channels, hidden, 1, 1)) * 0.5, "b2": RNG.standard_normal(channels),
+             "zero": np.array(0.0), "six": np.array(6.0)}
+    pooling = helper.make_node("GlobalAveragePool", ["x"], ["p"]) if pool == "global" else \
+        helper.make_node("AveragePool", ["x"], ["p"], kernel_shape=[size, size])
+    nodes = [pooling, helper.make_node("Conv", ["p", "w1", "b1"], ["q"]), *first_activation(first, "q", "r"),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["s"]), helper.make_node(second, ["s"], ["gate"]),
+             helper.make_node("Mul", ["x", "gate"], ["y"]), *readers]
+    return float_model(nodes, "squeeze", ["batch", channels, size, size], outputs, inits)
+
+
+def gates(model: lite.Model) -> list[SqueezeExcite]:
+    return [k for k in model._engine.kernels if isinstance(k, SqueezeExcite)]
+
+
+def assert_squeeze_matches(model: lite.Model, onnx_model: onnx.ModelProto, batch: int, channels: int = 24) -> None:
+    if model.get_inputs()[0].shape[0] != batch:
+        model.resize(model.get_inputs(), [[batch, channels, 7, 7]])
+    x = (RNG.standard_normal((batch, channels, 7, 7)) + 0.5).astype(np.float32)
+    for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+        assert relative_l2(got.get_data_to_numpy(), want) < 1e-5
+
+
+@pytest.mark.parametrize("first, second, parts", [
+    ("Silu", "Sigmoid", 5), ("Relu", "HardSigmoid", 4), ("HardSwish", "Sigmoid", 5), ("Relu6", "HardSigmoid", 4),
+    ("Sigmoid", "Relu", 4)])
+def test_a_squeeze_and_excitation_gate_runs_as_one_kernel(first, second, parts):
+    onnx_model = squeeze(first, second)
+    model = build(onnx_model)
+    [kernel] = gates(model)
+    assert len(kernel.parts) == parts  # a clip the convolution fuses is not a part of its own
+    assert [r.op_type for r in model.partition_report()].count("Conv2DFusion") == 2  # the report keeps every node
+    for batch in (1, 3, 1):  # a gate per image
+        assert_squeeze_matches(model, onnx_model, batch)
+
+
+@pytest.mark.parametrize("case, onnx_model", [
+    ("the pooled vector is also a model output", squeeze(outputs=("y", "p"))),
+    ("the first product has another reader", squeeze(readers=[helper.make_node("Neg", ["q"], ["n"])],
+                                                     outputs=("y", "n"))),
+    ("an activation the gate does not apply", squeeze(first="LeakyRelu")),
+    ("a windowed pool, not a global one", squeeze(pool="window")),
+])
+def test_chains_that_are_not_a_whole_gate_are_not_fused(case, onnx_model):
+    model = build(onnx_model)
+    assert not gates(model), case
+    assert_squeeze_matches(model, onnx_model, batch=1)
+
+
+def test_a_gate_charges_its_time_to_the_pool():
+    model = build(squeeze())
+    [kernel] = gates(model)
+    profile: dict = {}
+    model.predict([RNG.standard_normal((1, 24, 7, 7)).astype(np.float32)], profile=profile)
+    pool, *rest = kernel.parts
+    assert profile[pool] > 0 and all(profile[part] == 0 for part in rest)

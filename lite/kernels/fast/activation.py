@@ -72,7 +72,7 @@ def gelu_float32(x, out, alpha):
 
 
 @jit
-def _sigmoid(v):
+def sigmoid_of(v):
     """1 / (1 + e^-v) from e = e^-|v| (in (0, 1], so nothing overflows): 1 / (1 + e) for v >= 0,
     e / (1 + e) below, which keeps tiny results' relative precision; 0 where e^v underflows."""
     e = exp32(-abs(v))
@@ -84,7 +84,7 @@ def _sigmoid(v):
 def sigmoid_float32(x, out, alpha):
     """out = sigmoid(x)."""
     for i in range(x.shape[0]):
-        out[i] = _sigmoid(x[i])
+        out[i] = sigmoid_of(x[i])
 
 
 @jit
