@@ -3,7 +3,8 @@
 Each of the K terms adds, for ROWS rows r and WIDTH columns j, ``a(k, r) * b(k)[j]``: ROWS
 scalars of the left operand, each broadcast, times one row of WIDTH floats of the right one
 (``VECTORS`` vectors of ``LANES`` floats). The 24 sums stay in registers for all K terms and are
-stored once. It is LLVM IR (``<16 x float>`` vectors: LLVM splits them where the machine's are
+stored once. A narrow tile (one or two vectors) covers the last columns of a row that are fewer
+than WIDTH. It is LLVM IR (``<16 x float>`` vectors: LLVM splits them where the machine's are
 narrower); its users (``lite.kernels.fast.direct``, ``lite.kernels.fast.gemm``) say where
 a(k, r) and b(k) lie.
 """
@@ -23,11 +24,14 @@ VECTOR = ir.VectorType(FLOAT, LANES)
 
 
 def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value],
-              row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value) -> None:
+              row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value,
+              vectors: int = VECTORS) -> None:
     """Emits the tile: for k below ``count`` (at least one), the sums ``out[r * stride + j] = sum of
     a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
-    first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows."""
-    vectors = VECTOR.as_pointer()
+    first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows;
+    ``vectors``: the tile's width in vectors (``VECTORS``; fewer for a narrow tile, whose columns
+    are ``vectors * LANES``)."""
+    pointer = VECTOR.as_pointer()
     fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(VECTOR, [VECTOR] * 3),
                                          f"llvm.fma.v{LANES}f32")
     entry, loop = builder.block, builder.append_basic_block("tile.loop")
@@ -35,16 +39,16 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     builder.branch(loop)
     builder.position_at_end(loop)
     k = builder.phi(INDEX)
-    sums = [builder.phi(VECTOR) for _ in range(ROWS * VECTORS)]
+    sums = [builder.phi(VECTOR) for _ in range(ROWS * vectors)]
     start = row(k)
-    b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), vectors), align=4)
-         for j in range(VECTORS)]
+    b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), pointer), align=4)
+         for j in range(vectors)]
     broadcast = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
     updated = []
     for r in range(ROWS):
         lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), builder.load(scalar(k, r)), INDEX(0))
         a = builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined), broadcast)
-        updated += [builder.call(fma, [a, b[j], sums[r * VECTORS + j]]) for j in range(VECTORS)]
+        updated += [builder.call(fma, [a, b[j], sums[r * vectors + j]]) for j in range(vectors)]
     following = builder.add(k, INDEX(1))
     k.add_incoming(INDEX(0), entry)
     k.add_incoming(following, loop)
@@ -55,6 +59,6 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     builder.position_at_end(done)
     for r in range(ROWS):
         first = builder.gep(out, [builder.mul(stride, INDEX(r))])
-        for j in range(VECTORS):
-            builder.store(updated[r * VECTORS + j], builder.bitcast(builder.gep(first, [INDEX(j * LANES)]), vectors),
+        for j in range(vectors):
+            builder.store(updated[r * vectors + j], builder.bitcast(builder.gep(first, [INDEX(j * LANES)]), pointer),
                           align=4)

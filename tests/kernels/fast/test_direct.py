@@ -91,6 +91,17 @@ def test_bands_of_rows(monkeypatch, band_floats):
                                rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("rest", [5, 16, 20, 40, 48])
+def test_a_band_ends_in_a_tile_as_narrow_as_its_last_columns(rest):
+    """One output row whose wide row is 48 + ``rest`` columns: the last tile one, two or three
+    vectors wide (or none past a whole one); it must neither drop nor corrupt columns."""
+    width = 48 + rest - 2  # NOTE: the wide row holds the two pad columns
+    x, w, b = operands((1, 3, 1, width), (16, 3, 3, 3), seed=4)
+    assert direct.DirectPlan(Geometry(x.shape, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (1, width)), 16).wq == 48 + rest
+    expected = onnx_reference("Conv", x, {"w": w, "b": b}, pads=[1, 1, 1, 1])
+    np.testing.assert_allclose(conv(x, w, b, {"pad_list": (1, 1, 1, 1)}), expected, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
     ((1, 3, 224, 224), (32, 3, 3, 3), {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "activation_type": "RELU6"}),
     ((1, 3, 224, 224), (64, 3, 7, 7), {"stride": (2, 2), "pad_list": (3, 3, 3, 3), "activation_type": "RELU"}),
