@@ -1,6 +1,15 @@
-"""Activation memory: one arena, offsets planned by tensor lifetime (greedy by size)."""
+"""Activation memory: one arena, offsets planned by tensor lifetime (greedy by size).
+
+A Concat's inputs that only it reads are laid out inside its output where the output's slice
+for each is one contiguous run (every axis before the concatenated one has size 1: one image),
+so the kernels that produce them write there and the Concat copies nothing (SqueezeNet's and
+Inception's branches).
+"""
 
 from __future__ import annotations
+
+import math
+from collections import Counter
 
 import numpy as np
 
@@ -27,6 +36,29 @@ def lifetimes(kernels: list[Kernel], keep: set[Tensor],
             if tensor in spans:
                 spans[tensor] = (spans[tensor][0], i)
     return spans
+
+
+def concat_slots(kernels: list[Kernel], spans: dict[Tensor, tuple[int, int]],
+                 keep: set[Tensor]) -> dict[Tensor, tuple[Tensor, tuple[slice, ...]]]:
+    """Concat inputs that can live in their output: {input: (output, its index there)}, for
+    planned inputs that only the Concat reads (once) and no Concat writes, into a planned or kept
+    output whose slice for the input is contiguous and starts ``ALIGNMENT``-aligned."""
+    readers = Counter(t for k in kernels for t in k.inputs if t is not None)
+    concats = [k for k in kernels if k.type == "Concat" and len(k.outputs) == 1]
+    joined = {k.outputs[0] for k in concats}
+    slots: dict[Tensor, tuple[Tensor, tuple[slice, ...]]] = {}
+    for kernel in concats:
+        out = kernel.outputs[0]
+        axis = int(kernel.primitive.attrs["axis"]) % max(len(out.shape), 1)
+        if (out not in spans and out not in keep) or math.prod(out.shape[:axis]) != 1:
+            continue
+        step, start = math.prod(out.shape[axis + 1:]) * out.dtype.itemsize, 0
+        for tensor in kernel.inputs:
+            if (tensor in spans and readers[tensor] == 1 and tensor not in joined and tensor.dtype == out.dtype
+                    and start * step % ALIGNMENT == 0):
+                slots[tensor] = out, (slice(None),) * axis + (slice(start, start + tensor.shape[axis]),)
+            start += tensor.shape[axis]
+    return slots
 
 
 def plan_offsets(spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
@@ -74,7 +106,13 @@ class MemoryPlan:
         Raises:
             MemoryLimitError: the plan would need more than ``limit`` bytes (nothing is allocated).
         """
-        offsets, size = plan_offsets(lifetimes(kernels, keep, unplanned))
+        spans = lifetimes(kernels, keep, unplanned)
+        slots = concat_slots(kernels, spans, keep)
+        for tensor, (out, _) in slots.items():  # NOTE: the output lives from the first input's producer on
+            first, last = spans.pop(tensor)
+            if out in spans:
+                spans[out] = (min(first, spans[out][0]), max(last, spans[out][1]))
+        offsets, size = plan_offsets(spans)
         total = size + sum(_nbytes(t) for t in keep)
         if total > limit:
             raise MemoryLimitError(f"the model's activations would need {total} bytes, more than the memory "
@@ -88,6 +126,8 @@ class MemoryPlan:
             data = tensor.data
             if data is None or data.shape != tensor.shape or data.dtype != tensor.dtype or not data.flags.writeable:
                 tensor.data = aligned_array(tensor.shape, tensor.dtype)
+        for tensor, (out, index) in slots.items():
+            tensor.data = out.data[index]
 
     @property
     def nbytes(self) -> int:

@@ -1,15 +1,23 @@
-"""The activation arena: tensors alive together never overlap; dead slots are reused."""
+"""The activation arena: tensors alive together never overlap; dead slots are reused; a Concat's
+inputs live inside its output where their slices are contiguous."""
 
 import subprocess
 import sys
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
+import lite
+from lite.delegates.onnxruntime import ORTDelegate
 from lite.errors import MemoryLimitError
 from lite.kernel import Kernel
-from lite.memory import MemoryPlan, lifetimes, plan_offsets
+from lite.memory import MemoryPlan, concat_slots, lifetimes, plan_offsets
+from lite.primitive import Primitive
 from lite.tensor import Tensor
+from lite.tools.converter import convert
+from tests.oracle import run_onnxruntime
 
 
 def chain(sizes: list[int]) -> tuple[list[Kernel], list[Tensor]]:
@@ -81,3 +89,90 @@ def test_an_allocation_the_system_refuses_is_a_lite_error():
     result = subprocess.run([sys.executable, "-c", BOMB], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("refused: could not allocate 3600000000 bytes")
+
+
+def branches(shapes: list[tuple[int, ...]], axis: int = 1, read_twice: int | None = None):
+    """x -> one kernel per shape (the branches) -> Concat(axis) -> y -> a reader; ``read_twice``:
+    that branch's output is also read by the last kernel."""
+    x = Tensor("x", np.float32, (1, 4))
+    parts = [Tensor(f"b{i}", np.float32, shape) for i, shape in enumerate(shapes)]
+    joined = list(shapes[0])
+    joined[axis] = sum(shape[axis] for shape in shapes)
+    y, z = Tensor("y", np.float32, tuple(joined)), Tensor("z", np.float32, (1,))
+    kernels = [Kernel([x], [part], name=f"branch{i}") for i, part in enumerate(parts)]
+    kernels.append(Kernel(parts, [y], Primitive("Concat", {"axis": axis}), name="concat"))
+    kernels.append(Kernel([y] + ([] if read_twice is None else [parts[read_twice]]), [z], name="reader"))
+    return kernels, parts, y
+
+
+def test_concat_inputs_are_laid_out_inside_the_output():
+    kernels, parts, y = branches([(1, 16, 3, 3), (1, 32, 3, 3), (1, 16, 3, 3)])
+    MemoryPlan().apply(kernels, keep=set(), limit=1 << 20)
+    starts = [0, 16, 48]
+    for part, start in zip(parts, starts, strict=True):
+        assert np.shares_memory(part.data, y.data)
+        assert part.data.__array_interface__["data"][0] == y.data[:, start:].__array_interface__["data"][0]
+    y.data[:] = 0
+    for i, part in enumerate(parts):  # each branch writes its own slice, nothing else
+        part.data[:] = i + 1
+    np.testing.assert_array_equal(y.data[0, :, 0, 0], [1] * 16 + [2] * 32 + [3] * 16)
+
+
+def test_the_output_lives_from_the_first_branch_on():
+    """u is dead once the first branch is made from it; y, alive only from the Concat on, could
+    reuse its bytes, but not once the branches are written inside y."""
+    x, u, z = Tensor("x", np.float32, (1, 4)), Tensor("u", np.float32, (1, 32, 3, 3)), Tensor("z", np.float32, (1,))
+    parts = [Tensor(f"b{i}", np.float32, (1, 16, 3, 3)) for i in range(2)]
+    y = Tensor("y", np.float32, (1, 32, 3, 3))
+    kernels = [Kernel([x], [u]), Kernel([u], [parts[0]]), Kernel([x], [parts[1]]),
+               Kernel(parts, [y], Primitive("Concat", {"axis": 1})), Kernel([y], [z])]
+    MemoryPlan().apply(kernels, keep=set(), limit=1 << 20)
+    assert np.shares_memory(parts[0].data, y.data) and not np.shares_memory(u.data, y.data)
+
+
+@pytest.mark.parametrize("case, shapes, axis, read_twice, kept", [
+    ("two images: a slice is not contiguous", [(2, 16, 3, 3), (2, 16, 3, 3)], 1, None, []),
+    ("a branch read again later", [(1, 16, 3, 3), (1, 16, 3, 3)], 1, 0, [1]),
+    ("a slice that would start unaligned", [(1, 3, 1, 1), (1, 16, 1, 1)], 1, None, [0]),
+    ("rows of one image, joined along the last axis", [(1, 16), (1, 5)], 1, None, [0, 1]),
+])
+def test_inputs_stay_apart_where_a_slot_would_not_do(case, shapes, axis, read_twice, kept):
+    kernels, parts, y = branches(shapes, axis, read_twice)
+    slots = concat_slots(kernels, lifetimes(kernels, keep=set()), keep=set())
+    assert sorted(parts.index(t) for t in slots) == kept, case
+
+
+def inception(outputs=("y",)) -> onnx.ModelProto:
+    """x (batch, 8, 6, 6) -> four branches (a 1x1 and a 3x3 Conv, a Relu, x itself) -> Concat(axis 1)
+    -> y; the concatenated tensor is also an output when ``outputs`` names it."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+             for name, shape in (("w1", (16, 8, 1, 1)), ("w3", (16, 8, 3, 3)))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Conv", ["x", "w3"], ["b"], pads=[1] * 4),
+             helper.make_node("Relu", ["x"], ["c"]), helper.make_node("Concat", ["a", "b", "c", "x"], ["j"], axis=1),
+             helper.make_node("Sigmoid", ["j"], ["y"])]
+    graph = helper.make_graph(nodes, "inception", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                               ["batch", 8, 6, 6])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("delegated, outputs", [([], ("y",)), ([], ("y", "j")), (["Conv2DFusion"], ("y",))])
+def test_branches_written_in_place_match_onnxruntime(delegated, outputs):
+    """Batch 1 (the branches in the output, x copied: the model's input is not planned), 2 (all
+    copied), then 1 again; with the joined tensor also a model output, and with the convolutions
+    on a delegate (its outputs are planned tensors too)."""
+    onnx_model = inception(outputs)
+    model = lite.Model()
+    delegates = [ORTDelegate(ops=delegated)] if delegated else []
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=1, delegates=delegates))
+    concat = next(k for k in model._engine.kernels if k.type == "Concat")
+    rng = np.random.default_rng(4)
+    for batch in (1, 2, 1):
+        if model.get_inputs()[0].shape[0] != batch:
+            model.resize(model.get_inputs(), [[batch, 8, 6, 6]])
+        x = rng.standard_normal((batch, 8, 6, 6)).astype(np.float32)
+        for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+            np.testing.assert_allclose(got.get_data_to_numpy(), want, rtol=1e-5, atol=1e-6)
+        in_place = [np.shares_memory(t.data, concat.outputs[0].data) for t in concat.inputs]
+        assert in_place == [batch == 1] * 3 + [False]

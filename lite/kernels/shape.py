@@ -192,9 +192,25 @@ class Concat(DataMovement):
 
     def resize(self) -> None:
         self.axis = self.attrs["axis"] % len(self.inputs[0].shape)
+        self.slots: tuple[np.ndarray, list[np.ndarray]] | None = None
 
     def execute(self) -> None:
-        np.concatenate([t.data for t in self.inputs], axis=self.axis, out=self.outputs[0].data)
+        """Copies each input into its slice of the output, except those the memory plan laid out
+        there already (``lite.memory.concat_slots``): their producers wrote them in place."""
+        out = self.outputs[0].data
+        if self.slots is None or self.slots[0] is not out:
+            bounds = itertools.accumulate((t.shape[self.axis] for t in self.inputs), initial=0)
+            head = (slice(None),) * self.axis
+            self.slots = out, [out[(*head, slice(a, b))] for a, b in itertools.pairwise(bounds)]
+        for tensor, slot in zip(self.inputs, self.slots[1], strict=True):
+            if not _in_place(tensor.data, slot):
+                np.copyto(slot, tensor.data)
+
+
+def _in_place(data: np.ndarray, slot: np.ndarray) -> bool:
+    """Whether ``data`` is ``slot``: the same bytes under the same shape and strides."""
+    return data is slot or (data.__array_interface__["data"][0] == slot.__array_interface__["data"][0]
+                            and data.shape == slot.shape and data.strides == slot.strides)
 
 
 @register("PadFusion", ALL)
