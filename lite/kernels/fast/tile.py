@@ -25,15 +25,19 @@ VECTOR = ir.VectorType(FLOAT, LANES)
 
 def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value],
               row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value,
-              vectors: int = VECTORS) -> None:
+              vectors: int = VECTORS, accumulate: bool = False) -> None:
     """Emits the tile: for k below ``count`` (at least one), the sums ``out[r * stride + j] = sum of
     a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
     first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows;
     ``vectors``: the tile's width in vectors (``VECTORS``; fewer for a narrow tile, whose columns
-    are ``vectors * LANES``)."""
+    are ``vectors * LANES``); ``accumulate``: the sums start from out's values (a product's terms
+    taken in several passes), else from zero."""
     pointer = VECTOR.as_pointer()
     fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(VECTOR, [VECTOR] * 3),
                                          f"llvm.fma.v{LANES}f32")
+    places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)), INDEX(j * LANES))]),
+                              pointer) for r in range(ROWS) for j in range(vectors)]
+    starts = [builder.load(place, align=4) if accumulate else ir.Constant(VECTOR, [0.0] * LANES) for place in places]
     entry, loop = builder.block, builder.append_basic_block("tile.loop")
     done = builder.append_basic_block("tile.done")
     builder.branch(loop)
@@ -52,13 +56,10 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     following = builder.add(k, INDEX(1))
     k.add_incoming(INDEX(0), entry)
     k.add_incoming(following, loop)
-    for phi, value in zip(sums, updated, strict=True):
-        phi.add_incoming(ir.Constant(VECTOR, [0.0] * LANES), entry)
+    for phi, initial, value in zip(sums, starts, updated, strict=True):
+        phi.add_incoming(initial, entry)
         phi.add_incoming(value, loop)
     builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
     builder.position_at_end(done)
-    for r in range(ROWS):
-        first = builder.gep(out, [builder.mul(stride, INDEX(r))])
-        for j in range(vectors):
-            builder.store(updated[r * vectors + j], builder.bitcast(builder.gep(first, [INDEX(j * LANES)]), pointer),
-                          align=4)
+    for place, value in zip(places, updated, strict=True):
+        builder.store(value, place, align=4)
