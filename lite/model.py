@@ -225,6 +225,7 @@ class Model:
         with self._lock:
             engine = self._checked_engine()
             wanted = self._wanted_outputs(engine, output_names)
+            engine.wake_threads()
             if inputs is not None:
                 self._feed(engine, inputs)
             missing = [t.name for t in engine.inputs if t.data is None]

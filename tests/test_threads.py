@@ -163,3 +163,51 @@ def assert_matches_onnxruntime(model: lite.Model, onnx_model: onnx.ModelProto) -
     (got,) = model.predict([x])
     (want,) = run_onnxruntime(onnx_model, {"x": x})
     assert relative_l2(got.get_data_to_numpy(), want) < 1e-5
+
+
+def crew_word(name: str) -> int | None:
+    """The crew's state word ``name`` (SLEEPERS: workers asleep on the futex; WAKE: futex wakes
+    posted so far), or None where there is no crew in this process."""
+    if not fast.enabled():
+        return None
+    from lite.kernels.fast import crew
+
+    team = crew.crew()
+    return None if team is None else int(team.state[getattr(crew, name)])
+
+
+def wait_for(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_the_sleeping_crew_is_woken_on_idle_cores_only(monkeypatch, busy):
+    """After an idle spell the workers sleep; on idle cores ``wake_threads`` wakes them (a futex
+    wake, no job), on busy ones the model's dynamic chunks run instead, so they stay asleep."""
+    if crew_word("SLEEPERS") is None:
+        pytest.skip("no crew here")
+    onnx_model = conv_net()
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=2))
+    assert_matches_onnxruntime(model, onnx_model)  # the crew has its worker now
+    assert wait_for(lambda: crew_word("SLEEPERS") > 0)  # it spins a few milliseconds, then sleeps
+    monkeypatch.setattr(threads.LoadMonitor, "latest", lambda self: busy)
+    wakes = crew_word("WAKE")
+    model._engine.wake_threads()
+    assert crew_word("WAKE") == wakes + (not busy)
+
+
+def test_a_predict_wakes_the_crew_before_it_copies_the_inputs_in(monkeypatch):
+    model = lite.Model()
+    model.build(convert(conv_net()), lite.ModelType.LITE, lite.Context(thread_num=2))
+    calls = []
+    monkeypatch.setattr(model._engine, "wake_threads", lambda: calls.append("wake"))
+    feed = lite.Model._feed
+    monkeypatch.setattr(lite.Model, "_feed", staticmethod(lambda *args: calls.append("feed") or feed(*args)))
+    model.predict([np.zeros((1, 16, 32, 32), np.float32)])
+    assert calls == ["wake", "feed"]

@@ -181,6 +181,12 @@ class KernelThreads:
         if team is not None and team.workers < self.thread_num - 1:
             team.ensure(self.thread_num - 1)
 
+    def wake(self) -> None:
+        """Wakes the crew's sleeping workers (if the model's threads have a crew and it has workers)."""
+        team = self.crew()
+        if team is not None:
+            team.wake()
+
     @contextlib.contextmanager
     def lent(self) -> Iterator[None]:
         """While inside, BLAS's threaded products run on the crew, as the compiled loops do (on

@@ -296,6 +296,11 @@ class Crew:
         workers (``job``: the address of a C function ``void(int, void *, int)``)."""
         run(job, count, size, data, extra)
 
+    def wake(self) -> None:
+        """Posts an empty generation: sleeping workers wake and spin, so the next jobs do not wait
+        for them to be scheduled (a no-op, bar the lock, when they spin already)."""
+        run(0, 0, 0, 0, 0)
+
     def lend_to_blas(self) -> None:
         """OpenBLAS's threaded products run their jobs on the crew until ``reclaim``."""
         with self._lock:
