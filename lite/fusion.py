@@ -238,9 +238,11 @@ class SqueezeExcite(Kernel):
 
 def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list[Tensor],
          native: set[Kernel]) -> list[Kernel]:
-    """``kernels`` with each fusable convolution + residual Add pair replaced by a ConvResidual and
-    each convolution or linear layer + Activation pair by a ProducerActivation, at the place of the
-    later kernel (the producer's inputs are still alive there: the later kernel reads its output).
+    """``kernels`` with each squeeze-and-excitation gate's kernels replaced by a SqueezeExcite, each
+    fusable convolution + residual Add pair by a ConvResidual, each convolution or linear layer +
+    Activation pair by a ProducerActivation and each gate's Mul + the 1x1 convolution reading its
+    product by a ScaledInput, at the place of the last part (the first parts' inputs are still
+    alive there: the later parts read their outputs).
 
     Args:
         kernels: what runs, in order.
