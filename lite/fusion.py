@@ -340,17 +340,25 @@ def _sole_reader(tensor: Tensor, reader: dict[Tensor, Kernel], outputs: list[Ten
     return kernel if kernel in native and tensor not in outputs else None
 
 
-def _gate_convolution(conv: Kernel, vector: Tensor) -> bool:
-    """Whether ``conv`` is a float32 1x1 convolution of ``vector`` (N, C, 1, 1) that a gate runs:
-    one group, stride 1, no pads, a constant weight and bias, at most a clip fused."""
+def _pointwise_convolution(conv: Kernel, x: Tensor) -> bool:
+    """Whether ``conv`` is a float32 1x1 convolution of ``x``: one group, stride 1, no pads, a
+    constant weight."""
     if conv.type != "Conv2DFusion":
         return False
-    weight, bias = conv.inputs[1], conv.inputs[2] if len(conv.inputs) > 2 else None
-    return (conv.inputs[0] is vector and conv.group == 1 and conv.rank == 2
-            and conv.strides == (1, 1) and not any(conv.attrs.get("pad_list") or ()) and weight.is_const
-            and tuple(weight.shape[2:]) == (1, 1) and (bias is None or bias.is_const)
-            and tuple(vector.shape[2:]) == (1, 1) and conv.activation in ("NO_ACTIVATION", *FUSED_CLIPS)
-            and np.dtype(conv.outputs[0].dtype).name == "float32")
+    weight = conv.inputs[1]
+    return (conv.inputs[0] is x and conv.group == 1 and conv.rank == 2 and conv.strides == (1, 1)
+            and not any(conv.attrs.get("pad_list") or ()) and weight.is_const and tuple(weight.shape[2:]) == (1, 1)
+            and np.dtype(x.dtype).name == "float32")
+
+
+def _gate_convolution(conv: Kernel, vector: Tensor) -> bool:
+    """Whether ``conv`` is a 1x1 convolution of ``vector`` (N, C, 1, 1) that a gate runs
+    (``_pointwise_convolution``, a constant bias, at most a clip fused)."""
+    if not _pointwise_convolution(conv, vector):
+        return False
+    bias = conv.inputs[2] if len(conv.inputs) > 2 else None
+    return ((bias is None or bias.is_const) and tuple(vector.shape[2:]) == (1, 1)
+            and conv.activation in ("NO_ACTIVATION", *FUSED_CLIPS))
 
 
 def _gate_activation(activation: Kernel, conv: Kernel) -> bool:
@@ -369,11 +377,9 @@ def _gated_convolution(mul: Kernel, reader: dict[Tensor, Kernel], outputs: list[
     convolution has fewer output channels than the plane has positions."""
     if mul.type != "MulFusion" or mul not in native or mul.activation != "NO_ACTIVATION" or len(mul.inputs) != 2:
         return None
-    product, conv = mul.outputs[0], reader.get(mul.outputs[0])
-    if (conv is None or conv.type != "Conv2DFusion" or conv not in native or conv.inputs[0] is not product
-            or product in outputs or conv.group != 1 or conv.rank != 2 or conv.strides != (1, 1)
-            or tuple(conv.inputs[1].shape[2:]) != (1, 1) or any(conv.attrs.get("pad_list") or ())
-            or not conv.inputs[1].is_const or np.dtype(product.dtype).name != "float32"):
+    product = mul.outputs[0]
+    conv = _sole_reader(product, reader, outputs, native)
+    if conv is None or not _pointwise_convolution(conv, product):
         return None
     for x, gate in (mul.inputs, mul.inputs[::-1]):
         if (x is not None and gate is not None and len(x.shape) == 4 and x.dtype == gate.dtype == product.dtype
