@@ -187,6 +187,13 @@ class KernelThreads:
         if team is not None:
             team.wake()
 
+    def rest(self) -> None:
+        """Sends the crew's spinning workers (if any) to sleep now, as a delegate's graph kernel,
+        which runs its own threads, starts; the next crew job wakes them."""
+        team = self.crew()
+        if team is not None:
+            team.rest()
+
     @contextlib.contextmanager
     def lent(self) -> Iterator[None]:
         """While inside, BLAS's threaded products run on the crew, as the compiled loops do (on

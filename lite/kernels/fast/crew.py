@@ -12,7 +12,8 @@ The crew is plain compiled code, with no Python between a job's posting and its 
 - every worker spins on one word (generation << 32 | next job index) for ``SPIN_TICKS`` ticks
   of the cycle counter (a few milliseconds) after its last job, then sleeps on a futex until
   a job is posted (onnxruntime's pool spins then sleeps too: a predict's products follow each
-  other within microseconds, and an idle process burns no core);
+  other within microseconds, and an idle process burns no core); ``rest`` sends the spinning
+  workers to sleep at once (before a delegate's graph kernel, whose own threads need the cores);
 - ``dispatch`` (the callback's C signature: ``void(int sync, void (*job)(int, void *, int), int
   count, size_t size, void *data, int extra)``) posts ``count`` jobs, takes jobs itself, and
   returns when all are done; job ``i`` is ``job(i, data + i * size, extra)``. A thread that
@@ -44,7 +45,7 @@ from numba.extending import intrinsic
 from lite.kernels.fast import compiled, enabled, jit
 
 SLOTS = 8 * 12  # int64 words of shared state: each field on its own 64-byte cache line
-TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP = (8 * i for i in range(11))
+TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP, REST = (8 * i for i in range(12))
 INDEX_BITS = 32
 INDEX_MASK = (1 << INDEX_BITS) - 1
 GENERATION_MASK = (1 << 31) - 1  # NOTE: generation << 32 stays a positive int64 when it wraps
@@ -180,14 +181,14 @@ def _work(generation):
 @jit
 def serve():
     """A worker's life: spin for posted jobs, sleep on the futex when none comes; returns on stop."""
-    seen, idle_since = load(TICKET) >> INDEX_BITS, ticks()
+    seen, idle_since, rested = load(TICKET) >> INDEX_BITS, ticks(), load(REST)
     while load(STOP) == 0:
         generation = load(TICKET) >> INDEX_BITS
         if generation != seen:
             seen = generation
             _work(generation)
             idle_since = ticks()
-        elif ticks() - idle_since < SPIN_TICKS:
+        elif ticks() - idle_since < SPIN_TICKS and load(REST) == rested:
             relax()
         else:
             wake = load(WAKE) & 0xFFFFFFFF
@@ -195,7 +196,7 @@ def serve():
             if load(TICKET) >> INDEX_BITS == seen and load(STOP) == 0:
                 syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAIT_PRIVATE, wake)
             fetch_add(SLEEPERS, -1)
-            idle_since = ticks()
+            idle_since, rested = ticks(), load(REST)  # NOTE: a rest asked for while asleep is done
 
 
 @jit
@@ -254,6 +255,12 @@ def dispatch_address() -> int:
 
 
 @jit
+def rest_workers():
+    """Sends the spinning workers to sleep now (the next posted job wakes them)."""
+    fetch_add(REST, 1)
+
+
+@jit
 def stop_workers():
     """Tells the workers to return, and wakes the sleeping ones."""
     store(STOP, 1)
@@ -300,6 +307,11 @@ class Crew:
         """Posts an empty generation: sleeping workers wake and spin, so the next jobs do not wait
         for them to be scheduled (a no-op, bar the lock, when they spin already)."""
         run(0, 0, 0, 0, 0)
+
+    def rest(self) -> None:
+        """Sends the spinning workers to sleep now instead of after ``SPIN_TICKS``: another pool
+        (a delegate's) is about to run and needs the cores; the next ``run`` wakes them."""
+        rest_workers()
 
     def lend_to_blas(self) -> None:
         """OpenBLAS's threaded products run their jobs on the crew until ``reclaim``."""
@@ -407,6 +419,7 @@ def warm(*jobs) -> None:
 def _warm_crew() -> None:
     compiled(serve.compile, ())
     compiled(run, 0, 0, 0, 0, 0)  # NOTE: no job: takes the lock, posts an empty generation
+    compiled(rest_workers)
     compiled(dispatch_address)
 
 
