@@ -15,6 +15,11 @@
   ``ScaledInput`` kernel: the gate scales the convolution's weight columns (O x C multiplies)
   and the convolution reads x itself, where that is less work than scaling x (C x H x W).
 
+- An inverted residual block (MobileNetV2's, V3's, EfficientNet's) expands x with a 1x1
+  convolution whose output only a depthwise convolution reads. The expansion then leaves its
+  epilogue (bias, clip, activation) to the depthwise kernel, which applies it to each input
+  plane as it copies the plane in (``ConvBase.hand_epilogue``): one pass less over the largest
+  tensors of the network. Both stay kernels of their own.
 - The gate itself is five kernels: a global average pool, a 1x1 convolution of the pooled
   vector, its activation, a second 1x1 convolution and a sigmoid. Where each alone reads the
   one before, they run as one ``SqueezeExcite`` kernel, one compiled call
@@ -27,6 +32,7 @@ Delegates never see this: it runs after they built, on the native kernels they l
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -250,6 +256,9 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
         outputs: the model's outputs (a convolution's output that is one is never fused away).
         native: the kernels of ``kernels`` that run natively, with static output shapes.
     """
+    for kernel in shape_kernels:  # NOTE: an earlier fuse (measured placement's) may have handed epilogues over
+        if getattr(kernel, "epilogue_reader", None) is not None:
+            kernel.hand_epilogue(None)
     if not native or not fast.enabled():  # NOTE: nothing native (a whole delegated model): numba stays unloaded
         return kernels
     readers = Counter(t for k in shape_kernels for t in k.inputs if t is not None)
@@ -274,8 +283,34 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
             scaled = ScaledInput(mul, consumer, *gated[1:])
             for part in (mul, *getattr(consumer, "parts", (consumer,))):
                 fused[part] = scaled
+    for expansion in kernels:
+        if (depthwise := _epilogue_reader(expansion, fused, reader, outputs, native)) is not None:
+            expansion.hand_epilogue(depthwise)
     last = {fused.get(k, k): i for i, k in enumerate(kernels)}  # NOTE: each runs where its last part did
     return [kernel for i, k in enumerate(kernels) if last[kernel := fused.get(k, k)] == i]
+
+
+def _epilogue_reader(expansion: Kernel, fused: dict[Kernel, Kernel], reader: dict[Tensor, Kernel],
+                     outputs: list[Tensor], native: set[Kernel]) -> NativeKernel | None:
+    """The depthwise convolution that alone reads the output of ``expansion`` (a float32 1x1
+    convolution with a constant bias or none, alone or with the Activation it took over, not
+    adding a residual), when the compiled depthwise kernel runs it: one input channel per group,
+    2-D, more than one tap."""
+    if expansion not in native or not _pointwise_convolution(expansion, expansion.inputs[0]):
+        return None
+    bias, owner = expansion.bias(), fused.get(expansion, expansion)
+    if (bias is not None and not bias.is_const) or isinstance(owner, ConvResidual | SqueezeExcite):
+        return None
+    depthwise = _sole_reader(owner.outputs[0], reader, outputs, native)
+    if depthwise is None or depthwise.type != "Conv2DFusion" or depthwise.inputs[0] is not owner.outputs[0]:
+        return None
+    weight = depthwise.inputs[1]
+    if (depthwise.rank != 2 or depthwise.group < 2 or len(weight.shape) != 4 or weight.shape[1] != 1
+            or math.prod(weight.shape[2:]) < 2):
+        return None
+    if isinstance(owner, ProducerActivation) and depthwise.strides != (1, 1):
+        return None  # NOTE: the activation run by run over the stride phases' short runs measured slower
+    return depthwise
 
 
 def _activation_producer(activation: Kernel, producer: dict[Tensor, Kernel], readers: Counter,

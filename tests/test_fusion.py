@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.delegates.onnxruntime import ORTDelegate
-from lite.fusion import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite
+from lite.fusion import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite, fuse
 from lite.kernels import fast
 from lite.tools.converter import convert
 from tests.oracle import relative_l2, run_onnxruntime
@@ -389,3 +389,77 @@ def test_a_gate_charges_its_time_to_the_pool():
     model.predict([RNG.standard_normal((1, 24, 7, 7)).astype(np.float32)], profile=profile)
     pool, *rest = kernel.parts
     assert profile[pool] > 0 and all(profile[part] == 0 for part in rest)
+
+
+def expansion(activation: str, stride: int = 1, readers=(), outputs=("y",)) -> onnx.ModelProto:
+    """x (8 channels) -> 1x1 Conv to 24 -> the activation ("relu6" as Clip, "silu", "hard_swish",
+    "none") -> e -> depthwise 3x3 Conv (``stride``) -> Relu -> y, plus ``readers``: an inverted
+    residual block's expansion and depthwise convolution."""
+    inits = {"we": RNG.standard_normal((24, 8, 1, 1)) * 0.4, "be": RNG.standard_normal(24),
+             "wd": RNG.standard_normal((24, 1, 3, 3)) * 0.4, "bd": RNG.standard_normal(24),
+             "lo": np.array(0.0), "hi": np.array(6.0)}
+    nodes = [helper.make_node("Conv", ["x", "we", "be"], ["c"])]
+    if activation == "relu6":
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["e"]))
+    elif activation == "silu":
+        nodes += [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["e"])]
+    elif activation == "hard_swish":
+        nodes.append(helper.make_node("HardSwish", ["c"], ["e"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["c"], ["e"]))
+    nodes += [helper.make_node("Conv", ["e", "wd", "bd"], ["d"], group=24, pads=[1] * 4, strides=[stride] * 2),
+              helper.make_node("Relu", ["d"], ["y"]), *readers]
+    return float_model(nodes, "expansion", ["batch", 8, 10, 10], outputs, inits)
+
+
+def handed(model: lite.Model) -> list:
+    """(expansion, depthwise) of each epilogue handed over."""
+    return [(k, k.epilogue_reader) for k in model._engine.shape_kernels if getattr(k, "epilogue_reader", None)]
+
+
+@pytest.mark.parametrize("activation", ["relu6", "silu", "hard_swish", "none"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_an_expansion_leaves_its_epilogue_to_the_depthwise_convolution(activation, stride):
+    onnx_model = expansion(activation, stride)
+    model = build(onnx_model)
+    pairs = handed(model)
+    if activation in ("silu", "hard_swish") and stride == 2:
+        assert not pairs  # the activation over the phases' short runs measured slower
+    else:
+        [(first, second)] = pairs
+        assert second.prologue_source is first and second.group == 24 and first.inputs[0].name == "x"
+    for batch in (1, 3, 1):
+        assert_matches(model, onnx_model, batch)
+
+
+@pytest.mark.parametrize("case, onnx_model", [
+    ("e is an output", expansion("relu6", outputs=("y", "e"))),
+    ("e read twice", expansion("relu6", readers=[helper.make_node("ReduceMean", ["e"], ["m"])], outputs=("y", "m"))),
+])
+def test_an_expansion_whose_output_is_needed_elsewhere_keeps_its_epilogue(case, onnx_model):
+    model = build(onnx_model)
+    assert not handed(model), case
+    assert_matches(model, onnx_model, batch=2)
+
+
+def test_a_build_after_measured_placement_hands_over_only_what_stays_native():
+    """Measured placement fuses the native kernels to time them, then the build fuses again
+    around what the delegate took: no convolution keeps an epilogue handed to a delegated one."""
+    onnx_model = expansion("relu6")
+    model = lite.Model()
+    context = lite.Context(thread_num=1, delegates=[ORTDelegate(ops=["Conv2DFusion"])], placement="measured",
+                           placement_cache=None)
+    model.build(convert(onnx_model), lite.ModelType.LITE, context)
+    native = {row.name for row in model.partition_report() if row.runs_on == "native"}
+    for first, second in handed(model):
+        assert {first.name, second.name} <= native
+    assert_matches(model, onnx_model, batch=1)
+
+
+def test_fusing_again_takes_back_an_epilogue_whose_reader_no_longer_runs_natively():
+    model = build(expansion("relu6"))
+    engine = model._engine
+    [(first, second)] = handed(model)
+    kernels = [k for k in engine.kernels if k is not second]
+    fuse(kernels, engine.shape_kernels, engine.outputs, set(kernels))
+    assert first.epilogue_reader is None and second.prologue_source is None and not handed(model)

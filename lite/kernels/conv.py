@@ -58,6 +58,10 @@ class ConvBase(NativeKernel):
     residual_activation = "NO_ACTIVATION"
     # (activation_type, alpha) of the Activation kernel whose work the epilogue does last (set by lite.fusion)
     epilogue_activation: tuple[str, float] | None = None
+    # the depthwise convolution that applies this one's epilogue as it reads its output, and the
+    # convolution whose epilogue this one applies so (``hand_epilogue``, set by lite.fusion)
+    epilogue_reader: ConvBase | None = None
+    prologue_source: ConvBase | None = None
 
     def check_attrs(self) -> None:
         check_io(self, 2, 1)
@@ -96,6 +100,29 @@ class ConvBase(NativeKernel):
     def bias(self) -> Tensor | None:
         """The bias tensor, or None."""
         return self.inputs[2] if len(self.inputs) > 2 else None
+
+    def hand_epilogue(self, reader: ConvBase | None) -> None:
+        """Leaves this convolution's epilogue (bias, clip, activation) to ``reader``, a depthwise
+        convolution that alone reads the output and applies it to each input plane as it copies
+        it in (``lite.fusion``); None takes a handed epilogue back. Both plan their steps again."""
+        if self.epilogue_reader is not None:
+            self.epilogue_reader.prologue_source, self.epilogue_reader.steps_key = None, None
+        self.epilogue_reader, self.steps_key = reader, None
+        if reader is not None:
+            reader.prologue_source, reader.steps_key = self, None
+
+    def epilogue_terms(self) -> tuple[np.ndarray, np.generic, np.generic, int, np.generic]:
+        """(shift per output channel, lo, hi, code, alpha): the epilogue ``finish_steps`` applies,
+        as the compiled depthwise kernels take it for a prologue (float32 only)."""
+        from lite.kernels.fast.activation import CLIP_CODE
+
+        bias, dtype, channels = self.bias(), np.dtype(np.float32), self.outputs[0].shape[1]
+        shift = None if bias is None else bias.data
+        if self.epilogue_activation is not None:
+            code, alpha = activation_code(self.epilogue_activation, dtype)
+            return compiled_terms(shift, channels, "NO_ACTIVATION", dtype)[0], dtype.type(-np.inf), \
+                dtype.type(np.inf), code, alpha
+        return *compiled_terms(shift, channels, self.activation, dtype), CLIP_CODE, dtype.type(1)
 
     def finish(self, out: np.ndarray) -> None:
         """Adds the bias (if any) and applies the fused activation, in place."""
@@ -344,6 +371,7 @@ class Conv2DFusion(ConvBase):
         # NOTE: a copy of the weight: a read-only one from the model file would be another type to the compiler
         terms = compiled_terms(None if bias is None else bias.data, out_c, self.activation, out.dtype)
         code, alpha = activation_code(self.epilogue_activation, out.dtype)
+        prologue = None if self.prologue_source is None else self.prologue_source.epilogue_terms()
         kernel = np.array(self.fast_plan.arrange(weights.reshape(out_c, 1, *self.fast_plan.geometry.kernel)), copy=True)
         (x, steps), out = fast.compiled_input(x.reshape(self.x_shape)), out.reshape(self.out_shape)
         count, per = out.shape[0] * out_c, len(self.fast_plan.scratch)
@@ -351,10 +379,11 @@ class Conv2DFusion(ConvBase):
         scratch = [buffers[i * per:(i + 1) * per] for i in range(self.threads.loop_pieces(count))]
 
         def piece(index: int, first: int, last: int) -> Step:
-            return partial(self.fast_plan.run, x, kernel, *terms, out, scratch[index], first, last, code, alpha)
+            return partial(self.fast_plan.run, x, kernel, *terms, out, scratch[index], first, last, code, alpha,
+                           prologue)
 
         def jobs(bounds: list[tuple[int, int]]) -> Step:
-            return crew_jobs(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code, alpha)
+            return crew_jobs(self.fast_plan, x, kernel, *terms, out, scratch, bounds, code, alpha, prologue)
 
         return [*steps, self.threads.crew_loop(count, piece, jobs if out.dtype == np.float32 else None)]
 
@@ -417,7 +446,8 @@ class Conv2DFusion(ConvBase):
         buffers = self.scratch.arrays(self.workspace, x.dtype) if self.scratch else []
         weights, bias = self.weight_matrix(), self.bias()
         key = (x, out, buffers[0].base if buffers else None, weights, None if bias is None else bias.data,
-               None if self.residual is None else self.residual.data)
+               None if self.residual is None else self.residual.data,
+               self.prologue_source and self.prologue_source.epilogue_activation)
         if self.steps_key is None or not all(map(operator.is_, key, self.steps_key)):
             self.steps_key, self.steps = key, self.plan_steps(x, out, buffers, weights, bias)
         for step in self.steps:
@@ -428,9 +458,10 @@ class Conv2DFusion(ConvBase):
 
     def direct_steps(self, x: np.ndarray, out: np.ndarray, _buffers: list[np.ndarray], weights: np.ndarray,
                      bias: Tensor | None) -> list[Step]:
-        """One matmul of the weight by the input itself, then bias and activation."""
-        return [self.threads.matmul_step(weights, x.reshape(self.gemm_cols), out.reshape(self.gemm_out)),
-                *self.finish_steps(out, bias)]
+        """One matmul of the weight by the input itself, then bias and activation (unless the
+        depthwise convolution reading the output applies them: ``hand_epilogue``)."""
+        product = self.threads.matmul_step(weights, x.reshape(self.gemm_cols), out.reshape(self.gemm_out))
+        return [product] if self.epilogue_reader is not None else [product, *self.finish_steps(out, bias)]
 
     def im2col_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                      bias: Tensor | None) -> list[Step]:

@@ -24,7 +24,16 @@ from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index
 from lite.kernels.fast import jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.depthwise import ROUND, SHARED, PlaneKernel, read_shared, write_shared
+from lite.kernels.fast.depthwise import (
+    ROUND,
+    SHARED,
+    PlaneKernel,
+    no_prologue,
+    read_prologue,
+    read_shared,
+    taken,
+    write_shared,
+)
 from lite.kernels.window import Geometry
 
 
@@ -48,17 +57,21 @@ class FlatPlan(PlaneKernel):
         self.scratch = ((self.count + int(self.taps.max()) + ROUND,), (self.count,))
 
     def planes(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo: np.generic, hi: np.generic,
-               out: np.ndarray, scratch: list[np.ndarray], first: int, last: int, code: int, alpha: np.generic) -> None:
+               out: np.ndarray, scratch: list[np.ndarray], first: int, last: int, code: int, alpha: np.generic,
+               prologue: tuple) -> None:
         flat_planes(x, weight, bias, out, self.taps, self.masks, self.margin, lo, hi, code, alpha, *scratch,
-                    first, last)
+                    first, last, *prologue)
 
 
 @jit
-def flat_planes(x, weight, bias, out, taps, masks, margin, lo, hi, code, alpha, padded, wide, first, last):
+def flat_planes(x, weight, bias, out, taps, masks, margin, lo, hi, code, alpha, padded, wide, first, last,
+                pshift, plo, phi, pcode, palpha):
     """Output planes ``first`` to ``last - 1`` (of N * O), channel by channel: its input plane
-    between the margins, then the taps. A plane is written ``count`` positions long where that
-    stays within the range's planes (the following planes' first positions are written again
-    right after); else it goes through ``wide``, so nothing past the range is touched.
+    between the margins (where ``pshift`` is not empty, with the prologue ``pshift``, ``plo``,
+    ``phi``, ``pcode``, ``palpha`` applied), then the taps. A plane is written ``count``
+    positions long where that stays within the range's planes (the following planes' first
+    positions are written again right after); else it goes through ``wide``, so nothing past the
+    range is touched.
 
     One function: a compiled call that takes arrays counts references to each, and once a plane
     that cost a tenth of a 7 x 7 plane's time."""
@@ -71,9 +84,14 @@ def flat_planes(x, weight, bias, out, taps, masks, margin, lo, hi, code, alpha, 
     padded[:] = 0
     image, channel = first // o, first % o  # NOTE: counted on, not divided, per plane (a third of 7 x 7's time)
     for job in range(first, last):
-        source, wbase = (image * c + (channel if multiplier == 1 else channel // multiplier)) * plane, channel * ntaps
+        reads = channel if multiplier == 1 else channel // multiplier
+        source, wbase = (image * c + reads) * plane, channel * ntaps
+        prologue = pshift.size > 0
+        shift = pshift[reads] if prologue else zero
         for i in range(plane):
-            padded[_u(margin + i)] = xf[_u(source + i)]
+            padded[_u(margin + i)] = taken(xf[_u(source + i)], shift, plo, phi, prologue)
+        if prologue and pcode != CLIP_CODE:
+            activate_run(padded, margin, plane, zero, pcode, palpha)
         direct, shift = job * size + count <= last * size, bias[channel]  # NOTE: direct: stays within the range
         if nine:  # NOTE: the nine taps in one pass, each kernel column's three under its mask
             into, base = of if direct else wide, job * size if direct else 0
@@ -144,17 +162,19 @@ _HEADER, _PER_PIECE = SHARED + 9, 4  # then (first, last, padded, wide) for each
 
 
 def crew_jobs(plan: FlatPlan, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, lo, hi, out: np.ndarray,
-              scratch: list[list[np.ndarray]], bounds: list[tuple[int, int]], code: int, alpha):
+              scratch: list[list[np.ndarray]], bounds: list[tuple[int, int]], code: int, alpha,
+              prologue: tuple | None = None):
     """The output planes as jobs for the crew, one per piece of ``bounds`` with that piece's
     scratch (``plan.run``'s arguments otherwise)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
+    prologue = no_prologue(np.float32) if prologue is None else prologue
     block = pieces_block(_HEADER, bounds, scratch)
-    write_shared(block, plan, x, weight, bias, out)
+    write_shared(block, plan, x, weight, bias, out, prologue)
     block[[_MASKS, _COLUMNS, _COUNT, _MARGIN]] = plan.masks.ctypes.data, *plan.masks.shape, plan.margin
     block[_LO:_CODE].view(np.float64)[:] = lo, hi, alpha
     block[[_CODE, _PADDED_N]] = code, scratch[0][0].size
-    arrays = (x, weight, bias, out, plan.taps, plan.masks, *(a for piece in scratch for a in piece))
+    arrays = (x, weight, bias, out, plan.taps, plan.masks, prologue[0], *(a for piece in scratch for a in piece))
     return Jobs(flat_job, block, len(bounds), arrays)
 
 
@@ -169,4 +189,4 @@ def flat_job(index, data, extra):
     wide = carray(as_pointer(block[piece + 3]), (block[_COUNT],), np.float32)
     lo, hi, alpha = np.float32(floats[_LO]), np.float32(floats[_HI]), np.float32(floats[_ALPHA])
     flat_planes(x, weight, bias, out, taps, masks, block[_MARGIN], lo, hi, block[_CODE], alpha, padded, wide,
-                block[piece], block[piece + 1])
+                block[piece], block[piece + 1], *read_prologue(block, floats))

@@ -10,7 +10,7 @@ import pytest
 from lite.kernels import fast
 from lite.kernels.fast import depthwise, flat
 from tests.kernels.harness import run_kernel
-from tests.kernels.test_conv import onnx_reference
+from tests.kernels.test_conv import onnx_attrs, onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -180,3 +180,62 @@ def test_an_infinite_input_reaches_only_the_outputs_whose_taps_read_it(monkeypat
     assert np.isinf(reference).sum() == 6 and not np.isnan(reference).any()
     np.testing.assert_array_equal(np.isinf(got), np.isinf(reference))
     np.testing.assert_allclose(got[np.isfinite(reference)], reference[np.isfinite(reference)], rtol=1e-5, atol=1e-5)
+
+
+PROLOGUES = [  # (name, clip bounds or None, EPILOGUE_CODES activation or None): a producer's epilogue
+    ("relu6", (0.0, 6.0), None), ("bias only", None, None), ("swish", None, "SWISH"),
+    ("hard swish", None, "HARD_SWISH")]
+
+
+def producer_epilogue(x: np.ndarray, shift: np.ndarray, bounds, activation) -> np.ndarray:
+    """What the producing convolution's own epilogue makes of its sums x, in float64."""
+    value = x.astype(np.float64) + shift.reshape(1, -1, 1, 1)
+    if bounds is not None:
+        value = np.clip(value, *bounds)
+    return value if activation is None else dict(EPILOGUE_ACTIVATIONS)[activation](value, 1.25)
+
+
+def prologue_terms(shift: np.ndarray, bounds, activation) -> tuple:
+    from lite.kernels.fast.activation import CLIP_CODE, EPILOGUE_CODES
+
+    lo, hi = bounds or (-np.inf, np.inf)
+    code = CLIP_CODE if activation is None else EPILOGUE_CODES[activation]
+    return shift, np.float32(lo), np.float32(hi), code, np.float32(1.25)
+
+
+@pytest.mark.parametrize(("name", "bounds", "activation"), PROLOGUES)
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1], CASES[5], CASES[13], CASES[16],
+                                                           CASES[19]])
+@pytest.mark.parametrize("on_crew", [False, True])
+def test_the_producers_epilogue_is_applied_as_each_plane_is_copied_in(request, name, bounds, activation, x_shape,
+                                                                     w_shape, attrs, on_crew):
+    """The input planes get the producing convolution's bias and clip or activation; the padding
+    stays zero (the reference pads the finished input), on both plans (flat, stride phases) and
+    on the crew; a multiplier reads each input channel's shift."""
+    from tests.kernels.test_conv import build
+
+    rng = np.random.default_rng([9, *x_shape, *w_shape, len(name)])
+    raw, w = rng.standard_normal(x_shape).astype(np.float32) * 3, rng.standard_normal(w_shape).astype(np.float32)
+    b, shift = rng.standard_normal(w_shape[0]).astype(np.float32), rng.standard_normal(x_shape[1]).astype(np.float32)
+    finished = producer_epilogue(raw, shift, bounds, activation)
+    expected = onnx_reference("Conv", finished.astype(np.float32), {"w": w, "b": b},
+                              **onnx_attrs({"group": x_shape[1], **attrs}))
+    kernel = build("Conv2DFusion", {"group": x_shape[1], **attrs}, [raw, w, b])
+    kernel.prepare()
+    kernel.resize()
+    plan, out = kernel.fast_plan, np.full(expected.shape, np.nan, np.float32)
+    scratch = [[np.zeros(s, np.float32) for s in plan.scratch] for _ in range(2)]
+    prologue = prologue_terms(shift, bounds, activation)
+    inf = np.float32(np.inf)
+    if on_crew:
+        threads, runs = request.getfixturevalue("crew_runs")
+        module = flat if isinstance(plan, flat.FlatPlan) else depthwise
+        planes = out.shape[0] * out.shape[1]
+        bounds_ = [(0, planes // 3), (planes // 3, planes)]
+        threads.crew_step(module.crew_jobs(plan, raw, plan.arrange(w), b, -inf, inf, out, scratch, bounds_, 0,
+                                           np.float32(1), prologue), None)()
+        assert len(runs) == 1
+    else:
+        plan.run(raw, plan.arrange(w), b, -inf, inf, out, scratch[0], prologue=prologue)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
