@@ -463,3 +463,14 @@ def test_fusing_again_takes_back_an_epilogue_whose_reader_no_longer_runs_nativel
     kernels = [k for k in engine.kernels if k is not second]
     fuse(kernels, engine.shape_kernels, engine.outputs, set(kernels))
     assert first.epilogue_reader is None and second.prologue_source is None and not handed(model)
+
+
+def test_a_depthwise_convolution_on_the_numpy_kernel_leaves_the_expansion_its_epilogue(monkeypatch):
+    """Compiled kernels turned off after the build: the depthwise convolution's numpy plan takes no
+    prologue, so the expansion applies its own epilogue again."""
+    onnx_model = expansion("relu6")
+    model = build(onnx_model)
+    assert handed(model)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    model.resize(model.get_inputs(), [[2, 8, 10, 10]])
+    assert_matches(model, onnx_model, batch=2)

@@ -254,6 +254,12 @@ class Conv2DFusion(ConvBase):
         self.warm_crew()
 
     @property
+    def takes_prologue(self) -> bool:
+        """Whether the plan resize picked applies the epilogue handed over by the convolution
+        producing the input (``prologue_source``): the compiled depthwise kernels do."""
+        return self.plan_steps == self.fast_depthwise_steps
+
+    @property
     def takes_residual(self) -> bool:
         """Whether the plan resize picked adds a residual in its epilogue (``residual``)."""
         return self.plan_steps in (self.direct_steps, self.im2col_steps, self.winograd_steps,
@@ -461,7 +467,8 @@ class Conv2DFusion(ConvBase):
         """One matmul of the weight by the input itself, then bias and activation (unless the
         depthwise convolution reading the output applies them: ``hand_epilogue``)."""
         product = self.threads.matmul_step(weights, x.reshape(self.gemm_cols), out.reshape(self.gemm_out))
-        return [product] if self.epilogue_reader is not None else [product, *self.finish_steps(out, bias)]
+        handed = self.epilogue_reader is not None and self.epilogue_reader.takes_prologue
+        return [product] if handed else [product, *self.finish_steps(out, bias)]
 
     def im2col_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                      bias: Tensor | None) -> list[Step]:
