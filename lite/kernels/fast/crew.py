@@ -44,8 +44,8 @@ from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, enabled, jit
 
-SLOTS = 8 * 12  # int64 words of shared state: each field on its own 64-byte cache line
-TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP, REST = (8 * i for i in range(12))
+SLOTS = 8 * 13  # int64 words of shared state: each field on its own 64-byte cache line
+TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP, REST, SPIN = (8 * i for i in range(13))
 INDEX_BITS = 32
 INDEX_MASK = (1 << INDEX_BITS) - 1
 GENERATION_MASK = (1 << 31) - 1  # NOTE: generation << 32 stays a positive int64 when it wraps
@@ -59,6 +59,7 @@ _SYS_SCHED_YIELD = {"x86_64": 24}.get(platform.machine(), -1)
 
 _i64, _i32 = ir.IntType(64), ir.IntType(32)
 _STATE = np.zeros(SLOTS, np.int64)
+_STATE[SPIN] = SPIN_TICKS  # NOTE: a state word, not a constant: a test lengthens it
 llvm.add_symbol(SYMBOL, _STATE.ctypes.data)  # NOTE: before any function here is compiled or loaded
 
 
@@ -188,15 +189,15 @@ def serve():
             seen = generation
             _work(generation)
             idle_since = ticks()
-        elif ticks() - idle_since < SPIN_TICKS and load(REST) == rested:
+        elif ticks() - idle_since < load(SPIN) and load(REST) == rested:
             relax()
         else:
             wake = load(WAKE) & 0xFFFFFFFF
             fetch_add(SLEEPERS, 1)
             if load(TICKET) >> INDEX_BITS == seen and load(STOP) == 0:
                 syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAIT_PRIVATE, wake)
-            fetch_add(SLEEPERS, -1)
             idle_since, rested = ticks(), load(REST)  # NOTE: a rest asked for while asleep is done
+            fetch_add(SLEEPERS, -1)  # NOTE: after: a rest asked for once it counts as awake is seen
 
 
 @jit
@@ -334,7 +335,7 @@ class Crew:
     def _forget(self) -> None:
         """In a forked child: no worker was copied, so none is counted and OpenBLAS keeps its pool."""
         self._lock = threading.Lock()
-        self._workers, self.state[:] = [], 0
+        self._workers, self.state[:], self.state[SPIN] = [], 0, SPIN_TICKS
         self._lent, self._callback[0] = 0, 0
 
 
