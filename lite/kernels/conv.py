@@ -111,18 +111,13 @@ class ConvBase(NativeKernel):
         if reader is not None:
             reader.prologue_source, reader.steps_key = self, None
 
-    def epilogue_terms(self) -> tuple[np.ndarray, np.generic, np.generic, int, np.generic]:
-        """(shift per output channel, lo, hi, code, alpha): the epilogue ``finish_steps`` applies,
-        as the compiled depthwise kernels take it for a prologue (float32 only)."""
-        from lite.kernels.fast.activation import CLIP_CODE
-
-        bias, dtype, channels = self.bias(), np.dtype(np.float32), self.outputs[0].shape[1]
-        shift = None if bias is None else bias.data
-        if self.epilogue_activation is not None:
-            code, alpha = activation_code(self.epilogue_activation, dtype)
-            return compiled_terms(shift, channels, "NO_ACTIVATION", dtype)[0], dtype.type(-np.inf), \
-                dtype.type(np.inf), code, alpha
-        return *compiled_terms(shift, channels, self.activation, dtype), CLIP_CODE, dtype.type(1)
+    def epilogue_terms(self, dtype: np.dtype) -> tuple[np.ndarray, np.generic, np.generic, int, np.generic]:
+        """(shift per output channel, lo, hi, code, alpha): the bias and clip ``activation_type``
+        gives, then the activation an Activation kernel handed over (``epilogue_activation``, only
+        where the convolution fuses none), as the compiled depthwise kernels take an epilogue."""
+        bias = self.bias()
+        return (*compiled_terms(None if bias is None else bias.data, self.outputs[0].shape[1], self.activation, dtype),
+                *activation_code(self.epilogue_activation, dtype))
 
     def finish(self, out: np.ndarray) -> None:
         """Adds the bias (if any) and applies the fused activation, in place."""
@@ -372,12 +367,14 @@ class Conv2DFusion(ConvBase):
     def fast_depthwise_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                              bias: Tensor | None) -> list[Step]:
         """The compiled kernel with bias and activation fused, on the model's threads."""
+        from lite.kernels.fast.depthwise import no_prologue
+
         crew_jobs = self.fast_depthwise.crew_jobs
         out_c = self.out_shape[1]
+        *terms, code, alpha = self.epilogue_terms(out.dtype)
+        source = self.prologue_source  # NOTE: the prologue's tuple made here, not on every run
+        prologue = no_prologue(out.dtype) if source is None else source.epilogue_terms(out.dtype)
         # NOTE: a copy of the weight: a read-only one from the model file would be another type to the compiler
-        terms = compiled_terms(None if bias is None else bias.data, out_c, self.activation, out.dtype)
-        code, alpha = activation_code(self.epilogue_activation, out.dtype)
-        prologue = None if self.prologue_source is None else self.prologue_source.epilogue_terms()
         kernel = np.array(self.fast_plan.arrange(weights.reshape(out_c, 1, *self.fast_plan.geometry.kernel)), copy=True)
         (x, steps), out = fast.compiled_input(x.reshape(self.x_shape)), out.reshape(self.out_shape)
         count, per = out.shape[0] * out_c, len(self.fast_plan.scratch)
