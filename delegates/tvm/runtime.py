@@ -209,13 +209,20 @@ class VMCalls:
             return tvm_ffi.from_dlpack(staging, require_alignment=ALIGNMENT, require_contiguous=True)
 
     def _upload(self, tensor: Tensor, array: np.ndarray):
-        """A device copy of ``array`` in a buffer kept per input (GPU and other non-CPU targets)."""
-        import tvm
+        """A device copy of ``array`` in a buffer kept per input (GPU and other non-CPU targets).
 
+        # NOTE: through the runtime's own functions, not ``tvm.runtime``: a saved partition runs where
+        # ``import tvm`` (the compiler) fails.
+        """
+        tvm_ffi = self._ffi
         buffer = self._staging.get(tensor)
-        if buffer is None or tuple(buffer.shape) != array.shape:
-            buffer = self._staging[tensor] = tvm.runtime.empty(array.shape, array.dtype.name, self.device)
-        buffer.copyfrom(np.ascontiguousarray(array))
+        if buffer is None or tuple(buffer.shape) != array.shape or buffer.dtype != tvm_ffi.dtype(array.dtype.name):
+            allocate = tvm_ffi.get_global_func("runtime.TVMTensorAllocWithScope")
+            buffer = self._staging[tensor] = allocate(tvm_ffi.Shape(array.shape), tvm_ffi.dtype(array.dtype.name),
+                                                      self.device, None)
+        source = np.ascontiguousarray(array)
+        tvm_ffi.get_global_func("runtime.TVMTensorCopyFromBytes")(buffer, ctypes.c_void_p(source.ctypes.data),
+                                                                  source.nbytes)
         return buffer
 
     def _store(self, tensor: Tensor, value) -> None:
@@ -223,8 +230,15 @@ class VMCalls:
         data = tensor.data
         if data is None or data.shape != tuple(value.shape) or not data.flags.writeable:
             # NOTE: the runtime preallocates outputs; this keeps the kernel correct if it did not
-            tensor.set_data_from_numpy(np.array(np.from_dlpack(value) if self.on_cpu else value.numpy()))
+            tensor.set_data_from_numpy(np.array(np.from_dlpack(value)) if self.on_cpu else self._download(value))
         elif self.on_cpu:
             np.copyto(data, np.from_dlpack(value))
         else:
-            value.copyto(self._ffi.from_dlpack(data))
+            self._ffi.get_global_func("runtime.TVMTensorCopyFromTo")(value, self._ffi.from_dlpack(data))
+
+    def _download(self, value) -> np.ndarray:
+        """A device tensor's values in a new numpy array."""
+        array = np.empty(tuple(value.shape), np.dtype(str(value.dtype)))
+        self._ffi.get_global_func("runtime.TVMTensorCopyToBytes")(value, ctypes.c_void_p(array.ctypes.data),
+                                                                  array.nbytes)
+        return array

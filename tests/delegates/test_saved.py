@@ -274,6 +274,39 @@ def test_tvm_saved_file_builds_in_a_fresh_process_where_tvm_cannot_be_imported(t
     assert relative_l2(np.load(y), run_onnxruntime(onnx_model, feeds)[0]) < TOLERANCE
 
 
+DEVICE_COPIES = """
+import sys
+sys.modules["tvm"] = None  # a device with TVM's runtime and no compiler
+import numpy as np
+import lite
+from lite.delegates.tvm import runtime
+
+class Calls(runtime.VMCalls):
+    on_cpu = False  # NOTE: the copies a GPU partition makes, to and from the CPU's memory as its device
+    device = runtime.device("llvm")
+    _staging = {}
+
+rng = np.random.default_rng(0)
+calls, x, y = Calls(), lite.Tensor("x", np.float32, (2, 3, 5)), lite.Tensor("y", np.float32, (2, 3, 5))
+for round in range(2):  # NOTE: the second round reuses the staging buffer
+    x.set_data_from_numpy(rng.standard_normal((2, 3, 5)).astype(np.float32))
+    y.set_data_from_numpy(np.zeros((2, 3, 5), np.float32))
+    calls._store(y, calls._argument(x))  # NOTE: into the runtime's output array
+    assert np.array_equal(y.get_data_to_numpy(), x.get_data_to_numpy())
+fresh = lite.Tensor("z", np.float32, (2, 3, 5))
+calls._store(fresh, calls._argument(x))  # NOTE: no output array yet: a new one
+assert np.array_equal(fresh.get_data_to_numpy(), x.get_data_to_numpy())
+assert "tvm" not in {name.split(".")[0] for name, module in sys.modules.items() if module is not None}
+"""
+
+
+def test_tvm_device_copies_need_only_the_runtime():
+    pytest.importorskip("tvm_ffi")
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(DEVICE_COPIES)], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 def test_tvm_partition_compiled_only_at_its_first_resize_is_not_saved_and_says_why():
     pytest.importorskip("tvm")
     from lite.delegates.tvm import TVMDelegate
