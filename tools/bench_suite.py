@@ -75,6 +75,8 @@ def bench(lite_path: Path, onnx_path: Path, delegate: str, args: argparse.Namesp
                "--loop-count", str(loops), "--warmup", str(warmup), "--json", str(out)]
     if has_onnxruntime():
         command += ["--compare", "onnxruntime"]
+    if delegate == "native":
+        command += ["--gemm-floor"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0 or not out.exists():
         return {"error": (result.stderr.strip().splitlines() or ["failed"])[-1]}
@@ -93,11 +95,11 @@ def peak_rss(path: Path, engine: str, threads: int) -> float:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | delegate | partitions | lite median (ms) | onnxruntime median (ms) | ratio | "
-             "mean rel. error |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | delegate | partitions | lite median (ms) | onnxruntime median (ms) | ratio | matmul floor | "
+             "mean rel. error |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['delegate']} | failed: {r['error']} | | | | |")
+            lines.append(f"| {r['model']} | {r['delegate']} | failed: {r['error']} | | | | | |")
             continue
         delegate = r["delegate"] + (f" ({r['capped_runs']} runs)" if "capped_runs" in r else "")
         lines.append(f"| {r['model']} | {delegate} | {r['partition_summary'].split(':')[1].split(',')[0]} | "
@@ -106,11 +108,17 @@ def table(rows: list[dict]) -> str:
 
 
 def _against_onnxruntime(row: dict) -> str:
-    """The onnxruntime median, ratio and error cells of a row ("-" each without onnxruntime)."""
+    """The onnxruntime median, ratio, matmul floor and error cells of a row ("-" each without onnxruntime).
+
+    The matmul floor (native rows): the native kernels' matrix products alone, timed on BLAS outside
+    the model, over onnxruntime's median: no native kernel plan built on those products can take a
+    smaller ratio."""
     if not row.get("onnxruntime_latency"):
-        return "- | - | -"
+        return "- | - | - | -"
     err = max((a["mean_relative_error"] or 0.0 for a in row["accuracy"]), default=0.0)
-    return f"{row['onnxruntime_latency']['median']:.2f} | {row['ratio_of_medians']:.2f} | {err:.1e}"
+    median = row["onnxruntime_latency"]["median"]
+    floor = f"{row['matmul_floor_ms'] / median:.2f}" if row.get("matmul_floor_ms") is not None else "-"
+    return f"{median:.2f} | {row['ratio_of_medians']:.2f} | {floor} | {err:.1e}"
 
 
 def chart(rows: list[dict], path: Path, caption: str = "") -> bool:
