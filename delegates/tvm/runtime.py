@@ -233,12 +233,18 @@ class VMCalls:
             tensor.set_data_from_numpy(np.array(np.from_dlpack(value)) if self.on_cpu else self._download(value))
         elif self.on_cpu:
             np.copyto(data, np.from_dlpack(value))
+        elif data.flags.c_contiguous:
+            self._copy_out(value, data)  # NOTE: as bytes, not DLPack, which refuses bfloat16 arrays
         else:
-            self._ffi.get_global_func("runtime.TVMTensorCopyFromTo")(value, self._ffi.from_dlpack(data))
+            np.copyto(data, self._download(value))
 
     def _download(self, value) -> np.ndarray:
         """A device tensor's values in a new numpy array."""
         array = np.empty(tuple(value.shape), np.dtype(str(value.dtype)))
+        self._copy_out(value, array)
+        return array
+
+    def _copy_out(self, value, array: np.ndarray) -> None:
+        """Copies a device tensor's values into the C-contiguous ``array`` of its shape and dtype."""
         self._ffi.get_global_func("runtime.TVMTensorCopyToBytes")(value, ctypes.c_void_p(array.ctypes.data),
                                                                   array.nbytes)
-        return array

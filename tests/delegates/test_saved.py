@@ -277,6 +277,7 @@ def test_tvm_saved_file_builds_in_a_fresh_process_where_tvm_cannot_be_imported(t
 DEVICE_COPIES = """
 import sys
 sys.modules["tvm"] = None  # a device with TVM's runtime and no compiler
+import ml_dtypes
 import numpy as np
 import lite
 from lite.delegates.tvm import runtime
@@ -287,15 +288,19 @@ class Calls(runtime.VMCalls):
     _staging = {}
 
 rng = np.random.default_rng(0)
-calls, x, y = Calls(), lite.Tensor("x", np.float32, (2, 3, 5)), lite.Tensor("y", np.float32, (2, 3, 5))
-for round in range(2):  # NOTE: the second round reuses the staging buffer
-    x.set_data_from_numpy(rng.standard_normal((2, 3, 5)).astype(np.float32))
-    y.set_data_from_numpy(np.zeros((2, 3, 5), np.float32))
-    calls._store(y, calls._argument(x))  # NOTE: into the runtime's output array
-    assert np.array_equal(y.get_data_to_numpy(), x.get_data_to_numpy())
-fresh = lite.Tensor("z", np.float32, (2, 3, 5))
-calls._store(fresh, calls._argument(x))  # NOTE: no output array yet: a new one
-assert np.array_equal(fresh.get_data_to_numpy(), x.get_data_to_numpy())
+for dtype in (np.float32, np.float16, ml_dtypes.bfloat16, np.int64, np.bool_):
+    calls, x, y = Calls(), lite.Tensor("x", dtype, (2, 3, 5)), lite.Tensor("y", dtype, (2, 3, 5))
+    for round in range(2):  # NOTE: the second round reuses the staging buffer
+        x.set_data_from_numpy((rng.standard_normal((2, 3, 5)) * 4).astype(dtype))
+        y.set_data_from_numpy(np.zeros((2, 3, 5), dtype))
+        calls._store(y, calls._argument(x))  # NOTE: into the runtime's output array
+        assert np.array_equal(y.get_data_to_numpy(), x.get_data_to_numpy()), dtype
+    y.data = np.zeros((2, 3, 10), dtype)[..., ::2]  # NOTE: a strided output array
+    calls._store(y, calls._argument(x))
+    assert np.array_equal(y.data, x.get_data_to_numpy()), dtype
+    fresh = lite.Tensor("z", dtype, (2, 3, 5))
+    calls._store(fresh, calls._argument(x))  # NOTE: no output array yet: a new one
+    assert fresh.get_data_to_numpy().dtype == dtype and np.array_equal(fresh.get_data_to_numpy(), x.get_data_to_numpy())
 assert "tvm" not in {name.split(".")[0] for name, module in sys.modules.items() if module is not None}
 """
 
