@@ -215,11 +215,10 @@ class VMCalls:
         # ``import tvm`` (the compiler) fails.
         """
         tvm_ffi = self._ffi
-        buffer = self._staging.get(tensor)
-        if buffer is None or tuple(buffer.shape) != array.shape or buffer.dtype != tvm_ffi.dtype(array.dtype.name):
+        buffer, dtype = self._staging.get(tensor), tvm_ffi.dtype(array.dtype.name)
+        if buffer is None or tuple(buffer.shape) != array.shape or buffer.dtype != dtype:
             allocate = tvm_ffi.get_global_func("runtime.TVMTensorAllocWithScope")
-            buffer = self._staging[tensor] = allocate(tvm_ffi.Shape(array.shape), tvm_ffi.dtype(array.dtype.name),
-                                                      self.device, None)
+            buffer = self._staging[tensor] = allocate(tvm_ffi.Shape(array.shape), dtype, self.device, None)
         source = np.ascontiguousarray(array)
         tvm_ffi.get_global_func("runtime.TVMTensorCopyFromBytes")(buffer, ctypes.c_void_p(source.ctypes.data),
                                                                   source.nbytes)
