@@ -18,8 +18,10 @@ The crew is plain compiled code, with no Python between a job's posting and its 
   count, size_t size, void *data, int extra)``) posts ``count`` jobs, takes jobs itself, and
   returns when all are done; job ``i`` is ``job(i, data + i * size, extra)``. A thread that
   claims an index does so by compare-and-swap on that word, so a worker late from an earlier
-  job can never take one of the next. One dispatch at a time (a spin lock): jobs never
-  dispatch again.
+  job can never take one of the next; and a finished dispatch leaves no index to claim (the
+  index bits all set), so a worker that read its ticket, then the next dispatch's job count,
+  claims nothing either (it ran a job of the next dispatch twice: seen once in a test run of
+  four concurrent callers). One dispatch at a time (a spin lock): jobs never dispatch again.
 
 Linux on x86-64 only (futex, the cycle counter); elsewhere, or without the compiler or that
 OpenBLAS entry point, ``crew()`` is None and the runtime keeps BLAS's own pool.
@@ -238,6 +240,9 @@ def run(job, count, size, data, extra):
     while load(DONE) < count:
         tries += 1
         _pause(tries)
+    # NOTE: no index left to claim, whatever the next dispatch's count: a worker late from this
+    # generation that read the next count before the next ticket would run one of its jobs twice
+    store(TICKET, (generation << INDEX_BITS) | INDEX_MASK)
     store(LOCK, 0)
 
 

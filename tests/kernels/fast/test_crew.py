@@ -55,6 +55,23 @@ def test_every_job_runs_once_and_the_workers_take_part(team):
     assert len(threads) >= 2  # the caller and at least one worker ran jobs
 
 
+def test_a_worker_late_from_a_finished_dispatch_claims_nothing_of_the_next(team):
+    """A worker that read the ticket of a dispatch whose jobs are all taken, and reads the next
+    dispatch's larger job count before that dispatch posts its ticket, must not claim an index:
+    it would run one of the next jobs twice (and count it done once too often)."""
+    slots = np.zeros(2 * JOBS, np.int64)
+    job = crew_module.job_address(record)
+    team.run(job, 2, slots.ctypes.data, extra=1)
+    late = generation(team)
+    state = team.state
+    state[crew_module.COUNT] = JOBS  # NOTE: the next dispatch's fields stored, its ticket not yet posted
+    try:
+        crew_module._work(late)
+    finally:
+        state[crew_module.COUNT] = 0
+    np.testing.assert_array_equal(slots[:JOBS], [1, 1] + [0] * (JOBS - 2))
+
+
 def generation(team) -> int:
     return int(team.state[crew_module.TICKET]) >> crew_module.INDEX_BITS
 
