@@ -25,18 +25,23 @@ VECTOR = ir.VectorType(FLOAT, LANES)
 
 def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value],
               row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value,
-              vectors: int = VECTORS, accumulate: bool = False) -> None:
+              vectors: int = VECTORS, accumulate: bool = False, vector_stride: ir.Value | None = None,
+              finish: Callable[[ir.Value, ir.Value, int, int], ir.Value] | None = None) -> None:
     """Emits the tile: for k below ``count`` (at least one), the sums ``out[r * stride + j] = sum of
     a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
     first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows;
     ``vectors``: the tile's width in vectors (``VECTORS``; fewer for a narrow tile, whose columns
     are ``vectors * LANES``); ``accumulate``: the sums start from out's values (a product's terms
-    taken in several passes), else from zero."""
+    taken in several passes), else from zero; ``vector_stride``: floats between a row's vectors in
+    out (default LANES: the row's columns are contiguous); ``finish(sums, place, r, j)``: emits the
+    value stored for row r's vector j (an epilogue in registers; default the sums)."""
     pointer = VECTOR.as_pointer()
     fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(VECTOR, [VECTOR] * 3),
                                          f"llvm.fma.v{LANES}f32")
-    places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)), INDEX(j * LANES))]),
-                              pointer) for r in range(ROWS) for j in range(vectors)]
+    step = INDEX(LANES) if vector_stride is None else vector_stride
+    places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)),
+                                                            builder.mul(step, INDEX(j)))]), pointer)
+              for r in range(ROWS) for j in range(vectors)]
     starts = [builder.load(place, align=4) if accumulate else ir.Constant(VECTOR, [0.0] * LANES) for place in places]
     entry, loop = builder.block, builder.append_basic_block("tile.loop")
     done = builder.append_basic_block("tile.done")
@@ -61,5 +66,7 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
         phi.add_incoming(value, loop)
     builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
     builder.position_at_end(done)
-    for place, value in zip(places, updated, strict=True):
+    for index, (place, value) in enumerate(zip(places, updated, strict=True)):
+        if finish is not None:
+            value = finish(value, place, *divmod(index, vectors))
         builder.store(value, place, align=4)
