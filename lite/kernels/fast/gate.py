@@ -44,8 +44,7 @@ def activate(value, code, alpha, beta):
 def gate(x, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, pooled, hidden, out):
     """out (N, O) = the gate of x (N, C, L) for every image: w1 (H, C), b1 (H,), w2 transposed (H,
     O), b2 (O,); the clip bounds and activation (code, alpha, beta) of each product; pooled (C,)
-    and hidden (H,) scratch. The first product takes dot products of C terms, the second adds
-    the H rows of w2's transpose, scaled, so both loops run over long vectors."""
+    and hidden (H,) scratch."""
     images, channels, length = x.shape
     share = ONE / np.float32(length)
     for image in range(images):
@@ -54,19 +53,27 @@ def gate(x, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alp
             for i in range(length):
                 total += x[image, channel, i]
             pooled[channel] = total * share
-        for row in range(w1.shape[0]):
-            total = ZERO
-            for term in range(channels):
-                total += w1[row, term] * pooled[term]
-            hidden[row] = total + b1[row]
-        _finish(hidden, lo1, hi1, code1, alpha1, beta1)
-        gated = out[image]
-        gated[:] = b2
-        for row in range(w2.shape[0]):
-            scale = hidden[row]
-            for i in range(gated.shape[0]):
-                gated[i] += w2[row, i] * scale
-        _finish(gated, lo2, hi2, code2, alpha2, beta2)
+        excite(pooled, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, hidden,
+               out[image])
+
+
+@jit
+def excite(pooled, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, hidden, gated):
+    """gated (O,) = the gate of the channel means ``pooled`` (C,), ``gate``'s terms otherwise. The
+    first product takes dot products of C terms, the second adds the H rows of w2's transpose,
+    scaled, so both loops run over long vectors."""
+    for row in range(w1.shape[0]):
+        total = ZERO
+        for term in range(pooled.shape[0]):
+            total += w1[row, term] * pooled[term]
+        hidden[row] = total + b1[row]
+    _finish(hidden, lo1, hi1, code1, alpha1, beta1)
+    gated[:] = b2
+    for row in range(w2.shape[0]):
+        scale = hidden[row]
+        for i in range(gated.shape[0]):
+            gated[i] += w2[row, i] * scale
+    _finish(gated, lo2, hi2, code2, alpha2, beta2)
 
 
 @jit
