@@ -297,6 +297,9 @@ class Engine:
                     if kernel in partitions:
                         self.threads.rest()  # NOTE: the delegate's own threads need the cores
                         self.execute_graph_kernel(partitions[kernel])
+                    elif profile is not None and getattr(kernel, "charges_parts", False):
+                        kernel.execute(profile)  # NOTE: charges each of its parts itself
+                        continue
                     else:
                         kernel.execute()
                     if profile is not None:

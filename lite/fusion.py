@@ -283,11 +283,33 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
             scaled = ScaledInput(mul, consumer, *gated[1:])
             for part in (mul, *getattr(consumer, "parts", (consumer,))):
                 fused[part] = scaled
-    for expansion in kernels:
-        if (depthwise := _epilogue_reader(expansion, fused, reader, outputs, native)) is not None:
-            expansion.hand_epilogue(depthwise)
     last = {fused.get(k, k): i for i, k in enumerate(kernels)}  # NOTE: each runs where its last part did
-    return [kernel for i, k in enumerate(kernels) if last[kernel := fused.get(k, k)] == i]
+    running = [kernel for i, k in enumerate(kernels) if last[kernel := fused.get(k, k)] == i]
+    running, chained = _chain(running, shape_kernels, outputs)
+    for expansion in kernels:
+        if (expansion not in chained
+                and (depthwise := _epilogue_reader(expansion, fused, reader, outputs, native)) is not None
+                and depthwise not in chained):
+            expansion.hand_epilogue(depthwise)
+    return running
+
+
+def _chain(running: list[Kernel], shape_kernels: list[NativeKernel],
+           outputs: list[Tensor]) -> tuple[list[Kernel], set[Kernel]]:
+    """``running`` with each run of convolutions the blocked layout takes replaced by its
+    ``BlockedChain`` (at the place of its last member), and the native kernels chained."""
+    from lite.blocking import chains
+
+    readers: dict[Tensor, set[Kernel]] = {}
+    for kernel in shape_kernels:
+        for tensor in kernel.inputs:
+            if tensor is not None:
+                readers.setdefault(tensor, set()).add(kernel)
+    found = chains(running, readers, outputs)
+    owner = {m.kernel: chain for chain in found for m in chain.members}
+    last = {owner.get(k, k): i for i, k in enumerate(running)}
+    return ([kernel for i, k in enumerate(running) if last[kernel := owner.get(k, k)] == i],
+            {part for chain in found for part in chain.parts})
 
 
 def _epilogue_reader(expansion: Kernel, fused: dict[Kernel, Kernel], reader: dict[Tensor, Kernel],

@@ -256,7 +256,8 @@ class Placer:
             candidate.native_seconds = self._native_cost(candidate)
 
     def _timed_native_runs(self, running: list[Kernel]) -> dict[NativeKernel, list[float]]:
-        """A warm-up run, then NATIVE_RUNS timed ones; a fused kernel's time goes to its first part."""
+        """A warm-up run, then NATIVE_RUNS timed ones; a fused kernel's time goes to its first part (a
+        blocked chain's, member by member)."""
         engine, limit = self.engine, self.context.memory_limit
         engine.choose_threads()
         samples: dict[NativeKernel, list[float]] = {}
@@ -267,6 +268,9 @@ class Placer:
                     start = time.perf_counter()
                     if kernel in engine.runtime_shaped:
                         infer_at_run(kernel, limit)
+                    if getattr(kernel, "charges_parts", False):
+                        kernel.execute(profile)  # NOTE: a blocked chain charges each of its parts itself
+                        continue
                     kernel.execute()
                     charge(profile, kernel, time.perf_counter() - start)
                 for kernel, seconds in profile.items() if run else ():

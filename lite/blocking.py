@@ -1,0 +1,348 @@
+"""Runs of convolutions on the channel-blocked layout (NCHW16c) as one kernel: ``BlockedChain``.
+
+onnxruntime's CPU provider rewrites the convolutions of a CNN into its NCHWc layout (channels in
+blocks of a vector's width, the innermost dimension). Measured on MobileNetV2, SqueezeNet and
+ResNet-50 (one and two threads, interleaved in one process), with that rewrite turned off
+(``ORT_ENABLE_EXTENDED``) it took 1.4-2.4x its usual time and Delite's NCHW kernels were
+0.59-1.16x of it: the layout is where the difference lies. In NCHW a 1x1 convolution is a matrix
+product on BLAS (its operands repacked on every call, the epilogue a second pass) and a
+depthwise convolution works plane by plane; in blocks, the 1x1 convolution's output at one
+position is a run of vectors of output channels (``lite.kernels.fast.blocks``) and a depthwise
+convolution multiplies vectors of channels tap by tap (``lite.kernels.fast.blocked_depthwise``).
+
+A run of consecutive native kernels that are each one of these becomes one ``BlockedChain``:
+
+- a float32 2-D convolution with a constant weight and bias, 1x1 (one group, stride 1, no pads)
+  or depthwise (one input channel per group, as many outputs), alone or fused with its residual
+  Add (``ConvResidual``, 1x1 only) or its Activation (``ProducerActivation``);
+- a squeeze-and-excitation gate (``SqueezeExcite``: the channel means from the blocks, then its
+  two small products as in NCHW);
+- a gate's Mul, alone or fused with the 1x1 convolution reading it (``ScaledInput``: each run
+  scales the packed weight's rows by the gate).
+
+The run must keep at least MIN_INSIDE results in blocks. Its inputs go into blocks as it first
+reads them, the tensors only its members read stay in blocks (in buffers reused once read), and
+those read after it, or returned, come back to NCHW as they are written. Images run one after
+the other (the buffers hold one). Each member keeps its place in ``partition_report()``, and a
+profile charges each member its own time. Where the shapes of a resize do not suit the blocks
+(a 1x1 convolution on fewer than ``ROWS`` positions, a gate that broadcasts otherwise), the
+members run as the NCHW kernels they are.
+
+Measured, paired in one process against the same models' NCHW kernels (one thread / two, two
+runs each): MobileNetV2 0.81-0.87 / 0.77-0.81 of the time, MobileNetV3-Large 0.79-0.86 /
+0.82-0.86, EfficientNet-B0 0.81 / 0.82 (its gates out of the chains: 0.96 / 0.94).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from lite.aligned import aligned_array
+from lite.kernel import Kernel
+from lite.kernels.fused import activation_code, compiled_terms
+from lite.tensor import Tensor
+
+MIN_MEMBERS = 2
+"""The fewest convolutions a chain takes: a lone one would pay for both layout changes."""
+MIN_INSIDE = 2
+"""The fewest results a chain keeps in blocks (read by its members alone). Measured, paired, two
+threads: EfficientNet-B0's chains of an expansion and its depthwise convolution, whose result
+the squeeze-and-excitation gate reads in NCHW, took 1.09 of the NCHW kernels' time."""
+
+
+@dataclass
+class Member:
+    """One kernel of a chain, as the fused list has it (``kernel``): a convolution (``conv``) with
+    its epilogue; or, ``conv`` None, a squeeze-and-excitation gate of x, or the product of x by a
+    gate (``gate`` set: a MulFusion)."""
+
+    kernel: Kernel
+    conv: Kernel | None
+    x: Tensor
+    residual: Tensor | None = None
+    clip: str = "NO_ACTIVATION"  # the activation_type giving the clip bounds
+    activation: tuple[str, float] | None = None  # an epilogue activation (``EPILOGUE_CODES``), or None
+    gate: Tensor | None = None  # the gate (N, C, 1, 1) scaling x's channels before a 1x1 convolution
+
+    @property
+    def out(self) -> Tensor:
+        return self.kernel.outputs[0]
+
+    @property
+    def depthwise(self) -> bool:
+        return self.conv is not None and self.conv.group > 1
+
+    @property
+    def reads(self) -> list[Tensor]:
+        return [t for t in (self.x, self.residual, self.gate) if t is not None]
+
+
+def member(kernel: Kernel) -> Member | None:
+    """``kernel`` as a chain member, or None where a chain cannot run it."""
+    from lite.fusion import ScaledInput, SqueezeExcite
+
+    if isinstance(kernel, SqueezeExcite):
+        return Member(kernel, None, kernel.inputs[0])
+    if kernel.type == "MulFusion":
+        return _gated(kernel)
+    if isinstance(kernel, ScaledInput):
+        inner = _convolution(kernel.consumer)
+        if inner is None or inner.depthwise:
+            return None
+        inner.kernel, inner.x, inner.gate = kernel, kernel.x, kernel.gate
+        return inner
+    return _convolution(kernel)
+
+
+def _gated(mul: Kernel) -> Member | None:
+    """A float32 MulFusion of x (N, C, H, W) by a gate (N, C, 1, 1) with no activation, as a member
+    (the gate told by its 1 x 1 plane)."""
+    if len(mul.inputs) != 2 or None in mul.inputs or mul.activation != "NO_ACTIVATION":
+        return None
+    for x, gate in (mul.inputs, mul.inputs[::-1]):
+        if (len(x.shape) == len(gate.shape) == 4 and tuple(gate.shape[2:]) == (1, 1) and tuple(x.shape[2:]) != (1, 1)
+                and np.dtype(x.dtype) == np.dtype(gate.dtype) == np.float32):
+            return Member(mul, None, x, gate=gate)
+    return None
+
+
+def _convolution(kernel: Kernel) -> Member | None:
+    """A convolution, alone or fused with its residual Add or its Activation, as a member."""
+    from lite.fusion import ConvResidual, ProducerActivation
+
+    if isinstance(kernel, ConvResidual):
+        found = Member(kernel, kernel.conv, kernel.conv.inputs[0], kernel.residual, kernel.add.activation)
+    elif isinstance(kernel, ProducerActivation):
+        if kernel.producer.type != "Conv2DFusion":
+            return None
+        activation = kernel.activation
+        found = Member(kernel, kernel.producer, kernel.producer.inputs[0], None, kernel.producer.activation,
+                       (activation.attrs["activation_type"], float(activation.alpha)))
+    elif kernel.type == "Conv2DFusion" and len(kernel.outputs) == 1:
+        found = Member(kernel, kernel, kernel.inputs[0], None, kernel.activation)
+    else:
+        return None
+    return found if _fits(found) else None
+
+
+def _fits(found: Member) -> bool:
+    """Whether the convolution is one a chain runs, by its attributes and weight: float32, 2-D, a
+    constant weight and bias, 1x1 (one group, stride 1, no pads) or depthwise (one input channel
+    per group, as many outputs, no residual)."""
+    conv = found.conv
+    weight, bias = conv.inputs[1], conv.bias()
+    if (conv.rank != 2 or np.dtype(conv.inputs[0].dtype) != np.float32 or not weight.is_const
+            or (bias is not None and not bias.is_const)):
+        return False
+    if conv.group == 1:
+        return (tuple(weight.shape[2:]) == (1, 1) and conv.strides == (1, 1)
+                and not any(conv.attrs.get("pad_list") or ()))
+    return tuple(weight.shape[:2]) == (conv.group, 1) and found.residual is None
+
+
+def _fits_shapes(found: Member) -> bool:
+    """Whether the chain runs the member at its current shapes: 4-D, the residual of the output's
+    shape, a gate of one value per channel of x (for each image, or one for all), and a 1x1
+    convolution's plane at least ``ROWS`` positions."""
+    from lite.kernels.fast.tile import ROWS
+
+    x, out = tuple(found.x.shape), tuple(found.out.shape)
+    if len(x) != 4 or (found.residual is not None and tuple(found.residual.shape) != out):
+        return False
+    if found.gate is not None and tuple(found.gate.shape) not in ((x[0], x[1], 1, 1), (1, x[1], 1, 1)):
+        return False
+    if found.conv is None:  # NOTE: a gate scales its input's channels: one value each
+        return out == ((x[0], x[1], 1, 1) if found.gate is None else x)
+    return found.depthwise or x[2] * x[3] >= ROWS
+
+
+def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]) -> list[BlockedChain]:
+    """The chains in ``kernels`` (the fused list, in order): maximal runs of members with at least
+    MIN_MEMBERS convolutions, MIN_INSIDE results at least read by the run alone; ``readers`` maps each
+    tensor to every kernel reading it (delegated or not); ``outputs`` are the model's."""
+    found, run = [], []
+    for kernel in [*kernels, None]:
+        current = None if kernel is None else member(kernel)
+        if current is not None:
+            run.append(current)
+            continue
+        chain = BlockedChain(run, readers, outputs) if len(run) >= MIN_MEMBERS else None
+        if chain is not None and len(run) - len(chain.outputs) >= MIN_INSIDE:
+            found.append(chain)
+        run = []
+    return found
+
+
+class BlockedChain(Kernel):
+    """Consecutive convolutions (``members``) run on the channel-blocked layout, image by image."""
+
+    def __init__(self, members: list[Member], readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]):
+        kernels = {m.kernel for m in members}
+        made = {m.out for m in members}
+        parts = {part for k in kernels for part in getattr(k, "parts", (k,))}
+        self.entering = list(dict.fromkeys(t for m in members for t in m.reads if t not in made))
+        leaving = [m.out for m in members
+                   if m.out in outputs or any(r not in parts and r not in kernels for r in readers.get(m.out, ()))]
+        constants = dict.fromkeys(t for m in members for t in m.kernel.inputs if t is not None and t.is_const)
+        super().__init__([*self.entering, *constants], leaving, name="+".join(m.kernel.name for m in members))
+        self.members = members
+        self.parts = tuple(part for m in members for part in getattr(m.kernel, "parts", (m.kernel,)))
+        self.threads = self.parts[0].threads
+        self.steps: list[list] = []
+        self.blocked: dict[Tensor, np.ndarray] = {}
+        self.fallback = False
+
+    charges_parts = True  # NOTE: a profiled run passes the profile to execute, which times each member
+
+    @property
+    def type(self) -> str:
+        return "BlockedChain"
+
+    def resize(self) -> None:
+        from lite.kernels.fast import blocked_depthwise, blocks, crew
+
+        blocks.warm()
+        blocked_depthwise.warm()
+        if self.threads.crew() is not None:
+            crew.warm(blocks.pointwise_job, blocks.depthwise_job)
+        self.fallback = not all(_fits_shapes(m) for m in self.members)
+        if self.fallback:
+            self._resize_members()
+            return
+        self.blocked = self._buffers()
+        self.steps = [self._plan(m) for m in self.members]
+
+    def _resize_members(self) -> None:
+        """Runs the members as the kernels they are, each with NCHW arrays of its own."""
+        leaving = set(self.outputs)
+        for m in self.members:
+            if m.out not in leaving:
+                m.out.data = aligned_array(m.out.shape, m.out.dtype)
+            m.kernel.resize()
+
+    def _buffers(self) -> dict[Tensor, np.ndarray]:
+        """A blocked buffer (CB, H * W, LANES) for each tensor the members read or write, one image's
+        worth; a buffer is reused once the last member reading its tensor has run."""
+        from lite.kernels.fast.blocks import LANES, blocks
+
+        last = {}
+        for index, m in enumerate(self.members):
+            for t in m.reads:
+                last[t] = index
+        free: list[np.ndarray] = []  # flat float32 buffers
+        flat: dict[Tensor, np.ndarray] = {}
+        given: dict[Tensor, np.ndarray] = {}
+
+        def take(t: Tensor) -> None:
+            shape = (blocks(t.shape[1]), t.shape[2] * t.shape[3], LANES)
+            size = math.prod(shape)
+            fitting = [i for i, b in enumerate(free) if b.size >= size]
+            if fitting:
+                flat[t] = free.pop(min(fitting, key=lambda i: free[i].size))
+            else:
+                flat[t] = aligned_array((size,), np.float32)
+            given[t] = flat[t][:size].reshape(shape)
+
+        for t in self.entering:
+            take(t)
+        for index, m in enumerate(self.members):
+            take(m.out)
+            for t in set(m.reads):
+                if last[t] == index:
+                    free.append(flat[t])
+        return given
+
+    def _plan(self, m: Member) -> list:
+        """The calls running member ``m`` on one image's blocks."""
+        from lite.kernels.fast import blocks
+
+        x, out = self.blocked[m.x], self.blocked[m.out]
+        if m.conv is None and m.gate is not None:
+            return [partial(blocks.scale_blocks, x, self.blocked[m.gate], out)]
+        if m.conv is None:
+            m.kernel.resize()  # NOTE: the gate's terms and scratch
+            return [partial(blocks.squeeze_excite, x, *m.kernel.terms, m.kernel.pooled, m.kernel.hidden, out)]
+        bias = m.conv.bias()
+        bias = None if bias is None else bias.data
+        _, lo, hi = compiled_terms(None, 1, m.clip, np.dtype(np.float32))
+        code, alpha = activation_code(m.activation, np.dtype(np.float32))
+        if m.depthwise:
+            return [self._depthwise(m, x, out, bias, lo, hi, code, alpha)]
+        panels, shift = blocks.pack_pointwise(m.conv.inputs[1].data, bias)
+        steps = []
+        if m.gate is not None:
+            scaled = np.empty_like(panels)
+            steps.append(partial(blocks.scale_panels, panels, self.blocked[m.gate], scaled))
+            panels = scaled
+        residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
+        terms = (x, panels, shift, lo, hi, code, alpha, residual, out)
+        product = self.threads.crew_loop(blocks.units(x.shape[1], out.shape[0]),
+                                         lambda _index, first, last: partial(blocks.pointwise, *terms, first, last),
+                                         lambda bounds: blocks.crew_jobs(*terms, bounds))
+        return [*steps, product]
+
+    def _depthwise(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
+                   alpha) -> Callable[[], None]:
+        """The call running the depthwise convolution of member ``m`` on one image's blocks."""
+        from lite.kernels.fast import blocked_depthwise, blocks
+
+        weight = m.conv.inputs[1].data
+        w, shift = blocked_depthwise.arrange(weight, bias, out.shape[0])
+        (_, _, h, wd), (oh, ow) = m.x.shape, m.out.shape[2:]
+        begins, _, _ = m.conv.geometry(tuple(m.x.shape), tuple(weight.shape))
+        geometry = (*weight.shape[2:], *m.conv.strides, *begins, *m.conv.dilations)
+        planes = (x.reshape(x.shape[0], h, wd, -1), w, shift, out.reshape(out.shape[0], oh, ow, -1))
+        return self.threads.crew_loop(
+            out.shape[0], lambda _index, first, last: partial(blocked_depthwise.depthwise, *planes, *geometry, lo, hi,
+                                                               code, alpha, first, last),
+            lambda bounds: blocks.depthwise_jobs(*planes, geometry, lo, hi, code, alpha, bounds))
+
+    def unfuse(self) -> None:
+        """Gives each member its own state back (the build may not fuse after all)."""
+        for m in self.members:
+            unfuse = getattr(m.kernel, "unfuse", None)
+            if unfuse is not None:
+                unfuse()
+
+    def execute(self, profile: dict[Kernel, float] | None = None) -> None:
+        """Runs the members; with ``profile``, adds each member's seconds there (its layout changes
+        included), as ``lite.engine.charge`` adds a kernel's."""
+        clock = _Clock(profile)
+        if self.fallback:
+            for m in self.members:
+                m.kernel.execute()
+                clock.charge(m.kernel)
+            return
+        from lite.kernels.fast.blocks import from_blocks, to_blocks
+
+        leaving = self.outputs
+        for image in range(self.members[0].x.shape[0]):
+            for t in self.entering:
+                to_blocks(t.data, min(image, t.shape[0] - 1), self.blocked[t])  # NOTE: one image may serve all
+            for m, steps in zip(self.members, self.steps, strict=True):
+                for step in steps:
+                    step()
+                if m.out in leaving:
+                    from_blocks(self.blocked[m.out], image, m.out.data)
+                clock.charge(m.kernel)
+
+
+class _Clock:
+    """Charges each member's seconds, since the last charge, to a profile (nothing without one)."""
+
+    def __init__(self, profile: dict[Kernel, float] | None):
+        self.profile, self.last = profile, time.perf_counter()
+
+    def charge(self, kernel: Kernel) -> None:
+        if self.profile is not None:
+            from lite.engine import charge
+
+            now = time.perf_counter()
+            charge(self.profile, kernel, now - self.last)
+            self.last = now

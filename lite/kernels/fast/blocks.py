@@ -1,0 +1,347 @@
+"""1x1 convolutions and layout changes on the channel-blocked layout (NCHW16c), float32.
+
+An image of C channels on an H x W plane is stored as (CB, H * W, LANES) with CB = ceil(C / LANES):
+channel c at [c // LANES, position, c % LANES], the channels past C zero. A 1x1 convolution is
+then a product whose output, at one position, is a run of vectors of output channels, so
+``lite.kernels.fast.tile``'s register tile takes ROWS positions by three blocks of output
+channels: each of its K terms broadcasts the input channel's value at ROWS positions and
+multiplies it by a packed row of 48 weights. The input is read in place, the weight is packed
+once, and no transpose is needed on either side; the bias, a residual (in the same layout), the
+clip and an activation are applied to each tile while it is in cache.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, types
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.activation import CLIP_CODE, activate_run
+from lite.kernels.fast.blocked_depthwise import depthwise
+from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.gate import excite
+from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, VECTOR, VECTORS, WIDTH, emit_tile
+
+LANE_BITS = 4
+assert 1 << LANE_BITS == LANES
+ONE = np.float32(1)
+NO_RESIDUAL = np.zeros((0, 0, LANES), np.float32)
+
+
+def blocks(channels: int) -> int:
+    """How many blocks of LANES channels hold ``channels``."""
+    return -(-channels // LANES)
+
+
+def _pointwise_tile(vectors: int, residual: bool):
+    """The tile of ``vectors`` blocks of output channels as an intrinsic ``(x, plane, panel, terms,
+    out, out_plane, bias, added, lo, hi)``: for ROWS positions r, lanes l and blocks j,
+    out[j * out_plane + r * LANES + l] = clip(sum over k < terms of x[(k >> 4) * plane + r * LANES
+    + (k & 15)] * panel[k * WIDTH + j * LANES + l] + bias[j * LANES + l] (+ added[the same place
+    as out's]), lo, hi); addresses and counts in int64 (floats apart), lo and hi float32."""
+    @intrinsic
+    def tile(typingctx, x, plane, panel, terms, out, out_plane, bias, added, lo, hi):
+        def codegen(context, builder, signature, args):
+            x_at, x_plane, panel_at, count, out_at, o_plane, bias_at, added_at, low, high = args
+            floats, pointer = FLOAT.as_pointer(), VECTOR.as_pointer()
+            x_p, panel_p, out_p, bias_p = (builder.inttoptr(at, floats) for at in (x_at, panel_at, out_at, bias_at))
+            shifts = [builder.load(builder.bitcast(builder.gep(bias_p, [INDEX(j * LANES)]), pointer), align=4)
+                      for j in range(vectors)]
+            low, high = (_splat(builder, bound) for bound in (low, high))
+            bound = [cgutils.get_or_insert_function(builder.module, ir.FunctionType(VECTOR, [VECTOR] * 2),
+                                                    f"llvm.{name}.v{LANES}f32") for name in ("maxnum", "minnum")]
+
+            def scalar(k, r):
+                block, lane = builder.lshr(k, INDEX(LANE_BITS)), builder.and_(k, INDEX(LANES - 1))
+                return builder.gep(x_p, [builder.add(builder.add(builder.mul(block, x_plane), INDEX(r * LANES)), lane)])
+
+            def finish(sums, place, r, j):
+                value = builder.fadd(sums, shifts[j])
+                if residual:
+                    offset = builder.sub(builder.ptrtoint(place, INDEX), out_at)
+                    value = builder.fadd(value, builder.load(builder.inttoptr(builder.add(added_at, offset), pointer),
+                                                             align=4))
+                return builder.call(bound[1], [builder.call(bound[0], [value, low]), high])
+
+            emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
+                      INDEX(LANES), vectors, vector_stride=o_plane, finish=finish)
+            return context.get_dummy_value()
+        return types.void(*(types.int64,) * 8, types.float32, types.float32), codegen
+    return tile
+
+
+def _splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """A vector of LANES copies of the float ``value``."""
+    lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), value, INDEX(0))
+    return builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
+
+
+_one, _two, _three = (_pointwise_tile(vectors, False) for vectors in (1, 2, VECTORS))
+_added_one, _added_two, _added_three = (_pointwise_tile(vectors, True) for vectors in (1, 2, VECTORS))
+
+
+@jit
+def _tile(vectors, x, plane, panel, terms, out, out_plane, bias, added, lo, hi):
+    """The tile of ``vectors`` (1 to 3) blocks, adding the residual at ``added`` unless it is 0."""
+    if vectors == VECTORS:
+        if added:
+            _added_three(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+        else:
+            _three(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+    elif vectors == 2:
+        if added:
+            _added_two(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+        else:
+            _two(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+    elif added:
+        _added_one(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+    else:
+        _one(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+
+
+def pack_pointwise(weight: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """A 1x1 weight (O, C, 1, 1) and bias (O,) or None as ``pointwise`` reads them: panels (groups
+    of VECTORS output blocks, CB * LANES, WIDTH) and the bias (OB, LANES), zero where padded."""
+    out_c, channels = weight.shape[:2]
+    out_blocks, in_terms = blocks(out_c), blocks(channels) * LANES
+    groups = -(-out_blocks // VECTORS)
+    matrix = np.zeros((groups * WIDTH, in_terms), np.float32)
+    matrix[:out_c, :channels] = weight.reshape(out_c, channels)
+    panels = np.ascontiguousarray(matrix.reshape(groups, WIDTH, in_terms).transpose(0, 2, 1))
+    shift = np.zeros(out_blocks * LANES, np.float32)
+    if bias is not None:
+        shift[:out_c] = bias
+    return panels, shift.reshape(out_blocks, LANES)
+
+
+@jit
+def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
+    """Units ``first`` to ``last - 1`` (of ``units(positions, out blocks)``: unit u is position tile
+    u % tiles of the group of VECTORS output blocks u // tiles) of the 1x1 convolution out (OB, P,
+    LANES) = act(clip(x (CB, P, LANES) by the packed weight + bias (+ residual, out's shape; empty
+    for none), lo, hi), alpha), the activation of ``code`` (``lite.kernels.fast.activation``;
+    CLIP_CODE: none); at least ROWS positions. A group's panel (K x WIDTH) stays in cache across
+    its tiles."""
+    positions, out_blocks = x.shape[1], out.shape[0]
+    plane, terms, count = positions * LANES, x.shape[0] * LANES, tiles(positions)
+    added = residual.ctypes.data if residual.size else 0
+    flat = out.reshape(out.size)
+    for unit in range(first, last):
+        group, tile = unit // count, unit % count
+        block = group * VECTORS
+        vectors = min(VECTORS, out_blocks - block)
+        top = min(tile * ROWS, positions - ROWS)  # NOTE: the last tile overlaps the one before rather than run short
+        offset = (block * plane + top * LANES) * 4
+        _tile(vectors, x.ctypes.data + top * LANES * 4, plane, panels[group].ctypes.data, terms,
+              out.ctypes.data + offset, plane, bias[block:].ctypes.data, added + offset if added else 0, lo, hi)
+        if code != CLIP_CODE:
+            for b in range(block, block + vectors):
+                activate_run(flat, (b * positions + top) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
+
+
+@jit
+def units(positions, out_blocks):
+    """How many units ``pointwise`` splits a product into: position tiles times groups of blocks."""
+    return tiles(positions) * -(-out_blocks // VECTORS)
+
+
+@jit
+def tiles(positions):
+    """How many position tiles ``pointwise`` runs on a plane of ``positions``."""
+    return -(-positions // ROWS)
+
+
+@jit
+def to_blocks(x, image, out):
+    """Image ``image`` of x (N, C, H, W) into out (CB, H * W, LANES), zero past C."""
+    channels = x.shape[1]
+    positions = x.shape[2] * x.shape[3]
+    flat = x.reshape(x.size)
+    for block in range(out.shape[0]):
+        lanes = min(LANES, channels - block * LANES)
+        base = (image * channels + block * LANES) * positions
+        for p in range(positions):
+            for lane in range(lanes):
+                out[block, p, lane] = flat[_u(base + lane * positions + p)]
+            for lane in range(lanes, LANES):
+                out[block, p, lane] = 0
+
+
+@jit
+def from_blocks(x, image, out):
+    """x (CB, H * W, LANES) into image ``image`` of out (N, C, H, W)."""
+    channels = out.shape[1]
+    positions = out.shape[2] * out.shape[3]
+    flat = out.reshape(out.size)
+    for block in range(x.shape[0]):
+        lanes = min(LANES, channels - block * LANES)
+        base = (image * channels + block * LANES) * positions
+        for lane in range(lanes):
+            for p in range(positions):
+                flat[_u(base + lane * positions + p)] = x[block, p, lane]
+
+
+@functools.cache
+def warm() -> None:
+    """Compiles the kernels now (at build), not in the first predict."""
+    x, image = np.zeros((1, 3, 3, 3), np.float32), np.zeros((1, 9, LANES), np.float32)
+    compiled(to_blocks, x, 0, image)
+    compiled(from_blocks, image, 0, x)
+    panels, bias = pack_pointwise(np.zeros((3, 3, 1, 1), np.float32), None)
+    out = np.zeros((1, 9, LANES), np.float32)
+    for residual in (NO_RESIDUAL, out.copy()):
+        compiled(pointwise, image, panels, bias, np.float32(-np.inf), np.float32(np.inf), CLIP_CODE, ONE, residual,
+                 out, 0, 2)
+    compiled(units, 9, 1)
+    vector, bound = np.zeros(3, np.float32), np.float32(np.inf)
+    square = np.zeros((3, 3), np.float32)
+    compiled(squeeze_excite, image, square, vector, -bound, bound, 0, ONE, ONE, square, vector, -bound, bound, 0, ONE,
+             ONE, vector, vector.copy(), np.zeros((1, 1, LANES), np.float32))
+    compiled(scale_panels, panels, np.zeros((1, 1, LANES), np.float32), panels.copy())
+    compiled(scale_blocks, image, np.zeros((1, 1, LANES), np.float32), image.copy())
+
+
+# The block of a 1x1 convolution on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
+_X, _IN_BLOCKS, _POSITIONS, _PANELS, _GROUPS, _TERMS, _BIAS, _OUT, _OUT_BLOCKS, _RESIDUAL, _CODE = range(11)
+_LO, _HI, _ALPHA = range(11, 14)
+_HEADER = 14
+
+
+def crew_jobs(x: np.ndarray, panels: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, code: int,
+              alpha: np.float32, residual: np.ndarray, out: np.ndarray, bounds: list[tuple[int, int]]):
+    """``pointwise``'s pieces of ``bounds`` (units) as jobs for the crew (its arguments otherwise)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_HEADER, bounds)
+    block[[_X, _IN_BLOCKS, _POSITIONS]] = x.ctypes.data, *x.shape[:2]
+    block[[_PANELS, _GROUPS, _TERMS]] = panels.ctypes.data, *panels.shape[:2]
+    block[[_BIAS, _OUT, _OUT_BLOCKS]] = bias.ctypes.data, out.ctypes.data, out.shape[0]
+    block[[_RESIDUAL, _CODE]] = residual.ctypes.data if residual.size else 0, code
+    block[_LO:_HEADER].view(np.float64)[:] = lo, hi, alpha
+    return Jobs(pointwise_job, block, len(bounds), (x, panels, bias, residual, out))
+
+
+def pointwise_job(index, data, extra):
+    """Piece ``index`` of the 1x1 convolution that the block at ``data`` describes."""
+    block = carray(data, (_HEADER + 2 * (index + 1),), np.int64)
+    floats = carray(data, (_HEADER,), np.float64)
+    positions, out_blocks = block[_POSITIONS], block[_OUT_BLOCKS]
+    x = carray(as_pointer(block[_X]), (block[_IN_BLOCKS], positions, LANES), np.float32)
+    panels = carray(as_pointer(block[_PANELS]), (block[_GROUPS], block[_TERMS], WIDTH), np.float32)
+    bias = carray(as_pointer(block[_BIAS]), (out_blocks, LANES), np.float32)
+    out = carray(as_pointer(block[_OUT]), (out_blocks, positions, LANES), np.float32)
+    residual = carray(as_pointer(block[_RESIDUAL]), (out_blocks if block[_RESIDUAL] else 0, positions, LANES),
+                      np.float32)
+    piece = _HEADER + 2 * index
+    pointwise(x, panels, bias, np.float32(floats[_LO]), np.float32(floats[_HI]), block[_CODE],
+              np.float32(floats[_ALPHA]), residual, out, block[piece], block[piece + 1])
+
+
+# The block of a blocked depthwise convolution on the crew, then (first, last) a piece (channel blocks):
+(_DX, _D_BLOCKS, _D_H, _D_W, _D_WEIGHT, _D_TAPS, _D_BIAS, _D_OUT, _D_OH, _D_OW,
+ _D_KH, _D_KW, _D_SH, _D_SW, _D_PT, _D_PL, _D_DH, _D_DW, _D_CODE) = range(19)
+_D_LO, _D_HI, _D_ALPHA = range(19, 22)
+_D_HEADER = 22
+
+
+def depthwise_jobs(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, geometry: tuple[int, ...],
+                   lo: np.float32, hi: np.float32, code: int, alpha: np.float32, bounds: list[tuple[int, int]]):
+    """``lite.kernels.fast.blocked_depthwise.depthwise``'s pieces of ``bounds`` (channel blocks) as
+    jobs for the crew; ``geometry`` its (kh, kw, sh, sw, pt, pl, dh, dw)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_D_HEADER, bounds)
+    block[[_DX, _D_BLOCKS, _D_H, _D_W]] = x.ctypes.data, *x.shape[:3]
+    block[[_D_WEIGHT, _D_TAPS, _D_BIAS]] = w.ctypes.data, w.shape[1], b.ctypes.data
+    block[[_D_OUT, _D_OH, _D_OW]] = out.ctypes.data, *out.shape[1:3]
+    block[_D_KH:_D_CODE] = geometry
+    block[_D_CODE] = code
+    block[_D_LO:_D_HEADER].view(np.float64)[:] = lo, hi, alpha
+    return Jobs(depthwise_job, block, len(bounds), (x, w, b, out))
+
+
+def depthwise_job(index, data, extra):
+    """Piece ``index`` of the depthwise convolution that the block at ``data`` describes."""
+    block = carray(data, (_D_HEADER + 2 * (index + 1),), np.int64)
+    floats = carray(data, (_D_HEADER,), np.float64)
+    blocks = block[_D_BLOCKS]
+    x = carray(as_pointer(block[_DX]), (blocks, block[_D_H], block[_D_W], LANES), np.float32)
+    w = carray(as_pointer(block[_D_WEIGHT]), (blocks, block[_D_TAPS], LANES), np.float32)
+    b = carray(as_pointer(block[_D_BIAS]), (blocks, LANES), np.float32)
+    out = carray(as_pointer(block[_D_OUT]), (blocks, block[_D_OH], block[_D_OW], LANES), np.float32)
+    piece = _D_HEADER + 2 * index
+    depthwise(x, w, b, out, block[_D_KH], block[_D_KW], block[_D_SH], block[_D_SW], block[_D_PT], block[_D_PL],
+              block[_D_DH], block[_D_DW], np.float32(floats[_D_LO]), np.float32(floats[_D_HI]), block[_D_CODE],
+              np.float32(floats[_D_ALPHA]), block[piece], block[piece + 1])
+
+
+@intrinsic
+def _block_sums(typingctx, x, positions, out):
+    """out[l] = sum over p < positions of x[p * LANES + l], the LANES sums in one vector register
+    (addresses as int64; positions at least one)."""
+    def codegen(context, builder, signature, args):
+        x_at, count, out_at = args
+        pointer = VECTOR.as_pointer()
+        x_p = builder.inttoptr(x_at, pointer)
+        entry, loop = builder.block, builder.append_basic_block("sums.loop")
+        done = builder.append_basic_block("sums.done")
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        p, total = builder.phi(INDEX), builder.phi(VECTOR)
+        added = builder.fadd(total, builder.load(builder.gep(x_p, [p]), align=4))
+        following = builder.add(p, INDEX(1))
+        p.add_incoming(INDEX(0), entry)
+        p.add_incoming(following, loop)
+        total.add_incoming(ir.Constant(VECTOR, [0.0] * LANES), entry)
+        total.add_incoming(added, loop)
+        builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
+        builder.position_at_end(done)
+        builder.store(added, builder.inttoptr(out_at, pointer), align=4)
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64, types.int64), codegen
+
+
+@jit
+def squeeze_excite(x, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, pooled, hidden,
+                   out):
+    """A squeeze-and-excitation gate of x (CB, P, LANES) into out (OB, 1, LANES), zero past the
+    gate's O channels: ``lite.kernels.fast.gate.excite`` of x's channel means (pooled (C,), hidden
+    (H,) scratch; the terms as ``lite.kernels.fast.gate.gate`` takes them). The sums run in
+    ``out``, which holds at least x's blocks (a gate has as many channels as its input)."""
+    blocks, positions = x.shape[0], x.shape[1]
+    flat, share = out.reshape(out.size), ONE / np.float32(positions)
+    for block in range(blocks):
+        _block_sums(x.ctypes.data + block * positions * LANES * 4, positions, out.ctypes.data + block * LANES * 4)
+    for channel in range(pooled.shape[0]):
+        pooled[channel] = flat[channel] * share
+    flat[:] = 0
+    excite(pooled, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, hidden,
+           flat[:w2.shape[1]])
+
+
+@jit
+def scale_blocks(x, gate, out):
+    """out = x (CB, P, LANES) with each channel times its gate (CB, 1, LANES)."""
+    for block in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for lane in range(LANES):
+                out[block, p, lane] = x[block, p, lane] * gate[block, 0, lane]
+
+
+@jit
+def scale_panels(panels, gate, scaled):
+    """scaled = panels (groups, K, WIDTH) with each of the K rows times its channel's gate (gate
+    (CB, 1, LANES): K values): a 1x1 convolution of the gated input by the ungated weight."""
+    flat = gate.reshape(gate.size)
+    for group in range(panels.shape[0]):
+        for k in range(panels.shape[1]):
+            factor = flat[k]
+            for j in range(WIDTH):
+                scaled[group, k, j] = panels[group, k, j] * factor

@@ -1,0 +1,94 @@
+"""The channel-blocked 1x1 convolution and layout changes (lite.kernels.fast.blocks) against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.kernels import fast
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+RNG = np.random.default_rng(5)
+
+
+def blocked(x: np.ndarray) -> np.ndarray:
+    """x (C, H, W) as (CB, H * W, 16), zero channels past C: the layout spelled out in numpy."""
+    channels, h, w = x.shape
+    padded = np.zeros((-(-channels // 16) * 16, h * w), np.float32)
+    padded[:channels] = x.reshape(channels, -1)
+    return np.ascontiguousarray(padded.reshape(-1, 16, h * w).transpose(0, 2, 1))
+
+
+def test_images_go_into_blocks_and_back():
+    from lite.kernels.fast.blocks import blocks, from_blocks, to_blocks
+
+    x = RNG.standard_normal((3, 21, 5, 7)).astype(np.float32)
+    image = np.full((blocks(21), 35, 16), np.nan, np.float32)
+    to_blocks(x, 1, image)
+    np.testing.assert_array_equal(image, blocked(x[1]))
+    back = np.zeros_like(x)
+    from_blocks(image, 2, back)
+    np.testing.assert_array_equal(back[2], x[1])
+    assert not back[:2].any()
+
+
+def reference(x, weight, bias, residual, lo, hi, activation):
+    """The 1x1 convolution of one image in NCHW: act(clip(w @ x + bias (+ residual), lo, hi))."""
+    out = np.einsum("ok,kp->op", weight.reshape(weight.shape[:2]).astype(np.float64), x.reshape(x.shape[0], -1))
+    out += bias[:, None]
+    if residual is not None:
+        out += residual.reshape(out.shape)
+    out = np.clip(out, lo, hi)
+    if activation == "SWISH":
+        out = out / (1 + np.exp(-out))
+    elif activation == "HARD_SWISH":
+        out = out * np.clip(out / 6 + 0.5, 0, 1)
+    return out.reshape(-1, *x.shape[1:])
+
+
+@pytest.mark.parametrize("out_c, in_c, plane", [
+    (16, 32, (11, 11)),   # one block: the one-vector tile
+    (40, 24, (7, 7)),     # three blocks, the last padded; 49 positions: the last tile overlaps
+    (96, 16, (4, 2)),     # two groups of three blocks; exactly one tile
+    (80, 200, (14, 14)),  # a group of two blocks after one of three; K past 128
+])
+@pytest.mark.parametrize("epilogue", ["none", "relu6+residual", "SWISH", "HARD_SWISH"])
+def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
+    from lite.kernels.fast.activation import EPILOGUE_CODES
+    from lite.kernels.fast.blocks import NO_RESIDUAL, pack_pointwise, pointwise, units
+
+    x = RNG.standard_normal((in_c, *plane)).astype(np.float32)
+    weight = (RNG.standard_normal((out_c, in_c, 1, 1)) / np.sqrt(in_c)).astype(np.float32)
+    bias = RNG.standard_normal(out_c).astype(np.float32)
+    residual = RNG.standard_normal((out_c, *plane)).astype(np.float32) if "residual" in epilogue else None
+    lo, hi = (0.0, 6.0) if "relu6" in epilogue else (-np.inf, np.inf)
+    code = EPILOGUE_CODES.get(epilogue, 0)
+    panels, shift = pack_pointwise(weight, bias)
+    out = np.full((-(-out_c // 16), plane[0] * plane[1], 16), np.nan, np.float32)
+    added = NO_RESIDUAL if residual is None else blocked(residual)
+    count = units(plane[0] * plane[1], out.shape[0])
+    for first, last in ((0, count // 3), (count // 3, count)):  # NOTE: in two pieces, as two threads take them
+        pointwise(blocked(x), panels, shift, np.float32(lo), np.float32(hi), code, np.float32(1), added, out,
+                  first, last)
+    want = blocked(reference(x, weight, bias, residual, lo, hi, epilogue).astype(np.float32))
+    assert np.abs(out - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
+    assert not out[-1, :, (out_c - 1) % 16 + 1:].any()  # the padded channels stay zero
+
+
+def test_the_pointwise_convolution_runs_as_crew_jobs(crew_runs):
+    from lite.kernels.fast import crew
+    from lite.kernels.fast.blocks import NO_RESIDUAL, crew_jobs, pack_pointwise, pointwise, pointwise_job, units
+
+    threads, runs = crew_runs
+    x = blocked(RNG.standard_normal((48, 9, 9)).astype(np.float32))
+    panels, shift = pack_pointwise(RNG.standard_normal((64, 48, 1, 1)).astype(np.float32), None)
+    crew.warm(pointwise_job)
+    terms = (x, panels, shift, np.float32(0), np.float32(6), 0, np.float32(1), NO_RESIDUAL)
+    whole, pieces = np.zeros((4, 81, 16), np.float32), np.zeros((4, 81, 16), np.float32)
+    count = units(81, 4)
+    pointwise(*terms, whole, 0, count)
+    threads.staff()
+    crew_jobs(*terms, pieces, threads.loop_bounds(count))()
+    np.testing.assert_array_equal(pieces, whole)
+    assert len(runs) == 1

@@ -1,0 +1,191 @@
+"""Runs of convolutions on the channel-blocked layout (lite.blocking.BlockedChain): checked
+against onnxruntime and against the same model's kernels run one by one in NCHW."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import lite
+from lite import blocking
+from lite.blocking import BlockedChain
+from lite.kernels import fast
+from lite.tools.converter import convert
+from tests.oracle import relative_l2, run_onnxruntime
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+RNG = np.random.default_rng(8)
+
+
+def conv_node(inits: dict, name: str, x: str, out_c: int, in_c: int, kernel: int = 1, group: int = 1,
+              **attrs) -> onnx.NodeProto:
+    """A Conv of ``x`` to ``name`` with a fresh random weight and bias, put in ``inits``."""
+    scale = np.sqrt(in_c // group * kernel * kernel)
+    inits[f"w{name}"] = RNG.standard_normal((out_c, in_c // group, kernel, kernel)) / scale
+    inits[f"b{name}"] = RNG.standard_normal(out_c) * 0.1
+    return helper.make_node("Conv", [x, f"w{name}", f"b{name}"], [name], group=group, **attrs)
+
+
+def inverted_residuals(channels: int = 24, plane: int | str = 12, outputs=("y",), extra=()) -> onnx.ModelProto:
+    """x (batch, channels, plane, plane) -> two inverted residual blocks, MobileNet style:
+    1x1 expansion to 4x (Clip 0..6) -> depthwise 3x3 (Clip) -> 1x1 projection + x (Add) -> r;
+    then 1x1 expansion (HardSwish) -> depthwise 5x5 stride 2 pads 2 (Relu) -> 1x1 projection
+    to 40 -> y; plus ``extra`` nodes; ``plane`` a number or a dim name (a dynamic plane)."""
+    wide = 4 * channels
+    inits = {"lo": np.array(0.0), "hi": np.array(6.0)}
+
+    def conv(*args, **attrs):
+        return conv_node(inits, *args, **attrs)
+
+    nodes = [conv("e1", "x", wide, channels), helper.make_node("Clip", ["e1", "lo", "hi"], ["a1"]),
+             conv("d1", "a1", wide, wide, 3, wide, pads=[1] * 4), helper.make_node("Clip", ["d1", "lo", "hi"], ["a2"]),
+             conv("p1", "a2", channels, wide), helper.make_node("Add", ["p1", "x"], ["r"]),
+             conv("e2", "r", wide, channels), helper.make_node("HardSwish", ["e2"], ["a3"]),
+             conv("d2", "a3", wide, wide, 5, wide, pads=[2] * 4, strides=[2, 2]),
+             helper.make_node("Relu", ["d2"], ["a4"]), conv("y", "a4", 40, wide), *extra]
+    graph = helper.make_graph(
+        nodes, "inverted", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, plane, plane])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def build(onnx_model: onnx.ModelProto, thread_num: int = 1) -> lite.Model:
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=thread_num))
+    return model
+
+
+def chains(model: lite.Model) -> list[BlockedChain]:
+    return [k for k in model._engine.kernels if isinstance(k, BlockedChain)]
+
+
+def predict(model: lite.Model, x: np.ndarray) -> list[np.ndarray]:
+    if list(model.get_inputs()[0].shape) != list(x.shape):
+        model.resize(model.get_inputs(), [list(x.shape)])
+    return [t.get_data_to_numpy() for t in model.predict([x])]
+
+
+def assert_matches(model: lite.Model, onnx_model: onnx.ModelProto, x: np.ndarray) -> None:
+    for got, want in zip(predict(model, x), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+        assert got.shape == want.shape
+        assert relative_l2(got, want) < 1e-5
+
+
+@pytest.mark.parametrize("channels", [24, 16, 40])
+def test_inverted_residual_blocks_run_as_one_chain(channels):
+    onnx_model = inverted_residuals(channels)
+    model = build(onnx_model)
+    [chain] = chains(model)
+    assert len(chain.members) == 6 and not chain.fallback
+    assert [m.depthwise for m in chain.members] == [False, True, False, False, True, False]
+    for batch in (1, 3, 2):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, channels, 12, 12)).astype(np.float32))
+    rows = model.partition_report()  # every node keeps its place
+    assert [r.op_type for r in rows].count("Conv2DFusion") == 6 and {r.runs_on for r in rows} == {"native"}
+
+
+def test_the_chain_gives_what_the_kernels_give_one_by_one(monkeypatch):
+    onnx_model = inverted_residuals()
+    x = RNG.standard_normal((2, 24, 12, 12)).astype(np.float32)
+    chained = predict(build(onnx_model), x)
+    monkeypatch.setattr(blocking, "MIN_MEMBERS", 100)
+    alone = build(onnx_model)
+    assert not chains(alone)
+    for a, b in zip(chained, predict(alone, x), strict=True):
+        assert np.abs(a - b).max() <= 1e-4 * max(1.0, np.abs(b).max())
+
+
+def test_tensors_read_after_the_chain_come_back_in_nchw():
+    extra = [helper.make_node("ReduceMean", ["a2"], ["m"], axes=[1])]
+    onnx_model = inverted_residuals(outputs=("y", "r", "m"), extra=extra)
+    model = build(onnx_model)
+    [chain] = chains(model)
+    assert {t.name for t in chain.outputs} >= {"y", "r"}
+    assert_matches(model, onnx_model, RNG.standard_normal((1, 24, 12, 12)).astype(np.float32))
+
+
+def test_a_plane_too_small_for_the_tiles_runs_the_kernels_one_by_one():
+    onnx_model = inverted_residuals(plane="side")
+    model = build(onnx_model)
+    [chain] = chains(model)
+    assert_matches(model, onnx_model, RNG.standard_normal((1, 24, 12, 12)).astype(np.float32))
+    assert not chain.fallback
+    assert_matches(model, onnx_model, RNG.standard_normal((2, 24, 2, 2)).astype(np.float32))
+    assert chain.fallback  # 2 x 2 positions: fewer than a 1x1 tile takes
+    assert_matches(model, onnx_model, RNG.standard_normal((1, 24, 9, 9)).astype(np.float32))
+    assert not chain.fallback
+
+
+def test_a_lone_convolution_stays_in_nchw():
+    onnx_model = inverted_residuals(extra=[helper.make_node("Relu", ["y"], ["z"])], outputs=("z",))
+    onnx_model.graph.node.insert(2, helper.make_node("Relu", ["a1"], ["a1r"]))  # NOTE: splits the first run
+    onnx_model.graph.node[3].input[0] = "a1r"
+    model = build(onnx_model)
+    assert [len(c.members) for c in chains(model)] == [5]
+    assert_matches(model, onnx_model, RNG.standard_normal((1, 24, 12, 12)).astype(np.float32))
+
+
+def test_a_profile_charges_each_member_of_the_chain():
+    model = build(inverted_residuals())
+    profile: dict = {}
+    model.predict([RNG.standard_normal((1, 24, 12, 12)).astype(np.float32)], profile=profile)
+    [chain] = chains(model)
+    for m in chain.members:
+        first, *rest = getattr(m.kernel, "parts", (m.kernel,))
+        assert profile[first] > 0 and all(profile[part] == 0 for part in rest)
+
+
+def test_two_threads_share_the_chain_on_the_crew():
+    from lite.kernels.fast.crew import crew
+
+    if crew() is None:
+        pytest.skip("no crew here")
+    onnx_model = inverted_residuals(32, 20)
+    model = build(onnx_model, thread_num=2)
+    [chain] = chains(model)
+    for batch in (1, 2):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 20, 20)).astype(np.float32))
+        assert any(type(step).__name__ == "CrewStep" for steps in chain.steps for step in steps)
+
+
+def squeeze_excite_block(gate: str = "Sigmoid", plane: int = 12) -> onnx.ModelProto:
+    """x (batch, 16, plane, plane) -> 1x1 expansion to 64 (SiLU) -> depthwise 3x3 (SiLU) -> d; a gate of d
+    (global average pool, 1x1 to 8, Relu, 1x1 to 64, ``gate``) scales d -> 1x1 projection + x -> y:
+    an EfficientNet / MobileNetV3 block."""
+    inits = {}
+
+    def conv(*args, **attrs):
+        return conv_node(inits, *args, **attrs)
+
+    def silu(x, name):
+        return [helper.make_node("Sigmoid", [x], [f"{name}s"]), helper.make_node("Mul", [x, f"{name}s"], [name])]
+
+    nodes = [conv("e", "x", 64, 16), *silu("e", "a"), conv("d0", "a", 64, 64, 3, 64, pads=[1] * 4), *silu("d0", "d"),
+             helper.make_node("GlobalAveragePool", ["d"], ["p"]), conv("s1", "p", 8, 64),
+             helper.make_node("Relu", ["s1"], ["s1r"]), conv("s2", "s1r", 64, 8),
+             helper.make_node(gate, ["s2"], ["g"]), helper.make_node("Mul", ["d", "g"], ["m"]), conv("j", "m", 16, 64),
+             helper.make_node("Add", ["j", "x"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "excite", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, plane, plane])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
+@pytest.mark.parametrize("plane, scaled", [(12, True), (3, False)])
+def test_a_squeeze_and_excitation_block_runs_in_one_chain(gate, plane, scaled):
+    """On 12 x 12 the gate scales the projection's weight (ScaledInput); on 3 x 3, fewer positions
+    than the projection's outputs, the Mul stays a kernel: the chain takes it too."""
+    onnx_model = squeeze_excite_block(gate, plane)
+    model = build(onnx_model)
+    [chain] = chains(model)
+    kinds = [("gate" if m.conv is None and m.gate is None else "mul" if m.conv is None else
+              "scaled" if m.gate is not None else "conv") for m in chain.members]
+    assert kinds == ["conv", "conv", "gate", *(["scaled"] if scaled else ["mul", "conv"])]
+    for batch in (1, 3):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 16, plane, plane)).astype(np.float32))
