@@ -298,10 +298,16 @@ class BlockedChain(Kernel):
         begins, _, _ = m.conv.geometry(tuple(m.x.shape), tuple(weight.shape))
         geometry = (*weight.shape[2:], *m.conv.strides, *begins, *m.conv.dilations)
         planes = (x.reshape(x.shape[0], h, wd, -1), w, shift, out.reshape(out.shape[0], oh, ow, -1))
-        return self.threads.crew_loop(
-            out.shape[0], lambda _index, first, last: partial(blocked_depthwise.depthwise, *planes, *geometry, lo, hi,
-                                                               code, alpha, first, last),
-            lambda bounds: blocks.depthwise_jobs(*planes, geometry, lo, hi, code, alpha, bounds))
+        count = out.shape[0]
+        by_rows = self.threads.loop_pieces(count) < self.threads.loop_pieces(oh)  # NOTE: few blocks: split the rows
+
+        def piece(_index: int, first: int, last: int) -> Callable[[], None]:
+            ranges = (0, count, first, last) if by_rows else (first, last, 0, oh)
+            return partial(blocked_depthwise.depthwise, *planes, *geometry, lo, hi, code, alpha, *ranges)
+
+        return self.threads.crew_loop(oh if by_rows else count, piece,
+                                      lambda bounds: blocks.depthwise_jobs(*planes, geometry, lo, hi, code, alpha,
+                                                                           bounds, by_rows))
 
     def unfuse(self) -> None:
         """Gives each member its own state back (the build may not fuse after all)."""

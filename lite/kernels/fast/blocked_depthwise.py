@@ -304,10 +304,11 @@ def _corners(at, blocks, conv, sizes, cols, oh, i, end, left, right, lo, hi):
 
 
 @jit
-def _blocks(x, w, b, out, block, blocks, conv, lo, hi, code, alpha, rows, cols):
-    """The output planes of ``blocks`` blocks from ``block``: the border columns down the interior
-    rows, then row by row the interior columns (with the rows of taps on the plane) and, in the
-    border rows, the corners; the activation of ``code`` over each finished row."""
+def _blocks(x, w, b, out, block, blocks, conv, lo, hi, code, alpha, rows, cols, first_row, last_row):
+    """Output rows ``first_row`` to ``last_row - 1`` of ``blocks`` blocks from ``block``: the border
+    columns down the interior rows, then row by row the interior columns (with the rows of taps
+    on the plane) and, in the border rows, the corners; the activation of ``code`` over each
+    finished row."""
     kh, kw, sh, sw, pt, pl, dh, dw = conv
     sizes = height, width, out_h, out_w = x.shape[1], x.shape[2], out.shape[1], out.shape[2]
     top, bottom = interior(rows, kh)
@@ -315,9 +316,10 @@ def _blocks(x, w, b, out, block, blocks, conv, lo, hi, code, alpha, rows, cols):
     x_block, w_block, out_block = height * width * LANES, kh * kw * LANES, out_h * out_w * LANES
     at = (x.ctypes.data + block * x_block * 4, w.ctypes.data + block * w_block * 4, b.ctypes.data + block * LANES * 4,
           out.ctypes.data + block * out_block * 4)
-    _columns(at, blocks, conv, sizes, cols, top, bottom, left, right, lo, hi)
+    if max(top, first_row) < min(bottom, last_row):
+        _columns(at, blocks, conv, sizes, cols, max(top, first_row), min(bottom, last_row), left, right, lo, hi)
     flat, kind = out.reshape(out.size), sw if sw <= 2 else 0
-    for oh in range(out_h):
+    for oh in range(first_row, last_row):
         i, end = rows[oh, 0], rows[oh, 1]
         line = at[0] + (((oh * sh - pt + i * dh) * width + left * sw - pl) * LANES) * 4
         shape = (end - i, kw, dh * width * LANES, dw * LANES, kw * LANES, sw * LANES, LANES, kind, x_block, w_block,
@@ -331,16 +333,20 @@ def _blocks(x, w, b, out, block, blocks, conv, lo, hi, code, alpha, rows, cols):
 
 
 @jit
-def depthwise(x, w, b, out, kh, kw, sh, sw, pt, pl, dh, dw, lo, hi, code, alpha, first, last):
+def depthwise(x, w, b, out, kh, kw, sh, sw, pt, pl, dh, dw, lo, hi, code, alpha, first, last, first_row=0,
+              last_row=-1):
     """out (CB, OH, OW, LANES) = act(clip(b + depthwise(x (CB, H, W, LANES), w), lo, hi)) for the
-    blocks ``first`` to ``last - 1``, with ``arrange``'s w and b; the activation of ``code``
+    blocks ``first`` to ``last - 1`` and their output rows ``first_row`` to ``last_row - 1`` (-1:
+    to the last), with ``arrange``'s w and b; the activation of ``code``
     (``lite.kernels.fast.activation``; CLIP_CODE: none) with ``alpha``."""
     rows = tap_ranges(out.shape[1], sh, pt, dh, kh, x.shape[1])
     cols = tap_ranges(out.shape[2], sw, pl, dw, kw, x.shape[2])
+    end_row = out.shape[1] if last_row < 0 else last_row
     block = first
     while block < last:
         blocks = QUAD if last - block >= QUAD else 1
-        _blocks(x, w, b, out, block, blocks, (kh, kw, sh, sw, pt, pl, dh, dw), lo, hi, code, alpha, rows, cols)
+        _blocks(x, w, b, out, block, blocks, (kh, kw, sh, sw, pt, pl, dh, dw), lo, hi, code, alpha, rows, cols,
+                first_row, end_row)
         block += blocks
 
 
@@ -350,4 +356,4 @@ def warm() -> None:
     x, out = np.zeros((1, 3, 3, LANES), np.float32), np.zeros((1, 3, 3, LANES), np.float32)
     w, b = arrange(np.zeros((3, 1, 3, 3), np.float32), None, 1)
     compiled(depthwise, x, w, b, out, 3, 3, 1, 1, 1, 1, 1, 1, np.float32(0), np.float32(6), CLIP_CODE,
-             np.float32(1), 0, 1)
+             np.float32(1), 0, 1, 0, 3)

@@ -246,15 +246,17 @@ def pointwise_job(index, data, extra):
 
 # The block of a blocked depthwise convolution on the crew, then (first, last) a piece (channel blocks):
 (_DX, _D_BLOCKS, _D_H, _D_W, _D_WEIGHT, _D_TAPS, _D_BIAS, _D_OUT, _D_OH, _D_OW,
- _D_KH, _D_KW, _D_SH, _D_SW, _D_PT, _D_PL, _D_DH, _D_DW, _D_CODE) = range(19)
-_D_LO, _D_HI, _D_ALPHA = range(19, 22)
-_D_HEADER = 22
+ _D_KH, _D_KW, _D_SH, _D_SW, _D_PT, _D_PL, _D_DH, _D_DW, _D_CODE, _D_BY_ROWS) = range(20)
+_D_LO, _D_HI, _D_ALPHA = range(20, 23)
+_D_HEADER = 23
 
 
 def depthwise_jobs(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, geometry: tuple[int, ...],
-                   lo: np.float32, hi: np.float32, code: int, alpha: np.float32, bounds: list[tuple[int, int]]):
-    """``lite.kernels.fast.blocked_depthwise.depthwise``'s pieces of ``bounds`` (channel blocks) as
-    jobs for the crew; ``geometry`` its (kh, kw, sh, sw, pt, pl, dh, dw)."""
+                   lo: np.float32, hi: np.float32, code: int, alpha: np.float32, bounds: list[tuple[int, int]],
+                   by_rows: bool):
+    """``lite.kernels.fast.blocked_depthwise.depthwise``'s pieces of ``bounds`` (output rows of
+    every block when ``by_rows``, else channel blocks) as jobs for the crew; ``geometry`` its
+    (kh, kw, sh, sw, pt, pl, dh, dw)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_D_HEADER, bounds)
@@ -262,7 +264,7 @@ def depthwise_jobs(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray,
     block[[_D_WEIGHT, _D_TAPS, _D_BIAS]] = w.ctypes.data, w.shape[1], b.ctypes.data
     block[[_D_OUT, _D_OH, _D_OW]] = out.ctypes.data, *out.shape[1:3]
     block[_D_KH:_D_CODE] = geometry
-    block[_D_CODE] = code
+    block[[_D_CODE, _D_BY_ROWS]] = code, by_rows
     block[_D_LO:_D_HEADER].view(np.float64)[:] = lo, hi, alpha
     return Jobs(depthwise_job, block, len(bounds), (x, w, b, out))
 
@@ -277,9 +279,12 @@ def depthwise_job(index, data, extra):
     b = carray(as_pointer(block[_D_BIAS]), (blocks, LANES), np.float32)
     out = carray(as_pointer(block[_D_OUT]), (blocks, block[_D_OH], block[_D_OW], LANES), np.float32)
     piece = _D_HEADER + 2 * index
+    first, last, top, bottom = block[piece], block[piece + 1], 0, block[_D_OH]
+    if block[_D_BY_ROWS]:
+        first, last, top, bottom = 0, blocks, first, last
     depthwise(x, w, b, out, block[_D_KH], block[_D_KW], block[_D_SH], block[_D_SW], block[_D_PT], block[_D_PL],
               block[_D_DH], block[_D_DW], np.float32(floats[_D_LO]), np.float32(floats[_D_HI]), block[_D_CODE],
-              np.float32(floats[_D_ALPHA]), block[piece], block[piece + 1])
+              np.float32(floats[_D_ALPHA]), first, last, top, bottom)
 
 
 @intrinsic

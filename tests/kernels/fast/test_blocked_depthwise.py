@@ -84,8 +84,9 @@ def expected_output(x, weight, bias, strides, pads, dilations, bounds, activatio
     return value if activation is None else ACTIVATIONS[activation](value, 1.0)
 
 
-def run(x, weight, bias, strides, pads, dilations, bounds, activation, out_shape, first=0, last=None):
-    """The compiled kernel on the blocked layout; ``out`` starts as NaN (to see what it writes)."""
+def run(x, weight, bias, strides, pads, dilations, bounds, activation, out_shape, first=0, last=None, rows=(0, -1)):
+    """The compiled kernel on the blocked layout (blocks ``first`` to ``last - 1``, output ``rows``);
+    ``out`` starts as NaN (to see what it writes)."""
     from lite.kernels.fast.activation import CLIP_CODE, EPILOGUE_CODES
     from lite.kernels.fast.blocked_depthwise import arrange, depthwise
 
@@ -95,7 +96,7 @@ def run(x, weight, bias, strides, pads, dilations, bounds, activation, out_shape
     code = CLIP_CODE if activation is None else EPILOGUE_CODES[activation]
     lo, hi = (np.float32(v) for v in bounds)
     depthwise(to_blocks(x), w, b, out, *weight.shape[2:], *strides, pads[0], pads[1], *dilations, lo, hi, code,
-              np.float32(1.0), first, blocks if last is None else last)
+              np.float32(1.0), first, blocks if last is None else last, *rows)
     return out
 
 
@@ -131,6 +132,21 @@ def test_a_range_of_blocks_writes_only_its_blocks(channels, first, last):
     inside = slice(first * LANES, last * LANES)
     np.testing.assert_allclose(got[inside], expected[inside], rtol=0, atol=1e-4 * max(1, np.nanmax(expected)))
     assert np.isnan(got[:first * LANES]).all() and np.isnan(got[last * LANES:]).all()
+
+
+@pytest.mark.parametrize(("strides", "rows"), [((1, 1), (0, 4)), ((1, 1), (3, 9)), ((2, 2), (1, 3)), ((2, 2), (4, 5))])
+def test_a_range_of_rows_writes_only_its_rows(strides, rows):
+    """Output rows ``rows`` of every block are written (border and interior rows both), the others
+    stay as they were: threads share a plane of few blocks by rows."""
+    rng = np.random.default_rng([*strides, *rows])
+    x = rng.standard_normal((40, 9, 11)).astype(np.float32)
+    weight = rng.standard_normal((40, 1, 3, 3)).astype(np.float32)
+    args = (strides, (1, 1, 1, 1), (1, 1), RELU6, None)
+    expected = expected_output(x, weight, None, *args)
+    got = from_blocks(run(x, weight, None, *args, expected.shape[1:], rows=rows))
+    inside = slice(*rows)
+    np.testing.assert_allclose(got[:40, inside], expected[:, inside], rtol=0, atol=1e-4 * max(1, expected.max()))
+    assert np.isnan(got[:, :rows[0]]).all() and np.isnan(got[:, rows[1]:]).all()
 
 
 def test_arrange_lays_the_taps_out_by_block_and_lane():
