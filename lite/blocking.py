@@ -44,12 +44,15 @@ from functools import partial
 import numpy as np
 
 from lite.aligned import aligned_array
+from lite.errors import MemoryLimitError
 from lite.kernel import Kernel
 from lite.kernels.fused import activation_code, compiled_terms
 from lite.tensor import Tensor
 
 MIN_MEMBERS = 2
 """The fewest convolutions a chain takes: a lone one would pay for both layout changes."""
+CHAIN_SLOT = 1 << 20
+"""The workspace slot of the chains' buffers (a model's chains run one at a time and share it)."""
 MIN_INSIDE = 2
 """The fewest results a chain keeps in blocks (read by its members alone). Measured, paired, two
 threads: EfficientNet-B0's chains of an expansion and its depthwise convolution, whose result
@@ -212,51 +215,57 @@ class BlockedChain(Kernel):
         if self.threads.crew() is not None:
             crew.warm(blocks.pointwise_job, blocks.depthwise_job)
         self.fallback = not all(_fits_shapes(m) for m in self.members)
+        if not self.fallback:
+            try:
+                self.blocked = self._buffers()
+            except MemoryLimitError:  # NOTE: the NCHW arrays may fit where the padded blocks do not
+                self.fallback = True
         if self.fallback:
             self._resize_members()
             return
-        self.blocked = self._buffers()
         self.steps = [self._plan(m) for m in self.members]
 
     def _resize_members(self) -> None:
-        """Runs the members as the kernels they are, each with NCHW arrays of its own."""
+        """Runs the members as the kernels they are, each with NCHW arrays of its own.
+
+        Raises:
+            MemoryLimitError: those arrays would need more than ``Context.memory_limit`` bytes.
+        """
         leaving = set(self.outputs)
+        inside = [m.out for m in self.members if m.out not in leaving]
+        nbytes = sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in inside)
+        limit = self.parts[0].workspace.limit
+        if limit is not None and nbytes > limit:
+            raise MemoryLimitError(f"kernels {self.name!r} need {nbytes} bytes for their results, more than the "
+                                   f"memory limit of {limit} bytes (Context.memory_limit)")
+        for t in inside:
+            t.data = aligned_array(t.shape, t.dtype)
         for m in self.members:
-            if m.out not in leaving:
-                m.out.data = aligned_array(m.out.shape, m.out.dtype)
             m.kernel.resize()
 
     def _buffers(self) -> dict[Tensor, np.ndarray]:
         """A blocked buffer (CB, H * W, LANES) for each tensor the members read or write, one image's
-        worth; a buffer is reused once the last member reading its tensor has run."""
+        worth, all in one scratch array of the model's workspace (so within Context.memory_limit);
+        a buffer is reused once the last member reading its tensor has run."""
         from lite.kernels.fast.blocks import LANES, blocks
 
-        last = {}
-        for index, m in enumerate(self.members):
-            for t in m.reads:
-                last[t] = index
-        free: list[np.ndarray] = []  # flat float32 buffers
-        flat: dict[Tensor, np.ndarray] = {}
-        given: dict[Tensor, np.ndarray] = {}
-
-        def take(t: Tensor) -> None:
-            shape = (blocks(t.shape[1]), t.shape[2] * t.shape[3], LANES)
-            size = math.prod(shape)
-            fitting = [i for i, b in enumerate(free) if b.size >= size]
+        last = {t: index for index, m in enumerate(self.members) for t in m.reads}
+        free: list[tuple[int, int]] = []  # (offset, floats) of the buffers free again
+        spans: dict[Tensor, tuple[int, int]] = {}
+        shapes = {t: (blocks(t.shape[1]), t.shape[2] * t.shape[3], LANES)
+                  for t in [*self.entering, *(m.out for m in self.members)]}
+        total = 0
+        for index, t in [(-1, t) for t in self.entering] + [(i, m.out) for i, m in enumerate(self.members)]:
+            size = math.prod(shapes[t])
+            fitting = [i for i, (_, floats) in enumerate(free) if floats >= size]
             if fitting:
-                flat[t] = free.pop(min(fitting, key=lambda i: free[i].size))
+                spans[t] = free.pop(min(fitting, key=lambda i: free[i][1]))
             else:
-                flat[t] = aligned_array((size,), np.float32)
-            given[t] = flat[t][:size].reshape(shape)
-
-        for t in self.entering:
-            take(t)
-        for index, m in enumerate(self.members):
-            take(m.out)
-            for t in set(m.reads):
-                if last[t] == index:
-                    free.append(flat[t])
-        return given
+                spans[t], total = (total, size), total + size
+            if index >= 0:
+                free += [spans[r] for r in set(self.members[index].reads) if last[r] == index]
+        scratch = self.parts[0].workspace.array((total,), np.float32, CHAIN_SLOT)
+        return {t: scratch[offset:offset + math.prod(shapes[t])].reshape(shapes[t]) for t, (offset, _) in spans.items()}
 
     def _plan(self, m: Member) -> list:
         """The calls running member ``m`` on one image's blocks."""

@@ -189,3 +189,19 @@ def test_a_squeeze_and_excitation_block_runs_in_one_chain(gate, plane, scaled):
     assert kinds == ["conv", "conv", "gate", *(["scaled"] if scaled else ["mul", "conv"])]
     for batch in (1, 3):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 16, plane, plane)).astype(np.float32))
+
+
+def test_the_chain_buffers_stay_within_the_memory_limit():
+    """The blocked buffers come from the model's workspace, the NCHW arrays of a chain run kernel by
+    kernel are counted too: a limit neither fits gives a clear error naming it, and nothing worse."""
+    data = convert(inverted_residuals(channels=24, plane=12))
+    x = RNG.standard_normal((1, 24, 12, 12)).astype(np.float32)
+    roomy = lite.Model()
+    roomy.build(data, lite.ModelType.LITE, lite.Context(thread_num=1, memory_limit=1 << 20))
+    roomy.predict([x])
+    [chain] = chains(roomy)
+    assert not chain.fallback
+    with pytest.raises(lite.LiteError, match="more than the memory limit of 60000 bytes"):
+        tight = lite.Model()
+        tight.build(data, lite.ModelType.LITE, lite.Context(thread_num=1, memory_limit=60_000))
+        tight.predict([x])
