@@ -89,9 +89,12 @@ def sigmoid_float32(x, out, alpha):
 
 @jit
 def swish_of(value, alpha):
-    """x * sigmoid(alpha * x) as x / (1 + e^(-alpha * x)): one division, and no overflow (the
-    exponential's argument is clamped, so x / (1 + e^88) stands in for results below 1e-36)."""
-    return value / (ONE + exp32(-alpha * value))
+    """x * sigmoid(alpha * x) as x / (1 + e^(-alpha * x)): one division, and no overflow. Where
+    e^(-alpha * x) passes e^88 the result is below |x| * 1e-38 and is 0: a tiny value
+    there became subnormal in the next layers' products, each an assist of the FPU (a random
+    EfficientNet-B0 on inputs ten times larger than usual took 2.2x its time)."""
+    z = -alpha * value
+    return value / (ONE + exp32(z)) if z < EXP_HI else ZERO
 
 
 @jit

@@ -53,6 +53,14 @@ def test_swish_takes_alpha():
     np.testing.assert_allclose(got, [v * sigmoid(0.75 * v) for v in x.astype(np.float64)], rtol=1e-5, atol=1e-6)
 
 
+def test_swish_of_a_very_negative_input_is_zero_not_subnormal():
+    """x * sigmoid(x) below -88 is under 1e-36: 0, which the next layers multiply at full speed."""
+    x = np.array([-88.5, -95.0, -1e4, -3e38, -87.0], np.float32)
+    got = run_kernel("Activation", {"activation_type": "SWISH", "alpha": 1.0}, [x])[0]
+    assert (got[:4] == 0).all()
+    assert abs(got[4]) >= np.finfo(np.float32).tiny  # -87 * e^-87: still a normal float
+
+
 @pytest.mark.parametrize("exponent", [-87.0, -20.5, -1.0, 0.0, 1e-3, 2.5, 40.25, 88.0])
 def test_exp32_within_four_ulp(exponent):
     got, want = activation.exp32(np.float32(exponent)), math.exp(float(np.float32(exponent)))
