@@ -50,7 +50,7 @@ from lite.kernels.fused import activation_code, compiled_terms
 from lite.tensor import Tensor
 
 MIN_MEMBERS = 2
-"""The fewest convolutions a chain takes: a lone one would pay for both layout changes."""
+"""The fewest members a chain takes: a lone one would pay for both layout changes."""
 CHAIN_SLOT = 1 << 20
 """The workspace slot of the chains' buffers (a model's chains run one at a time and share it)."""
 MIN_INSIDE = 2
@@ -167,7 +167,7 @@ def _fits_shapes(found: Member) -> bool:
 
 def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]) -> list[BlockedChain]:
     """The chains in ``kernels`` (the fused list, in order): maximal runs of members with at least
-    MIN_MEMBERS convolutions, MIN_INSIDE results at least read by the run alone; ``readers`` maps each
+    MIN_MEMBERS members, MIN_INSIDE results at least read by the run alone; ``readers`` maps each
     tensor to every kernel reading it (delegated or not); ``outputs`` are the model's."""
     found, run = [], []
     for kernel in [*kernels, None]:
@@ -183,7 +183,8 @@ def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: l
 
 
 class BlockedChain(Kernel):
-    """Consecutive convolutions (``members``) run on the channel-blocked layout, image by image."""
+    """Consecutive kernels (``members``: convolutions, gates, Muls) run on the channel-blocked
+    layout, image by image."""
 
     def __init__(self, members: list[Member], readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]):
         kernels = {m.kernel for m in members}
