@@ -1,7 +1,8 @@
 """Measured placement with the bundled delegates on real models (``lite.placement``).
 
 The speeds here are not set by the test, so only wide gaps are asserted: the example NPU is
-about 8x slower than native on MobileNetV2, onnxruntime about 1.5x faster, untuned TVM 50x
+about 8x slower than native on MobileNetV2, onnxruntime about 1.6x faster on SqueezeNet (on
+MobileNetV2, since its blocked chains, only 1.1-1.3x: too close to assert), untuned TVM 50x
 slower on ResNet-18.
 """
 
@@ -50,15 +51,16 @@ def test_the_example_npu_is_refused_where_it_is_slower(mobilenet):
     assert_matches(model, mobilenet, image(model), tolerance=1e-4)
 
 
-def test_onnxruntime_takes_the_partitions_where_it_is_faster(mobilenet, tmp_path):
-    model = measured(mobilenet, ORTDelegate(), cache=tmp_path)
+def test_onnxruntime_takes_the_partitions_where_it_is_faster(tmp_path):
+    squeezenet = zoo.squeezenet()
+    model = measured(squeezenet, ORTDelegate(), cache=tmp_path)
     [row] = proposals(model)
     assert row.decision == "chosen" and row.seconds < row.native_seconds and row.graph_kernel
     assert {r.runs_on for r in model.partition_report() if r.op_type == "Conv2DFusion"} == {"ORTDelegate"}
-    assert_matches(model, mobilenet, image(model), tolerance=1e-4)
-    again = measured(mobilenet, ORTDelegate(), cache=tmp_path)
+    assert_matches(model, squeezenet, image(model), tolerance=1e-4)
+    again = measured(squeezenet, ORTDelegate(), cache=tmp_path)
     assert [(r.decision, r.source) for r in proposals(again)] == [("chosen", "cache")]
-    assert_matches(again, mobilenet, image(again), tolerance=1e-4)
+    assert_matches(again, squeezenet, image(again), tolerance=1e-4)
 
 
 def test_tvm_partitions_run_only_where_they_measured_faster(tmp_path):
