@@ -55,15 +55,11 @@ import functools
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
-
-LANES = 16
-FLOAT, INDEX = ir.FloatType(), ir.IntType(64)
-VECTOR = ir.VectorType(FLOAT, LANES)
+from lite.kernels.fast.tile import FLOAT, INDEX, LANES, VECTOR, emit_loop, splat, vector_call
 
 
 def arrange(weight: np.ndarray, bias: np.ndarray | None, blocks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -76,44 +72,6 @@ def arrange(weight: np.ndarray, bias: np.ndarray | None, blocks: int) -> tuple[n
     if bias is not None:
         b[:channels] = bias
     return np.ascontiguousarray(w.reshape(blocks, LANES, taps).transpose(0, 2, 1)), b.reshape(blocks, LANES)
-
-
-def _loop(builder: ir.IRBuilder, count: ir.Value, values: list[ir.Value], body) -> list[ir.Value]:
-    """Emits ``for k in range(count): values = body(k, values)`` (no pass where count <= 0);
-    returns the values after the loop."""
-    entry = builder.block
-    loop, done = builder.append_basic_block("span.loop"), builder.append_basic_block("span.done")
-    builder.cbranch(builder.icmp_signed(">", count, INDEX(0)), loop, done)
-    builder.position_at_end(loop)
-    k = builder.phi(INDEX)
-    carried = [builder.phi(VECTOR) for _ in values]
-    updated = body(k, carried)
-    following, end = builder.add(k, INDEX(1)), builder.block
-    k.add_incoming(INDEX(0), entry)
-    k.add_incoming(following, end)
-    for phi, initial, value in zip(carried, values, updated, strict=True):
-        phi.add_incoming(initial, entry)
-        phi.add_incoming(value, end)
-    builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
-    builder.position_at_end(done)
-    results = [builder.phi(VECTOR) for _ in values]
-    for phi, initial, value in zip(results, values, updated, strict=True):
-        phi.add_incoming(initial, entry)
-        phi.add_incoming(value, end)
-    return results
-
-
-def _vector_call(builder: ir.IRBuilder, name: str, *operands: ir.Value) -> ir.Value:
-    """LLVM's intrinsic ``llvm.<name>.v16f32`` on vector operands."""
-    kind = ir.FunctionType(VECTOR, [VECTOR] * len(operands))
-    return builder.call(cgutils.get_or_insert_function(builder.module, kind, f"llvm.{name}.v{LANES}f32"), operands)
-
-
-def _splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """The float ``value`` in every lane of a vector."""
-    lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), value, INDEX(0))
-    return builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined),
-                                  ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
 
 
 def _load(builder: ir.IRBuilder, base: ir.Value, index: ir.Value) -> ir.Value:
@@ -140,13 +98,13 @@ def _emit_span(builder: ir.IRBuilder, addresses: list[ir.Value], shape: list[ir.
             """Tap (r, c): a weight vector a block, an FMA a sum."""
             x_c, w_c = builder.gep(x_row, [builder.mul(c, col_step)]), builder.gep(w_r, [builder.mul(c, INDEX(LANES))])
             weights = [_load(builder, w_c, w_q[q]) for q in range(blocks)]
-            return [_vector_call(builder, "fma", _load(builder, x_c, at), weights[k // positions], total)
+            return [vector_call(builder, "fma", _load(builder, x_c, at), weights[k // positions], total)
                     for k, (at, total) in enumerate(zip(reads, sums, strict=True))]
-        return _loop(builder, cols, sums, column)
+        return emit_loop(builder, cols, sums, column)
 
     bias = [_load(builder, b_p, INDEX(q * LANES)) for q in range(blocks)]
-    sums = _loop(builder, rows, [bias[k // positions] for k in range(blocks * positions)], row)
-    low_v, high_v = _splat(builder, low), _splat(builder, high)
+    sums = emit_loop(builder, rows, [bias[k // positions] for k in range(blocks * positions)], row)
+    low_v, high_v = splat(builder, low), splat(builder, high)
     for k, total in enumerate(sums):
         total = builder.select(builder.fcmp_ordered("<", total, low_v), low_v, total)
         total = builder.select(builder.fcmp_ordered(">", total, high_v), high_v, total)

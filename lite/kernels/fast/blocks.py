@@ -18,7 +18,6 @@ import numpy as np
 from llvmlite import ir
 from numba import carray, types
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
@@ -26,7 +25,19 @@ from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocked_depthwise import depthwise
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.gate import excite
-from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, VECTOR, VECTORS, WIDTH, emit_tile
+from lite.kernels.fast.tile import (
+    FLOAT,
+    INDEX,
+    LANES,
+    ROWS,
+    VECTOR,
+    VECTORS,
+    WIDTH,
+    emit_loop,
+    emit_tile,
+    splat,
+    vector_call,
+)
 
 LANE_BITS = 4
 assert 1 << LANE_BITS == LANES
@@ -53,9 +64,7 @@ def _pointwise_tile(vectors: int, residual: bool):
             x_p, panel_p, out_p, bias_p = (builder.inttoptr(at, floats) for at in (x_at, panel_at, out_at, bias_at))
             shifts = [builder.load(builder.bitcast(builder.gep(bias_p, [INDEX(j * LANES)]), pointer), align=4)
                       for j in range(vectors)]
-            low, high = (_splat(builder, bound) for bound in (low, high))
-            bound = [cgutils.get_or_insert_function(builder.module, ir.FunctionType(VECTOR, [VECTOR] * 2),
-                                                    f"llvm.{name}.v{LANES}f32") for name in ("maxnum", "minnum")]
+            low, high = (splat(builder, bound) for bound in (low, high))
 
             def scalar(k, r):
                 block, lane = builder.lshr(k, INDEX(LANE_BITS)), builder.and_(k, INDEX(LANES - 1))
@@ -67,20 +76,13 @@ def _pointwise_tile(vectors: int, residual: bool):
                     offset = builder.sub(builder.ptrtoint(place, INDEX), out_at)
                     value = builder.fadd(value, builder.load(builder.inttoptr(builder.add(added_at, offset), pointer),
                                                              align=4))
-                return builder.call(bound[1], [builder.call(bound[0], [value, low]), high])
+                return vector_call(builder, "minnum", vector_call(builder, "maxnum", value, low), high)
 
             emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
                       INDEX(LANES), vectors, vector_stride=o_plane, finish=finish)
             return context.get_dummy_value()
         return types.void(*(types.int64,) * 8, types.float32, types.float32), codegen
     return tile
-
-
-def _splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """A vector of LANES copies of the float ``value``."""
-    lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), value, INDEX(0))
-    return builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined),
-                                  ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
 
 
 _one, _two, _three = (_pointwise_tile(vectors, False) for vectors in (1, 2, VECTORS))
@@ -290,25 +292,14 @@ def depthwise_job(index, data, extra):
 @intrinsic
 def _block_sums(typingctx, x, positions, out):
     """out[l] = sum over p < positions of x[p * LANES + l], the LANES sums in one vector register
-    (addresses as int64; positions at least one)."""
+    (addresses as int64)."""
     def codegen(context, builder, signature, args):
         x_at, count, out_at = args
         pointer = VECTOR.as_pointer()
         x_p = builder.inttoptr(x_at, pointer)
-        entry, loop = builder.block, builder.append_basic_block("sums.loop")
-        done = builder.append_basic_block("sums.done")
-        builder.branch(loop)
-        builder.position_at_end(loop)
-        p, total = builder.phi(INDEX), builder.phi(VECTOR)
-        added = builder.fadd(total, builder.load(builder.gep(x_p, [p]), align=4))
-        following = builder.add(p, INDEX(1))
-        p.add_incoming(INDEX(0), entry)
-        p.add_incoming(following, loop)
-        total.add_incoming(ir.Constant(VECTOR, [0.0] * LANES), entry)
-        total.add_incoming(added, loop)
-        builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
-        builder.position_at_end(done)
-        builder.store(added, builder.inttoptr(out_at, pointer), align=4)
+        [total] = emit_loop(builder, count, [ir.Constant(VECTOR, [0.0] * LANES)],
+                            lambda p, sums: [builder.fadd(sums[0], builder.load(builder.gep(x_p, [p]), align=4))])
+        builder.store(total, builder.inttoptr(out_at, pointer), align=4)
         return context.get_dummy_value()
     return types.void(types.int64, types.int64, types.int64), codegen
 

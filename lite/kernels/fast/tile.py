@@ -27,7 +27,7 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
               row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value,
               vectors: int = VECTORS, accumulate: bool = False, vector_stride: ir.Value | None = None,
               finish: Callable[[ir.Value, ir.Value, int, int], ir.Value] | None = None) -> None:
-    """Emits the tile: for k below ``count`` (at least one), the sums ``out[r * stride + j] = sum of
+    """Emits the tile: for k below ``count``, the sums ``out[r * stride + j] = sum of
     a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
     first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows;
     ``vectors``: the tile's width in vectors (``VECTORS``; fewer for a narrow tile, whose columns
@@ -36,37 +36,62 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     out (default LANES: the row's columns are contiguous); ``finish(sums, place, r, j)``: emits the
     value stored for row r's vector j (an epilogue in registers; default the sums)."""
     pointer = VECTOR.as_pointer()
-    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(VECTOR, [VECTOR] * 3),
-                                         f"llvm.fma.v{LANES}f32")
     step = INDEX(LANES) if vector_stride is None else vector_stride
     places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)),
                                                             builder.mul(step, INDEX(j)))]), pointer)
               for r in range(ROWS) for j in range(vectors)]
     starts = [builder.load(place, align=4) if accumulate else ir.Constant(VECTOR, [0.0] * LANES) for place in places]
-    entry, loop = builder.block, builder.append_basic_block("tile.loop")
-    done = builder.append_basic_block("tile.done")
-    builder.branch(loop)
-    builder.position_at_end(loop)
-    k = builder.phi(INDEX)
-    sums = [builder.phi(VECTOR) for _ in range(ROWS * vectors)]
-    start = row(k)
-    b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), pointer), align=4)
-         for j in range(vectors)]
-    broadcast = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
-    updated = []
-    for r in range(ROWS):
-        lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), builder.load(scalar(k, r)), INDEX(0))
-        a = builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined), broadcast)
-        updated += [builder.call(fma, [a, b[j], sums[r * vectors + j]]) for j in range(vectors)]
-    following = builder.add(k, INDEX(1))
-    k.add_incoming(INDEX(0), entry)
-    k.add_incoming(following, loop)
-    for phi, initial, value in zip(sums, starts, updated, strict=True):
-        phi.add_incoming(initial, entry)
-        phi.add_incoming(value, loop)
-    builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
-    builder.position_at_end(done)
-    for index, (place, value) in enumerate(zip(places, updated, strict=True)):
+
+    def term(k: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+        start = row(k)
+        b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), pointer), align=4)
+             for j in range(vectors)]
+        updated = []
+        for r in range(ROWS):
+            a = splat(builder, builder.load(scalar(k, r)))
+            updated += [vector_call(builder, "fma", a, b[j], sums[r * vectors + j]) for j in range(vectors)]
+        return updated
+
+    for index, (place, value) in enumerate(zip(places, emit_loop(builder, count, starts, term), strict=True)):
         if finish is not None:
             value = finish(value, place, *divmod(index, vectors))
         builder.store(value, place, align=4)
+
+
+def emit_loop(builder: ir.IRBuilder, count: ir.Value, values: list[ir.Value],
+              body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
+    """Emits ``for k in range(count): values = body(k, values)`` over vectors carried in registers
+    (no pass where count <= 0); returns the values after the loop."""
+    entry = builder.block
+    loop, done = builder.append_basic_block("loop"), builder.append_basic_block("loop.done")
+    builder.cbranch(builder.icmp_signed(">", count, INDEX(0)), loop, done)
+    builder.position_at_end(loop)
+    k = builder.phi(INDEX)
+    carried = [builder.phi(VECTOR) for _ in values]
+    updated = body(k, carried)
+    following, end = builder.add(k, INDEX(1)), builder.block
+    k.add_incoming(INDEX(0), entry)
+    k.add_incoming(following, end)
+    for phi, initial, value in zip(carried, values, updated, strict=True):
+        phi.add_incoming(initial, entry)
+        phi.add_incoming(value, end)
+    builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
+    builder.position_at_end(done)
+    results = [builder.phi(VECTOR) for _ in values]
+    for phi, initial, value in zip(results, values, updated, strict=True):
+        phi.add_incoming(initial, entry)
+        phi.add_incoming(value, end)
+    return results
+
+
+def vector_call(builder: ir.IRBuilder, name: str, *operands: ir.Value) -> ir.Value:
+    """LLVM's intrinsic ``llvm.<name>.v16f32`` (fma, maxnum, ...) on vector operands."""
+    kind = ir.FunctionType(VECTOR, [VECTOR] * len(operands))
+    return builder.call(cgutils.get_or_insert_function(builder.module, kind, f"llvm.{name}.v{LANES}f32"), operands)
+
+
+def splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """The float ``value`` in every lane of a vector."""
+    lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), value, INDEX(0))
+    return builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
