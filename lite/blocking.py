@@ -189,14 +189,14 @@ class BlockedChain(Kernel):
     def __init__(self, members: list[Member], readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]):
         kernels = {m.kernel for m in members}
         made = {m.out for m in members}
-        parts = {part for k in kernels for part in getattr(k, "parts", (k,))}
+        self.parts = tuple(part for m in members for part in getattr(m.kernel, "parts", (m.kernel,)))
+        parts = set(self.parts)
         self.entering = list(dict.fromkeys(t for m in members for t in m.reads if t not in made))
         leaving = [m.out for m in members
                    if m.out in outputs or any(r not in parts and r not in kernels for r in readers.get(m.out, ()))]
         constants = dict.fromkeys(t for m in members for t in m.kernel.inputs if t is not None and t.is_const)
         super().__init__([*self.entering, *constants], leaving, name="+".join(m.kernel.name for m in members))
         self.members = members
-        self.parts = tuple(part for m in members for part in getattr(m.kernel, "parts", (m.kernel,)))
         self.threads = self.parts[0].threads
         self.steps: list[list] = []
         self.blocked: dict[Tensor, np.ndarray] = {}

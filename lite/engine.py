@@ -297,13 +297,12 @@ class Engine:
                     if kernel in partitions:
                         self.threads.rest()  # NOTE: the delegate's own threads need the cores
                         self.execute_graph_kernel(partitions[kernel])
-                    elif profile is not None and getattr(kernel, "charges_parts", False):
-                        kernel.execute(profile)  # NOTE: charges each of its parts itself
-                        continue
-                    else:
+                        if profile is not None:
+                            charge(profile, kernel, time.perf_counter() - start)
+                    elif profile is None:
                         kernel.execute()
-                    if profile is not None:
-                        charge(profile, kernel, time.perf_counter() - start)
+                    else:
+                        execute_charged(kernel, profile, start)
         except WrongGraphOutput:
             raise
         except Exception as exc:
@@ -371,6 +370,16 @@ class Engine:
 
     def graph_kernels(self) -> list[Kernel]:
         return [k for k in self.kernels if k in self.log.partitions]
+
+
+def execute_charged(kernel: Kernel, profile: dict[Kernel, float], start: float) -> None:
+    """Runs a native kernel and charges its seconds since ``start`` to the profile; a kernel that
+    charges its parts itself (``charges_parts``: a blocked chain) is given the profile instead."""
+    if getattr(kernel, "charges_parts", False):
+        kernel.execute(profile)
+    else:
+        kernel.execute()
+        charge(profile, kernel, time.perf_counter() - start)
 
 
 def charge(profile: dict[Kernel, float], kernel: Kernel, seconds: float) -> None:

@@ -43,7 +43,7 @@ import numpy as np
 
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate, read_from_outside, takes_build_argument
 from lite.delegation import DelegationLog, Partition
-from lite.engine import Engine, charge
+from lite.engine import Engine, execute_charged
 from lite.errors import MemoryLimitError
 from lite.fusion import fuse
 from lite.kernel import Kernel
@@ -268,11 +268,7 @@ class Placer:
                     start = time.perf_counter()
                     if kernel in engine.runtime_shaped:
                         infer_at_run(kernel, limit)
-                    if getattr(kernel, "charges_parts", False):
-                        kernel.execute(profile)  # NOTE: a blocked chain charges each of its parts itself
-                        continue
-                    kernel.execute()
-                    charge(profile, kernel, time.perf_counter() - start)
+                    execute_charged(kernel, profile, start)
                 for kernel, seconds in profile.items() if run else ():
                     samples.setdefault(kernel, []).append(seconds)
         return samples
