@@ -95,3 +95,31 @@ def splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
     lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), value, INDEX(0))
     return builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined),
                                   ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
+
+
+def emit_clip_span(builder: ir.IRBuilder, source: ir.Value, target: ir.Value, added: ir.Value | None,
+                   count: ir.Value, shift: ir.Value, low: ir.Value, high: ir.Value) -> None:
+    """Emits ``target[i] = min(max(source[i] + shift (+ added[i]), low), high)`` for i < count, at
+    least LANES, in vectors: whole ones from the start, then one ending at ``count`` (computed
+    before the others are stored, so ``added`` may be ``target``); min and max as numba's on
+    floats (a NaN on the left is kept). Pointers to float; ``count`` an index; the rest floats."""
+    pointer = VECTOR.as_pointer()
+    shift, low, high = (splat(builder, value) for value in (shift, low, high))
+
+    def value(at: ir.Value) -> ir.Value:
+        total = builder.fadd(builder.load(builder.bitcast(builder.gep(source, [at]), pointer), align=4), shift)
+        if added is not None:
+            total = builder.fadd(total, builder.load(builder.bitcast(builder.gep(added, [at]), pointer), align=4))
+        total = builder.select(builder.fcmp_ordered(">", low, total), low, total)
+        return builder.select(builder.fcmp_ordered("<", high, total), high, total)
+
+    last = builder.sub(count, INDEX(LANES))
+    tail = value(last)
+
+    def store(k: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+        at = builder.mul(k, INDEX(LANES))
+        builder.store(value(at), builder.bitcast(builder.gep(target, [at]), pointer), align=4)
+        return []
+
+    emit_loop(builder, builder.udiv(count, INDEX(LANES)), [], store)
+    builder.store(tail, builder.bitcast(builder.gep(target, [last]), pointer), align=4)

@@ -177,3 +177,27 @@ def test_a_residual_is_added_before_the_activation(threads, contiguous, x_shape,
     with kernel.threads.lent():
         kernel.execute()
     np.testing.assert_allclose(kernel.outputs[0].data, np.maximum(linear + residual, 0), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("ow", [1, 15, 16, 17, 31, 33, 111])
+@pytest.mark.parametrize("residual_kind", ["none", "separate", "the output itself"])
+def test_rows_are_written_out_with_bias_residual_and_clip(ow, residual_kind):
+    """write_out's vector spans (rows of at least 16 columns; the last vector overlaps the one
+    before) and scalar rows: every column once, a residual that is the output array itself read
+    before it is overwritten, a NaN kept as numpy keeps it."""
+    rng = np.random.default_rng(ow)
+    channels, rows, wq = 3, 4, ow + 2
+    wide = rng.standard_normal((channels, rows * wq + 8)).astype(np.float32)
+    wide[1, wq + ow // 2] = np.nan
+    bias = rng.standard_normal(channels).astype(np.float32)
+    out = rng.standard_normal((1, channels, rows, ow)).astype(np.float32)
+    sums = wide[:, :rows * wq].reshape(channels, rows, wq)[None, :, :, :ow] + bias[:, None, None]
+    if residual_kind == "none":
+        residual = direct.NO_RESIDUAL
+    else:
+        residual = out if residual_kind == "the output itself" else rng.standard_normal(out.shape).astype(np.float32)
+        sums = sums + residual
+    expected = np.minimum(np.maximum(sums, np.float32(-0.5)), np.float32(0.5))
+    direct.write_out(wide, out, 0, bias, np.float32(-0.5), np.float32(0.5), direct.CLIP_CODE, direct.ONE, wq, 0,
+                     rows, residual.reshape(-1))
+    np.testing.assert_array_equal(out, expected)
