@@ -196,7 +196,8 @@ class Conv2DFusion(ConvBase):
     row width: ``fast.flat``); float32 2-D convolutions of
     one group with few input terms (C * KH * KW up to ``fast.direct.MAX_TERMS``: stems, 3x3
     on up to 128 channels) run ``fast.direct``; larger constant 3x3 stride-1 ones run Winograd
-    (``fast.winograd``) where it beats im2col.
+    (``fast.winograd``) where it beats im2col, and other stride-1 ones ``fast.blocked_direct``
+    (on channel blocks, no im2col).
     """
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
@@ -244,6 +245,8 @@ class Conv2DFusion(ConvBase):
             self.plan_fast_direct(geometry, out_c)
         elif self.winograd(x, w, out_sizes):
             self.plan_winograd(x, out_c, begins, out_sizes)
+        elif (geometry := self.blocked_geometry(x, w, begins, ends, out_sizes)) is not None:
+            self.plan_blocked_direct(geometry, out_c)
         else:
             self.plan_im2col(x, w, begins, out_sizes)
         self.warm_crew()
@@ -258,7 +261,7 @@ class Conv2DFusion(ConvBase):
     def takes_residual(self) -> bool:
         """Whether the plan resize picked adds a residual in its epilogue (``residual``)."""
         return self.plan_steps in (self.direct_steps, self.im2col_steps, self.winograd_steps,
-                                   self.fast_direct_steps)
+                                   self.fast_direct_steps, self.blocked_direct_steps)
 
     def direct_geometry(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
                         ends: tuple[int, ...], out_sizes: tuple[int, ...]) -> Geometry | None:
@@ -271,6 +274,18 @@ class Conv2DFusion(ConvBase):
 
         geometry = Geometry(x, tuple(w[2:]), self.strides, self.dilations, begins, ends, out_sizes)
         return geometry if direct.fits(geometry, x[1], self.group) else None
+
+    def blocked_geometry(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
+                         ends: tuple[int, ...], out_sizes: tuple[int, ...]) -> Geometry | None:
+        """The geometry the compiled blocked direct kernel runs (``lite.kernels.fast.blocked_direct``),
+        or None: 2-D float32 stride-1 convolutions of one group with several taps and more terms
+        than ``fast.direct`` takes (ResNet's 3x3 layers on 256 and 512 channels)."""
+        if self.rank != 2 or self.inputs[0].dtype != np.float32 or not fast.enabled():
+            return None
+        from lite.kernels.fast import blocked_direct  # NOTE: imports the compiler: only when used
+
+        geometry = Geometry(x, tuple(w[2:]), self.strides, self.dilations, begins, ends, out_sizes)
+        return geometry if blocked_direct.fits(geometry, self.group) else None
 
     def winograd(self, x: tuple[int, ...], w: tuple[int, ...], out_sizes: tuple[int, ...]) -> bool:
         """Whether Winograd F(4x4, 3x3) runs: a constant 3x3 stride-1 weight, one group, a compiled
@@ -422,6 +437,43 @@ class Conv2DFusion(ConvBase):
                 return crew_jobs(plan, packed, phases, wides, out, image, *terms, code, alpha, bounds, residual)
 
             steps += [partial(plan.fill, x, image, phases), self.threads.crew_loop(plan.oh, piece, jobs)]
+        return steps + self.on_crew(later)
+
+    def plan_blocked_direct(self, geometry: Geometry, out_c: int) -> None:
+        """The compiled blocked direct kernel (``lite.kernels.fast.blocked_direct``): the input into
+        padded channel blocks, the products' units shared out among the model's threads, then
+        the output written out."""
+        from lite.kernels.fast.blocked_direct import BlockedDirectPlan, products_job
+
+        self.blocked_plan = plan = BlockedDirectPlan(geometry, out_c)
+        self.scratch = Scratch(*plan.scratch)
+        self.plan_steps = self.blocked_direct_steps
+        plan.warm()
+        self.warm_crew(products_job)
+
+    def blocked_direct_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
+                             bias: Tensor | None) -> list[Step]:
+        """Per image: its padded blocks, the products (on the model's threads), the output with
+        bias, residual and activation."""
+        from lite.kernels.fast.blocked_direct import crew_jobs
+
+        plan, (padded, wide), out_c = self.blocked_plan, buffers, out.shape[1]
+        packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
+        residual, activation, later = self.compiled_residual(out)
+        terms = compiled_terms(None if bias is None else bias.data, out_c, activation, out.dtype)
+        code, alpha = activation_code(self.epilogue_activation, out.dtype)
+        x, steps = fast.compiled_input(x)
+
+        def piece(_index: int, first: int, last: int) -> Step:
+            return partial(plan.products, packed, padded, wide, first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Step:
+            return crew_jobs(plan, packed, padded, wide, bounds)
+
+        products = self.threads.crew_loop(plan.units, piece, jobs)
+        for image in range(x.shape[0]):
+            steps += [partial(plan.fill, x, image, padded), products,
+                      partial(plan.write_out, wide, out, image, *terms, code, alpha, residual=residual)]
         return steps + self.on_crew(later)
 
     def plan_depthwise(self, g: Geometry, out_c: int) -> None:

@@ -44,25 +44,36 @@ def operands(x_shape, w_shape, seed=0):
     return x, w, rng.standard_normal(w_shape[0]).astype(np.float32)
 
 
-@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
-def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs):
-    x, w, b = operands(x_shape, w_shape)
+def matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, threads=None, seed=0) -> None:
+    """The compiled kernels' convolution (on ``threads``) against the numpy kernels' one."""
+    x, w, b = operands(x_shape, w_shape, seed)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     reference = conv(x, w, b, attrs)
     monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
-    got = conv(x, w, b, attrs)
+    got = conv(x, w, b, attrs, threads)
     assert got.dtype == reference.dtype and got.shape == reference.shape
     np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
 
 
-def test_every_case_runs_the_direct_kernel(monkeypatch):
-    direct._warm()  # compiled (and cached) before the kernel is replaced by a probe
+def calls_per_image(monkeypatch, module, name: str, cases) -> tuple[int, int]:
+    """(calls of ``module.name`` while the cases' convolutions run, images in the cases)."""
     calls = []
-    monkeypatch.setattr(direct, "rows", lambda *args: calls.append(args[4].shape))
-    for x_shape, w_shape, attrs in CASES:
+    monkeypatch.setattr(module, name, lambda *args: calls.append(args))
+    for x_shape, w_shape, attrs in cases:
         zeros = [np.zeros(x_shape, np.float32), np.zeros(w_shape, np.float32)]
         run_kernel("Conv2DFusion", {"group": 1, **attrs}, zeros)
-    assert len(calls) == sum(x_shape[0] for x_shape, _, _ in CASES)  # one call per image
+    return len(calls), sum(x_shape[0] for x_shape, _, _ in cases)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs):
+    matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs)
+
+
+def test_every_case_runs_the_direct_kernel(monkeypatch):
+    direct._warm()  # compiled (and cached) before the kernel is replaced by a probe
+    calls, images = calls_per_image(monkeypatch, direct, "rows", CASES)
+    assert calls == images
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "group"), [
@@ -142,12 +153,8 @@ def test_an_activation_follows_the_clip(monkeypatch, activation, function, x_sha
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
 def test_rows_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_shape, w_shape, attrs):
     threads, runs = crew_runs
-    x, w, b = operands(x_shape, w_shape, seed=4)
-    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
-    reference = conv(x, w, b, attrs)
-    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
-    np.testing.assert_allclose(conv(x, w, b, attrs, threads), reference, rtol=1e-4, atol=1e-5)
-    output_rows = reference.shape[2]
+    matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, threads, seed=4)
+    output_rows = conv(*operands(x_shape, w_shape), attrs).shape[2]
     assert len(runs) == (x_shape[0] if output_rows > 1 else 0)  # each image's rows on the crew
 
 

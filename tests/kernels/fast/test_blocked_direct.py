@@ -1,0 +1,115 @@
+"""The compiled direct convolution on channel blocks against the numpy kernel it stands in for
+(im2col), and the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite.kernels import fast
+from lite.kernels.fast import blocked_direct
+from lite.kernels.window import Geometry
+from tests.kernels.fast.test_depthwise import EPILOGUE_ACTIVATIONS
+from tests.kernels.fast.test_direct import calls_per_image, conv, matches_the_numpy_kernel, operands
+from tests.kernels.test_conv import onnx_reference
+
+pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
+
+# (x shape, weight shape, Conv2DFusion attrs), all with more terms than fast.direct takes:
+# channels and output channels that are and are not multiples of a block (16) and of a group
+# of blocks (48), pads on some sides only, batches, rows narrower than a tile, wide kernels
+CASES = [
+    ((1, 130, 9, 9), (20, 130, 3, 3), {"pad_list": (1, 1, 1, 1)}),
+    ((2, 144, 7, 6), (50, 144, 3, 3), {"pad_list": (1, 1, 1, 1), "activation_type": "RELU"}),
+    ((1, 160, 5, 5), (96, 160, 3, 3), {"pad_mode": "SAME_UPPER", "activation_type": "RELU6"}),
+    ((1, 131, 6, 11), (17, 131, 3, 3), {"pad_list": (0, 2, 1, 0)}),
+    ((1, 48, 8, 8), (33, 48, 5, 5), {"pad_list": (2, 2, 2, 2)}),
+    ((1, 129, 4, 4), (16, 129, 3, 3), {}),  # no pads: a 2 x 2 output
+    ((1, 200, 3, 3), (8, 200, 1, 7), {"pad_list": (0, 3, 0, 3)}),  # one row of taps
+]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs):
+    matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs)
+
+
+def test_every_case_runs_the_blocked_kernel(monkeypatch):
+    blocked_direct._warm()  # compiled (and cached) before the kernel is replaced by a probe
+    calls, images = calls_per_image(monkeypatch, blocked_direct, "write_out", CASES)
+    assert calls == images
+
+
+@pytest.mark.parametrize(("strides", "dilations", "kernel", "group", "taken"), [
+    ((1, 1), (1, 1), (3, 3), 1, True),
+    ((2, 2), (1, 1), (3, 3), 1, False),
+    ((1, 1), (2, 2), (3, 3), 1, False),
+    ((1, 1), (1, 1), (3, 3), 2, False),
+    ((1, 1), (1, 1), (1, 1), 1, False),  # one tap: a plain product
+])
+def test_which_convolutions_it_takes(strides, dilations, kernel, group, taken):
+    geometry = Geometry((1, 256, 14, 14), kernel, strides, dilations, (1, 1), (1, 1), (14, 14))
+    assert blocked_direct.fits(geometry, group) == taken
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1]])
+def test_matches_onnxruntime(x_shape, w_shape, attrs):
+    x, w, b = operands(x_shape, w_shape, seed=2)
+    expected = onnx_reference("Conv", x, {"w": w, "b": b}, pads=[1, 1, 1, 1])  # NOTE: both cases pad 1 all round
+    np.testing.assert_allclose(conv(x, w, b, {"pad_list": (1, 1, 1, 1)}), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("activation", "function"), EPILOGUE_ACTIVATIONS)
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[1], CASES[3]])
+def test_an_activation_follows_the_clip(activation, function, x_shape, w_shape, attrs):
+    """The activation ``lite.fusion`` hands over, applied as the output is written out; every
+    position written (the output starts as NaN)."""
+    from lite.kernels.fast.activation import EPILOGUE_CODES
+
+    x, w, b = operands(x_shape, w_shape, seed=3)
+    plain = {k: v for k, v in attrs.items() if k != "activation_type"}
+    linear = conv(x, w, b, plain)
+    top, left, bottom, right = plain["pad_list"]
+    plan = blocked_direct.BlockedDirectPlan(Geometry(x_shape, w_shape[2:], (1, 1), (1, 1), (top, left),
+                                                     (bottom, right), linear.shape[2:]), w_shape[0])
+    got = np.full(linear.shape, np.nan, np.float32)
+    padded, wide = (np.zeros(shape, np.float32) for shape in plan.scratch)
+    weights, lo, hi = plan.arrange(w), np.float32(-np.inf), np.float32(np.inf)
+    for image in range(x_shape[0]):
+        plan.fill(x, image, padded)
+        plan.products(weights, padded, wide)
+        plan.write_out(wide, got, image, b, lo, hi, EPILOGUE_CODES[activation], np.float32(1.5))
+    np.testing.assert_allclose(got, function(linear, 1.5), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_products_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_shape, w_shape, attrs):
+    threads, runs = crew_runs
+    matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, threads, seed=4)
+    reference = conv(*operands(x_shape, w_shape), attrs)
+    width = (reference.shape[3] - 1) + w_shape[3]  # NOTE: the padded row, stride 1
+    units = -(-reference.shape[1] // 48) * -(-(reference.shape[2] * width) // 8)
+    assert len(runs) == (x_shape[0] if units > 1 else 0)  # each image's products on the crew, if they split
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_residual_is_added_before_the_activation(threads):
+    """As ``lite.fusion`` sets it: relu(conv + bias + residual)."""
+    from lite.kernels.parallel import KernelThreads
+    from lite.tensor import Tensor
+    from tests.kernels.test_conv import build
+
+    x_shape, w_shape, attrs = CASES[0]
+    x, w, b = operands(x_shape, w_shape, seed=5)
+    linear = conv(x, w, b, attrs)
+    residual = np.random.default_rng(6).standard_normal(linear.shape).astype(np.float32)
+    kernel = build("Conv2DFusion", {"group": 1, **attrs}, [x, w, b])
+    kernel.threads = KernelThreads(threads)
+    kernel.residual = Tensor("residual", np.float32, residual.shape, data=residual)
+    kernel.residual_activation = "RELU"
+    kernel.prepare()
+    kernel.resize()
+    assert kernel.plan_steps == kernel.blocked_direct_steps and kernel.takes_residual
+    with kernel.threads.lent():
+        kernel.execute()
+    np.testing.assert_allclose(kernel.outputs[0].data, np.maximum(linear + residual, 0), rtol=1e-4, atol=1e-5)
