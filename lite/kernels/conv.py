@@ -196,7 +196,7 @@ class Conv2DFusion(ConvBase):
     row width: ``fast.flat``); float32 2-D convolutions of
     one group with few input terms (C * KH * KW up to ``fast.direct.MAX_TERMS``: stems, 3x3
     on up to 128 channels) run ``fast.direct``; larger constant 3x3 stride-1 ones run Winograd
-    (``fast.winograd``) where it beats im2col, and other stride-1 ones ``fast.blocked_direct``
+    (``fast.winograd``) where it beats im2col, and other undilated ones ``fast.blocked_direct``
     (on channel blocks, no im2col).
     """
 
@@ -278,7 +278,7 @@ class Conv2DFusion(ConvBase):
     def blocked_geometry(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
                          ends: tuple[int, ...], out_sizes: tuple[int, ...]) -> Geometry | None:
         """The geometry the compiled blocked direct kernel runs (``lite.kernels.fast.blocked_direct``),
-        or None: 2-D float32 stride-1 convolutions of one group with several taps and more terms
+        or None: 2-D float32 undilated convolutions of one group with several taps and more terms
         than ``fast.direct`` takes (ResNet's 3x3 layers on 256 and 512 channels)."""
         if self.rank != 2 or self.inputs[0].dtype != np.float32 or not fast.enabled():
             return None
@@ -443,19 +443,19 @@ class Conv2DFusion(ConvBase):
         """The compiled blocked direct kernel (``lite.kernels.fast.blocked_direct``): the input into
         padded channel blocks, the products' units shared out among the model's threads, then
         the output written out."""
-        from lite.kernels.fast.blocked_direct import BlockedDirectPlan, products_job
+        from lite.kernels.fast.blocked_direct import BlockedDirectPlan, fill_job, products_job, write_job
 
         self.blocked_plan = plan = BlockedDirectPlan(geometry, out_c)
         self.scratch = Scratch(*plan.scratch)
         self.plan_steps = self.blocked_direct_steps
         plan.warm()
-        self.warm_crew(products_job)
+        self.warm_crew(fill_job, products_job, write_job)
 
     def blocked_direct_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
                              bias: Tensor | None) -> list[Step]:
-        """Per image: its padded blocks, the products (on the model's threads), the output with
-        bias, residual and activation."""
-        from lite.kernels.fast.blocked_direct import crew_jobs
+        """Per image: its padded blocks, the products, the output with bias, residual and
+        activation; each on the model's threads."""
+        from lite.kernels.fast.blocked_direct import crew_jobs, fill_jobs, write_jobs
 
         plan, (padded, wide), out_c = self.blocked_plan, buffers, out.shape[1]
         packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
@@ -464,16 +464,25 @@ class Conv2DFusion(ConvBase):
         code, alpha = activation_code(self.epilogue_activation, out.dtype)
         x, steps = fast.compiled_input(x)
 
-        def piece(_index: int, first: int, last: int) -> Step:
+        def products(_index: int, first: int, last: int) -> Step:
             return partial(plan.products, packed, padded, wide, first, last)
 
-        def jobs(bounds: list[tuple[int, int]]) -> Step:
-            return crew_jobs(plan, packed, padded, wide, bounds)
-
-        products = self.threads.crew_loop(plan.units, piece, jobs)
+        steps_of_products = self.threads.crew_loop(plan.units, products,
+                                                   lambda bounds: crew_jobs(plan, packed, padded, wide, bounds))
         for image in range(x.shape[0]):
-            steps += [partial(plan.fill, x, image, padded), products,
-                      partial(plan.write_out, wide, out, image, *terms, code, alpha, residual=residual)]
+            def fill(_index: int, first: int, last: int, image: int = image) -> Step:
+                return partial(plan.fill, x, image, padded, first, last)
+
+            def write(_index: int, first: int, last: int, image: int = image) -> Step:
+                return partial(plan.write_out, wide, out, image, *terms, code, alpha, first, last, residual)
+
+            steps += [
+                self.threads.crew_loop(padded.shape[0], fill,
+                                       lambda bounds, image=image: fill_jobs(plan, x, image, padded, bounds)),
+                steps_of_products,
+                self.threads.crew_loop(out_c, write, lambda bounds, image=image: write_jobs(
+                    plan, wide, out, image, *terms, code, alpha, bounds, residual)),
+            ]
         return steps + self.on_crew(later)
 
     def plan_depthwise(self, g: Geometry, out_c: int) -> None:

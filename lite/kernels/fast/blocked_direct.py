@@ -1,16 +1,17 @@
-"""Direct convolution on channel blocks, for stride-1 layers with too many input terms for
+"""Direct convolution on channel blocks, for layers with too many input terms for
 ``lite.kernels.fast.direct`` (ResNet's 3x3 convolutions on 256 and 512 channels).
 
 Those ran im2col + BLAS: a 256-channel 3x3 layer on 14 x 14 copied its input nine times into a
 2304 x 196 column matrix (1.8 MB) before the product. Here the input goes once into channel
-blocks (``LANES`` channels a position), padded, and every output position reads its taps in
-place: with the padded rows ``wp`` positions wide, output position p = y * wp + x (a "wide"
-plane whose last columns of each row are dropped) reads input position p + dy * wp + dx for tap
-(dy, dx). ``lite.kernels.fast.tile``'s register tile computes ROWS wide positions by
-``VECTORS`` blocks of output channels (the packed weight's panel row for each term), the terms
-in chunks of ``CHUNK_TERMS`` whose panel rows stay in L1 across the tiles, the sums carried in
-the wide blocked output between chunks. The valid columns then go out to NCHW with the bias,
-residual, clip and activation.
+blocks (``LANES`` channels a position), padded (and, strided, split into its stride phases, a
+plane each), and every output position reads its taps in place: with the rows of a plane ``wq``
+positions wide, output position p = y * wq + x (a "wide" plane whose last columns of each row
+are dropped) reads position p + (dy // sh) * wq + dx // sw of tap (dy, dx)'s phase.
+``lite.kernels.fast.tile``'s register tile computes ROWS wide positions by ``VECTORS`` blocks
+of output channels (the packed weight's panel row for each term), the terms in chunks of
+``CHUNK_TERMS`` whose panel rows stay in L1 across the tiles, the sums carried in the wide
+blocked output between chunks. The valid columns then go out to NCHW with the bias, residual,
+clip and activation. The fill, the products and the write-out each run on the crew.
 
 Isolated, one thread, warm, the products against the BLAS product alone (without its im2col):
 256 -> 256 on 14 x 14 1.69 ms against 1.70, 512 -> 512 on 7 x 7 2.13 against 2.46. In the models,
@@ -47,10 +48,8 @@ def blocks(channels: int) -> int:
 
 
 def fits(geometry: Geometry, group: int) -> bool:
-    """Whether this kernel runs a 2-D convolution: one group, stride 1, no dilation, more than one
-    tap."""
-    return (group == 1 and geometry.strides == (1, 1) and geometry.dilations == (1, 1)
-            and geometry.kernel[0] * geometry.kernel[1] > 1)
+    """Whether this kernel runs a 2-D convolution: one group, no dilation, more than one tap."""
+    return group == 1 and geometry.dilations == (1, 1) and geometry.kernel[0] * geometry.kernel[1] > 1
 
 
 def _tile(vectors: int, accumulate: bool):
@@ -105,21 +104,27 @@ class BlockedDirectPlan:
     ``write_out``."""
 
     def __init__(self, g: Geometry, out_channels: int) -> None:
-        (_, channels, h, w), (kh, kw) = g.x[:4], g.kernel
+        (_, channels, h, w), (kh, kw), (sh, sw) = g.x[:4], g.kernel, g.strides
         (top, left), (bottom, right) = g.begins, g.ends
         self.geometry, self.out_channels = g, out_channels
-        self.wp, self.oh, self.ow = left + w + right, *g.out
-        self.top, self.left = top, left
-        self.tiles = -(-self.oh * self.wp // ROWS)
+        self.oh, self.ow = g.out
+        # NOTE: strided, the padded input goes into its stride phases, a plane each, where each
+        # tap is a run of the wide plane's positions, its rows ``wq`` wide
+        self.wq, hq, phases = -(-(left + w + right) // sw), -(-(top + h + bottom) // sh), sh * sw
+        self.tiles = -(-self.oh * self.wq // ROWS)
         self.out_blocks = blocks(out_channels)
         self.groups = -(-self.out_blocks // VECTORS)
-        # NOTE: the last tile's last tap reads up to (tiles * ROWS - 1) + (kh - 1) * wp + kw - 1
-        self.positions = max((top + h + bottom) * self.wp, self.tiles * ROWS + (kh - 1) * self.wp + kw)
-        taps = [dy * self.wp + dx for dy in range(kh) for dx in range(kw)]
-        self.offsets = np.array([(block * self.positions + tap) * LANES + lane for block in range(blocks(channels))
-                                 for tap in taps for lane in range(LANES)], np.int64)
+        taps = [((dy % sh) * sw + dx % sw, (dy // sh) * self.wq + dx // sw) for dy in range(kh) for dx in range(kw)]
+        # NOTE: the last tile's last tap reads up to tiles * ROWS - 1 past that tap's offset
+        self.plane = max(hq * self.wq, self.tiles * ROWS + max(offset for _, offset in taps))
+        self.offsets = np.array([((block * phases + phase) * self.plane + offset) * LANES + lane
+                                 for block in range(blocks(channels)) for phase, offset in taps
+                                 for lane in range(LANES)], np.int64)
+        rows, columns = np.arange(h) + top, np.arange(w) + left
+        self.row_at = ((rows % sh) * sw * self.plane + rows // sh * self.wq).astype(np.int64)
+        self.column_at = ((columns % sw) * self.plane + columns // sw).astype(np.int64)
         self.units = self.groups * self.tiles
-        self.scratch = ((blocks(channels), self.positions, LANES), (self.out_blocks, self.tiles * ROWS, LANES))
+        self.scratch = ((blocks(channels), phases * self.plane, LANES), (self.out_blocks, self.tiles * ROWS, LANES))
 
     def arrange(self, weight: np.ndarray) -> np.ndarray:
         """The weight (O, C, KH, KW) as the tiles read it: (groups, K, WIDTH), the terms in the
@@ -135,9 +140,10 @@ class BlockedDirectPlan:
             panels[group] = padded.reshape(WIDTH, in_blocks, LANES, taps).transpose(1, 3, 2, 0).reshape(-1, WIDTH)
         return panels
 
-    def fill(self, x: np.ndarray, image: int, padded: np.ndarray) -> None:
-        """Image ``image`` of x (N, C, H, W) into ``padded`` (scratch[0]): blocks, zero pads."""
-        fill(x, image, padded, self.top, self.left, self.wp)
+    def fill(self, x: np.ndarray, image: int, padded: np.ndarray, first: int = 0, last: int | None = None) -> None:
+        """Blocks ``first`` to ``last - 1`` (default all) of image ``image`` of x (N, C, H, W) into
+        ``padded`` (scratch[0]), zero pads."""
+        fill(x, image, padded, self.row_at, self.column_at, first, padded.shape[0] if last is None else last)
 
     def products(self, weights: np.ndarray, padded: np.ndarray, wide: np.ndarray, first: int = 0,
                  last: int | None = None) -> None:
@@ -150,7 +156,7 @@ class BlockedDirectPlan:
         """Channels ``first`` to ``last - 1`` (default all) of out[image] from the wide sums, as
         clip(sum + bias (+ residual, out's shape), lo, hi), then the activation of ``code``."""
         added = NO_RESIDUAL if residual is None else residual.reshape(-1)
-        write_out(wide, out, image, bias, lo, hi, code, alpha, self.wp, first,
+        write_out(wide, out, image, bias, lo, hi, code, alpha, self.wq, first,
                   out.shape[1] if last is None else last, added)
 
     def warm(self) -> None:
@@ -169,19 +175,19 @@ def _warm() -> None:
 
 
 @jit
-def fill(x, image, padded, top, left, wp):
-    """Image ``image`` of x (N, C, H, W) into padded (CB, positions, LANES) at row ``top``,
-    column ``left`` of rows ``wp`` wide; zero elsewhere."""
+def fill(x, image, padded, row_at, column_at, first, last):
+    """Blocks ``first`` to ``last - 1`` of image ``image`` of x (N, C, H, W) into padded (CB,
+    positions, LANES): x[., ., y, i] at position row_at[y] + column_at[i]; zero elsewhere."""
     channels, h, w = x.shape[1], x.shape[2], x.shape[3]
-    padded[:] = 0
+    padded[first:last] = 0
     flat = x.reshape(x.size)
-    for block in range(padded.shape[0]):
+    for block in range(first, last):
         for lane in range(min(LANES, channels - block * LANES)):
             base = (image * channels + block * LANES + lane) * h * w
             for y in range(h):
-                at = (top + y) * wp + left
+                at = row_at[y]
                 for i in range(w):
-                    padded[block, at + i, lane] = flat[_u(base + y * w + i)]
+                    padded[block, at + column_at[i], lane] = flat[_u(base + y * w + i)]
 
 
 @jit
@@ -202,10 +208,10 @@ def products(padded, offsets, panels, wide, tiles, first, last):
 
 
 @jit
-def write_out(wide, out, image, bias, lo, hi, code, alpha, wp, first, last, residual):
+def write_out(wide, out, image, bias, lo, hi, code, alpha, wq, first, last, residual):
     """Channels ``first`` to ``last - 1`` of out[image] (N, O, OH, OW) from wide (OB, positions,
-    LANES): clip(sum + bias (+ residual, flat as out; empty for none), lo, hi), then the
-    activation of ``code``."""
+    LANES; rows ``wq`` wide): clip(sum + bias (+ residual, flat as out; empty for none), lo, hi),
+    then the activation of ``code``."""
     channels, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     flat = out.reshape(out.size)
     for channel in range(first, last):
@@ -215,10 +221,10 @@ def write_out(wide, out, image, bias, lo, hi, code, alpha, wp, first, last, resi
             at = base + y * ow
             if residual.size:
                 for i in range(ow):
-                    flat[_u(at + i)] = min(max(wide[block, y * wp + i, lane] + shift + residual[_u(at + i)], lo), hi)
+                    flat[_u(at + i)] = min(max(wide[block, y * wq + i, lane] + shift + residual[_u(at + i)], lo), hi)
             else:
                 for i in range(ow):
-                    flat[_u(at + i)] = min(max(wide[block, y * wp + i, lane] + shift, lo), hi)
+                    flat[_u(at + i)] = min(max(wide[block, y * wq + i, lane] + shift, lo), hi)
         if code != CLIP_CODE:
             activate_run(flat, base, oh * ow, flat.dtype.type(0), code, alpha)
 
@@ -251,3 +257,63 @@ def products_job(index, data, extra):
     wide = carray(as_pointer(block[_WIDE]), (block[_OUT_BLOCKS], block[_WIDE_POSITIONS], LANES), np.float32)
     piece = _HEADER + 2 * index
     products(padded, offsets, panels, wide, block[_TILES], block[piece], block[piece + 1])
+
+
+# The blocks of the fill on the crew:
+_F_X, _F_N, _F_C, _F_H, _F_W, _F_PADDED, _F_BLOCKS, _F_POSITIONS, _F_IMAGE, _F_ROWS, _F_COLUMNS = range(11)
+_F_HEADER = 11
+
+
+def fill_jobs(plan: BlockedDirectPlan, x: np.ndarray, image: int, padded: np.ndarray,
+              bounds: list[tuple[int, int]]):
+    """``plan.fill``'s pieces of ``bounds`` (input blocks) as jobs for the crew."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_F_HEADER, bounds)
+    block[:_F_HEADER] = x.ctypes.data, *x.shape, padded.ctypes.data, *padded.shape[:2], image, \
+        plan.row_at.ctypes.data, plan.column_at.ctypes.data
+    return Jobs(fill_job, block, len(bounds), (x, padded, plan.row_at, plan.column_at))
+
+
+def fill_job(index, data, extra):
+    """Piece ``index`` of the fill that the block at ``data`` describes."""
+    block = carray(data, (_F_HEADER + 2 * (index + 1),), np.int64)
+    x = carray(as_pointer(block[_F_X]), (block[_F_N], block[_F_C], block[_F_H], block[_F_W]), np.float32)
+    padded = carray(as_pointer(block[_F_PADDED]), (block[_F_BLOCKS], block[_F_POSITIONS], LANES), np.float32)
+    row_at = carray(as_pointer(block[_F_ROWS]), (block[_F_H],), np.int64)
+    column_at = carray(as_pointer(block[_F_COLUMNS]), (block[_F_W],), np.int64)
+    piece = _F_HEADER + 2 * index
+    fill(x, block[_F_IMAGE], padded, row_at, column_at, block[piece], block[piece + 1])
+
+
+# The block of the write-out on the crew:
+_O_WIDE, _O_BLOCKS, _O_POSITIONS, _O_OUT, _O_N, _O_C, _O_OH, _O_OW, _O_IMAGE, _O_BIAS = range(10)
+_O_LO, _O_HI, _O_ALPHA, _O_CODE, _O_WQ, _O_RESIDUAL, _O_RESIDUAL_N = range(10, 17)
+_O_HEADER = 17
+
+
+def write_jobs(plan: BlockedDirectPlan, wide: np.ndarray, out: np.ndarray, image: int, bias: np.ndarray, lo, hi,
+               code: int, alpha, bounds: list[tuple[int, int]], residual: np.ndarray | None = None):
+    """``plan.write_out``'s pieces of ``bounds`` (output channels) as jobs for the crew."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    added = NO_RESIDUAL if residual is None else residual.reshape(-1)
+    block = pieces_block(_O_HEADER, bounds)
+    block[[_O_WIDE, _O_BLOCKS, _O_POSITIONS]] = wide.ctypes.data, *wide.shape[:2]
+    block[[_O_OUT, _O_N, _O_C, _O_OH, _O_OW, _O_IMAGE, _O_BIAS]] = out.ctypes.data, *out.shape, image, bias.ctypes.data
+    block[_O_LO:_O_CODE].view(np.float64)[:] = lo, hi, alpha
+    block[[_O_CODE, _O_WQ, _O_RESIDUAL, _O_RESIDUAL_N]] = code, plan.wq, added.ctypes.data, added.size
+    return Jobs(write_job, block, len(bounds), (wide, out, bias, added))
+
+
+def write_job(index, data, extra):
+    """Piece ``index`` of the write-out that the block at ``data`` describes."""
+    block = carray(data, (_O_HEADER + 2 * (index + 1),), np.int64)
+    floats = carray(data, (_O_HEADER,), np.float64)
+    wide = carray(as_pointer(block[_O_WIDE]), (block[_O_BLOCKS], block[_O_POSITIONS], LANES), np.float32)
+    out = carray(as_pointer(block[_O_OUT]), (block[_O_N], block[_O_C], block[_O_OH], block[_O_OW]), np.float32)
+    bias = carray(as_pointer(block[_O_BIAS]), (block[_O_C],), np.float32)
+    residual = carray(as_pointer(block[_O_RESIDUAL]), (block[_O_RESIDUAL_N],), np.float32)
+    piece = _O_HEADER + 2 * index
+    write_out(wide, out, block[_O_IMAGE], bias, np.float32(floats[_O_LO]), np.float32(floats[_O_HI]),
+              block[_O_CODE], np.float32(floats[_O_ALPHA]), block[_O_WQ], block[piece], block[piece + 1], residual)

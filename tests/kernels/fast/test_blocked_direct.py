@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lite.kernels import fast
-from lite.kernels.fast import blocked_direct
+from lite.kernels.fast import blocked_direct, crew
 from lite.kernels.window import Geometry
 from tests.kernels.fast.test_depthwise import EPILOGUE_ACTIVATIONS
 from tests.kernels.fast.test_direct import calls_per_image, conv, matches_the_numpy_kernel, operands
@@ -26,6 +26,9 @@ CASES = [
     ((1, 48, 8, 8), (33, 48, 5, 5), {"pad_list": (2, 2, 2, 2)}),
     ((1, 129, 4, 4), (16, 129, 3, 3), {}),  # no pads: a 2 x 2 output
     ((1, 200, 3, 3), (8, 200, 1, 7), {"pad_list": (0, 3, 0, 3)}),  # one row of taps
+    ((1, 130, 14, 14), (40, 130, 3, 3), {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "activation_type": "RELU"}),
+    ((2, 140, 9, 12), (17, 140, 3, 3), {"stride": (2, 3), "pad_list": (0, 1, 2, 1)}),  # odd sizes, uneven pads
+    ((1, 64, 11, 11), (16, 64, 5, 5), {"stride": (3, 3), "pad_list": (2, 2, 2, 2)}),
 ]
 
 
@@ -42,7 +45,7 @@ def test_every_case_runs_the_blocked_kernel(monkeypatch):
 
 @pytest.mark.parametrize(("strides", "dilations", "kernel", "group", "taken"), [
     ((1, 1), (1, 1), (3, 3), 1, True),
-    ((2, 2), (1, 1), (3, 3), 1, False),
+    ((2, 2), (1, 1), (3, 3), 1, True),
     ((1, 1), (2, 2), (3, 3), 1, False),
     ((1, 1), (1, 1), (3, 3), 2, False),
     ((1, 1), (1, 1), (1, 1), 1, False),  # one tap: a plain product
@@ -87,9 +90,15 @@ def test_products_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_s
     threads, runs = crew_runs
     matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, threads, seed=4)
     reference = conv(*operands(x_shape, w_shape), attrs)
-    width = (reference.shape[3] - 1) + w_shape[3]  # NOTE: the padded row, stride 1
-    units = -(-reference.shape[1] // 48) * -(-(reference.shape[2] * width) // 8)
-    assert len(runs) == (x_shape[0] if units > 1 else 0)  # each image's products on the crew, if they split
+    top, left, bottom, right = (1, 1, 1, 1) if "pad_mode" in attrs else attrs.get("pad_list", (0, 0, 0, 0))
+    plan = blocked_direct.BlockedDirectPlan(Geometry(x_shape, w_shape[2:], attrs.get("stride", (1, 1)), (1, 1),
+                                                     (top, left), (bottom, right), reference.shape[2:]), w_shape[0])
+    units = plan.units
+    ran = [run.job for run in runs]
+    job = {name: crew.job_address(getattr(blocked_direct, name)) for name in ("fill_job", "products_job", "write_job")}
+    assert ran.count(job["products_job"]) == (x_shape[0] if units > 1 else 0)  # each image's products, if split
+    assert ran.count(job["fill_job"]) == (x_shape[0] if x_shape[1] > 16 else 0)  # its input blocks, if several
+    assert ran.count(job["write_job"]) == x_shape[0]  # its output channels
 
 
 @pytest.mark.parametrize("threads", [1, 2])
