@@ -455,7 +455,7 @@ class Conv2DFusion(ConvBase):
                              bias: Tensor | None) -> list[Step]:
         """Per image: its padded blocks, the products, the output with bias, residual and
         activation; each on the model's threads."""
-        from lite.kernels.fast.blocked_direct import crew_jobs, fill_jobs, write_jobs
+        from lite.kernels.fast.blocked_direct import fill_jobs, products_jobs, write_jobs
 
         plan, (padded, wide), out_c = self.blocked_plan, buffers, out.shape[1]
         packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
@@ -468,7 +468,7 @@ class Conv2DFusion(ConvBase):
             return partial(plan.products, packed, padded, wide, first, last)
 
         steps_of_products = self.threads.crew_loop(plan.units, products,
-                                                   lambda bounds: crew_jobs(plan, packed, padded, wide, bounds))
+                                                   lambda bounds: products_jobs(plan, packed, padded, wide, bounds))
         for image in range(x.shape[0]):
             def fill(_index: int, first: int, last: int, image: int = image) -> Step:
                 return partial(plan.fill, x, image, padded, first, last)

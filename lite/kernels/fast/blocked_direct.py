@@ -234,7 +234,7 @@ _PADDED, _PADDED_N, _OFFSETS, _TERMS, _PANELS, _VECTORSS, _WIDE, _OUT_BLOCKS, _W
 _HEADER = 10
 
 
-def crew_jobs(plan: BlockedDirectPlan, weights: np.ndarray, padded: np.ndarray, wide: np.ndarray,
+def products_jobs(plan: BlockedDirectPlan, weights: np.ndarray, padded: np.ndarray, wide: np.ndarray,
               bounds: list[tuple[int, int]]):
     """``plan.products``' pieces of ``bounds`` (units) as jobs for the crew."""
     from lite.kernels.fast.crew import Jobs, pieces_block
