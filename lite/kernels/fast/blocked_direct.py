@@ -106,25 +106,23 @@ class BlockedDirectPlan:
     def __init__(self, g: Geometry, out_channels: int) -> None:
         (_, channels, h, w), (kh, kw), (sh, sw) = g.x[:4], g.kernel, g.strides
         (top, left), (bottom, right) = g.begins, g.ends
-        self.geometry, self.out_channels = g, out_channels
-        self.oh, self.ow = g.out
         # NOTE: strided, the padded input goes into its stride phases, a plane each, where each
         # tap is a run of the wide plane's positions, its rows ``wq`` wide
         self.wq, hq, phases = -(-(left + w + right) // sw), -(-(top + h + bottom) // sh), sh * sw
-        self.tiles = -(-self.oh * self.wq // ROWS)
-        self.out_blocks = blocks(out_channels)
-        self.groups = -(-self.out_blocks // VECTORS)
+        self.tiles = -(-g.out[0] * self.wq // ROWS)
+        out_blocks = blocks(out_channels)
+        self.groups = -(-out_blocks // VECTORS)
         taps = [((dy % sh) * sw + dx % sw, (dy // sh) * self.wq + dx // sw) for dy in range(kh) for dx in range(kw)]
         # NOTE: the last tile's last tap reads up to tiles * ROWS - 1 past that tap's offset
-        self.plane = max(hq * self.wq, self.tiles * ROWS + max(offset for _, offset in taps))
-        self.offsets = np.array([((block * phases + phase) * self.plane + offset) * LANES + lane
+        plane = max(hq * self.wq, self.tiles * ROWS + max(offset for _, offset in taps))
+        self.offsets = np.array([((block * phases + phase) * plane + offset) * LANES + lane
                                  for block in range(blocks(channels)) for phase, offset in taps
                                  for lane in range(LANES)], np.int64)
         rows, columns = np.arange(h) + top, np.arange(w) + left
-        self.row_at = ((rows % sh) * sw * self.plane + rows // sh * self.wq).astype(np.int64)
-        self.column_at = ((columns % sw) * self.plane + columns // sw).astype(np.int64)
+        self.row_at = ((rows % sh) * sw * plane + rows // sh * self.wq).astype(np.int64)
+        self.column_at = ((columns % sw) * plane + columns // sw).astype(np.int64)
         self.units = self.groups * self.tiles
-        self.scratch = ((blocks(channels), phases * self.plane, LANES), (self.out_blocks, self.tiles * ROWS, LANES))
+        self.scratch = ((blocks(channels), phases * plane, LANES), (out_blocks, self.tiles * ROWS, LANES))
 
     def arrange(self, weight: np.ndarray) -> np.ndarray:
         """The weight (O, C, KH, KW) as the tiles read it: (groups, K, WIDTH), the terms in the

@@ -10,7 +10,13 @@ from lite.kernels import fast
 from lite.kernels.fast import blocked_direct, crew
 from lite.kernels.window import Geometry
 from tests.kernels.fast.test_depthwise import EPILOGUE_ACTIVATIONS
-from tests.kernels.fast.test_direct import calls_per_image, conv, matches_the_numpy_kernel, operands
+from tests.kernels.fast.test_direct import (
+    calls_per_image,
+    conv,
+    matches_the_numpy_kernel,
+    operands,
+    residual_kernel,
+)
 from tests.kernels.test_conv import onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
@@ -104,20 +110,11 @@ def test_products_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_s
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_residual_is_added_before_the_activation(threads):
     """As ``lite.fusion`` sets it: relu(conv + bias + residual)."""
-    from lite.kernels.parallel import KernelThreads
-    from lite.tensor import Tensor
-    from tests.kernels.test_conv import build
-
     x_shape, w_shape, attrs = CASES[0]
     x, w, b = operands(x_shape, w_shape, seed=5)
     linear = conv(x, w, b, attrs)
     residual = np.random.default_rng(6).standard_normal(linear.shape).astype(np.float32)
-    kernel = build("Conv2DFusion", {"group": 1, **attrs}, [x, w, b])
-    kernel.threads = KernelThreads(threads)
-    kernel.residual = Tensor("residual", np.float32, residual.shape, data=residual)
-    kernel.residual_activation = "RELU"
-    kernel.prepare()
-    kernel.resize()
+    kernel = residual_kernel(x, w, b, attrs, residual, threads)
     assert kernel.plan_steps == kernel.blocked_direct_steps and kernel.takes_residual
     with kernel.threads.lent():
         kernel.execute()

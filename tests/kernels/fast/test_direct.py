@@ -158,28 +158,35 @@ def test_rows_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_shape
     assert len(runs) == (x_shape[0] if output_rows > 1 else 0)  # each image's rows on the crew
 
 
+def residual_kernel(x, w, b, attrs, residual, threads):
+    """A convolution of these operands with ``residual`` and a ReLU after it, as ``lite.fusion``
+    sets them, on ``threads`` threads: prepared and resized, not run."""
+    from lite.kernels.parallel import KernelThreads
+    from lite.tensor import Tensor
+    from tests.kernels.test_conv import build
+
+    kernel = build("Conv2DFusion", {"group": 1, **attrs}, [x, w, b])
+    kernel.threads = KernelThreads(threads)
+    kernel.residual = Tensor("residual", np.float32, residual.shape, data=residual)
+    kernel.residual_activation = "RELU"
+    kernel.prepare()
+    kernel.resize()
+    return kernel
+
+
 @pytest.mark.parametrize("contiguous", [True, False])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[1], CASES[5], CASES[9]])
 def test_a_residual_is_added_before_the_activation(threads, contiguous, x_shape, w_shape, attrs):
     """As ``lite.fusion`` sets it: relu(conv + bias + residual), written out by the rows (on the crew
     with two threads); a residual compiled code cannot take (a strided view) by the epilogue after."""
-    from lite.kernels.parallel import KernelThreads
-    from lite.tensor import Tensor
-    from tests.kernels.test_conv import build
-
     x, w, b = operands(x_shape, w_shape, seed=5)
     plain = {k: v for k, v in attrs.items() if k != "activation_type"}
     linear = conv(x, w, b, plain)
     rng = np.random.default_rng(6)
     residual = rng.standard_normal(linear.shape).astype(np.float32) if contiguous else \
         rng.standard_normal((*linear.shape[:-1], 2 * linear.shape[-1])).astype(np.float32)[..., ::2]
-    kernel = build("Conv2DFusion", {"group": 1, **plain}, [x, w, b])
-    kernel.threads = KernelThreads(threads)
-    kernel.residual = Tensor("residual", np.float32, residual.shape, data=residual)
-    kernel.residual_activation = "RELU"
-    kernel.prepare()
-    kernel.resize()
+    kernel = residual_kernel(x, w, b, plain, residual, threads)
     assert kernel.plan_steps == kernel.fast_direct_steps and kernel.takes_residual
     with kernel.threads.lent():
         kernel.execute()
