@@ -420,7 +420,7 @@ class Conv2DFusion(ConvBase):
                           bias: Tensor | None) -> list[Step]:
         """Per image: its phases, then bands of output rows (on the model's threads, each piece
         with its own wide plane), written out with bias, residual and activation."""
-        from lite.kernels.fast.direct import crew_jobs
+        from lite.kernels.fast.direct import CREW_PER_THREAD, crew_jobs
 
         plan, (phases, *wides), out_c = self.direct_plan, buffers, out.shape[1]
         packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
@@ -436,7 +436,8 @@ class Conv2DFusion(ConvBase):
             def jobs(bounds: list[tuple[int, int]], image: int = image) -> Step:
                 return crew_jobs(plan, packed, phases, wides, out, image, *terms, code, alpha, bounds, residual)
 
-            steps += [partial(plan.fill, x, image, phases), self.threads.crew_loop(plan.oh, piece, jobs)]
+            rows = self.threads.crew_loop(plan.oh, piece, jobs, CREW_PER_THREAD)
+            steps += [partial(plan.fill, x, image, phases), rows]
         return steps + self.on_crew(later)
 
     def plan_blocked_direct(self, geometry: Geometry, out_c: int) -> None:

@@ -78,6 +78,10 @@ class SplitLoop:
 _UNKNOWN = object()
 
 
+def _even_bounds(count: int, pieces: int) -> list[tuple[int, int]]:
+    return list(itertools.pairwise(round(count * i / pieces) for i in range(pieces + 1)))
+
+
 class CrewStep:
     """Work for the crew on idle cores, the same work for the Python threads on busy ones (a Step)."""
 
@@ -146,8 +150,12 @@ class KernelThreads:
 
     def loop_bounds(self, count: int) -> list[tuple[int, int]]:
         """The iterations (first, last) of each piece ``loop_step`` cuts a loop of ``count`` into."""
-        pieces = self.loop_pieces(count)
-        return list(itertools.pairwise(round(count * i / pieces) for i in range(pieces + 1)))
+        return _even_bounds(count, self.loop_pieces(count))
+
+    def crew_bounds(self, count: int, per_thread: int = CHUNKS_PER_THREAD) -> list[tuple[int, int]]:
+        """The iterations (first, last) of each crew job of a loop of ``count``: ``per_thread`` jobs
+        a thread, at most ``loop_pieces(count)`` (so the pieces' scratch serves the jobs too)."""
+        return _even_bounds(count, min(self.loop_pieces(count), self.thread_num * per_thread))
 
     def crew(self):
         """The native crew (``lite.kernels.fast.crew``) these threads run on when the cores are
@@ -161,11 +169,13 @@ class KernelThreads:
         return self._team
 
     def crew_loop(self, count: int, piece: Callable[[int, int, int], Callable[[], None]],
-                  jobs: Callable[[list[tuple[int, int]]], Callable[[], None]] | None = None) -> Callable[[], None]:
+                  jobs: Callable[[list[tuple[int, int]]], Callable[[], None]] | None = None,
+                  per_thread: int = CHUNKS_PER_THREAD) -> Callable[[], None]:
         """``loop_step(count, piece)``; where the loop has several pieces and the crew runs, a
-        ``crew_step`` running ``jobs(bounds)`` (the same pieces as crew jobs) on idle cores instead.
-        ``jobs`` None: the loop has no crew form (a dtype without one)."""
-        loop, bounds = self.loop_step(count, piece), self.loop_bounds(count)
+        ``crew_step`` running ``jobs(bounds)`` on idle cores instead: ``per_thread`` jobs a thread
+        (``crew_bounds``), the first pieces' scratch theirs. ``jobs`` None: the loop has no crew
+        form (a dtype without one)."""
+        loop, bounds = self.loop_step(count, piece), self.crew_bounds(count, per_thread)
         if jobs is None or len(bounds) < 2 or self.crew() is None:
             return loop
         return self.crew_step(jobs(bounds), loop)

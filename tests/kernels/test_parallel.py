@@ -153,3 +153,18 @@ def test_a_crew_loop_runs_its_jobs_only_with_a_crew_and_several_pieces(monkeypat
     step()
     assert made == ([threads.loop_bounds(10)] if on_crew else [])
     assert ran == (["crew"] if on_crew else threads.loop_bounds(10))
+
+
+@pytest.mark.parametrize("per_thread", [1, 2, 8])
+def test_a_crew_loop_makes_per_thread_jobs_a_thread_and_keeps_its_pieces(monkeypatch, per_thread):
+    """The crew's jobs as ``per_thread`` asks (at most the loop's pieces, whose scratch they use);
+    the dynamic form keeps its pieces."""
+    threads, made, ran = KernelThreads(2), [], []
+    monkeypatch.setattr(threads, "crew", lambda: object())
+    step = threads.crew_loop(10, lambda index, first, last: lambda: ran.append((index, first, last)),
+                             made.append, per_thread)
+    jobs = min(2 * per_thread, len(threads.loop_bounds(10)))
+    assert made == [[(round(10 * i / jobs), round(10 * (i + 1) / jobs)) for i in range(jobs)]]
+    threads.dynamic = True
+    step()
+    assert sorted(ran) == [(i, *b) for i, b in enumerate(threads.loop_bounds(10))]

@@ -445,10 +445,11 @@ class Jobs:
 def pieces_block(header: int, bounds: list[tuple[int, int]], scratch: list[list[np.ndarray]] | None = None
                  ) -> np.ndarray:
     """A block of ``header`` words (left zero) and, for each piece, its (first, last) and the
-    addresses of its scratch arrays."""
+    addresses of its scratch arrays: the first ``len(bounds)`` of ``scratch`` (it may hold more,
+    made for the loop's pieces, of which the crew's jobs are fewer)."""
     scratch = scratch or [[] for _ in bounds]
     per = 2 + len(scratch[0])
     block = np.zeros(header + per * len(bounds), np.int64)
-    for i, ((first, last), arrays) in enumerate(zip(bounds, scratch, strict=True)):
+    for i, ((first, last), arrays) in enumerate(zip(bounds, scratch[:len(bounds)], strict=True)):
         block[header + per * i:header + per * (i + 1)] = [first, last, *(a.ctypes.data for a in arrays)]
     return block
