@@ -230,7 +230,9 @@ class Conv2DFusion(ConvBase):
         g = self.group
         self.gemm_out = (n, g, out_c // g, math.prod(out_sizes))
         self.steps_key, self.steps, self.scratch = None, [], None
-        if max(*kernel, *self.strides) == 1 and not any(begins) and not any(ends):
+        if (geometry := self.small_plane_geometry(x, w, begins, ends, out_sizes)) is not None:
+            self.plan_small_plane(geometry, out_c)
+        elif max(*kernel, *self.strides) == 1 and not any(begins) and not any(ends):
             self.plan_steps, self.gemm_cols = self.direct_steps, (n, g, per_group, math.prod(out_sizes))
         elif per_group == 1 and g > 1 and self.rank <= 2:
             lift = (1,) * (2 - self.rank)  # NOTE: 1-D as 2-D of height 1, so it gets this plan too
@@ -261,7 +263,20 @@ class Conv2DFusion(ConvBase):
     def takes_residual(self) -> bool:
         """Whether the plan resize picked adds a residual in its epilogue (``residual``)."""
         return self.plan_steps in (self.direct_steps, self.im2col_steps, self.winograd_steps,
-                                   self.fast_direct_steps, self.blocked_direct_steps)
+                                   self.fast_direct_steps, self.blocked_direct_steps, self.small_plane_steps)
+
+    def small_plane_geometry(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
+                             ends: tuple[int, ...], out_sizes: tuple[int, ...]) -> Geometry | None:
+        """The geometry the compiled small-plane kernel runs (``lite.kernels.fast.small_plane``), or
+        None: 2-D float32 convolutions of one group with a constant weight and an output plane of at
+        most ``MAX_POSITIONS`` positions (ResNet's last stage)."""
+        if (self.rank != 2 or self.inputs[0].dtype != np.float32 or not self.inputs[1].is_const
+                or not fast.enabled()):
+            return None
+        from lite.kernels.fast import small_plane  # NOTE: imports the compiler: only when used
+
+        geometry = Geometry(x, tuple(w[2:]), self.strides, self.dilations, begins, ends, out_sizes)
+        return geometry if small_plane.fits(geometry, self.group, w[0]) else None
 
     def direct_geometry(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
                         ends: tuple[int, ...], out_sizes: tuple[int, ...]) -> Geometry | None:
@@ -438,6 +453,46 @@ class Conv2DFusion(ConvBase):
 
             rows = self.threads.crew_loop(plan.oh, piece, jobs, CREW_PER_THREAD)
             steps += [partial(plan.fill, x, image, phases), rows]
+        return steps + self.on_crew(later)
+
+    def plan_small_plane(self, geometry: Geometry, out_c: int) -> None:
+        """The compiled small-plane kernel (``lite.kernels.fast.small_plane``): the input padded
+        (where the geometry pads), then panels of output channels shared out among the model's
+        threads (a buffer of sums for each piece)."""
+        from lite.kernels.fast.small_plane import SmallPlanePlan, panels_job
+
+        self.small_plan = plan = SmallPlanePlan(geometry, out_c)
+        self.scratch = Scratch(plan.scratch[0], *plan.scratch[1:] * self.threads.loop_pieces(plan.panels))
+        self.plan_steps = self.small_plane_steps
+        plan.warm()
+        self.warm_crew(panels_job)
+
+    def small_plane_steps(self, x: np.ndarray, out: np.ndarray, buffers: list[np.ndarray], weights: np.ndarray,
+                          bias: Tensor | None) -> list[Step]:
+        """Per image: its padded copy (where the geometry pads), then the panels of output channels
+        (on the model's threads, each piece with its buffer of sums), written out with bias,
+        residual and activation."""
+        from lite.kernels.fast.small_plane import crew_jobs
+
+        plan, (padded, *sums), out_c = self.small_plan, buffers, out.shape[1]
+        packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
+        residual, activation, later = self.compiled_residual(out)
+        terms = compiled_terms(None if bias is None else bias.data, out_c, activation, out.dtype)
+        code, alpha = activation_code(self.epilogue_activation, out.dtype)
+        x, steps = fast.compiled_input(x)
+        for image in range(x.shape[0]):
+            source = plan.source(x, image, padded)
+
+            def piece(index: int, first: int, last: int, source: np.ndarray = source, image: int = image) -> Step:
+                return partial(plan.run, source, packed, sums[index], out, image, *terms, code, alpha, first, last,
+                               residual)
+
+            def jobs(bounds: list[tuple[int, int]], source: np.ndarray = source, image: int = image) -> Step:
+                return crew_jobs(plan, source, packed, sums, out, image, *terms, code, alpha, bounds, residual)
+
+            if plan.padded:
+                steps.append(partial(plan.fill, x, image, padded))
+            steps.append(self.threads.crew_loop(plan.panels, piece, jobs))
         return steps + self.on_crew(later)
 
     def plan_blocked_direct(self, geometry: Geometry, out_c: int) -> None:

@@ -26,7 +26,7 @@ VECTOR = ir.VectorType(FLOAT, LANES)
 def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value],
               row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value,
               vectors: int = VECTORS, accumulate: bool = False, vector_stride: ir.Value | None = None,
-              finish: Callable[[ir.Value, ir.Value, int, int], ir.Value] | None = None) -> None:
+              finish: Callable[[ir.Value, ir.Value, int, int], ir.Value] | None = None, rows: int = ROWS) -> None:
     """Emits the tile: for k below ``count``, the sums ``out[r * stride + j] = sum of
     a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
     first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows;
@@ -34,12 +34,13 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     are ``vectors * LANES``); ``accumulate``: the sums start from out's values (a product's terms
     taken in several passes), else from zero; ``vector_stride``: floats between a row's vectors in
     out (default LANES: the row's columns are contiguous); ``finish(sums, place, r, j)``: emits the
-    value stored for row r's vector j (an epilogue in registers; default the sums)."""
+    value stored for row r's vector j (an epilogue in registers; default the sums); ``rows``: the
+    tile's rows (``ROWS``; fewer where a count of rows divides better)."""
     pointer = VECTOR.as_pointer()
     step = INDEX(LANES) if vector_stride is None else vector_stride
     places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)),
                                                             builder.mul(step, INDEX(j)))]), pointer)
-              for r in range(ROWS) for j in range(vectors)]
+              for r in range(rows) for j in range(vectors)]
     starts = [builder.load(place, align=4) if accumulate else ir.Constant(VECTOR, [0.0] * LANES) for place in places]
 
     def term(k: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
@@ -47,7 +48,7 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
         b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), pointer), align=4)
              for j in range(vectors)]
         updated = []
-        for r in range(ROWS):
+        for r in range(rows):
             a = splat(builder, builder.load(scalar(k, r)))
             updated += [vector_call(builder, "fma", a, b[j], sums[r * vectors + j]) for j in range(vectors)]
         return updated
