@@ -1,17 +1,17 @@
 """Direct convolution for small output planes: output channels in vectors, positions broadcast.
 
-On a 7 x 7 output plane (ResNet's last stage) the kernels that put positions in vectors waste
-lanes: ``lite.kernels.fast.blocked_direct``'s 48-position tiles cover a 7 x 9 wide plane in 96
+On a 7 x 7 output plane (ResNet's last stage) the kernels that tile a "wide" plane waste
+positions: ``lite.kernels.fast.blocked_direct``'s tiles of 8 cover the padded 7 x 9 plane in 64
 positions for 49, and BLAS's products of 49 columns ran at 1.3-1.4x onnxruntime's time. Here the
-tile is the other way round (as onnxruntime's NCHWc kernels): ``lite.kernels.fast.tile``'s
-register tile takes ``WIDTH`` output channels (a panel of the packed weight: for each term, the
-weights of 48 output channels, contiguous) by 7 or 8 output positions, whichever count of
-positions wastes fewer (49 = 7 x 7, 196 = 28 x 7). Each position's input for a term is one
-float, broadcast, read in place from the input (or its zero-padded copy) at the position's offset
-plus the term's: any stride, dilation and kernel size reads the same way. The terms go in
-chunks of ``CHUNK_TERMS`` (their panel rows, 24 KB, stay in L1 across the tiles of positions),
-the sums carried in a small buffer between chunks; then the panel's channels go out to NCHW with
-the bias, residual, clip and activation. Threads take ranges of panels.
+tile (``lite.kernels.fast.tile``'s, in the blocked kernel's orientation: ``WIDTH`` output
+channels of the packed weight in vectors by ``ROWS`` = 7 positions: 49 = 7 x 7) takes only the
+output's own positions, and reads the NCHW input as it is (or its zero-padded copy): each
+position's input for a term is one float, broadcast, at the position's offset plus the term's,
+so any stride, dilation and kernel size reads the same way, with no blocks to fill or write
+back. The terms go in chunks of ``CHUNK_TERMS`` (their panel
+rows, 24 KB, stay in L1 across the tiles of positions), the sums carried in a small buffer
+between chunks; then the panel's channels go out to NCHW with the bias, residual, clip and
+activation. Threads take ranges of panels.
 
 Isolated, one thread, paired with the plans they replace (ms, warm / after the caches were
 flushed), onnxruntime beside: ResNet-50's 512 -> 2048 1x1 on 7 x 7 0.87 / 1.26 against BLAS's
@@ -46,8 +46,8 @@ MIN_CHANNEL_USE = 0.8
 panels of 48 (a 3x3 64 -> 64 layer on 7 x 7) measured 1.15-1.26x the time of the direct kernel."""
 CHUNK_TERMS = 128
 """Terms a pass of the tiles takes: their panel rows (128 x WIDTH floats, 24 KB) stay in L1."""
-TILE_ROWS = (8, 7)
-"""Positions a tile may take (the count that pads the plane's positions least; 8 on a tie)."""
+ROWS = 7
+"""Positions a tile takes (a plane's last tile repeats its last position where they run short)."""
 
 NO_RESIDUAL = np.zeros(0, np.float32)
 ONE = np.float32(1)
@@ -62,46 +62,23 @@ def fits(geometry: Geometry, group: int, out_channels: int) -> bool:
             and MIN_POSITIONS <= positions <= MAX_POSITIONS and out_channels >= MIN_CHANNEL_USE * panels * WIDTH)
 
 
-def tile_rows(positions: int) -> int:
-    """The positions a tile takes for a plane of ``positions`` (one of TILE_ROWS)."""
-    return min(TILE_ROWS, key=lambda rows: -(-positions // rows) * rows)
-
-
-def _tile(rows: int, accumulate: bool):
-    """The tile of ``rows`` positions as an intrinsic ``(source, positions, offsets, terms, panel,
-    sums)``: for rows r and WIDTH channels j, sums[r * WIDTH + j] (+)= sum over k < terms of
-    source[positions[r] + offsets[k]] * panel[k * WIDTH + j]; addresses and counts in int64."""
-    @intrinsic
-    def tile(typingctx, source, positions, offsets, terms, panel, sums):
-        def codegen(context, builder, signature, args):
-            source_at, positions_at, offsets_at, count, panel_at, sums_at = args
-            floats, indices = FLOAT.as_pointer(), INDEX.as_pointer()
-            source_p, panel_p, sums_p = (builder.inttoptr(at, floats) for at in (source_at, panel_at, sums_at))
-            positions_p, offsets_p = (builder.inttoptr(at, indices) for at in (positions_at, offsets_at))
-            starts = [builder.gep(source_p, [builder.load(builder.gep(positions_p, [INDEX(r)]))]) for r in range(rows)]
-            emit_tile(builder, lambda k, r: builder.gep(starts[r], [builder.load(builder.gep(offsets_p, [k]))]),
-                      lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, sums_p, INDEX(WIDTH),
-                      accumulate=accumulate, rows=rows)
-            return context.get_dummy_value()
-        return types.void(*(types.int64,) * 6), codegen
-    return tile
-
-
-_tile8, _add8, _tile7, _add7 = _tile(8, False), _tile(8, True), _tile(7, False), _tile(7, True)
-
-
-@jit
-def tile(rows, add, source, positions, offsets, terms, panel, sums):
-    """The tile of ``rows`` (7 or 8) positions, adding to the sums when ``add``."""
-    if rows == 8:
-        if add:
-            _add8(source, positions, offsets, terms, panel, sums)
-        else:
-            _tile8(source, positions, offsets, terms, panel, sums)
-    elif add:
-        _add7(source, positions, offsets, terms, panel, sums)
-    else:
-        _tile7(source, positions, offsets, terms, panel, sums)
+@intrinsic
+def tile(typingctx, source, positions, offsets, terms, panel, sums):
+    """The tile as an intrinsic ``(source, positions, offsets, terms, panel, sums)``: for ROWS
+    positions r and WIDTH channels j, sums[r * WIDTH + j] += sum over k < terms of
+    source[positions[r] + offsets[k]] * panel[k * WIDTH + j]; addresses and counts in int64. One
+    variant only (the sums start at zero in the caller): each costs seconds of compiling."""
+    def codegen(context, builder, signature, args):
+        source_at, positions_at, offsets_at, count, panel_at, sums_at = args
+        floats, indices = FLOAT.as_pointer(), INDEX.as_pointer()
+        source_p, panel_p, sums_p = (builder.inttoptr(at, floats) for at in (source_at, panel_at, sums_at))
+        positions_p, offsets_p = (builder.inttoptr(at, indices) for at in (positions_at, offsets_at))
+        starts = [builder.gep(source_p, [builder.load(builder.gep(positions_p, [INDEX(r)]))]) for r in range(ROWS)]
+        emit_tile(builder, lambda k, r: builder.gep(starts[r], [builder.load(builder.gep(offsets_p, [k]))]),
+                  lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, sums_p, INDEX(WIDTH),
+                  accumulate=True, rows=ROWS)
+        return context.get_dummy_value()
+    return types.void(*(types.int64,) * 6), codegen
 
 
 class SmallPlanePlan:
@@ -118,9 +95,8 @@ class SmallPlanePlan:
         self.offsets = (np.arange(channels)[:, None, None] * self.plane + np.arange(kh)[None, :, None] * dh * wp
                         + np.arange(kw)[None, None, :] * dw).reshape(-1).astype(np.int64)
         count = g.out[0] * g.out[1]
-        self.rows = tile_rows(count)
         at = (np.arange(g.out[0])[:, None] * sh * wp + np.arange(g.out[1])[None, :] * sw).reshape(-1)
-        spare = -(-count // self.rows) * self.rows - count  # NOTE: the last tile repeats the last position
+        spare = -(-count // ROWS) * ROWS - count  # NOTE: the last tile repeats the last position
         self.positions = np.concatenate([at, np.repeat(at[-1:], spare)]).astype(np.int64)
         self.panels = -(-out_channels // WIDTH)
         self.scratch = ((channels * self.plane if self.padded else 1,), (self.positions.size, WIDTH))
@@ -149,7 +125,7 @@ class SmallPlanePlan:
         last = self.panels if last is None else last
         added = NO_RESIDUAL if residual is None else residual.reshape(-1)
         panels(source, self.positions, self.offsets, weights, sums, out, image, bias, lo, hi, code, alpha,
-               self.rows, first, last, added)
+               first, last, added)
 
     def warm(self) -> None:
         """Compiles the kernels now (at build), not in the first predict."""
@@ -181,8 +157,7 @@ def fill(x, image, padded, top, left, bottom, right):
 
 
 @jit
-def panels(source, positions, offsets, weights, sums, out, image, bias, lo, hi, code, alpha, rows, first, last,
-           residual):
+def panels(source, positions, offsets, weights, sums, out, image, bias, lo, hi, code, alpha, first, last, residual):
     """Panels ``first`` to ``last - 1`` of out[image]: for each, the tiles of positions over the
     chunks of terms, then its channels out with bias, residual (flat, as out; empty for none),
     clip and activation."""
@@ -190,11 +165,12 @@ def panels(source, positions, offsets, weights, sums, out, image, bias, lo, hi, 
     channels, count = out.shape[1], out.shape[2] * out.shape[3]
     flat, zero, added = out.reshape(out.size), out.dtype.type(0), residual.size > 0
     for panel in range(first, last):
+        sums[:] = 0
         for chunk in range(0, terms, CHUNK_TERMS):
             taken = min(CHUNK_TERMS, terms - chunk)
-            for top in range(0, spaced, rows):
-                tile(rows, chunk > 0, source.ctypes.data, positions[top:].ctypes.data, offsets[chunk:].ctypes.data,
-                     taken, weights[panel, chunk:].ctypes.data, sums[top:].ctypes.data)
+            for top in range(0, spaced, ROWS):
+                tile(source.ctypes.data, positions[top:].ctypes.data, offsets[chunk:].ctypes.data, taken,
+                     weights[panel, chunk:].ctypes.data, sums[top:].ctypes.data)
         for j in range(min(WIDTH, channels - panel * WIDTH)):
             o = panel * WIDTH + j
             shift, base = bias[o], (image * channels + o) * count
@@ -210,8 +186,8 @@ def panels(source, positions, offsets, weights, sums, out, image, bias, lo, hi, 
 
 # The block of the panels on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last, sums) a piece:
 _SOURCE, _SOURCE_N, _POSITIONS, _SPACED, _OFFSETS, _TERMS, _WEIGHTS, _PANELS, _OUT, _N, _C, _OH, _OW = range(13)
-_IMAGE, _BIAS, _CODE, _ROWS, _RESIDUAL, _RESIDUAL_N, _LO, _HI, _ALPHA = range(13, 22)
-_HEADER, _PER_PIECE = 22, 3
+_IMAGE, _BIAS, _CODE, _RESIDUAL, _RESIDUAL_N, _LO, _HI, _ALPHA = range(13, 21)
+_HEADER, _PER_PIECE = 21, 3
 
 
 def crew_jobs(plan: SmallPlanePlan, source: np.ndarray, weights: np.ndarray, sums: list[np.ndarray],
@@ -227,8 +203,8 @@ def crew_jobs(plan: SmallPlanePlan, source: np.ndarray, weights: np.ndarray, sum
         plan.positions.ctypes.data, plan.positions.size, plan.offsets.ctypes.data, plan.offsets.size
     block[[_WEIGHTS, _PANELS, _OUT, _N, _C, _OH, _OW]] = weights.ctypes.data, weights.shape[0], out.ctypes.data, \
         *out.shape
-    block[[_IMAGE, _BIAS, _CODE, _ROWS, _RESIDUAL, _RESIDUAL_N]] = image, bias.ctypes.data, code, plan.rows, \
-        added.ctypes.data, added.size
+    block[[_IMAGE, _BIAS, _CODE, _RESIDUAL, _RESIDUAL_N]] = image, bias.ctypes.data, code, added.ctypes.data, \
+        added.size
     block[_LO:_HEADER].view(np.float64)[:] = lo, hi, alpha
     kept = (source, plan.positions, plan.offsets, weights, *sums, out, bias, added)
     return Jobs(panels_job, block, len(bounds), kept)
@@ -249,5 +225,5 @@ def panels_job(index, data, extra):
     bias = carray(as_pointer(block[_BIAS]), (c,), np.float32)
     residual = carray(as_pointer(block[_RESIDUAL]), (block[_RESIDUAL_N],), np.float32)
     panels(source, positions, offsets, weights, sums, out, block[_IMAGE], bias, np.float32(floats[_LO]),
-           np.float32(floats[_HI]), block[_CODE], np.float32(floats[_ALPHA]), block[_ROWS], block[piece],
-           block[piece + 1], residual)
+           np.float32(floats[_HI]), block[_CODE], np.float32(floats[_ALPHA]), block[piece], block[piece + 1],
+           residual)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is no
 
 # (x shape, weight shape, Conv2DFusion attrs), all with output planes of 7 to 49 positions:
 # 1x1 in place and strided, 3x3 padded, strided and dilated, uneven pads and kernels, planes of
-# 49 (tiles of 7), 48 (tiles of 8) and 30 (the last tile repeating a position), output channels
+# 49 (tiles of 7), 48 and 30 (the last tile repeating positions), output channels
 # that fill their panels of 48 and ones that do not, batches, more terms than a chunk
 CASES = [
     ((1, 512, 7, 7), (96, 512, 1, 1), {}),
@@ -31,7 +31,7 @@ CASES = [
     ((1, 64, 7, 7), (48, 64, 3, 3), {"pad_list": (1, 1, 1, 1), "activation_type": "RELU6"}),
     ((1, 96, 14, 14), (144, 96, 3, 3), {"stride": (2, 2), "pad_list": (1, 1, 1, 1)}),
     ((1, 40, 8, 10), (130, 40, 3, 3), {"dilation": (2, 2), "pad_list": (1, 2, 0, 1)}),
-    ((2, 33, 6, 8), (48, 33, 1, 5), {"pad_list": (0, 2, 0, 2)}),  # 48 positions: tiles of 8
+    ((2, 33, 6, 8), (48, 33, 1, 5), {"pad_list": (0, 2, 0, 2)}),  # 48 positions
     ((1, 20, 5, 6), (90, 20, 2, 2), {"pad_mode": "SAME_UPPER"}),  # 30 positions
     ((1, 300, 9, 9), (40, 300, 3, 3), {}),  # no pads: 2700 terms in chunks
 ]
@@ -61,11 +61,6 @@ def test_every_case_runs_the_small_plane_kernel(monkeypatch):
 def test_which_convolutions_it_takes(out_plane, out_channels, group, ends, taken):
     geometry = Geometry((1, 256, 7, 7), (3, 3), (1, 1), (1, 1), (1, 1), ends, out_plane)
     assert small_plane.fits(geometry, group, out_channels) == taken
-
-
-@pytest.mark.parametrize(("positions", "rows"), [(49, 7), (196, 7), (48, 8), (30, 8), (7, 7), (9, 7), (16, 8)])
-def test_a_tile_takes_the_positions_that_pad_the_plane_least(positions, rows):
-    assert small_plane.tile_rows(positions) == rows
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[2], CASES[4]])
