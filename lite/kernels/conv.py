@@ -268,8 +268,8 @@ class Conv2DFusion(ConvBase):
     def small_plane_geometry(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...],
                              ends: tuple[int, ...], out_sizes: tuple[int, ...]) -> Geometry | None:
         """The geometry the compiled small-plane kernel runs (``lite.kernels.fast.small_plane``), or
-        None: 2-D float32 convolutions of one group with a constant weight and an output plane of at
-        most ``MAX_POSITIONS`` positions (ResNet's last stage)."""
+        None: 2-D float32 convolutions with a constant weight whose groups, output plane (7 to 49
+        positions) and output channels ``small_plane.fits`` takes (ResNet's last stage)."""
         if (self.rank != 2 or self.inputs[0].dtype != np.float32 or not self.inputs[1].is_const
                 or not fast.enabled()):
             return None

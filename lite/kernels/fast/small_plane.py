@@ -8,10 +8,10 @@ channels of the packed weight in vectors by ``ROWS`` = 7 positions: 49 = 7 x 7) 
 output's own positions, and reads the NCHW input as it is (or its zero-padded copy): each
 position's input for a term is one float, broadcast, at the position's offset plus the term's,
 so any stride, dilation and kernel size reads the same way, with no blocks to fill or write
-back. The terms go in chunks of ``CHUNK_TERMS`` (their panel
-rows, 24 KB, stay in L1 across the tiles of positions), the sums carried in a small buffer
-between chunks; then the panel's channels go out to NCHW with the bias, residual, clip and
-activation. Threads take ranges of panels.
+back. The terms go in chunks of ``CHUNK_TERMS`` (their panel rows, 24 KB, stay in L1 across the
+tiles of positions), the sums carried in a small buffer between chunks; then the panel's
+channels go out to NCHW with the bias, residual, clip and activation. Threads take ranges of
+panels.
 
 Isolated, one thread, paired with the plans they replace (ms, warm / after the caches were
 flushed), onnxruntime beside: ResNet-50's 512 -> 2048 1x1 on 7 x 7 0.87 / 1.26 against BLAS's
