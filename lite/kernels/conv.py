@@ -437,11 +437,8 @@ class Conv2DFusion(ConvBase):
         with its own wide plane), written out with bias, residual and activation."""
         from lite.kernels.fast.direct import CREW_PER_THREAD, crew_jobs
 
-        plan, (phases, *wides), out_c = self.direct_plan, buffers, out.shape[1]
-        packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
-        residual, activation, later = self.compiled_residual(out)
-        terms = compiled_terms(None if bias is None else bias.data, out_c, activation, out.dtype)
-        code, alpha = activation_code(self.epilogue_activation, out.dtype)
+        plan, (phases, *wides) = self.direct_plan, buffers
+        packed, residual, terms, code, alpha, later = self.direct_operands(plan, out, weights, bias)
         x, steps = fast.compiled_input(x)
         for image in range(x.shape[0]):
             def piece(index: int, first: int, last: int, image: int = image) -> Step:
@@ -454,6 +451,16 @@ class Conv2DFusion(ConvBase):
             rows = self.threads.crew_loop(plan.oh, piece, jobs, CREW_PER_THREAD)
             steps += [partial(plan.fill, x, image, phases), rows]
         return steps + self.on_crew(later)
+
+    def direct_operands(self, plan, out: np.ndarray, weights: np.ndarray, bias: Tensor | None
+                        ) -> tuple[np.ndarray, np.ndarray | None, tuple, int, np.generic, list[Step]]:
+        """(packed weight, residual, (shift, lo, hi), code, alpha, later steps) as the compiled direct
+        kernels (``fast.direct``, ``fast.blocked_direct``, ``fast.small_plane``) take them: the weight
+        as ``plan.arrange`` packs it, the fused residual, and the epilogue's terms."""
+        packed = plan.arrange(weights.reshape(out.shape[1], *self.inputs[1].shape[1:]))
+        residual, activation, later = self.compiled_residual(out)
+        terms = compiled_terms(None if bias is None else bias.data, out.shape[1], activation, out.dtype)
+        return (packed, residual, terms, *activation_code(self.epilogue_activation, out.dtype), later)
 
     def plan_small_plane(self, geometry: Geometry, out_c: int) -> None:
         """The compiled small-plane kernel (``lite.kernels.fast.small_plane``): the input padded
@@ -474,11 +481,8 @@ class Conv2DFusion(ConvBase):
         residual and activation."""
         from lite.kernels.fast.small_plane import crew_jobs
 
-        plan, (padded, *sums), out_c = self.small_plan, buffers, out.shape[1]
-        packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
-        residual, activation, later = self.compiled_residual(out)
-        terms = compiled_terms(None if bias is None else bias.data, out_c, activation, out.dtype)
-        code, alpha = activation_code(self.epilogue_activation, out.dtype)
+        plan, (padded, *sums) = self.small_plan, buffers
+        packed, residual, terms, code, alpha, later = self.direct_operands(plan, out, weights, bias)
         x, steps = fast.compiled_input(x)
         for image in range(x.shape[0]):
             source = plan.source(x, image, padded)
@@ -514,10 +518,7 @@ class Conv2DFusion(ConvBase):
         from lite.kernels.fast.blocked_direct import fill_jobs, products_jobs, write_jobs
 
         plan, (padded, wide), out_c = self.blocked_plan, buffers, out.shape[1]
-        packed = plan.arrange(weights.reshape(out_c, *self.inputs[1].shape[1:]))
-        residual, activation, later = self.compiled_residual(out)
-        terms = compiled_terms(None if bias is None else bias.data, out_c, activation, out.dtype)
-        code, alpha = activation_code(self.epilogue_activation, out.dtype)
+        packed, residual, terms, code, alpha, later = self.direct_operands(plan, out, weights, bias)
         x, steps = fast.compiled_input(x)
 
         def products(_index: int, first: int, last: int) -> Step:

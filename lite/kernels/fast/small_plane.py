@@ -92,15 +92,15 @@ class SmallPlanePlan:
         self.pads = (*g.begins, *g.ends)
         self.padded = any(self.pads)
         hp, wp = h + g.begins[0] + g.ends[0], w + g.begins[1] + g.ends[1]
-        self.plane = hp * wp
-        self.offsets = (np.arange(channels)[:, None, None] * self.plane + np.arange(kh)[None, :, None] * dh * wp
+        plane = hp * wp
+        self.offsets = (np.arange(channels)[:, None, None] * plane + np.arange(kh)[None, :, None] * dh * wp
                         + np.arange(kw)[None, None, :] * dw).reshape(-1).astype(np.int64)
         count = g.out[0] * g.out[1]
         at = (np.arange(g.out[0])[:, None] * sh * wp + np.arange(g.out[1])[None, :] * sw).reshape(-1)
         spare = -(-count // ROWS) * ROWS - count  # NOTE: the last tile repeats the last position
         self.positions = np.concatenate([at, np.repeat(at[-1:], spare)]).astype(np.int64)
         self.panels = -(-out_channels // WIDTH)
-        self.scratch = ((channels * self.plane if self.padded else 1,), (self.positions.size, WIDTH))
+        self.scratch = ((channels * plane if self.padded else 1,), (self.positions.size, WIDTH))
 
     def arrange(self, weight: np.ndarray) -> np.ndarray:
         """The weight (O, C, KH, KW) as the tiles read it: (panels, K, WIDTH), zero channels past O."""
