@@ -76,6 +76,16 @@ def _prefer_wide_vectors(numba: ModuleType) -> None:
         numba.config.CPU_FEATURES = features + ",-prefer-256-bit"
 
 
+def wide_registers() -> bool:
+    """Whether compiled code computes in 512-bit registers (32 of them): the target has AVX-512 and
+    LLVM is told not to prefer 256-bit vectors (``_prefer_wide_vectors``). Elsewhere (AVX2's sixteen
+    256-bit registers, or AVX-512 cores kept at 256 bits) LLVM splits each 16-float vector in two,
+    so the register tile has to be smaller (``lite.kernels.fast.tile``)."""
+    numba = numba_module()
+    features = (numba.config.CPU_FEATURES or "").split(",") if numba is not None else []
+    return "+avx512f" in features and "-prefer-256-bit" in features
+
+
 def cache_directory() -> Path:
     """``$DELITE_NUMBA_CACHE``, else ``$XDG_CACHE_HOME/delite/numba`` (``~/.cache`` by default)."""
     explicit = os.environ.get("DELITE_NUMBA_CACHE", "").strip()

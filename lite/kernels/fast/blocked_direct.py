@@ -32,7 +32,7 @@ from numba.extending import intrinsic
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, VECTORS, WIDTH, emit_tile
+from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, TILE_VECTORS, VECTORS, WIDTH, emit_tile
 from lite.kernels.window import Geometry
 
 CHUNK_TERMS = 192
@@ -75,8 +75,8 @@ def _tile(vectors: int, accumulate: bool):
     return tile
 
 
-_one, _two, _three = (_tile(vectors, False) for vectors in (1, 2, VECTORS))
-_add_one, _add_two, _add_three = (_tile(vectors, True) for vectors in (1, 2, VECTORS))
+_one, _two, _three = (_tile(vectors, False) for vectors in TILE_VECTORS)
+_add_one, _add_two, _add_three = (_tile(vectors, True) for vectors in TILE_VECTORS)
 
 
 @jit

@@ -30,6 +30,7 @@ from lite.kernels.fast.tile import (
     INDEX,
     LANES,
     ROWS,
+    TILE_VECTORS,
     VECTOR,
     VECTORS,
     WIDTH,
@@ -85,8 +86,8 @@ def _pointwise_tile(vectors: int, residual: bool):
     return tile
 
 
-_one, _two, _three = (_pointwise_tile(vectors, False) for vectors in (1, 2, VECTORS))
-_added_one, _added_two, _added_three = (_pointwise_tile(vectors, True) for vectors in (1, 2, VECTORS))
+_one, _two, _three = (_pointwise_tile(vectors, False) for vectors in TILE_VECTORS)
+_added_one, _added_two, _added_three = (_pointwise_tile(vectors, True) for vectors in TILE_VECTORS)
 
 
 @jit

@@ -37,7 +37,7 @@ from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.depthwise import DepthwisePlan, fill_phases
-from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, VECTORS, WIDTH, emit_clip_span, emit_tile
+from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, TILE_VECTORS, WIDTH, emit_clip_span, emit_tile
 from lite.kernels.window import Geometry
 
 BAND_FLOATS = 32768
@@ -94,8 +94,8 @@ def _direct_tile(vectors: int, accumulate: bool):
     return tile
 
 
-_narrow1, _narrow2, _whole = (_direct_tile(vectors, False) for vectors in (1, 2, VECTORS))
-_add_narrow1, _add_narrow2, _add_whole = (_direct_tile(vectors, True) for vectors in (1, 2, VECTORS))
+_narrow1, _narrow2, _whole = (_direct_tile(vectors, False) for vectors in TILE_VECTORS)
+_add_narrow1, _add_narrow2, _add_whole = (_direct_tile(vectors, True) for vectors in TILE_VECTORS)
 
 
 @jit

@@ -32,7 +32,7 @@ from numba import carray, types
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 from numba.extending import intrinsic
 
-from lite.kernels.fast import compiled, jit
+from lite.kernels.fast import compiled, jit, wide_registers
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import FLOAT, INDEX, WIDTH, emit_tile
@@ -46,9 +46,12 @@ MIN_CHANNEL_USE = 0.8
 """The least share of a layer's panels' channels that are output channels: 64 channels in two
 panels of 48 (a 3x3 64 -> 64 layer on 7 x 7) measured 1.15-1.26x the time of the direct kernel."""
 CHUNK_TERMS = 128
-"""Terms a pass of the tiles takes: their panel rows (128 x WIDTH floats, 24 KB) stay in L1."""
-ROWS = 7
-"""Positions a tile takes (a plane's last tile repeats its last position where they run short)."""
+"""Terms a pass of the tiles takes: their panel rows (128 x WIDTH floats, at most 24 KB) stay in L1."""
+ROWS = 7 if wide_registers() else 5
+"""Positions a tile takes (a plane's last tile repeats its last position where they run short):
+7 with 512-bit registers (49 = 7 x 7). With 256-bit ones a tile of 7 spilled (14 registers of
+sums of the 16): on ResNet-50's 512 -> 2048 1x1 on 7 x 7, one thread on a Zen 3 core, 5.5 ms
+at 7 positions, 3.0 at 6, 2.9 at 5 (onnxruntime 2.6)."""
 
 NO_RESIDUAL = np.zeros(0, np.float32)
 ONE = np.float32(1)

@@ -2,13 +2,18 @@
 
 Each of the K terms adds, for ROWS rows r and WIDTH columns j, ``a(k, r) * b(k)[j]``: ROWS
 scalars of the left operand, each broadcast, times one row of WIDTH floats of the right one
-(``VECTORS`` vectors of ``LANES`` floats). The 24 sums stay in registers for all K terms and are
-stored once. A narrow tile (one or two vectors) covers the last columns of a row that are fewer
+(``VECTORS`` vectors of ``LANES`` floats). The sums stay in registers for all K terms and are
+stored once. A narrow tile (fewer vectors) covers the last columns of a row that are fewer
 than WIDTH. It is LLVM IR (``<16 x float>`` vectors: LLVM splits them where the machine's are
 narrower); its users (``lite.kernels.fast.direct``, ``lite.kernels.fast.gemm``) say where
 a(k, r) and b(k) lie.
-"""
 
+The tile's shape follows the registers (``lite.kernels.fast.wide_registers``): with 32 registers
+of 512 bits, 8 rows by 3 vectors (24 sums); with 16 of 256 bits (AVX2), where each vector takes
+two, 6 rows by 1 vector (12 registers of sums, the shape BLIS uses there). On an AMD Zen 3 core
+the 8 x 3 tile spilled its sums to the stack and ran products at 15-18 GFLOP/s against
+OpenBLAS's 32-40; 6 x 1 ran them at 32-37.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,8 +21,16 @@ from collections.abc import Callable
 from llvmlite import ir
 from numba.core import cgutils
 
-ROWS, LANES, VECTORS = 8, 16, 3
+from lite.kernels.fast import wide_registers
+
+LANES = 16
+WIDE_TILE, NARROW_TILE = (8, 3), (6, 1)
+"""(ROWS, VECTORS) with 512-bit registers, and with 256-bit ones."""
+ROWS, VECTORS = WIDE_TILE if wide_registers() else NARROW_TILE
 WIDTH = LANES * VECTORS  # columns a tile computes
+TILE_VECTORS = (1, min(2, VECTORS), VECTORS)
+"""The vectors of a product's three tile variants (a one-vector and a two-vector narrow tile, the
+whole tile): all three are one vector wide where the whole tile is."""
 
 FLOAT, INDEX = ir.FloatType(), ir.IntType(64)
 VECTOR = ir.VectorType(FLOAT, LANES)

@@ -174,6 +174,26 @@ def test_loops_are_widened_on_avx512_cores_that_keep_their_clock(monkeypatch, na
     assert features == expected
 
 
+@pytest.mark.parametrize(("name", "features", "wide"), [
+    ("emeraldrapids", "+avx2,+avx512f,+fma", True),
+    ("znver3", "+avx2,+fma,-avx512f", False),  # sixteen 256-bit registers
+    ("cascadelake", "+avx2,+avx512f,+fma", False),  # kept at 256 bits: LLVM splits 512-bit vectors
+])
+def test_the_register_tile_is_wide_only_where_the_code_gets_512_bit_registers(monkeypatch, name, features, wide):
+    import llvmlite
+
+    monkeypatch.setattr(llvmlite, "binding", _Binding(name, features))
+    numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": None, "CPU_NAME": None})()})()
+    fast._prefer_wide_vectors(numba)
+    monkeypatch.setattr(fast, "numba_module", lambda: numba)
+    assert fast.wide_registers() == wide
+
+
+def test_the_register_tile_is_narrow_without_the_compiler(monkeypatch):
+    monkeypatch.setattr(fast, "numba_module", lambda: None)
+    assert not fast.wide_registers()
+
+
 def test_features_the_user_set_are_kept(monkeypatch):
     import llvmlite
 

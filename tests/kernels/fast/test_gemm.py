@@ -56,7 +56,7 @@ def test_a_range_of_panels_writes_only_its_columns():
 
 
 def test_pack_pads_the_last_panel_with_zeros():
-    b = np.arange(2 * 50, dtype=np.float32).reshape(2, 50)
+    b = np.arange(2 * (WIDTH + 2), dtype=np.float32).reshape(2, WIDTH + 2)
     packed = gemm.pack(b)
     assert packed.shape == (2, 2, WIDTH) and packed.flags.c_contiguous
     np.testing.assert_array_equal(packed[1, :, :2], b[:, WIDTH:])

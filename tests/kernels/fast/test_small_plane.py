@@ -8,6 +8,7 @@ import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import crew, small_plane
+from lite.kernels.fast.tile import WIDTH
 from lite.kernels.window import Geometry
 from tests.kernels.fast.test_depthwise import EPILOGUE_ACTIVATIONS
 from tests.kernels.fast.test_direct import (
@@ -53,7 +54,7 @@ def test_every_case_runs_the_small_plane_kernel(monkeypatch):
     ((1, 7), 48, 1, (1, 1), True),  # the fewest positions
     ((8, 7), 512, 1, (1, 1), False),  # 56 positions: more than it takes
     ((2, 3), 512, 1, (1, 1), False),  # fewer than a tile
-    ((7, 7), 64, 1, (1, 1), False),  # two panels for 64 channels
+    ((7, 7), WIDTH + 1, 1, (1, 1), False),  # two panels for a panel's channels and one more
     ((7, 7), 160, 1, (1, 1), True),  # four panels for 160
     ((7, 7), 512, 2, (1, 1), False),
     ((7, 7), 512, 1, (-1, 0), False),  # a pad that crops

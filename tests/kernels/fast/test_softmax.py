@@ -82,8 +82,10 @@ def test_the_attention_kernel_runs_it(monkeypatch):
     np.testing.assert_allclose(run_kernel("Attention", {"scale": 0.5}, [q, k, v])[0], expected, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize(("queries", "made_by"), [(7, "softmax_jobs"), (16, "heads_step")])  # compiled heads from 8
-def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay(queries, made_by):
+@pytest.mark.parametrize(("enough", "made_by"), [(False, "softmax_jobs"), (True, "heads_step")])
+def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay(enough, made_by):
+    """Compiled heads from ``MIN_ROWS`` queries (the tile's rows), the softmax's jobs below."""
+    from lite.kernels.fast.gemm import MIN_ROWS
     from lite.kernels.parallel import KernelThreads
     from lite.kernels.registry import find_kernel
     from lite.primitive import Primitive
@@ -94,6 +96,7 @@ def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay(q
     threads = KernelThreads(2)
     if threads.crew() is None:
         pytest.skip("no crew here")
+    queries = 2 * MIN_ROWS if enough else MIN_ROWS - 1
     rng = np.random.default_rng(12)
     arrays = [rng.standard_normal(s).astype(np.float32) for s in ((1, 4, queries, 8), (1, 4, 8, 16), (1, 4, 16, 8))]
     mask = (rng.standard_normal((1, 1, 1, 16)) * 3).astype(np.float32)
