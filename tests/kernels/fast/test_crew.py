@@ -4,6 +4,7 @@ lent, and it survives concurrent callers and a fork."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 import time
 
@@ -237,3 +238,60 @@ def test_rest_sends_the_spinning_workers_to_sleep_at_once(team):
     team.rest()
     team.run(crew_module.job_address(record), JOBS, slots.ctypes.data, extra=1)  # the next jobs wake them
     np.testing.assert_array_equal(slots[:JOBS], 1)
+
+
+def _processor() -> int:
+    """The CPU this thread last ran on, as the kernel reports it (field 39 of its stat)."""
+    with open("/proc/thread-self/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[36])
+
+
+def _in_thread(function):
+    """``function()``'s result, called in a new thread (whose CPU mask the test may change)."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(function()))
+    thread.start()
+    thread.join()
+    return result[0]
+
+
+def test_the_crew_reads_the_cpu_it_runs_on(team):
+    def on(cpu):
+        os.sched_setaffinity(0, {cpu})
+        return crew_module._cpu(), _processor()
+
+    for cpu in sorted(os.sched_getaffinity(0))[:2]:
+        assert _in_thread(lambda cpu=cpu: on(cpu)) == (cpu, cpu)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nowhere to move to")
+def test_a_worker_woken_on_the_callers_cpu_leaves_it_and_keeps_its_mask(team):
+    """The guest-kernel case: a woken worker queued on the caller's busy CPU moves off it."""
+    allowed = os.sched_getaffinity(0)
+
+    def leave():
+        here = crew_module._cpu()
+        crew_module._leave(here)
+        return here, crew_module._cpu(), os.sched_getaffinity(0)
+
+    def stay():
+        only = min(allowed)
+        os.sched_setaffinity(0, {only})
+        crew_module._leave(only)  # a thread allowed one CPU has nowhere to go
+        return crew_module._cpu(), os.sched_getaffinity(0)
+
+    before, after, mask = _in_thread(leave)
+    assert after != before and mask == allowed
+    assert _in_thread(stay) == (min(allowed), {min(allowed)})
+
+
+def test_waking_sleeping_workers_tells_them_the_callers_cpu(team):
+    team.rest()
+    deadline = time.monotonic() + 30
+    while team.state[crew_module.SLEEPERS] < team.workers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    team.state[crew_module.CALLER] = -1
+    slots = np.zeros(2 * JOBS, np.int64)
+    team.run(crew_module.job_address(record), JOBS, slots.ctypes.data, extra=1)
+    np.testing.assert_array_equal(slots[:JOBS], 1)
+    assert team.state[crew_module.CALLER] in os.sched_getaffinity(0)
