@@ -53,7 +53,11 @@ def test_the_measured_placement_example_times_both_delegates(tmp_path, monkeypat
     x = np.random.default_rng(0).standard_normal(tensor.shape).astype(np.float32)
     [y] = names["model"].predict([x])
     expected = run_onnxruntime(onnx_model, {tensor.name: x})[0]
-    assert relative_l2(y.get_data_to_numpy(), expected) < 1e-4
+    # NOTE: the timings decide; a partition chosen for the example NPU (a lone op can win) keeps
+    # its activations in float16, which match float32 to about 1e-3
+    on_npu = any(row.delegate == "ExampleNPUDelegate" and row.decision == "chosen"
+                 for row in names["model"].placement_report())
+    assert relative_l2(y.get_data_to_numpy(), expected) < (1e-3 if on_npu else 1e-4)
 
 
 def test_the_custom_op_example_runs():
