@@ -195,9 +195,9 @@ class Conv2DFusion(ConvBase):
     faster on: depthwise 2-D convolutions run ``fast.depthwise`` (stride-1 ones that keep the
     row width: ``fast.flat``); float32 2-D convolutions of
     one group with few input terms (C * KH * KW up to ``fast.direct.MAX_TERMS``: stems, 3x3
-    on up to 128 channels) run ``fast.direct``; larger constant 3x3 stride-1 ones run Winograd
-    (``fast.winograd``) where it beats im2col, and other undilated ones ``fast.blocked_direct``
-    (on channel blocks, no im2col).
+    on up to 128 channels) run ``fast.direct``; constant 3x3 stride-1 ones run Winograd
+    (``fast.winograd``) where it beats the other kernels (with 512-bit registers, only those with
+    more terms), and other undilated ones ``fast.blocked_direct`` (on channel blocks, no im2col).
     """
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
@@ -243,10 +243,10 @@ class Conv2DFusion(ConvBase):
                 self.plan_fast_depthwise(geometry, out_c)
             else:
                 self.plan_depthwise(geometry, out_c)
+        elif self.winograd(x, w, begins, ends, out_sizes):
+            self.plan_winograd(x, out_c, begins, out_sizes)
         elif (geometry := self.direct_geometry(x, w, begins, ends, out_sizes)) is not None:
             self.plan_fast_direct(geometry, out_c)
-        elif self.winograd(x, w, out_sizes):
-            self.plan_winograd(x, out_c, begins, out_sizes)
         elif (geometry := self.blocked_geometry(x, w, begins, ends, out_sizes)) is not None:
             self.plan_blocked_direct(geometry, out_c)
         else:
@@ -302,14 +302,18 @@ class Conv2DFusion(ConvBase):
         geometry = Geometry(x, tuple(w[2:]), self.strides, self.dilations, begins, ends, out_sizes)
         return geometry if blocked_direct.fits(geometry, self.group) else None
 
-    def winograd(self, x: tuple[int, ...], w: tuple[int, ...], out_sizes: tuple[int, ...]) -> bool:
+    def winograd(self, x: tuple[int, ...], w: tuple[int, ...], begins: tuple[int, ...], ends: tuple[int, ...],
+                 out_sizes: tuple[int, ...]) -> bool:
         """Whether Winograd F(4x4, 3x3) runs: a constant 3x3 stride-1 weight, one group, a compiled
-        dtype, and a shape where it beats im2col (``lite.kernels.fast.winograd.worth_it``)."""
+        dtype, a shape where it beats the other kernels (``lite.kernels.fast.winograd.worth_it``), and
+        no direct kernel that keeps it (``winograd.DIRECT_FIRST``)."""
         if (self.rank != 2 or tuple(w[2:]) != (3, 3) or self.strides != (1, 1) or self.dilations != (1, 1)
                 or self.group != 1 or not self.inputs[1].is_const or not self.compiled_dtype()):
             return False
         from lite.kernels.fast import winograd  # NOTE: imports the compiler: only when used
 
+        if winograd.DIRECT_FIRST and self.direct_geometry(x, w, begins, ends, out_sizes) is not None:
+            return False
         return winograd.worth_it(x[1], w[0], out_sizes)
 
     def plan_winograd(self, x: tuple[int, ...], out_c: int, begins: tuple[int, ...],

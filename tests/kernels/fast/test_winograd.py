@@ -6,19 +6,23 @@ import numpy as np
 import pytest
 
 from lite.kernels import fast
-from lite.kernels.fast import winograd
+from lite.kernels.fast import direct, winograd
 from tests.kernels.harness import run_kernel
 from tests.kernels.test_conv import onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
+DIRECT_TERMS = direct.MAX_TERMS
 
 
 @pytest.fixture(autouse=True)
 def no_direct_kernel(monkeypatch):
     """These cases have few enough terms for the direct kernel (``lite.kernels.fast.direct``),
-    which runs before Winograd where it takes a geometry: here it takes none."""
+    which keeps them with 512-bit registers: here it takes none, and the rule is that of 512-bit
+    registers whatever this machine's (``winograd.DIRECT_FIRST``)."""
     monkeypatch.setattr("lite.kernels.fast.direct.MAX_TERMS", 0)
+    monkeypatch.setattr(winograd, "DIRECT_FIRST", True)
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 32)
 
 
 # (x shape, out channels, Conv2DFusion attrs): planes that are and are not multiples of 4, pads, batches
@@ -76,6 +80,42 @@ def test_every_case_runs_winograd(monkeypatch):
 def test_other_layers_stay_on_im2col(monkeypatch, x_shape, out_channels, attrs):
     monkeypatch.setattr(winograd, "input_transform", lambda *args: pytest.fail("Winograd ran"))
     conv(*operands(x_shape, out_channels, np.float32), attrs)
+
+
+def planned(x_shape, out_channels):
+    """The plan a 3x3 stride-1 convolution with one-pixel pads resizes to (its steps' name)."""
+    from lite.kernels.registry import find_kernel
+    from lite.primitive import Primitive
+    from lite.schema.primitives import default_attrs
+    from lite.tensor import Tensor
+
+    x, w, b = operands(x_shape, out_channels, np.float32)
+    inputs = [Tensor(f"in{i}", a.dtype, a.shape, data=a, is_const=i > 0) for i, a in enumerate((x, w, b))]
+    out = Tensor("out", np.float32, x_shape[:1] + (out_channels,) + x_shape[2:])
+    attrs = {**default_attrs("Conv2DFusion"), "group": 1, "pad_list": (1, 1, 1, 1)}
+    kernel = find_kernel("Conv2DFusion", np.dtype(np.float32))(inputs, [out], Primitive("Conv2DFusion", attrs),
+                                                                 name="conv")
+    kernel.infer_shapes()
+    kernel.prepare()
+    kernel.resize()
+    return kernel.plan_steps.__name__
+
+
+@pytest.mark.parametrize(("direct_first", "x_shape", "out_channels", "plan"), [
+    (True, (1, 64, 56, 56), 64, "fast_direct_steps"),  # 512-bit registers: the direct kernel keeps it
+    (False, (1, 64, 56, 56), 64, "winograd_steps"),  # AVX2: Winograd first
+    (True, (1, 256, 14, 14), 256, "blocked_direct_steps"),  # too small a plane
+    (False, (1, 256, 14, 14), 256, "winograd_steps"),  # AVX2: 256 channels from 14 x 14
+    (False, (1, 128, 14, 14), 128, "fast_direct_steps"),  # fewer: the transforms eat the gain
+    (False, (1, 32, 28, 28), 128, "fast_direct_steps"),  # too few channels to share at two threads
+    (True, (1, 32, 28, 28), 128, "fast_direct_steps"),
+])
+def test_the_registers_decide_between_winograd_and_the_direct_kernels(monkeypatch, direct_first, x_shape,
+                                                                       out_channels, plan):
+    monkeypatch.setattr("lite.kernels.fast.direct.MAX_TERMS", DIRECT_TERMS)
+    monkeypatch.setattr(winograd, "DIRECT_FIRST", direct_first)
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 32 if direct_first else 64)
+    assert planned(x_shape, out_channels) == plan
 
 
 def test_matches_onnxruntime_on_a_resnet_layer():
