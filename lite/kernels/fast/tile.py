@@ -14,6 +14,7 @@ two, 6 rows by 1 vector (12 registers of sums, the shape BLIS uses there). On an
 the 8 x 3 tile spilled its sums to the stack and ran products at 15-18 GFLOP/s against
 OpenBLAS's 32-40; 6 x 1 ran them at 32-37.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

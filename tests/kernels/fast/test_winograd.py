@@ -8,7 +8,7 @@ import pytest
 from lite.kernels import fast
 from lite.kernels.fast import direct, winograd
 from tests.kernels.harness import run_kernel
-from tests.kernels.test_conv import onnx_reference
+from tests.kernels.test_conv import build, onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -84,18 +84,8 @@ def test_other_layers_stay_on_im2col(monkeypatch, x_shape, out_channels, attrs):
 
 def planned(x_shape, out_channels):
     """The plan a 3x3 stride-1 convolution with one-pixel pads resizes to (its steps' name)."""
-    from lite.kernels.registry import find_kernel
-    from lite.primitive import Primitive
-    from lite.schema.primitives import default_attrs
-    from lite.tensor import Tensor
-
-    x, w, b = operands(x_shape, out_channels, np.float32)
-    inputs = [Tensor(f"in{i}", a.dtype, a.shape, data=a, is_const=i > 0) for i, a in enumerate((x, w, b))]
-    out = Tensor("out", np.float32, x_shape[:1] + (out_channels,) + x_shape[2:])
-    attrs = {**default_attrs("Conv2DFusion"), "group": 1, "pad_list": (1, 1, 1, 1)}
-    kernel = find_kernel("Conv2DFusion", np.dtype(np.float32))(inputs, [out], Primitive("Conv2DFusion", attrs),
-                                                                 name="conv")
-    kernel.infer_shapes()
+    kernel = build("Conv2DFusion", {"group": 1, "pad_list": (1, 1, 1, 1)},
+                   list(operands(x_shape, out_channels, np.float32)))
     kernel.prepare()
     kernel.resize()
     return kernel.plan_steps.__name__
