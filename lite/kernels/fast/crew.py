@@ -228,10 +228,10 @@ def _leave(cpu):
     kernel migrates it at once), then takes its own mask back."""
     if cpu >= MASK_WORDS * 64 or _cpu() != cpu:
         return
-    mask, away = np.zeros(MASK_WORDS, np.int64), np.zeros(MASK_WORDS, np.int64)
+    mask = np.zeros(MASK_WORDS, np.int64)
     if syscall(_SYS_SCHED_GETAFFINITY, 0, MASK_WORDS * 8, mask.ctypes.data) <= 0:
         return
-    away[:] = mask
+    away = mask.copy()
     away[cpu >> 6] &= ~(np.int64(1) << (cpu & 63))
     if away.any():
         syscall(_SYS_SCHED_SETAFFINITY, 0, MASK_WORDS * 8, away.ctypes.data)
