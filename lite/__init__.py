@@ -19,6 +19,7 @@ from lite.errors import (
     NotSupportedError,
     OutOfMemoryError,
     StageError,
+    ThreadStartError,
     UnsupportedOpError,
     WorkerError,
 )
@@ -39,7 +40,7 @@ __all__ = [
     "LiteError", "MemoryLimitError", "MissingPackageError", "Model", "ModelFileError", "ModelFormatError",
     "ModelParallelRunner", "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow",
     "PipelineConfig", "PlacementRow", "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor",
-    "UnsupportedOpError", "WorkerError", "available_delegates", "register_custom_kernel", "split_model",
-    "unregister_custom_kernel",
+    "ThreadStartError", "UnsupportedOpError", "WorkerError", "available_delegates", "register_custom_kernel",
+    "split_model", "unregister_custom_kernel",
 ]
 __version__ = "0.1.0"

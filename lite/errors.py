@@ -83,3 +83,8 @@ class WorkerError(LiteError):
 
 class OutOfMemoryError(LiteError, MemoryError):
     """The system could not allocate memory the model needs (below Context.memory_limit)."""
+
+
+class ThreadStartError(LiteError, RuntimeError):
+    """The system refused to start a thread Delite needs (a limit on threads or memory); the
+    message names the thread. Lower ``Context.thread_num`` or raise the limit."""

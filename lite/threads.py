@@ -1,16 +1,55 @@
-"""Bounds the threads BLAS uses (threadpoolctl) and tells when other processes keep the cores busy."""
+"""Starts threads, bounds the threads BLAS uses (threadpoolctl) and tells when other processes keep
+the cores busy."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
+import warnings
+from collections.abc import Callable
 
 from threadpoolctl import ThreadpoolController
 
+from lite.errors import ThreadStartError
+
 _lock = threading.Lock()
+_capped_warned = False
 _controller: ThreadpoolController | None = None
 _current: int | None = None
+
+
+def start_thread(target: Callable[[], object], name: str) -> threading.Thread:
+    """Starts a daemon thread running ``target``; a ThreadStartError when the system refuses it."""
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    try:
+        thread.start()
+    except RuntimeError as exc:  # NOTE: "can't start new thread": a thread or address-space limit
+        raise ThreadStartError(f"could not start thread {name!r}: {exc} (the process reached a limit on threads "
+                               "or memory: lower Context.thread_num or raise the limit)") from exc
+    return thread
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def capped_threads(thread_num: int) -> int:
+    """``thread_num``, at most the usable CPUs: threads beyond the cores help nobody and each
+    costs a stack. Says so once per process in a RuntimeWarning when it caps."""
+    global _capped_warned
+    cpus = usable_cpus()
+    if thread_num <= cpus:
+        return thread_num
+    if not _capped_warned:
+        _capped_warned = True
+        warnings.warn(f"thread_num={thread_num} is more than the {cpus} CPUs this process may use: "
+                      f"using {cpus} threads", RuntimeWarning, stacklevel=3)
+    return cpus
 
 
 def limit_blas_threads(thread_num: int) -> None:
@@ -83,16 +122,16 @@ class LoadMonitor:
         """Has the helper thread call ``contended()`` when a sample is due (else nothing)."""
         if not self.available or time.perf_counter() - self._last[0] < self.interval:
             return
-        if self._sampler is None:
-            self._sampler = threading.Thread(target=self._serve, name="lite-load-monitor", daemon=True)
-            self._sampler.start()
+        with self._lock:
+            if self._sampler is None:
+                self._sampler = start_thread(self._serve, "lite-load-monitor")
         self._due.set()
 
     def _serve(self) -> None:
         while self.available:
-            self._due.wait()
-            self._due.clear()
-            self.contended()
+            if self._due.wait(timeout=1.0):  # NOTE: a timeout and a re-check, as every wait here
+                self._due.clear()
+                self.contended()
 
     def _sample(self) -> tuple[float, float, float] | None:
         """(wall clock, busy ticks of all cores, this process's CPU seconds), or None."""

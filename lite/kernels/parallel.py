@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lite.kernels import fast
+from lite.threads import start_thread
 
 PARALLEL_FLOPS = 8_000_000  # products below this run on one thread (a hand-off costs ~10-30 us)
 CHUNK_FLOPS = 2_000_000  # the least work of one chunk
@@ -272,7 +273,7 @@ class Crew:
         self.stopped = False
         self.wake = threading.Condition()
         for _ in range(helpers):
-            threading.Thread(target=self.serve, name="lite-kernel", daemon=True).start()
+            start_thread(self.serve, "lite-kernel")
 
     def run(self, chunks: list[Callable[[], None]]) -> None:
         job = Job(chunks)
@@ -298,8 +299,8 @@ class Crew:
             elif time.perf_counter() - idle_since < SPIN_SECONDS:
                 time.sleep(0)
             else:
-                with self.wake:
-                    self.wake.wait_for(lambda seen=seen: self.generation != seen or self.stopped)
+                with self.wake:  # NOTE: a timeout and a re-check, as every wait of the runtime's threads
+                    self.wake.wait_for(lambda seen=seen: self.generation != seen or self.stopped, timeout=1.0)
 
     def stop(self) -> None:
         with self.wake:

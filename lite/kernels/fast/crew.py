@@ -40,6 +40,7 @@ import os
 import platform
 import sys
 import threading
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -49,13 +50,18 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, enabled, jit
+from lite.threads import start_thread
 
-SLOTS = 8 * 14  # int64 words of shared state: each field on its own 64-byte cache line
-TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP, REST, SPIN, CALLER = (8 * i for i in range(14))
+SLOTS = 8 * 15  # int64 words of shared state: each field on its own 64-byte cache line
+(TICKET, COUNT, JOB, SIZE, DATA, EXTRA, DONE, LOCK, SLEEPERS, WAKE, STOP, REST, SPIN, CALLER,
+ NAP) = (8 * i for i in range(15))
 INDEX_BITS = 32
 INDEX_MASK = (1 << INDEX_BITS) - 1
 GENERATION_MASK = (1 << 31) - 1  # NOTE: generation << 32 stays a positive int64 when it wraps
 SPIN_TICKS = 1 << 23  # cycle-counter ticks a worker spins after its last job before it sleeps (a few ms)
+NAP_NANOSECONDS = 100_000_000  # the longest a worker sleeps before it looks for posted jobs again
+REWAKE_TICKS = 1 << 18  # a caller waiting for workers to claim jobs wakes sleepers again this often
+CLAIM_TICKS = 1 << 32  # ...and after this long takes its own job all the same
 LOCK_SPINS = 1 << 10  # spins waiting for the lock or for the last job between yields of the core
 SYMBOL = "delite_crew_state"
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
@@ -67,7 +73,16 @@ MASK_WORDS = 16  # int64 words of a CPU mask (1024 CPUs)
 
 _i64, _i32 = ir.IntType(64), ir.IntType(32)
 _STATE = np.zeros(SLOTS, np.int64)
-_STATE[SPIN] = SPIN_TICKS  # NOTE: a state word, not a constant: a test lengthens it
+
+
+def _reset_state() -> None:
+    """The shared state as at start: nothing posted, no worker; the spin and the nap set."""
+    _STATE[:] = 0
+    _STATE[SPIN] = SPIN_TICKS  # NOTE: a state word, not a constant: a test lengthens it
+    _STATE[NAP:NAP + 2] = divmod(NAP_NANOSECONDS, 1_000_000_000)  # NOTE: a struct timespec (seconds, nanoseconds)
+
+
+_reset_state()
 llvm.add_symbol(SYMBOL, _STATE.ctypes.data)  # NOTE: before any function here is compiled or loaded
 
 
@@ -136,14 +151,21 @@ def ticks(typingctx):
     return types.int64(), codegen
 
 
+def _syscall_codegen(context, builder, signature, args):
+    function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_i64, [_i64], var_arg=True), "syscall")
+    return builder.call(function, [*args, *[_i64(0)] * (5 - len(args))])
+
+
 @intrinsic
 def syscall(typingctx, number, a, b, c):
-    """libc's ``syscall(number, a, b, c, 0)`` (the crew's futex waits and wakes, and sched_yield)."""
-    def codegen(context, builder, signature, args):
-        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_i64, [_i64], var_arg=True),
-                                                  "syscall")
-        return builder.call(function, [*args, _i64(0)])
-    return types.int64(types.int64, types.int64, types.int64, types.int64), codegen
+    """libc's ``syscall(number, a, b, c, 0)`` (the crew's futex wakes, sched_yield, getcpu, affinity)."""
+    return types.int64(types.int64, types.int64, types.int64, types.int64), _syscall_codegen
+
+
+@intrinsic
+def syscall4(typingctx, number, a, b, c, d):
+    """libc's ``syscall(number, a, b, c, d)`` (the crew's futex wait, whose fourth argument is its timeout)."""
+    return types.int64(types.int64, types.int64, types.int64, types.int64, types.int64), _syscall_codegen
 
 
 @intrinsic
@@ -188,25 +210,53 @@ def _work(generation):
 
 
 @jit
+def _pending(seen):
+    """Whether there is work for a worker that last looked at generation ``seen``: a later generation
+    was posted, or the current one has jobs nobody claimed (whatever ``seen`` says)."""
+    ticket = load(TICKET)
+    return ticket >> INDEX_BITS != seen or (ticket & INDEX_MASK) < load(COUNT)
+
+
+@jit
 def serve():
-    """A worker's life: spin for posted jobs, sleep on the futex when none comes; returns on stop."""
-    seen, idle_since, rested = load(TICKET) >> INDEX_BITS, ticks(), load(REST)
+    """A worker's life: spin for posted jobs, sleep on the futex when none comes; returns on stop.
+
+    A worker looks for jobs nobody claimed, not only for a generation it has not seen: one that
+    started while a dispatch was posted took that generation as seen, left OpenBLAS's job to
+    nobody, and OpenBLAS's other jobs waited for it for ever."""
+    seen, idle_since, rested = -1, ticks(), load(REST)
     while load(STOP) == 0:
-        generation = load(TICKET) >> INDEX_BITS
-        if generation != seen:
-            seen = generation
-            _work(generation)
+        if _pending(seen):
+            seen = load(TICKET) >> INDEX_BITS
+            _work(seen)
             idle_since = ticks()
         elif ticks() - idle_since < load(SPIN) and load(REST) == rested:
             relax()
         else:
-            wake = load(WAKE) & 0xFFFFFFFF
-            fetch_add(SLEEPERS, 1)
-            if load(TICKET) >> INDEX_BITS == seen and load(STOP) == 0:
-                syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAIT_PRIVATE, wake)
-                _leave(load(CALLER))
-            idle_since, rested = ticks(), load(REST)  # NOTE: a rest asked for while asleep is done
-            fetch_add(SLEEPERS, -1)  # NOTE: after: a rest asked for once it counts as awake is seen
+            woken, rested = _sleep(seen)
+            if woken:
+                idle_since = ticks()  # NOTE: spin for the next jobs; a nap that ran out sleeps again at once
+
+
+@jit
+def _sleep(seen):
+    """Sleeps on the futex until a post wakes it or ``NAP_NANOSECONDS`` pass, unless work is
+    pending already (or a stop asked). Returns whether a post (or a stop) came, and the rest
+    count read while it still counted as asleep (a rest asked for then is done).
+
+    The caller counts sleepers after posting its ticket and wakes them if any: a worker counted
+    here reads the ticket after, so it sees the post or is woken. The timeout bounds what a lost
+    wake-up could cost (the next look at the ticket), so no worker waits on the caller for ever."""
+    wake = load(WAKE) & 0xFFFFFFFF
+    fetch_add(SLEEPERS, 1)
+    if not _pending(seen) and load(STOP) == 0:
+        syscall4(_SYS_FUTEX, address(WAKE), _FUTEX_WAIT_PRIVATE, wake, address(NAP))
+    woken = (load(WAKE) & 0xFFFFFFFF) != wake or _pending(seen)
+    if woken:
+        _leave(load(CALLER))
+    rested = load(REST)
+    fetch_add(SLEEPERS, -1)  # NOTE: after: a rest asked for once it counts as awake is seen
+    return woken, rested
 
 
 @jit
@@ -256,9 +306,18 @@ def _lock():
 
 
 @jit
-def run(job, count, size, data, extra):
-    """Runs ``job(i, data + i * size, extra)`` for i below ``count`` on this thread and the workers."""
-    _lock()
+def _wake_sleepers():
+    """Wakes the sleeping workers, if any (after a post: a worker counted asleep reads the ticket after)."""
+    if fetch_add(SLEEPERS, 0) > 0:
+        store(CALLER, _cpu())
+        fetch_add(WAKE, 1)
+        syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAKE_PRIVATE, 1 << 30)
+        syscall(_SYS_SCHED_YIELD, 0, 0, 0)  # NOTE: a worker queued on this CPU runs now, and leaves it
+
+
+@jit
+def _post(job, count, size, data, extra):
+    """Posts ``count`` jobs as the next generation (the lock held) and wakes sleepers; the generation."""
     store(JOB, job)
     store(SIZE, size)
     store(DATA, data)
@@ -268,12 +327,30 @@ def run(job, count, size, data, extra):
     generation = ((load(TICKET) >> INDEX_BITS) + 1) & GENERATION_MASK
     fetch_add(TICKET, 0)  # NOTE: a full fence: the fields above are seen before the new ticket
     store(TICKET, generation << INDEX_BITS)
-    if fetch_add(SLEEPERS, 0) > 0:
-        store(CALLER, _cpu())
-        fetch_add(WAKE, 1)
-        syscall(_SYS_FUTEX, address(WAKE), _FUTEX_WAKE_PRIVATE, 1 << 30)
-        syscall(_SYS_SCHED_YIELD, 0, 0, 0)  # NOTE: a worker queued on this CPU runs now, and leaves it
-    _work(generation)
+    _wake_sleepers()
+    return generation
+
+
+@jit
+def _await_claims(generation, claims):
+    """Waits until ``claims`` jobs of ``generation`` are claimed, waking sleepers again every
+    ``REWAKE_TICKS`` (should a wake-up be lost), for at most ``CLAIM_TICKS``."""
+    start = last = ticks()
+    tries = 0
+    while (load(TICKET) & INDEX_MASK) < claims and load(TICKET) >> INDEX_BITS == generation:
+        now = ticks()
+        if now - start > CLAIM_TICKS:
+            return
+        if now - last > REWAKE_TICKS:
+            _wake_sleepers()
+            last = now
+        tries += 1
+        _pause(tries)
+
+
+@jit
+def _finish(generation, count):
+    """Waits for the jobs claimed by workers, closes the generation and releases the lock."""
     tries = 0
     while load(DONE) < count:
         tries += 1
@@ -284,12 +361,35 @@ def run(job, count, size, data, extra):
     store(LOCK, 0)
 
 
+@jit
+def run(job, count, size, data, extra):
+    """Runs ``job(i, data + i * size, extra)`` for i below ``count`` on this thread and the workers
+    (jobs that do not wait for each other: the caller takes any no worker claimed)."""
+    _lock()
+    generation = _post(job, count, size, data, extra)
+    _work(generation)
+    _finish(generation, count)
+
+
+@jit
+def run_together(job, count, size, data, extra):
+    """``run`` for jobs that wait for each other (OpenBLAS's: each job packs a panel the others
+    read), which need ``count`` threads at once: the caller takes its job only once the workers
+    claimed the others, waking them again meanwhile, so a lost wake-up costs microseconds, not
+    a caller spinning for ever inside its job."""
+    _lock()
+    generation = _post(job, count, size, data, extra)
+    _await_claims(generation, count - 1)
+    _work(generation)
+    _finish(generation, count)
+
+
 _DISPATCH_SIGNATURE = types.void(types.int32, types.voidptr, types.int32, types.uintp, types.voidptr, types.int32)
 
 
 def _dispatch(sync, job, count, size, data, extra):
-    """OpenBLAS's threads callback: runs its ``count`` jobs on the crew."""
-    run(as_int(job), count, size, as_int(data), extra)
+    """OpenBLAS's threads callback: runs its ``count`` jobs, which wait for each other, on the crew."""
+    run_together(as_int(job), count, size, as_int(data), extra)
 
 
 @functools.cache
@@ -302,6 +402,12 @@ def dispatch_address() -> int:
 def rest_workers():
     """Sends the spinning workers to sleep now (the next posted job wakes them)."""
     fetch_add(REST, 1)
+
+
+@jit
+def store_state(index, value):
+    """Writes a state word (release ordering), from Python."""
+    store(index, value)
 
 
 @jit
@@ -319,9 +425,10 @@ class Crew:
     (``_callback_slot``): lending and reclaiming write it in place, once per predict.
     """
 
-    def __init__(self, callback: np.ndarray):
+    def __init__(self, callback: np.ndarray, blas_threads: Callable[[], int]):
         self.state = _STATE
         self._callback = callback
+        self._blas_threads = blas_threads
         self._lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         self._lent = 0
@@ -338,9 +445,7 @@ class Crew:
         _warm_crew()
         with self._lock:
             while len(self._workers) < workers:
-                thread = threading.Thread(target=serve, name="lite-crew", daemon=True)
-                thread.start()
-                self._workers.append(thread)
+                self._workers.append(start_thread(serve, "lite-crew"))
 
     def run(self, job: int, count: int, data: int, size: int = 0, extra: int = 0) -> None:
         """``job(i, data + i * size, extra)`` for every i below ``count``, on this thread and the
@@ -358,7 +463,12 @@ class Crew:
         rest_workers()
 
     def lend_to_blas(self) -> None:
-        """OpenBLAS's threaded products run their jobs on the crew until ``reclaim``."""
+        """OpenBLAS's threaded products run their jobs on the crew until ``reclaim``. The crew first
+        gets a worker for each of OpenBLAS's threads beyond the caller's: its jobs wait for each
+        other, so they need that many threads at once (the runtime sets OpenBLAS's threads, but so
+        may any library in the process)."""
+        if self._blas_threads() - 1 > len(self._workers):
+            self.ensure(self._blas_threads() - 1)
         with self._lock:
             if self._lent == 0:
                 self._callback[0] = dispatch_address()
@@ -375,11 +485,23 @@ class Crew:
         """Stops the workers (at exit)."""
         stop_workers()
 
+    def retire(self, timeout: float = 10.0) -> bool:
+        """Stops the workers and waits for them (at most ``timeout`` seconds each); the next
+        ``ensure`` starts new ones. Whether all returned (those that did not stay counted)."""
+        with self._lock:
+            stop_workers()
+            for thread in self._workers:
+                thread.join(timeout)
+            self._workers = [t for t in self._workers if t.is_alive()]
+            if not self._workers:
+                store_state(STOP, 0)
+            return not self._workers
+
     def _forget(self) -> None:
         """In a forked child: no worker was copied, so none is counted and OpenBLAS keeps its pool."""
         self._lock = threading.Lock()
-        self._workers, self.state[:], self.state[SPIN] = [], 0, SPIN_TICKS
-        self._lent, self._callback[0] = 0, 0
+        self._workers, self._lent, self._callback[0] = [], 0, 0
+        _reset_state()
 
 
 def _callback_slot(path: str) -> np.ndarray | None:
@@ -398,6 +520,17 @@ def _callback_slot(path: str) -> np.ndarray | None:
 
 
 _SETTERS = ("scipy_openblas_set_threads_callback_function64_", "openblas_set_threads_callback_function")
+_THREAD_COUNTS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+
+
+def _thread_count(path: str) -> Callable[[], int] | None:
+    """OpenBLAS's ``openblas_get_num_threads`` (under numpy's or a plain name) as a function; None
+    where the library has none."""
+    library = ctypes.CDLL(path)
+    function = next((getattr(library, name) for name in _THREAD_COUNTS if hasattr(library, name)), None)
+    if function is not None:
+        function.restype, function.argtypes = ctypes.c_int, []
+    return function
 
 
 def _numpy_openblas() -> str | None:
@@ -419,9 +552,10 @@ def crew() -> Crew | None:
         return None
     path = _numpy_openblas()
     callback = None if path is None else _callback_slot(path)
-    if callback is None:
+    blas_threads = None if path is None else _thread_count(path)
+    if callback is None or blas_threads is None:
         return None
-    team = Crew(callback)
+    team = Crew(callback, blas_threads)
     atexit.register(team.stop)
     return team
 

@@ -1,10 +1,13 @@
 """The native crew: jobs run once each on several threads, OpenBLAS's products run on it while
-lent, and it survives concurrent callers and a fork."""
+lent, it survives concurrent callers and a fork, and no hand-off can be lost: a worker that starts
+while jobs are posted takes them, a lost wake-up costs a nap, and the stress run finishes."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -14,6 +17,7 @@ from numba import carray
 from threadpoolctl import threadpool_limits
 
 from lite.kernels import fast
+from tests.support.crew_jobs import post_without_waking, together
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 crew_module = pytest.importorskip("lite.kernels.fast.crew") if fast.numba_module() is not None else None
@@ -190,9 +194,6 @@ print("ok")
 
 def test_more_threads_than_cores(team):
     """In a child process, so that this one keeps a crew of the size the other tests expect."""
-    import subprocess
-    import sys
-
     result = subprocess.run([sys.executable, "-c", OVERSUBSCRIBED], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
@@ -228,9 +229,6 @@ print(spun, rested, woken)
 def test_rest_sends_the_spinning_workers_to_sleep_at_once(team):
     """A worker spins (SPIN ticks of the cycle counter) after its last job, then sleeps; ``rest``
     sends it to sleep at once. In a child process whose workers spin without end until rested."""
-    import subprocess
-    import sys
-
     result = subprocess.run([sys.executable, "-c", RESTED], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["False", "True", "True"]  # spinning; asleep once rested; woken by a job
@@ -295,3 +293,88 @@ def test_waking_sleeping_workers_tells_them_the_callers_cpu(team):
     team.run(crew_module.job_address(record), JOBS, slots.ctypes.data, extra=1)
     np.testing.assert_array_equal(slots[:JOBS], 1)
     assert team.state[crew_module.CALLER] in os.sched_getaffinity(0)
+
+
+def test_a_worker_started_while_jobs_are_posted_takes_them():
+    """A new worker used to take the generation posted as it started as seen: OpenBLAS's second job
+    went to nobody and its first waited for ever (predict hung inside the product)."""
+    result = subprocess.run([sys.executable, "-c", STARTED_LATE], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.split() == ["arrived", "2", "missed", "0"], result.stderr[-2000:]
+
+
+STARTED_LATE = """
+import threading, time
+import numpy as np
+from lite.kernels.fast import crew as C
+from tests.support.crew_jobs import together
+team, block = C.crew(), np.zeros(2, np.int64)
+job = C.job_address(together)
+C._warm_crew()
+caller = threading.Thread(target=team.run, args=(job, 2, block.ctypes.data, 0, 2))
+caller.start()
+while block[0] == 0:
+    time.sleep(0.001)  # NOTE: the caller took job 0 and waits for job 1
+team.ensure(1)  # a worker starts with the jobs posted
+caller.join(timeout=60)
+print("arrived", block[0], "missed", block[1])
+"""
+
+
+def test_a_lost_wake_up_costs_a_nap_not_a_hang(team):
+    """A worker asleep that nobody wakes looks at the ticket again after ``NAP_NANOSECONDS``."""
+    block = np.zeros(2, np.int64)
+    quietly = fast.jit(post_without_waking)
+    job = crew_module.job_address(together)
+    quietly(0, 0, 0, 0, 0)  # NOTE: compiled before the workers are sent to sleep
+    team.state[crew_module.SPIN] = 0
+    try:
+        deadline = time.monotonic() + 30
+        while team.state[crew_module.SLEEPERS] < team.workers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert team.state[crew_module.SLEEPERS] == team.workers, "the workers did not go to sleep"
+        quietly(job, 2, 0, block.ctypes.data, 2)
+    finally:
+        team.state[crew_module.SPIN] = crew_module.SPIN_TICKS
+    assert block.tolist() == [2, 0]  # the worker came for job 1 while job 0 waited (no miss)
+
+
+def test_products_find_a_worker_for_each_blas_thread():
+    """OpenBLAS's jobs wait for each other: with its threads raised behind the runtime's back,
+    lending to the crew first starts the workers they need (in a child: the crew grows)."""
+    result = subprocess.run([sys.executable, "-c", BLAS_RAISED], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.split() == ["workers", "2", "ok"], result.stderr[-2000:]
+
+
+BLAS_RAISED = """
+import faulthandler
+import numpy as np
+from threadpoolctl import threadpool_limits
+from lite.kernels.fast.crew import crew
+faulthandler.dump_traceback_later(60, exit=True)
+team = crew()
+team.ensure(1)
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((600, 500), np.float32), rng.standard_normal((500, 400), np.float32)
+with threadpool_limits(3, user_api="blas"):
+    team.lend_to_blas()
+    try:
+        np.testing.assert_allclose(a @ b, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    finally:
+        team.reclaim()
+print("workers", team.workers, "ok")
+"""
+
+
+@pytest.mark.parametrize("predicts, pause", [pytest.param(150, 0.02, id="short"),
+                                             pytest.param(1500, 0.3, id="long", marks=pytest.mark.slow)])
+def test_the_stress_run_finishes_with_every_result_right(predicts, pause):
+    """Thousands of hand-offs while the monitor flips between the crew and the dynamic chunks, a
+    delegate parks the crew, fresh workers start as products are posted, a second thread predicts,
+    and a busy-loop process holds each core (``tests.support.crew_stress``); a predict stalled for
+    60 s dumps the stacks and fails it. With the fix for the late worker reverted it hung."""
+    command = [sys.executable, "-m", "tests.support.crew_stress", "--predicts", str(predicts),
+               "--pause", str(pause), "--busy", "--stall", "60"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300 + predicts * (pause + 0.5))
+    assert result.returncode == 0, result.stderr[-4000:]
+    handoffs = int(result.stdout.split()[1])
+    assert handoffs >= 5 * predicts, result.stdout
