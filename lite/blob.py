@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 MAGIC = b"DLBLOB01"
 MAX_HEADER = 1 << 20  # bytes of JSON a header may take
+MAX_DEPTH = 64  # how deep a header's arrays and objects may nest
 DTYPES = frozenset({"float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool"})
 _PREFIX = len(MAGIC) + 8
 
@@ -91,7 +92,7 @@ def unpack(blob: bytes | memoryview | np.ndarray) -> tuple[dict[str, Any], dict[
     if length > min(MAX_HEADER, raw.size - _PREFIX):
         raise ModelFormatError(f"delegate blob: header of {length} bytes does not fit")
     try:
-        meta = json.loads(bytes(raw[_PREFIX:_PREFIX + length]).decode())
+        meta = load_json(bytes(raw[_PREFIX:_PREFIX + length]).decode())
         header, entries = meta["header"], meta["arrays"]
         if not isinstance(header, dict) or not isinstance(entries, list):
             raise TypeError("header must be an object and arrays a list")
@@ -100,6 +101,37 @@ def unpack(blob: bytes | memoryview | np.ndarray) -> tuple[dict[str, Any], dict[
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise ModelFormatError(f"delegate blob: malformed header: {type(exc).__name__}: {exc}") from exc
     return header, arrays
+
+
+def load_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON ``text`` from an untrusted place, whose arrays and objects nest at most ``max_depth`` deep.
+
+    Raises:
+        ValueError: ``text`` is not JSON, or nests deeper (JSON nested a few thousand deep made
+            ``json.loads`` raise RecursionError, and nested data makes whatever walks it recurse).
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"JSON nests deeper than {max_depth} levels") from None
+    if nesting_depth(value, max_depth) > max_depth:
+        raise ValueError(f"JSON nests deeper than {max_depth} levels")
+    return value
+
+
+def nesting_depth(value: Any, stop: int) -> int:
+    """How deep the lists and dicts of ``value`` nest (a scalar: 0), counted without recursion up
+    to ``stop + 1`` (a deeper value returns ``stop + 1``)."""
+    deepest, level = 0, [value]
+    while level:
+        containers = [v for v in level if isinstance(v, (list, dict))]
+        if not containers:
+            break
+        deepest += 1
+        if deepest > stop:
+            break
+        level = [item for c in containers for item in (c.values() if isinstance(c, dict) else c)]
+    return deepest
 
 
 def _array(raw: np.ndarray, start: int, entry: Any) -> tuple[str, np.ndarray]:

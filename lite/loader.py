@@ -3,8 +3,9 @@
 Every entry point (``Model``, ``ModelParallelRunner``, the pipeline, the converter and the
 tools) loads through here, so a model behaves the same whichever way it is given:
 
-- a path is read only when it is a regular file, and never past ``size_limit`` bytes (a
-  FIFO or ``/dev/zero`` is refused instead of hanging or exhausting memory);
+- a path is read only when it is a regular file of at most ``size_limit`` bytes (a FIFO or
+  ``/dev/zero`` is refused instead of hanging or exhausting memory), into memory sized by the
+  file, never by ``size_limit``; a file that changes size while it is read is refused;
 - an ONNX model's external data (``model.onnx.data``) resolves against the folder of the
   model file, whatever the working directory, and nowhere else: a location that is absolute,
   climbs out of that folder (``..``, a symlink) or names something other than a regular file
@@ -95,14 +96,32 @@ def read_model_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LI
     """Reads a model file: a regular file of at most ``size_limit`` bytes (``what`` names it in errors).
 
     Raises:
-        ModelFileError: the file cannot be opened or read, or is not a regular file (a FIFO,
-            a device, a folder).
+        ModelFileError: the file cannot be opened or read, is not a regular file (a FIFO, a
+            device, a folder), or changes size while it is read.
+        MemoryLimitError: it has more than ``size_limit`` bytes.
+    """
+    return read_regular_file(path, size_limit, what)
+
+
+def read_regular_file(path: str | os.PathLike, size_limit: int, what: str, *,
+                      limit_name: str = "Context.memory_limit") -> bytes:
+    """The bytes of a file from an untrusted place (a model, a saved partition, a cache entry).
+
+    Only a regular file is read (a FIFO or a device is refused without blocking), and only as
+    many bytes as the open file says it has: memory is sized by the file, never by
+    ``size_limit``, which only refuses a larger file. ``what`` names the file in errors, and
+    ``limit_name`` the setting ``size_limit`` comes from.
+
+    Raises:
+        ModelFileError: the file cannot be opened or read, is not a regular file, or changes
+            size while it is read.
         MemoryLimitError: it has more than ``size_limit`` bytes.
     """
     path = Path(path)
-    with _opened(path, size_limit, what) as f:
-        data = f.read(size_limit + 1)
-    _check_size(path, len(data), size_limit)
+    with _opened(path, size_limit, what, limit_name) as f:
+        size = _size_within(f, path, size_limit, what, limit_name)
+        data = f.read(size)
+        _check_complete(f, path, len(data), size, what)
     return data
 
 
@@ -111,34 +130,63 @@ def read_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIM
     constants and saved partitions in place, with no second copy).
 
     Raises:
-        ModelFileError, MemoryLimitError: as ``read_model_file``; also when the file changes size
-            while it is read.
+        ModelFileError, MemoryLimitError: as ``read_model_file``.
     """
     from lite.aligned import aligned_empty
 
     path = Path(path)
     with _opened(path, size_limit, "model file") as f:
-        size = os.fstat(f.fileno()).st_size
-        _check_size(path, size, size_limit)
+        size = _size_within(f, path, size_limit, "model file")
         data = aligned_empty(size)
         done = f.readinto(memoryview(data)) if size else 0
-        if done != size or f.read(1):
-            raise ModelFileError(f"model file {str(path)!r} changed size while it was read")
+        _check_complete(f, path, done, size, "model file")
     return data
 
 
 @contextlib.contextmanager
-def _opened(path: Path, size_limit: int, what: str) -> Iterator:
+def _opened(path: Path, size_limit: int, what: str, limit_name: str = "Context.memory_limit") -> Iterator:
     """The open file, after checking it is a regular file within ``size_limit``; OSError -> ModelFileError."""
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
             raise ModelFileError(f"{what} {str(path)!r} is not a regular file")
-        _check_size(path, info.st_size, size_limit)
-        with path.open("rb") as f:
+        _check_size(path, info.st_size, size_limit, what, limit_name)
+        with _open_regular(path, what) as f:
             yield f
     except OSError as exc:
         raise ModelFileError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from exc
+
+
+def _open_regular(path: Path, what: str):
+    """``path`` opened for reading, refused unless it is (still) a regular file.
+
+    O_NONBLOCK: a FIFO put in the file's place after it was checked must not block the open.
+    """
+    nonblocking = getattr(os, "O_NONBLOCK", 0)  # NOTE: not on Windows, which has no FIFOs in the file system
+    fd = os.open(path, os.O_RDONLY | nonblocking | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ModelFileError(f"{what} {str(path)!r} is not a regular file")
+        if nonblocking:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _size_within(f, path: Path, size_limit: int, what: str, limit_name: str = "Context.memory_limit") -> int:
+    """The size of the open file ``f``, refused when over ``size_limit``."""
+    size = os.fstat(f.fileno()).st_size
+    _check_size(path, size, size_limit, what, limit_name)
+    return size
+
+
+def _check_complete(f, path: Path, done: int, size: int, what: str) -> None:
+    """Refuses a read of ``done`` bytes of a file that had ``size`` (it shrank), or that has more (it grew)."""
+    if done != size or f.read(1):
+        raise ModelFileError(f"{what} {str(path)!r} changed size while it was read; read it again once "
+                             "nothing writes to it")
 
 
 def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT) -> onnx.ModelProto:
@@ -293,18 +341,22 @@ def _span(name: str, path: Path, size: int, entries: dict[str, str]) -> tuple[in
 
 
 def _read_span(path: Path, offset: int, length: int) -> bytes:
-    with path.open("rb") as f:
-        f.seek(offset)
-        data = f.read(length)
+    """``length`` bytes at ``offset`` of the external data file ``path`` (a regular file)."""
+    try:
+        with _open_regular(path, "external data file") as f:
+            f.seek(offset)
+            data = f.read(length)
+    except OSError as exc:
+        raise ModelFileError(f"cannot read external data file {path.name!r}: {exc.strerror or exc}") from exc
     if len(data) != length:
         raise ModelFormatError(f"external data file {path.name!r} ended early")
     return data
 
 
-def _check_size(path: Path, size: int, limit: int) -> None:
+def _check_size(path: Path, size: int, limit: int, what: str = "model file",
+                limit_name: str = "Context.memory_limit") -> None:
     if size > limit:
-        raise MemoryLimitError(f"model file {str(path)!r} is larger than the memory limit of {limit} bytes "
-                               "(Context.memory_limit)")
+        raise MemoryLimitError(f"{what} {str(path)!r} is larger than the memory limit of {limit} bytes ({limit_name})")
 
 
 def _describe(source: ModelSource) -> str:

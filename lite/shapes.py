@@ -14,12 +14,19 @@ from lite.scheduler import schedule
 from lite.schema.graph import GraphDef
 from lite.tensor import Tensor
 
+FOLD_LIMIT = 64 << 20
+"""Bytes: a kernel computable at build whose outputs are declared larger is not folded (computed
+once and kept): it runs at each predict, its outputs planned with the other activations within
+``Context.memory_limit``. The converter folds ONNX nodes by the same limit."""
 
-def classify(kernels: list[NativeKernel]) -> tuple[list[NativeKernel], list[NativeKernel]]:
+
+def classify(kernels: list[NativeKernel], fold_limit: int = FOLD_LIMIT) -> tuple[list[NativeKernel],
+                                                                                list[NativeKernel]]:
     """(folded, runtime-shaped) kernels; kernels must be in topological order.
 
     Folded: outputs known once the input shapes are (shape-only ops, and ops on constants or on
-    such values); their outputs are marked ``value_known``. Runtime-shaped: their output shapes
+    such values), unless their declared shapes need more than ``fold_limit`` bytes (those run
+    at predict); their outputs are marked ``value_known``. Runtime-shaped: their output shapes
     depend on values computed from input data (a Reshape whose target is computed, NonZero), or
     on a runtime-shaped kernel's outputs; they get ``runtime_shapes = True`` and infer shapes at
     every predict. Every other kernel has shapes known from the input shapes alone.
@@ -28,7 +35,7 @@ def classify(kernels: list[NativeKernel]) -> tuple[list[NativeKernel], list[Nati
     runtime_tensors: set = set()
     for kernel in kernels:
         reads_runtime = any(t in runtime_tensors for t in kernel.inputs if t is not None)
-        if not reads_runtime and (kernel.shape_only or all(t is None or t.value_known for t in kernel.inputs)):
+        if not reads_runtime and _foldable(kernel, fold_limit):
             folded.append(kernel)
             for tensor in kernel.outputs:
                 tensor.value_known = True
@@ -37,6 +44,22 @@ def classify(kernels: list[NativeKernel]) -> tuple[list[NativeKernel], list[Nati
             runtime.append(kernel)
             runtime_tensors.update(kernel.outputs)
     return folded, runtime
+
+
+def _foldable(kernel: NativeKernel, fold_limit: int) -> bool:
+    """Whether ``kernel``'s outputs follow from shapes and known values, and are declared small enough
+    to compute once at build (a dynamic dim leaves it to ``propagate``, within the memory limit)."""
+    if not (kernel.shape_only or all(t is None or t.value_known for t in kernel.inputs)):
+        return False
+    return sum(nbytes(t.shape, t.dtype) for t in kernel.outputs if -1 not in t.shape) <= fold_limit
+
+
+def nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """The bytes an array of ``shape`` and ``dtype`` needs (exact for any size, with no overflow)."""
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count * np.dtype(dtype).itemsize
 
 
 def validate_graph(graph: GraphDef, memory_limit: int) -> None:
@@ -60,18 +83,30 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
 
     Raises:
         ModelFormatError: naming the node whose shapes or dtypes do not work out.
+        MemoryLimitError: one output, or all the folded values together (kept as long as the
+            model), would need more than ``memory_limit`` bytes; checked before they are computed.
     """
+    kept = 0
     for kernel in kernels:
         if kernel.runtime_shapes:
             continue
         with blame(kernel):
             set_outputs(kernel, memory_limit)
             if kernel in folded:
+                kept += sum(nbytes(t.shape, t.dtype) for t in kernel.outputs)
+                _check_folded(kernel, kept, memory_limit)
                 for tensor in kernel.outputs:
                     tensor.data = np.empty(tensor.shape, tensor.dtype)
                 kernel.resize()
                 with np.errstate(all="ignore"):  # NOTE: IEEE results, as at predict (T5's log of position 0)
                     kernel.execute()
+
+
+def _check_folded(kernel: NativeKernel, kept: int, memory_limit: int) -> None:
+    if kept > memory_limit:
+        raise MemoryLimitError(f"node {kernel.name!r} ({kernel.type}): the values computed at build from shapes and "
+                               f"constants would need {kept} bytes, more than the memory limit of {memory_limit} "
+                               "bytes (Context.memory_limit)")
 
 
 def infer_at_run(kernel: NativeKernel, memory_limit: int) -> None:

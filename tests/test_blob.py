@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from lite.blob import MAGIC, pack, unpack
+from lite.blob import MAGIC, MAX_DEPTH, pack, unpack
 from lite.errors import ModelFormatError
 
 
@@ -58,10 +58,21 @@ def forged(entries, header_text: bytes | None = None, payload: bytes = b"\0" * 1
     (forged([["a", "float32", [2], 3]]), "bad offset"),
     (forged([["a", "float32", [2]]]), "malformed header"),
     (forged([["a", "float32", [2**62, 2**62], 0]]), "runs past the blob"),
-], ids=["magic", "header size", "json", "header type", "extent", "dtype", "shape", "offset", "entry", "overflow"])
+    (forged(None, b"[" * 100000), "nests deeper than"),
+    (forged(None, b'{"header": {"a": ' + b"[" * 100 + b"]" * 100 + b'}, "arrays": []}'), "nests deeper than"),
+], ids=["magic", "header size", "json", "header type", "extent", "dtype", "shape", "offset", "entry", "overflow",
+        "recursion", "nesting"])
 def test_hostile_blobs_are_model_format_errors(blob, message):
     with pytest.raises(ModelFormatError, match=message):
         unpack(blob)
+
+
+def test_a_header_nested_as_deep_as_allowed_reads_back():
+    nested: list = []  # one level
+    for _ in range(MAX_DEPTH - 3):  # the blob's own object and the delegate's header are two more
+        nested = [nested]
+    header, _ = unpack(pack({"n": nested}, {}))
+    assert header == {"n": nested}
 
 
 def test_mutated_blobs_raise_only_model_format_errors():

@@ -1,6 +1,8 @@
 """The one loader: external data beside the model from any working directory, and nowhere else."""
 
 import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -142,6 +144,26 @@ def test_a_fifo_is_refused_without_hanging(tmp_path):
     assert outcome and isinstance(outcome[0], lite.ModelFileError) and "not a regular file" in str(outcome[0])
 
 
+def test_a_fifo_swapped_in_after_the_check_is_refused_without_hanging(external, monkeypatch):
+    from lite import loader
+
+    path, _ = external
+    fifo = path.parent / "swapped"
+    os.mkfifo(fifo)
+    checked = loader._confined
+
+    def then_swapped(root, location, name):  # the data file was regular when checked, then became a FIFO
+        _, size = checked(root, location, name)
+        return fifo, size
+
+    monkeypatch.setattr(loader, "_confined", then_swapped)
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(_error_of(lambda: load_onnx(path))), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert outcome and isinstance(outcome[0], lite.ModelFileError) and "not a regular file" in str(outcome[0])
+
+
 def _error_of(call):
     try:
         call()
@@ -159,6 +181,61 @@ def test_devices_and_oversized_files_are_refused(tmp_path):
         read_model_file(big, size_limit=4096)
     with pytest.raises(lite.MemoryLimitError):
         lite.Model().build_from_file(big, context=lite.Context(memory_limit=4096))
+
+
+ADDRESS_SPACE = 2 << 30  # less than the default memory limit, more than importing and running Delite needs
+CAPPED = f"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE}))
+import numpy as np
+import lite
+
+x = np.load(sys.argv[3])
+model = lite.Model()
+model.build_from_file(sys.argv[1], context=lite.Context(thread_num=1))
+runner = lite.ModelParallelRunner(sys.argv[2], lite.Context(thread_num=1), workers=1)
+for y in (model.predict([x]), runner.predict([x])):
+    np.save(sys.argv[4], y[0].get_data_to_numpy())
+"""
+
+
+def test_a_small_model_loads_from_its_path_in_less_memory_than_the_limit(external, tmp_path):
+    """The files are read into buffers of their own size: reading up to the memory limit asked the
+    system for 4 GiB first, a MemoryError under a 2 GiB address space."""
+    assert lite.Context().memory_limit > ADDRESS_SPACE
+    path, original = external
+    lite_path = tmp_path / "m.lite"
+    lite_path.write_bytes(load_lite_bytes(path))
+    x = RNG.standard_normal((3, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = subprocess.run([sys.executable, "-c", CAPPED, str(path), str(lite_path), str(tmp_path / "x.npy"),
+                             str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "MALLOC_ARENA_MAX": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected(original, x), rtol=1e-5)
+
+
+@pytest.mark.parametrize("change", ["grows", "shrinks"])
+@pytest.mark.parametrize("read", ["bytes", "aligned"])
+def test_a_file_that_changes_size_while_it_is_read_is_refused(tmp_path, monkeypatch, change, read):
+    from lite import loader
+
+    path = tmp_path / "m.lite"
+    path.write_bytes(load_lite_bytes(matmul_model()))
+    measured = loader._size_within
+
+    def then_changed(*args):
+        size = measured(*args)
+        if change == "grows":
+            with path.open("ab") as f:
+                f.write(b"more")
+        else:
+            os.truncate(path, size // 2)
+        return size
+
+    monkeypatch.setattr(loader, "_size_within", then_changed)
+    with pytest.raises(lite.ModelFileError, match="changed size while it was read"):
+        (read_model_file if read == "bytes" else loader.read_lite_file)(path)
 
 
 def test_a_missing_file_is_both_a_file_problem_and_a_bad_argument(tmp_path):

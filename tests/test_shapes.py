@@ -13,6 +13,7 @@ from lite.delegate import RUNTIME_SHAPES_REASON
 from lite.delegates.onnxruntime import ORTDelegate
 from lite.tools.converter import convert
 from tests.oracle import run_onnxruntime
+from tests.tools.converter.helpers import fill_and_sum
 
 RNG = np.random.default_rng(11)
 
@@ -83,6 +84,23 @@ def test_a_shape_value_beyond_the_memory_limit_is_refused_at_predict():
         predict(model, {"s": np.array([1 << 20, 1 << 20], np.int64)})
     [y] = predict(model, {"s": np.array([3, 5], np.int64)})
     assert y.shape == (3, 5) and not y.any()
+
+
+def test_a_large_value_computable_at_build_runs_at_predict_within_the_memory_limit():
+    count = 1 << 25  # 128 MiB of ones: more than FOLD_LIMIT
+    model = build(fill_and_sum(count))
+    assert not model._engine.folded and {r.runs_on for r in model.partition_report()} == {"native"}
+    assert predict(model, {})[0] == count
+    with pytest.raises(lite.LiteError, match="memory limit"):
+        build(fill_and_sum(count), memory_limit=64 << 20)
+
+
+def test_values_folded_at_build_count_against_the_memory_limit_together():
+    fills = [helper.make_node("ConstantOfShape", ["s"], [name]) for name in ("a", "b")]
+    two = model_of(fills, {}, ["a", "b"], {"s": np.array([100_000], np.int64)})  # 400 kB each
+    assert build(two, memory_limit=1 << 20)._engine.folded
+    with pytest.raises(lite.MemoryLimitError, match="computed at build .* memory limit of 600000"):
+        build(two, memory_limit=600_000)
 
 
 def test_runtime_shapes_follow_a_resized_input():

@@ -1,4 +1,20 @@
+"""Helpers the command-line tools share: common options, tables, and text safe for a terminal."""
 
+
+def printable(text: object) -> str:
+    """``text`` safe to show in a terminal or a picture: every character Python would not print (control
+    characters such as ESC and newline, bidirectional overrides, ...) as its escape (``\\x1b``, ``\\n``,
+    ``\\u202e``), the rest, other scripts included, as is. Names and reasons read from a model
+    file go through it, so a hostile file cannot send the terminal control sequences."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def printable_lines(text: object) -> str:
+    """``printable`` of each line of ``text``, kept on lines of their own (an error message's lines)."""
+    return "\n".join(map(printable, str(text).split("\n")))
 
 
 def add_version(parser) -> None:
@@ -35,9 +51,10 @@ def placement_table(rows) -> str:
     header = ("delegate", "role", "nodes", "first .. last node", "delegate ms", "native ms", "decision")
     probes = [r for r in rows if r.role == "probe" and r.decision != "chosen"]
     rows = [r for r in rows if r not in probes]
-    cells = [header] + [(r.delegate, r.role, str(len(r.nodes)), f"{r.nodes[0]} .. {r.nodes[-1]}"[:48],
-                         ms(r.seconds), ms(r.native_seconds), r.decision + (f" ({r.reason})" if r.reason else "")
-                         + (" [cache]" if r.source == "cache" else "")) for r in rows]
+    cells = [header] + [tuple(map(printable, (
+        r.delegate, r.role, str(len(r.nodes)), f"{r.nodes[0]} .. {r.nodes[-1]}"[:48], ms(r.seconds),
+        ms(r.native_seconds), r.decision + (f" ({r.reason})" if r.reason else "")
+        + (" [cache]" if r.source == "cache" else "")))) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(6)]
     lines = ["  ".join(c[i].ljust(widths[i]) for i in range(6)) + "  " + c[6] for c in cells]
     lines.insert(1, "-" * (sum(widths) + 12 + len(header[6])))

@@ -12,7 +12,14 @@ import lite
 from lite.delegates import load_delegate, parse_options
 from lite.model import PartitionRow
 from lite.schema.reader import read_model
-from lite.tools import add_placement, add_version, placement_options, placement_table
+from lite.tools import (
+    add_placement,
+    add_version,
+    placement_options,
+    placement_table,
+    printable,
+    printable_lines,
+)
 from lite.tools.annotate import annotated_onnx
 from lite.tools.picture import render_html, render_svg
 
@@ -48,7 +55,9 @@ def format_table(rows: list[PartitionRow]) -> str:
 
 
 def aligned(cells: list[tuple[str, ...]]) -> str:
-    """Rows of cells as a table: every column but the last clipped and padded, a rule under the header."""
+    """Rows of cells as a table: every column but the last clipped and padded, a rule under the header.
+    Characters a terminal would act on (read from a file) show as escapes (``printable``)."""
+    cells = [tuple(map(printable, row)) for row in cells]
     last = len(cells[0]) - 1
     widths = [min(max(len(c[i]) for c in cells), WIDTH) for i in range(last)]
     lines = ["  ".join(clipped(c[i]).ljust(widths[i]) for i in range(last)) + "  " + c[last] for c in cells]
@@ -66,7 +75,7 @@ def saved_table(graph, rows: list[PartitionRow]) -> str:
         status = first.blob if first is not None and first.blob else "not used: its nodes do not run in this build"
         cells.append((partition.name, partition.delegate, str(len(partition.nodes)),
                       f"{len(memoryview(partition.blob)) / 1e6:.1f}", status))
-    targets = sorted({f"  {p.delegate}: {p.target}" for p in graph.partitions})
+    targets = sorted({f"  {printable(p.delegate)}: {printable(p.target)}" for p in graph.partitions})
     return "\n".join([aligned(cells), "built for:", *targets])
 
 
@@ -81,7 +90,8 @@ def summary(rows: list[PartitionRow]) -> str:
     delegated = [r for r in rows if r.graph_kernel]
     partitions = {r.graph_kernel for r in delegated}
     folded = sum(r.runs_on == "folded" for r in rows)
-    declines = sorted({part for r in rows for part in r.reason.split("; ") if ": declined in init(): " in part})
+    declines = sorted({printable(part) for r in rows for part in r.reason.split("; ")
+                       if ": declined in init(): " in part})
     saved = [r for r in rows if r.blob]
     loaded = sum(r.blob.startswith("loaded") for r in saved)
     return (f"{len(rows)} nodes: {len(delegated)} delegated in {len(partitions)} partition(s), "
@@ -126,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         model.build(data, lite.ModelType.LITE, lite.Context(delegates=delegates, **placement_options(args)))
         graph = read_model(data)
     except (lite.LiteError, OSError) as exc:
-        print(f"lite-inspect: {exc}", file=sys.stderr)
+        print(f"lite-inspect: {printable_lines(exc)}", file=sys.stderr)
         return 1
     rows = model.partition_report()
     print(format_table(rows))

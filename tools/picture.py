@@ -14,10 +14,11 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from lite.model import PartitionRow
 from lite.schema.graph import GraphDef, NodeDef, TensorDef
+from lite.tools import printable, printable_lines
 
 FONT = "Helvetica,Arial,sans-serif"
 NATIVE_COLOUR, FOLDED_COLOUR, IO_COLOUR = "#d9d9d9", "#f5f5f5", "#ffffff"
@@ -76,7 +77,11 @@ def delegate_colours(rows: list[PartitionRow]) -> dict[str, str]:
 
 
 def scene(graph: GraphDef, rows: list[PartitionRow]) -> Scene:
-    """The boxes, arrows and legend of ``graph`` placed as ``rows`` (the partition report) says."""
+    """The boxes, arrows and legend of ``graph`` placed as ``rows`` (the partition report) says.
+
+    Every text read from the file (names, places, reasons) is ``printable``: a control character
+    shows as its escape (and an SVG file stays well-formed XML, which allows none of them).
+    """
     colours = delegate_colours(rows)
     by_name = {n.name: n for n in graph.nodes}
     boxes = [_input_box(k, graph.tensors[t]) for k, t in enumerate(graph.inputs) if not graph.tensors[t].is_const]
@@ -87,7 +92,13 @@ def scene(graph: GraphDef, rows: list[PartitionRow]) -> Scene:
         producer.update({graph.tensors[t].name: f"n_{k}" for t in node.outputs})
     boxes += [_output_box(k, graph.tensors[t]) for k, t in enumerate(graph.outputs)]
     arrows = _arrows(graph, [by_name[row.node] for row in rows], producer)
-    return Scene(boxes, arrows, _legend(rows, colours))
+    return Scene([_printable_box(b) for b in boxes], [replace(a, tensor=printable(a.tensor)) for a in arrows],
+                 [(colour, printable(text)) for colour, text in _legend(rows, colours)])
+
+
+def _printable_box(box: Box) -> Box:
+    return replace(box, label=printable(box.label), shape=printable(box.shape), place=printable(box.place),
+                   details={printable(k): printable(v) for k, v in box.details.items()})
 
 
 def _input_box(k: int, tensor: TensorDef) -> Box:
@@ -391,9 +402,10 @@ def render_html(graph: GraphDef, rows: list[PartitionRow], title: str, summary: 
     svg, laid_out = drawn_svg(drawn)
     node_ids = [b.id for b in drawn.boxes if b.kind == "node"]
     table = "".join(
-        f'<tr data-box="{box_id}"><td>{html.escape(r.node)}</td><td>{html.escape(r.op_type)}</td>'
-        f"<td>{html.escape(r.runs_on)}</td><td>{html.escape(r.graph_kernel)}</td><td>{html.escape(r.reason)}</td></tr>"
+        f'<tr data-box="{box_id}">' + "".join(f"<td>{html.escape(printable(cell))}</td>" for cell in
+                                              (r.node, r.op_type, r.runs_on, r.graph_kernel, r.reason)) + "</tr>"
         for box_id, r in zip(node_ids, rows, strict=True))
+    title, summary = printable(title), printable_lines(summary)
     note = "" if laid_out else "<p><i>graphviz's dot was not found: drawn with the built-in layout.</i></p>"
     data = drawn.to_json().replace("</", "<\\/")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"

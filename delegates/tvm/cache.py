@@ -17,11 +17,15 @@ import json
 import logging
 import os
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import tvm
+
+from lite.errors import LiteError
+from lite.loader import read_regular_file
 
 try:
     import fcntl
@@ -33,6 +37,7 @@ logger = logging.getLogger("lite")
 FORMAT = 1  # bump when what an entry holds changes
 ENV = "DELITE_TVM_CACHE"
 OFF_VALUES = ("off", "0", "false", "no", "none")
+MAX_SIDECAR_BYTES = 1 << 16  # a sidecar is a few hundred bytes of JSON
 
 
 def default_directory() -> Path | None:
@@ -106,12 +111,16 @@ class ModuleCache:
 
     def _problem(self, library: Path, sidecar: Path) -> str | None:
         try:
-            meta = json.loads(sidecar.read_text())
-        except (OSError, ValueError) as exc:
+            meta = json.loads(read_regular_file(sidecar, MAX_SIDECAR_BYTES, "TVM cache checksum sidecar",
+                                                limit_name="MAX_SIDECAR_BYTES"))
+        except (OSError, ValueError, RecursionError, LiteError) as exc:  # NOTE: a FIFO or a huge file is refused
             return f"checksum sidecar unreadable: {exc}"
         if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("tvm") != tvm.__version__:
             return "stale: written by another format or TVM version"
-        size = library.stat().st_size
+        info = library.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        size = info.st_size
         if size != meta.get("size"):
             return f"size {size} bytes, expected {meta.get('size')} (truncated?)"
         if file_digest(library) != meta.get("sha256"):

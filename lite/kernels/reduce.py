@@ -22,10 +22,15 @@ _SUMMED = {
 }
 
 
+MAX_SUMMING_ONES = 1 << 20
+"""The most elements ``summing_ones`` makes: a longer sum reduces in place, with no vector of ones
+as large as the input (memory outside the plan that ``Context.memory_limit`` bounds)."""
+
+
 def summing_ones(count: int, dtype: np.dtype) -> np.ndarray | None:
     """Ones that sum ``count`` trailing elements with a matrix-vector product (``sum_trailing``), or None
-    where BLAS does not serve the dtype (or there is nothing to sum)."""
-    return np.ones(count, dtype) if count and dtype in BLAS_DTYPES else None
+    where BLAS does not serve the dtype, there is nothing to sum, or more than MAX_SUMMING_ONES."""
+    return np.ones(count, dtype) if 0 < count <= MAX_SUMMING_ONES and dtype in BLAS_DTYPES else None
 
 
 def sum_trailing(x: np.ndarray, ones: np.ndarray, out: np.ndarray) -> None:

@@ -5,8 +5,9 @@ ONNX graph), and the same CNN with TVM's compiled library saved. Each case chang
 writes the file back well-formed: blob bytes (with the recorded sha256 kept, so the runtime's check
 refuses it, or recomputed, so the delegate's own parsing is what stands in the way), the target
 description, the delegate's name, the covered nodes, the boundary tensors, or drops or reorders
-partitions. Every case must build and predict, or raise a ``lite.LiteError``; the tests in
-tests/e2e/test_fuzz.py run the cases in a child process, so a crash fails the test with its seed.
+partitions (a blob's header or a target is sometimes JSON nested up to 100,000 deep). Every case
+must build and predict, or raise a ``lite.LiteError``; the tests in tests/e2e/test_fuzz.py run the
+cases in a child process, so a crash fails the test with its seed.
 
 TVM's library is native code: a changed library with a recomputed sha256 is only offered to a
 ``TVMDelegate`` that does not trust saved code (loading one is running it). The child runs with
@@ -20,6 +21,7 @@ import functools
 import hashlib
 import json
 import os
+import struct
 import sys
 from pathlib import Path
 
@@ -27,6 +29,7 @@ import numpy as np
 import pytest
 
 import lite
+from lite.blob import MAGIC
 from lite.schema.graph import PartitionDef
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model
@@ -71,7 +74,8 @@ def mutated(data: bytes, kind: str, rng: np.random.Generator) -> bytes:
     at = int(rng.integers(len(parts)))
     part = parts[at]
     if kind.startswith("blob bytes"):
-        blob = mutate_bytes(bytes(part.blob), str(rng.choice(["truncate", "bit_flips", "overwrite_8", "insert"])), rng)
+        how = str(rng.choice(["truncate", "bit_flips", "overwrite_8", "insert", "nested header"]))
+        blob = nested_header(rng) if how == "nested header" else mutate_bytes(bytes(part.blob), how, rng)
         digest = hashlib.sha256(blob).hexdigest() if kind.endswith("new digest") else part.digest
         parts[at] = dataclasses.replace(part, blob=blob, digest=digest)
     elif kind == "target":
@@ -93,7 +97,22 @@ def mutated(data: bytes, kind: str, rng: np.random.Generator) -> bytes:
     return write_model(graph)
 
 
+def deeply_nested(rng: np.random.Generator) -> str:
+    """JSON nested 100 to 100,000 deep (json.loads raises RecursionError past about 1,000)."""
+    depth = int(rng.choice([100, 5_000, 100_000]))
+    return "[" * depth + "]" * depth
+
+
+def nested_header(rng: np.random.Generator) -> bytes:
+    """A blob whose header is ``deeply_nested`` JSON (and no arrays)."""
+    text = deeply_nested(rng).encode()
+    head = MAGIC + struct.pack("<Q", len(text)) + text
+    return head + bytes(-len(head) % 64)
+
+
 def _changed_target(target: str, rng: np.random.Generator) -> str:
+    if rng.random() < 0.1:
+        return deeply_nested(rng)
     try:
         description = json.loads(target)
     except ValueError:

@@ -9,7 +9,8 @@ after 1-3 mutations (``MUTATORS``):
   inserted; ``weights.bin`` is truncated, removed, or replaced by a link out of the folder;
 - structure: tensor dims and element types, value and node names, op types, domains,
   attributes, opset imports, the IR version, model-local functions, raw data lengths,
-  sparse initializers with huge dims, value_info;
+  sparse initializers with huge dims, value_info, a ConstantOfShape of constant dims up to 2**62
+  elements summed into an extra output;
 - external data: locations outside the folder (absolute, ``../``, symlinks, devices, a FIFO,
   a folder, a missing file, an empty name, a NUL byte) and hostile offsets and lengths.
 
@@ -518,6 +519,23 @@ def _sparse(case: Case, rng: np.random.Generator) -> str:
     return f"sparse initializer {name!r} of dims {list(dims)}, index {index}"
 
 
+FILL_DIMS = ((2**25,), (2**28,), (2**20, 2**20), (2**62,), (0, 4))
+
+
+def _huge_fill(case: Case, rng: np.random.Generator) -> str:
+    """ReduceSum(ConstantOfShape(dims)) as an extra output: computable from constants, but larger than
+    conversion may compute (128 MiB to 2**62 elements), within MEMORY_LIMIT at predict or beyond it."""
+    dims, graph = _pick(rng, FILL_DIMS), case.model.graph
+    k = len(graph.node)
+    graph.initializer.append(_i64(list(dims), f"fill_dims_{k}"))
+    graph.node.extend([
+        helper.make_node("ConstantOfShape", [f"fill_dims_{k}"], [f"filled_{k}"], name=f"fill_{k}",
+                         value=_f32([1.0], "one")),
+        helper.make_node("ReduceSum", [f"filled_{k}"], [f"fill_sum_{k}"], name=f"fill_sum_{k}", keepdims=0)])
+    graph.output.append(helper.make_tensor_value_info(f"fill_sum_{k}", TensorProto.FLOAT, []))
+    return f"ConstantOfShape of {list(dims)} summed"
+
+
 def _value_info(case: Case, rng: np.random.Generator) -> str:
     name = _pick(rng, [*NAMES, *_names(case.model)])
     dims = [_pick(rng, DIMS) for _ in range(int(rng.integers(4)))]
@@ -611,7 +629,7 @@ def _external_entries(case: Case, rng: np.random.Generator) -> str:
 MUTATORS: tuple[Callable[[Case, np.random.Generator], str], ...] = (
     _onnx_bytes, _onnx_bytes, _onnx_bytes, _weights_file,
     _dims, _elem_type, _value_names, _node_io, _op_type, _domain, _attribute, _attribute, _opset, _ir_version,
-    _functions, _raw_data, _sparse, _value_info,
+    _functions, _raw_data, _sparse, _value_info, _huge_fill,
     _location, _location, _location, _span, _span, _external_entries)
 
 

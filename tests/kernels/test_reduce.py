@@ -92,6 +92,17 @@ def test_log_sum_exp_of_large_values_does_not_overflow():
     np.testing.assert_allclose(actual, [[1000 + np.log(2)], [-np.inf]], rtol=1e-6)
 
 
+def test_a_long_sum_makes_no_vector_of_ones_as_large_as_its_input(monkeypatch):
+    from lite.kernels import reduce
+
+    assert reduce.summing_ones(reduce.MAX_SUMMING_ONES + 1, np.dtype(np.float32)) is None
+    assert reduce.summing_ones(64, np.dtype(np.float32)).shape == (64,)
+    monkeypatch.setattr(reduce, "MAX_SUMMING_ONES", 8)
+    x = random((3, 4, 5))
+    [actual] = run_kernel("ReduceFusion", {"reduce_mode": "SUM", "axes": (1, 2), "keep_dims": False}, [x])
+    assert_matches(actual, onnx_reference("ReduceSum", [x, np.array([1, 2], np.int64)], 13, keepdims=0))
+
+
 @pytest.mark.parametrize("axes", [(1,), (0, 2), ()])
 def test_axes_from_input_one_override_the_attribute(axes):
     x = random((2, 3, 4))

@@ -119,3 +119,50 @@ def test_saved_partitions_are_listed_with_what_the_build_did(tmp_path, capsys):
     assert "built for:\n  ExampleNPUDelegate: example-npu/fp16-nhwc/1" in out
     assert main([str(path)]) == 0
     assert "not used: no ExampleNPUDelegate in the Context" in capsys.readouterr().out
+
+
+HOSTILE = "\x1b[2J\nfake line"  # clears the screen, then starts a line of its own
+
+
+def hostile_file(path):
+    """A .lite file with a saved partition whose node, tensor, partition, delegate and target names carry HOSTILE."""
+    import dataclasses
+
+    import lite
+    from lite.delegates.example_npu import ExampleNPUDelegate
+    from lite.embedded import compile_into
+    from lite.schema.reader import read_model
+    from lite.schema.writer import write_model
+    from lite.tools import zoo
+
+    graph = read_model(compile_into(convert(zoo.inception_block()), lite.Context(delegates=[ExampleNPUDelegate()]))[0])
+    graph.nodes[0].name += HOSTILE
+    graph.tensors[graph.nodes[0].outputs[0]].name += HOSTILE
+    graph.partitions = [dataclasses.replace(p, delegate=p.delegate + HOSTILE, target=p.target + HOSTILE,
+                                            name=p.name + HOSTILE) for p in graph.partitions]
+    path.write_bytes(write_model(graph))
+    return path
+
+
+def test_names_read_from_the_file_print_as_escapes(tmp_path, capsys):
+    import xml.etree.ElementTree as ET
+
+    path = hostile_file(tmp_path / "hostile.lite")
+    html, svg = tmp_path / "p.html", tmp_path / "p.svg"
+    for argv in ([str(path), "--html", str(html), "--svg", str(svg)], [str(path), "--delegate", "example_npu"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and not any(line.startswith("fake line") for line in out.splitlines())
+        assert "\\x1b[2J\\nfake line" in out
+        assert "saved partition" in out and "built for:\n  ExampleNPUDelegate\\x1b[2J\\nfake line: " in out
+    for page in (html.read_text(), svg.read_text()):
+        assert "\x1b" not in page and "\\x1b[2J\\nfake line" in page
+    ET.fromstring(svg.read_text())  # XML allows no control characters: the SVG stays well-formed
+
+
+def test_printable_escapes_only_what_a_terminal_would_act_on():
+    from lite.tools import printable, printable_lines
+
+    assert printable("conv_1/Relu:0 Ünïcødé 卷积 😀") == "conv_1/Relu:0 Ünïcødé 卷积 😀"
+    assert printable("a\x1b[2Jb\tc\rd\x00e\u202ef") == "a\\x1b[2Jb\\tc\\rd\\x00e\\u202ef"
+    assert printable_lines("two\nlines\x07") == "two\nlines\\x07"

@@ -19,6 +19,7 @@ from onnx.reference import ReferenceEvaluator
 from lite.ops.activation import FUSED_CLIPS, FUSING_OPS
 from lite.ops.norm import batchnorm_affine
 from lite.schema.graph import GraphDef
+from lite.shapes import FOLD_LIMIT  # NOTE: the runtime folds by the same limit: a node left here is not folded there
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, LITE_DTYPES, OnnxGraph
 
 if TYPE_CHECKING:
@@ -65,7 +66,6 @@ def _is_passthrough(node: onnx.NodeProto, g: OnnxGraph, uses: dict[str, int]) ->
     return training is not None and not bool(training)
 
 
-FOLD_LIMIT = 64 << 20  # bytes: a node whose outputs would be larger stays a node, computed at run time
 
 
 def fold_constants(g: OnnxGraph, report: ConversionReport, limit: int = FOLD_LIMIT) -> int:

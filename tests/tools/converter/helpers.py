@@ -68,3 +68,12 @@ def three_unsupported_model() -> onnx.ModelProto:
              helper.make_node("Dropout", ["b", "ratio", "training"], ["y"], name="dropout")]
     return graph_model(nodes, {"x": [1, 1, 4, 4]}, ["y"], {"ratio": np.float32(0.5), "training": np.bool_(True)},
                        domains={"com.example": 1})
+
+
+def fill_and_sum(count: int) -> onnx.ModelProto:
+    """ReduceSum(ConstantOfShape([count])) of float32 ones, named "fill" and "sum": a few bytes computable
+    from constants, whose intermediate needs 4 * count bytes (1 GiB at 2**28)."""
+    ones = numpy_helper.from_array(np.ones(1, np.float32))
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["ones"], name="fill", value=ones),
+             helper.make_node("ReduceSum", ["ones"], ["y"], name="sum", keepdims=0)]
+    return graph_model(nodes, {}, ["y"], {"s": np.array([count], np.int64)})

@@ -1,5 +1,7 @@
 """ONNX-level passes (checked against onnxruntime on the rewritten ONNX graph) and .lite-level passes."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -17,7 +19,7 @@ from lite.tools.converter.passes import (
     prune_tensors,
 )
 from tests.oracle import relative_l2, run_onnxruntime
-from tests.tools.converter.helpers import graph_model, random, to_model
+from tests.tools.converter.helpers import fill_and_sum, graph_model, random, to_model
 
 
 def prepared(model) -> tuple[OnnxGraph, ConversionReport]:
@@ -328,6 +330,17 @@ def test_a_large_constant_is_not_folded_into_the_file():
     graph, report = convert_to_graph(fill_model([4096, 8192]))  # 128 MiB of float32
     assert [n.op_type for n in graph.nodes] == ["ConstantOfShape"] and not report.folded
     assert all(t.data is None or t.data.nbytes < 1024 for t in graph.tensors)
+
+
+def test_a_gigabyte_constant_between_constants_converts_without_being_computed():
+    tracemalloc.start()
+    try:
+        graph, report = convert_to_graph(fill_and_sum(1 << 28))  # 1 GiB of float32 ones, summed to one number
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [n.op_type for n in graph.nodes] == ["ConstantOfShape", "ReduceFusion"] and not report.folded
+    assert peak < 64 << 20  # neither folding nor the runtime's shape check computed it
 
 
 @pytest.mark.parametrize("nodes", [
