@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from lite.arguments import booleans_from_text
 from lite.delegate import Delegate
 from lite.errors import InputError
 
@@ -20,10 +21,13 @@ def load_delegate(spec: str, options: dict[str, Any] | None = None) -> Delegate 
 
     Args:
         spec: ``native``, one of ``BUNDLED`` or ``package.module:ClassName``.
-        options: keyword arguments for the delegate's constructor.
+        options: keyword arguments for the delegate's constructor. Those of its boolean parameters
+            may be given as text (``--delegate-option trust_saved_code=no``): true/false, 1/0, yes/no
+            or on/off, in any case.
 
     Raises:
-        InputError: unknown name, or a module/class that cannot be loaded.
+        InputError: unknown name, a module/class that cannot be loaded, options it does not take,
+            or a boolean option given as anything else than those words.
     """
     if spec == "native":
         return None
@@ -35,8 +39,9 @@ def load_delegate(spec: str, options: dict[str, Any] | None = None) -> Delegate 
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         raise InputError(f"cannot load delegate {spec!r} ({target}): {exc}") from exc
+    options = booleans_from_text(cls, options or {}, f"delegate {spec!r}")
     try:
-        return cls(**(options or {}))
+        return cls(**options)
     except TypeError as exc:
         raise InputError(f"delegate {spec!r} does not take options {options}: {exc}") from exc
 
@@ -65,7 +70,8 @@ def available_delegates() -> list[str]:
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``["target=cuda", "threads=2"]`` -> ``{"target": "cuda", "threads": 2}`` (ints/floats/bools parsed)."""
+    """``["target=cuda", "threads=2"]`` -> ``{"target": "cuda", "threads": 2}`` (ints/floats/true/false
+    parsed; ``load_delegate`` reads the delegate's boolean options strictly, yes/no and on/off too)."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from lite.arguments import MAX_THREADS, delegate_list, positive_int
+from lite.arguments import MAX_THREADS, delegate_list, positive_int, strict_bool
 from lite.errors import InputError
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
+from lite.threads import capped_threads
 
 if TYPE_CHECKING:
     from lite.delegate import Delegate
@@ -19,14 +20,15 @@ class Context:
     """Options for building and running a Model.
 
     Args:
-        thread_num: threads for native kernels (at least 1). On idle cores one native pool
-            (``lite.kernels.fast.crew``, where it runs) takes both BLAS's matrix products and
-            the compiled loops (depthwise convolutions, epilogues, Winograd transforms, the
-            attention softmax); when other processes keep the cores busy, large products are
-            split into chunks that the model's threads take dynamically, so a busy core slows a
-            predict in proportion instead of stalling it (``lite.kernels.parallel``).
+        thread_num: threads for native kernels and the delegates' graph kernels (at least 1; at
+            most the CPUs this process may use: a larger value is capped, with a warning once). On
+            idle cores one native pool (``lite.kernels.fast.crew``, where it runs) takes both BLAS's
+            matrix products and the compiled loops (depthwise convolutions, epilogues, Winograd
+            transforms, the attention softmax); when other processes keep the cores busy, large
+            products are split into chunks that the model's threads take dynamically, so a busy
+            core slows a predict in proportion instead of stalling it (``lite.kernels.parallel``).
         fallback: when a delegate's graph kernel fails ``prepare``, run the native
-            kernels it covered instead of failing the build.
+            kernels it covered instead of failing the build (a bool: ``"false"`` is refused).
         delegates: delegates in priority order (highest first).
         memory_limit: the most bytes one tensor, or all activations together, may need;
             a model (or an input shape) that would need more is refused before anything
@@ -52,7 +54,7 @@ class Context:
                  placement: str = "priority", placement_budget: float = 60.0,
                  placement_cache: str | os.PathLike | None = "default"):
         self.thread_num = thread_num if thread_num is not None else (os.cpu_count() or 1)
-        self.fallback = bool(fallback)
+        self.fallback = fallback
         self.delegates = [] if delegates is None else delegate_list(delegates)
         self.memory_limit = positive_int(memory_limit, "memory_limit (bytes)")
         self.placement = placement
@@ -70,6 +72,14 @@ class Context:
         self._placement = value
 
     @property
+    def fallback(self) -> bool:
+        return self._fallback
+
+    @fallback.setter
+    def fallback(self, value: bool) -> None:
+        self._fallback = strict_bool(value, "Context fallback")
+
+    @property
     def placement_budget(self) -> float:
         return self._placement_budget
 
@@ -85,7 +95,7 @@ class Context:
 
     @thread_num.setter
     def thread_num(self, value: int) -> None:
-        self._thread_num = positive_int(value, "thread_num", MAX_THREADS)
+        self._thread_num = capped_threads(positive_int(value, "thread_num", MAX_THREADS))
 
     @property
     def delegate(self) -> Delegate | None:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import lite
+from lite.arguments import bool_from_text
 from lite.tools import zoo
 from lite.tools.converter import convert
 from tests.oracle import run_onnxruntime
@@ -61,6 +62,9 @@ BUILDS = {  # name: (call, error, message fragment)
     "Context(thread_num=2**70)": (lambda: lite.Context(thread_num=2**70), lite.InputError, "at most 1024"),
     "Context(thread_num=0)": (lambda: lite.Context(thread_num=0), lite.InputError, "positive int"),
     "Context(memory_limit='x')": (lambda: lite.Context(memory_limit="x"), lite.InputError, "memory_limit"),
+    "Context(fallback='false')": (lambda: lite.Context(fallback="false"), lite.InputError,
+                                  "Context fallback must be True or False, got str 'false'"),
+    "Context(fallback=0)": (lambda: lite.Context(fallback=0), lite.InputError, "fallback must be True or False"),
     "runner.predict(None)": (lambda: runner().predict(None), lite.InputError, "got NoneType"),
 }
 
@@ -97,3 +101,16 @@ def test_keyboard_interrupt_propagates_untouched(model, monkeypatch):
 
 def reference(x: np.ndarray) -> np.ndarray:
     return run_onnxruntime(zoo.add_chain(3), {"x": x})[0]
+
+
+@pytest.mark.parametrize(("text", "value"), [("true", True), ("1", True), ("yes", True), ("ON", True), (1, True),
+                                             ("False", False), ("0", False), ("no", False), ("off", False),
+                                             (0, False), (np.bool_(False), False)])
+def test_booleans_given_as_text_take_eight_spellings(text, value):
+    assert bool_from_text(text, "option 'x'") is value
+
+
+@pytest.mark.parametrize("text", ["nope", "", "2", 2, 1.0, None, "t", [True]])
+def test_any_other_boolean_text_is_refused_naming_the_option(text):
+    with pytest.raises(lite.InputError, match="option 'x' is a boolean: give one of true/1/yes/on or false/0/no/off"):
+        bool_from_text(text, "option 'x'")

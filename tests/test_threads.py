@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import threading
 import time
+import warnings
 
 import numpy as np
 import onnx
@@ -234,3 +235,22 @@ def test_a_delegates_graph_kernel_runs_with_the_crew_at_rest(monkeypatch):
                         lambda self, partition: calls.append("graph kernel") or execute(self, partition))
     assert_matches_onnxruntime(model, onnx_model)
     assert calls == ["rest", "graph kernel"]
+
+
+def test_thread_num_beyond_the_cpus_is_capped_with_one_warning(monkeypatch):
+    monkeypatch.setattr(threads, "_capped_warned", False)
+    with pytest.warns(RuntimeWarning, match="thread_num=1024 is more than"):
+        context = lite.Context(thread_num=1024)
+    assert context.thread_num == threads.usable_cpus()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lite.Context(thread_num=512).thread_num == threads.usable_cpus()  # said once
+
+
+def test_a_thread_the_system_refuses_is_a_lite_error(monkeypatch):
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(lite.ThreadStartError, match="could not start thread 'lite-kernel'.*thread_num"):
+        parallel.Crew(1)

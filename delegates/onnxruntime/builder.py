@@ -14,10 +14,26 @@ from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY
 from lite.kernel import Kernel
 from lite.ops.naming import unique_name
+from lite.ops.reduce import ONNX_REDUCTIONS
 from lite.tensor import Tensor
 
 OPSET = 17
 PRODUCER = "delite ORTDelegate"
+EMITTED_OPS = frozenset({
+    # NOTE: every ONNX op type (default domain) an emitter writes; a saved graph may hold these alone
+    # (graph_kernel.check_saved_graph), and GraphBuilder.add_node refuses any other
+    "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan", "Atanh", "AveragePool",
+    "BatchNormalization", "BitShift", "Cast", "Ceil", "Celu", "Clip", "Concat", "ConstantOfShape", "Conv",
+    "ConvTranspose", "Cos", "Cosh", "CumSum", "DepthToSpace", "Div", "Einsum", "Elu", "Equal", "Erf", "Exp",
+    "Expand", "Flatten", "Floor", "Gather", "GatherElements", "GatherND", "Gemm", "GlobalAveragePool",
+    "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Hardmax", "Identity",
+    "InstanceNormalization", "IsInf", "IsNaN", "LRN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual",
+    "Log", "LogSoftmax", "LpNormalization", "MatMul", "Max", "MaxPool", "Min", "Mod", "Mul", "Neg", "Not",
+    "OneHot", "Or", "PRelu", "Pad", "Pow", "Reciprocal", "Relu", "Reshape", "Resize", "Round", "ScatterElements",
+    "ScatterND", "Selu", "Shape", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Slice", "Softmax", "Softplus",
+    "Softsign", "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu",
+    "Tile", "TopK", "Transpose", "Trilu", "Unsqueeze", "Where", "Xor", *ONNX_REDUCTIONS.values(),
+})
 
 
 class Unsupported(Exception):
@@ -67,6 +83,9 @@ class GraphBuilder:
 
     def add_node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], hint: str,
                  **attrs: Any) -> None:
+        if op_type not in EMITTED_OPS:
+            raise RuntimeError(f"an emitter wrote {op_type}, which is not in EMITTED_OPS: list it there (saved "
+                               "graphs holding any other op are refused)")
         name = unique_name(hint, self._node_names)
         self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
 
@@ -175,6 +194,8 @@ def emit_partition(kernels: Sequence[Kernel], inputs: Sequence[Tensor], outputs:
     batch) symbolic too unless the model is specialized.
     """
     builder = GraphBuilder(previous)
+    for tensor in [*inputs, *outputs]:  # NOTE: named first, so they keep the model's names (saved graphs bind by name)
+        builder.name_of(tensor)
     for kernel in kernels:
         REGISTRY.find(kernel.primitive.type).fn(NodeContext(builder, kernel))
     batch = not builder.specialized

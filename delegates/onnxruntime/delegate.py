@@ -29,6 +29,15 @@ class ORTDelegate(lite.SimpleDelegate):
     outputs. A primitive without an emitter, or with attribute values ONNX cannot express,
     stays native with the reason in ``Model.partition_report()``.
 
+    ``Context.memory_limit`` holds for what onnxruntime allocates too: at prepare and at every
+    resize a graph kernel counts its tensors at the actual shapes by ONNX shape inference and
+    refuses more than the limit (``lite.delegates.onnxruntime.sizes``). onnxruntime's own arena
+    limit is not used: it applies to allocators shared by the whole process, not to one session;
+    so a graph whose tensors' sizes are set by values computed from data is refused instead.
+    Partitions saved in the file (``lite-convert --delegate ort``) load only when they run what
+    the emitters write, have the partition's boundary (bound by name) and pass that check
+    (``lite.delegates.onnxruntime.saved``).
+
     Args:
         providers: execution providers in priority order: names, or (name, options) pairs as
             onnxruntime takes them; a comma-separated string also works. Default: the CPU.
@@ -89,7 +98,8 @@ class ORTDelegate(lite.SimpleDelegate):
 
         Graph kernels are named onnxruntime_0, 1, ... in execution order, per model.
         """
-        return ORTGraphKernel(kernels, inputs, outputs, model.kernel_name("onnxruntime"), self._session_factory(model))
+        return ORTGraphKernel(kernels, inputs, outputs, model.kernel_name("onnxruntime"), self._session_factory(model),
+                              memory_limit=model.context.memory_limit)
 
     # ---- ahead of time: lite-convert --delegate ort ---------------------------------------------------
 
@@ -108,12 +118,14 @@ class ORTDelegate(lite.SimpleDelegate):
 
         Raises:
             lite.NotSupportedError: saved in another layout or for another opset.
-            lite.ModelFormatError: the blob is not a valid ONNX graph with the partition's boundary.
+            lite.ModelFormatError: the blob is not a valid ONNX graph with the partition's boundary (bound
+                by name), holds ops ORTDelegate never emits (control flow included), or tensors over
+                ``Context.memory_limit`` or of sizes set by data (``lite.delegates.onnxruntime.saved``).
         """
         if target != self.blob_target():
             raise lite.NotSupportedError(f"saved as {target!r}; this ORTDelegate loads {self.blob_target()!r}")
         return ORTGraphKernel(kernels, inputs, outputs, model.kernel_name("onnxruntime"),
-                              self._session_factory(model), saved=blob)
+                              self._session_factory(model), saved=blob, memory_limit=model.context.memory_limit)
 
     def _session_factory(self, model: lite.DelegateModel) -> SessionFactory:
         return functools.partial(_new_session, options=self._options(model.context.thread_num),

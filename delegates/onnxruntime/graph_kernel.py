@@ -11,13 +11,13 @@ import numpy as np
 import onnx
 
 import lite
-from lite.blob import pack, position, tensor_at, unpack
+from lite.blob import pack, position
 from lite.delegates.onnxruntime.builder import emit_partition
-from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
-from lite.loader import external_tensors
+from lite.delegates.onnxruntime.saved import CONSTANT_LOCATION, load_graph
+from lite.delegates.onnxruntime.sizes import SMALL_INITIALIZER, check_activations, skeleton
+from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 
 SessionFactory = Callable[[bytes], Any]  # serialized ONNX model -> onnxruntime.InferenceSession
-CONSTANT_LOCATION = "lite-constant"  # a saved graph's initializer whose data is one of the model's constants
 
 
 class ORTGraphKernel(lite.Kernel):
@@ -32,12 +32,25 @@ class ORTGraphKernel(lite.Kernel):
     shapes and create a new session. ``execute`` runs with IO binding: onnxruntime reads the input arrays and
     writes straight into the runtime's preallocated output arrays, without copies.
 
+    ``prepare`` and ``resize`` count what the graph's tensors need at the boundary's shapes
+    (``lite.delegates.onnxruntime.sizes``) and refuse more than ``memory_limit`` bytes, as the
+    native plan refuses activations over ``Context.memory_limit``; a graph whose sizes depend on
+    values computed from data is refused too (onnxruntime offers no limit per session).
+
     Args:
         kernels: the partition's native kernels, in topological order.
         inputs: tensors it reads from outside (``DelegateModel.subgraph_inputs``).
         outputs: tensors read after it (``DelegateModel.subgraph_outputs``).
         name: the kernel's name, also the ONNX graph's.
         new_session: creates an InferenceSession from serialized ONNX model bytes.
+        saved: a blob ``saved()`` wrote (``ORTDelegate.load_graph_kernel``): its graph, checked
+            (``lite.delegates.onnxruntime.saved``), instead of emitting one.
+        memory_limit: the most bytes the graph's tensors may need at once (``Context.memory_limit``).
+
+    Raises:
+        lite.ModelFormatError: ``saved`` fails a check.
+        lite.MemoryLimitError: (``prepare``, ``resize``) the tensors would need more than
+            ``memory_limit`` bytes at the current shapes.
 
     Attributes:
         onnx_model: the emitted ``onnx.ModelProto`` (opset 17).
@@ -45,8 +58,10 @@ class ORTGraphKernel(lite.Kernel):
     """
 
     def __init__(self, kernels: Sequence[lite.Kernel], inputs: list[lite.Tensor], outputs: list[lite.Tensor],
-                 name: str, new_session: SessionFactory, saved: bytes | memoryview | None = None):
+                 name: str, new_session: SessionFactory, saved: bytes | memoryview | None = None,
+                 memory_limit: int = DEFAULT_MEMORY_LIMIT):
         super().__init__(inputs, outputs, name=name)
+        self.memory_limit = memory_limit
         self.kernels = list(kernels)
         self.new_session = new_session
         self.session = None
@@ -74,7 +89,9 @@ class ORTGraphKernel(lite.Kernel):
         return pack({"specialized": self.specialized, "constants": places}, {"onnx": model})
 
     def prepare(self) -> None:
-        """Creates the InferenceSession for the emitted model."""
+        """Creates the InferenceSession for the emitted model (after the memory check, where shapes are known)."""
+        if all(-1 not in t.shape for t in [*self.inputs, *self.outputs]):
+            self._check_memory()
         self.session = self.new_session(self.onnx_model.SerializeToString())
         self._binding = None
 
@@ -84,6 +101,8 @@ class ORTGraphKernel(lite.Kernel):
             previous = {tensor.name: tensor for tensor in self.onnx_model.graph.initializer}
             self.onnx_model = self._emit(previous)
             self.prepare()
+        else:
+            self._check_memory()
 
     def execute(self) -> None:
         """Runs the session; rebinds first if the runtime gave a tensor a new array (after a resize)."""
@@ -109,33 +128,26 @@ class ORTGraphKernel(lite.Kernel):
     def _plan(self, model: onnx.ModelProto) -> None:
         values = [*model.graph.input, *model.graph.output]
         self._names = [v.name for v in values]
+        self._skeleton = skeleton(model)
         tensors = [*self.inputs, *self.outputs]
         self._planned = [list(t.shape) for t in tensors] if self.specialized else [_planned_dims(v) for v in values]
 
     def _load(self, blob: bytes | memoryview) -> onnx.ModelProto:
-        """The graph a blob holds, checked like a model file (no files read, no subgraphs, the
-        partition's boundary), its constants' data filled in from the model's own constants."""
-        header, arrays = unpack(blob)
-        if "onnx" not in arrays or not isinstance(header.get("specialized"), bool):
-            raise lite.ModelFormatError("ORT blob: no model or no 'specialized' flag")
-        try:
-            model = onnx.load_from_string(arrays["onnx"].tobytes())
-            self.constants = _constants(model.graph, header.get("constants"), self.kernels)
-            onnx.checker.check_model(_without_constants(model, self.constants))
-        except lite.ModelFormatError:
-            raise
-        except Exception as exc:  # NOTE: protobuf's DecodeError, onnx's ValidationError, a malformed map
-            raise lite.ModelFormatError(f"ORT blob: not a valid ONNX model: {type(exc).__name__}: {exc}") from exc
-        _check_saved_graph(model, [*self.inputs, *self.outputs], len(self.inputs), set(self.constants))
-        for initializer in model.graph.initializer:
-            tensor = self.constants.get(initializer.name)
-            if tensor is not None:
-                initializer.ClearField("external_data")
-                initializer.data_location = onnx.TensorProto.DEFAULT
-                initializer.raw_data = np.ascontiguousarray(tensor.data, tensor.dtype.newbyteorder("<")).tobytes()
-        self.specialized = header["specialized"]
+        """The graph a blob holds, checked (``lite.delegates.onnxruntime.saved``), its inputs and outputs
+        bound to the partition's by name."""
+        model, self.specialized, self.constants = load_graph(blob, self.kernels, self.inputs, self.outputs,
+                                                             self.memory_limit)
         self._plan(model)
         return model
+
+    def _check_memory(self) -> None:
+        """Raises MemoryLimitError when the graph's tensors would need more than ``memory_limit`` at the
+        boundary's current shapes (and the values the runtime computed from shapes)."""
+        boundary = [*self.inputs, *self.outputs]
+        shapes = {name: t.shape for name, t in zip(self._names, boundary, strict=True)}
+        values = {name: t.data for name, t in zip(self._names[:len(self.inputs)], self.inputs, strict=True)
+                  if t.value_known and t.data is not None and t.data.nbytes <= SMALL_INITIALIZER}
+        check_activations(self._skeleton, shapes, values, self.memory_limit, f"graph kernel {self.name!r}")
 
     def _fits(self) -> bool:
         """Whether every boundary tensor's shape fits the shapes the model was emitted for (None: any)."""
@@ -156,62 +168,6 @@ class ORTGraphKernel(lite.Kernel):
             value = OrtValue.ortvalue_from_numpy(array)
             (binding.bind_ortvalue_input if k < count else binding.bind_ortvalue_output)(name, value)
         self._binding, self._bound = binding, arrays
-
-
-def _constants(graph: onnx.GraphProto, places, kernels: list[lite.Kernel]) -> dict[str, lite.Tensor]:
-    """The model's constants that the saved graph's initializers name, each checked against its initializer."""
-    if not isinstance(places, dict):
-        raise lite.ModelFormatError("ORT blob: no map of constants")
-    declared = {t.name: t for t in graph.initializer}
-    constants = {}
-    for name, place in places.items():
-        try:
-            tensor = tensor_at(kernels, place)
-        except ValueError:
-            tensor = None
-        initializer = declared.get(name)
-        if (tensor is None or not tensor.is_const or tensor.data is None or initializer is None
-                or list(initializer.dims) != list(tensor.shape)
-                or initializer.data_type != ONNX_TYPES.get(tensor.dtype)):
-            raise lite.ModelFormatError(f"ORT blob: initializer {name!r} does not match the model's constant at "
-                                        f"[kernel, input] {place!r}")
-        constants[name] = tensor
-    return constants
-
-
-def _without_constants(model: onnx.ModelProto, constants: Mapping[str, lite.Tensor]) -> onnx.ModelProto:
-    """A copy of ``model`` for onnx.checker: the initializers still without data declared as graph inputs."""
-    check = onnx.ModelProto()
-    check.CopyFrom(model)
-    kept = [t for t in check.graph.initializer if t.name not in constants]
-    for initializer in check.graph.initializer:
-        if initializer.name in constants:
-            check.graph.input.append(onnx.helper.make_tensor_value_info(initializer.name, initializer.data_type,
-                                                                        list(initializer.dims)))
-    del check.graph.initializer[:]
-    check.graph.initializer.extend(kept)
-    return check
-
-
-def _check_saved_graph(model: onnx.ModelProto, boundary: list[lite.Tensor], input_count: int,
-                       constants: set[str]) -> None:
-    """Refuses a saved graph that reads files (external data other than the model's constants), nests
-    graphs, or has another boundary."""
-    graph = model.graph
-    ours = [t for t in graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL and t.name in constants]
-    if len(list(external_tensors(model))) > len(ours):
-        raise lite.ModelFormatError("ORT blob: the model refers to external data files")
-    if any(a.g.node or a.graphs for n in graph.node for a in n.attribute):
-        raise lite.ModelFormatError("ORT blob: the model holds subgraphs, which ORTDelegate never emits")
-    values = [*graph.input, *graph.output]
-    if len(graph.input) != input_count or len(values) != len(boundary):
-        raise lite.ModelFormatError(f"ORT blob: {len(graph.input)} inputs and {len(graph.output)} outputs, the "
-                                    f"partition has {input_count} and {len(boundary) - input_count}")
-    for value, tensor in zip(values, boundary, strict=True):
-        kind = value.type.tensor_type
-        if kind.elem_type != ONNX_TYPES.get(tensor.dtype) or len(kind.shape.dim) != len(tensor.shape):
-            raise lite.ModelFormatError(f"ORT blob: {value.name!r} is not a {len(tensor.shape)}-D "
-                                        f"{tensor.dtype.name} like {tensor.name!r}")
 
 
 def _planned_dims(info: onnx.ValueInfoProto) -> list[int | None]:

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import lite
+from lite.arguments import strict_bool
 from lite.extras import require
 
 if TYPE_CHECKING:  # NOTE: importing the kernel imports tvm; init() must be able to decline without it
@@ -41,16 +42,19 @@ class TVMDelegate(lite.SimpleDelegate):
         tuning_db: a MetaSchedule database directory written by ``lite-tune``; its tuned
             kernels replace the untuned ones. Tuning is per static shape, so with a database
             the batch dim is static unless ``symbolic_batch=True``.
-        symbolic_batch: compile with a symbolic batch dim (None: yes unless ``tuning_db``).
+        symbolic_batch: compile with a symbolic batch dim (True, False, or None: yes unless ``tuning_db``).
         min_nodes_per_partition: smaller runs stay native.
         max_partitions: keep only the largest this many partitions (0: all).
         trust_saved_code: load partitions compiled ahead of time and saved in the ``.lite`` file
             (``lite-convert --delegate tvm``). They are native machine code, which no check can make
             safe: only for files you trust (ones you converted). Off: such partitions are compiled
-            here (or run natively), with the reason in the partition report.
+            here (or run natively), with the reason in the partition report. Only ``True`` turns it on;
+            any other value that is not a bool (``"false"``, ``1``, None) is refused. The tools and Ray
+            context descriptions read it as text: true/false, 1/0, yes/no, on/off.
 
     Raises:
-        lite.InputError: ``target`` is neither a str nor a dict.
+        lite.InputError: ``target`` is neither a str nor a dict; ``trust_saved_code`` is not a bool,
+            or ``symbolic_batch`` neither a bool nor None.
 
     Example:
         >>> import lite
@@ -68,7 +72,8 @@ class TVMDelegate(lite.SimpleDelegate):
         self.target_spec = target
         self.cache_dir = cache_dir
         self.tuning_db = None if tuning_db is None else str(tuning_db)
-        self.symbolic_batch = tuning_db is None if symbolic_batch is None else bool(symbolic_batch)
+        self.symbolic_batch = (tuning_db is None if symbolic_batch is None
+                               else strict_bool(symbolic_batch, "TVMDelegate symbolic_batch"))
         self.min_nodes_per_partition = min_nodes_per_partition
         self.max_partitions = max_partitions
         self.trust_saved_code = trust_saved_code
@@ -78,6 +83,15 @@ class TVMDelegate(lite.SimpleDelegate):
         self.target = self.device = self.cache = self.database = None
         self.on_cpu = True
         self.kind = ""
+
+    @property
+    def trust_saved_code(self) -> bool:
+        """Whether partitions compiled ahead of time (native code from the file) may load: only ``True``."""
+        return self._trust_saved_code
+
+    @trust_saved_code.setter
+    def trust_saved_code(self, value: bool) -> None:
+        self._trust_saved_code = strict_bool(value, "TVMDelegate trust_saved_code")
 
     def init(self) -> None:
         """Loads the TVM runtime and checks the target's device; raises lite.NotSupportedError when either

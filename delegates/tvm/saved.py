@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lite.blob import pack, position, tensor_at, unpack
+from lite.blob import load_json, pack, position, tensor_at, unpack
 from lite.delegates.tvm import runtime
 from lite.errors import ModelFormatError, NotSupportedError
 from lite.kernel import Kernel
@@ -142,7 +142,7 @@ def _baked_positions(kernels: list[Kernel], baked: dict[Tensor, np.ndarray]) -> 
 def check_target(delegate: TVMDelegate, target: str) -> None:
     """Raises NotSupportedError unless a partition saved for ``target`` can run with ``delegate`` here."""
     try:
-        saved = json.loads(target)
+        saved = load_json(target)
         kind, version = saved["kind"], saved["tvm"]
     except (ValueError, TypeError, KeyError) as exc:
         raise NotSupportedError(f"unreadable target description ({type(exc).__name__}: {exc})") from exc
@@ -156,7 +156,7 @@ def check_target(delegate: TVMDelegate, target: str) -> None:
         _check_cpu(saved.get("cpu"))
     elif saved.get("arch") and saved["arch"] != _device_arch(delegate):
         raise NotSupportedError(f"compiled for {saved['arch']}; this GPU is {_device_arch(delegate)}")
-    if not delegate.trust_saved_code:
+    if delegate.trust_saved_code is not True:  # NOTE: a bool by its setter; nothing else may enable it
         raise NotSupportedError("it is native code compiled elsewhere, which no check can make safe: "
                                 "TVMDelegate(trust_saved_code=True) loads it, for files you trust")
 

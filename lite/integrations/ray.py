@@ -20,12 +20,14 @@ Example (10,000 images, 2 actors of 1 thread each):
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import lite
+from lite.arguments import booleans_from_text
 from lite.delegates import load_delegate
 from lite.errors import InputError, LiteError
 from lite.extras import require
@@ -49,16 +51,27 @@ def context_from_spec(spec: ContextSpec | None = None) -> lite.Context:
             ``"native"`` or ``"module:Class"``, as the tools' ``--delegate``) or a mapping
             ``{"name": "tvm", "options": {"target": "llvm"}}`` (the delegate's constructor arguments).
 
+    Boolean values (``fallback``, a delegate's ``trust_saved_code``) may be given as text, as on the
+    command line: true/false, 1/0, yes/no, on/off in any case; anything else is refused.
+
     Raises:
-        InputError: a key ``lite.Context`` does not take, an unknown delegate, or options it refuses.
+        InputError: a key ``lite.Context`` does not take, an unknown delegate, options it refuses, or a
+            boolean that is none of those words.
 
     Example:
         >>> ctx = context_from_spec({"thread_num": 1, "delegates": [{"name": "example_npu"}]})
         >>> ctx.thread_num, type(ctx.delegate).__name__
         (1, 'ExampleNPUDelegate')
     """
-    options = dict(spec or {})
-    named = [load_delegate(*delegate_name_and_options(d)) for d in options.pop("delegates", [])]
+    if spec is not None and not isinstance(spec, Mapping):
+        raise InputError(f"the context description is a mapping of lite.Context's keyword arguments, got "
+                         f"{type(spec).__name__}")
+    options = booleans_from_text(lite.Context, spec or {}, "the context description's")
+    delegates = options.pop("delegates", None) or []
+    if not isinstance(delegates, (list, tuple)):
+        raise InputError(f"the context description's 'delegates' is a list of names or {{'name': ..., 'options': "
+                         f"{{...}}}}, got {type(delegates).__name__}")
+    named = [load_delegate(*delegate_name_and_options(d)) for d in delegates]
     try:
         return lite.Context(**options, delegates=[d for d in named if d is not None])
     except TypeError as exc:
@@ -70,7 +83,8 @@ def delegate_name_and_options(spec: DelegateSpec) -> tuple[str, dict[str, Any]]:
     """``"ort"`` -> ``("ort", {})``; ``{"name": "tvm", "options": {"target": "llvm"}}`` -> its two parts."""
     if isinstance(spec, str):
         return spec, {}
-    if isinstance(spec, Mapping) and "name" in spec and set(spec) <= {"name", "options"}:
+    if (isinstance(spec, Mapping) and isinstance(spec.get("name"), str) and set(spec) <= {"name", "options"}
+            and isinstance(spec.get("options") or {}, Mapping)):
         return spec["name"], dict(spec.get("options") or {})
     raise InputError(f"a delegate is given as a name ('ort') or as {{'name': 'tvm', 'options': {{...}}}}, "
                      f"got {spec!r}")
@@ -90,9 +104,13 @@ class LitePredictor:
         context: how to build the model (see ``context_from_spec``); None: ``lite.Context()``.
         keep_columns: batch columns returned unchanged beside the outputs (ids, file paths, labels).
 
+    A pandas DataFrame (``batch_format="pandas"``) is read as the dict of its columns. Every output
+    holds as many rows as the batch's columns; a batch whose columns differ in length is refused.
+
     Raises:
-        InputError: when called on a batch with a missing column, one of another dtype, or rows of
-            another shape; the message names the column and the batch.
+        InputError: when called on a batch with a missing column, one of another dtype, ragged rows,
+            rows of another shape, columns of different lengths, or something that is not a batch of
+            columns; the message names the column and the batch.
 
     Example:
         >>> predictor = LitePredictor("mobilenet_v2.lite", {"thread_num": 1}, keep_columns=["path"])
@@ -116,13 +134,23 @@ class LitePredictor:
         self.batches_seen = 0
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The output columns (and ``keep_columns``) of one batch of input columns."""
-        rows = len(next(iter(batch.values()), ()))
-        where = f"batch {self.batches_seen} of this actor ({rows} rows, process {os.getpid()})"
+        """The output columns (and ``keep_columns``) of one batch of input columns: one row per input row.
+
+        Raises:
+            InputError: the batch is not a dict of columns (or a pandas DataFrame), or a column is
+                missing, not a column, ragged, of another dtype, of another row shape, or of another
+                length than the others; the message names the column and the batch.
+        """
+        where = f"batch {self.batches_seen} of this actor"
         self.batches_seen += 1
-        columns = [checked_column(batch, name, dtype, shape, where) for name, dtype, shape in self.inputs]
-        outputs = self.predict_rows(columns, rows, where) if rows else self.empty_outputs()
-        kept = {name: batch[name] for name in self.keep_columns}
+        batch = batch_columns(batch, where)
+        first = next((name for name, _, _ in self.inputs if name in batch), next(iter(batch), None))
+        rows = len(batch[first]) if first is not None and is_column(batch[first]) else 0
+        where = f"{where} ({rows} rows, process {os.getpid()})"
+        columns = {name: checked_column(batch, name, dtype, shape, where) for name, dtype, shape in self.inputs}
+        kept = {name: kept_column(batch, name, where) for name in self.keep_columns}
+        check_rows({**columns, **kept}, first, rows, where)
+        outputs = self.predict_rows(list(columns.values()), rows, where) if rows else self.empty_outputs()
         return {**kept, **dict(zip(self.output_names, outputs, strict=True))}
 
     def empty_outputs(self) -> list[np.ndarray]:
@@ -148,6 +176,59 @@ class LitePredictor:
         return [t.get_data_to_numpy() for t in self.model.predict(padded)]
 
 
+def batch_columns(batch: Any, where: str) -> Mapping[str, Any]:
+    """A batch as a mapping of column name to column: a dict (``batch_format="numpy"``) as it is, a pandas
+    DataFrame (``batch_format="pandas"``) as its columns' numpy arrays.
+
+    Raises:
+        InputError: anything else (a pyarrow Table, a list, an array).
+    """
+    if isinstance(batch, Mapping):
+        return batch
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(batch, pandas.DataFrame):
+        return {str(name): batch[name].to_numpy() for name in batch.columns}
+    raise InputError(f"{where} is a {type(batch).__name__}; LitePredictor takes a dict of numpy columns "
+                     "(map_batches(..., batch_format=\"numpy\")) or a pandas DataFrame")
+
+
+def is_column(value: Any) -> bool:
+    """Whether ``value`` holds rows: an array of one or more dims, a list, a pandas Series; not a scalar,
+    a 0-d array, a string or None."""
+    return not isinstance(value, (str, bytes)) and getattr(value, "ndim", 1) != 0 and hasattr(value, "__len__")
+
+
+def checked_rows(value: Any, what: str) -> int:
+    """How many rows ``value`` holds.
+
+    Raises:
+        InputError: it is not a column (``is_column``).
+    """
+    if not is_column(value):
+        raise InputError(f"{what} is a {type(value).__name__}, not a column of rows")
+    return len(value)
+
+
+def check_rows(columns: Mapping[str, Any], first: str | None, rows: int, where: str) -> None:
+    """Refuses (InputError) a batch whose ``columns`` do not all hold the ``rows`` of column ``first``."""
+    for name, column in columns.items():
+        if len(column) != rows:
+            raise InputError(f"{where}: column {name!r} has {len(column)} rows, column {first!r} has {rows}: "
+                             "every column of a batch holds one row per sample")
+
+
+def kept_column(batch: Mapping[str, Any], name: str, where: str) -> Any:
+    """Column ``name`` of ``batch``, returned unchanged (``keep_columns``).
+
+    Raises:
+        InputError: the batch has no such column.
+    """
+    if name not in batch:
+        raise InputError(f"{where}: no column {name!r} to keep (keep_columns); the batch has {sorted(batch)}")
+    checked_rows(batch[name], f"{where}: column {name!r}")
+    return batch[name]
+
+
 def checked_column(batch: Mapping[str, np.ndarray], name: str, dtype: np.dtype, shape: tuple[int, ...],
                    where: str) -> np.ndarray:
     """Column ``name`` of ``batch``, checked against the model input of that ``dtype`` and ``shape``
@@ -155,18 +236,36 @@ def checked_column(batch: Mapping[str, np.ndarray], name: str, dtype: np.dtype, 
     tensor columns) is stacked first.
 
     Raises:
-        InputError: the column is missing, ragged, of another dtype or of another row shape.
+        InputError: the column is missing, not a column, ragged, of another dtype or of another row shape.
     """
     if name not in batch:
         raise InputError(f"{where}: no column {name!r} for the model input of that name; the batch has "
                          f"{sorted(batch)} (rename columns with Dataset.rename_columns)")
-    column = stacked_rows(np.asarray(batch[name]), f"{where}: column {name!r}", shape)
+    what = f"{where}: column {name!r}"
+    column = column_array(batch[name], what, dtype, shape)
     if column.dtype != dtype:
-        raise InputError(f"{where}: column {name!r} is {column.dtype}, the model input takes {dtype}: "
+        raise InputError(f"{what} is {column.dtype}, the model input takes {dtype}: "
                          f"cast it first (e.g. in a map_batches before this one)")
     if column.ndim != len(shape) or any(d not in (-1, r) for d, r in zip(shape[1:], column.shape[1:], strict=True)):
-        raise InputError(f"{where}: column {name!r} has rows of shape {column.shape[1:]}, the model input "
+        raise InputError(f"{what} has rows of shape {column.shape[1:]}, the model input "
                          f"takes {row_shape_text(shape)}")
+    return column
+
+
+def column_array(raw: Any, what: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A column as one array, its rows stacked; a column without rows as zero rows of the model input.
+
+    Raises:
+        InputError: it is not a column, or holds rows numpy cannot stack.
+    """
+    empty = not checked_rows(raw, what)
+    try:
+        column = stacked_rows(np.asarray(raw), what, shape)
+    except (ValueError, TypeError) as exc:  # NOTE: numpy refusing ragged nested lists
+        raise InputError(f"{what} holds rows numpy cannot stack into one array ({exc}); the model input takes "
+                         f"rows of shape {row_shape_text(shape)}") from exc
+    if empty and (column.dtype == np.dtype(object) or isinstance(raw, (list, tuple))):
+        return np.empty((0, *(max(d, 0) for d in shape[1:])), dtype)  # NOTE: no rows, so no dtype to check
     return column
 
 

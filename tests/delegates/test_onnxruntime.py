@@ -29,6 +29,7 @@ from lite.delegates.onnxruntime import ORTDelegate, ORTGraphKernel
 from lite.delegates.onnxruntime.builder import emit_partition
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY, EmitterRegistry
 from lite.kernels.registry import find_kernel
+from lite.threads import capped_threads
 from lite.tools import zoo
 from lite.tools.converter import convert, convert_to_graph
 from lite.tools.inspector import main as inspect_main
@@ -468,7 +469,7 @@ def test_one_session_with_the_context_threads_and_outputs_written_in_place():
     model.build(convert(original), lite.ModelType.LITE, lite.Context(thread_num=3, delegates=[ORTDelegate()]))
     (kernel,) = model.graph_kernels()
     assert isinstance(kernel, ORTGraphKernel) and kernel.name == "onnxruntime_0"
-    assert kernel.session.get_session_options().intra_op_num_threads == 3
+    assert kernel.session.get_session_options().intra_op_num_threads == capped_threads(3)
     feeds = {"x": normal(2, 3, 12, 12)}
     assert_matches(model, original, feeds)
     (bound,) = kernel._binding.get_outputs()
@@ -530,6 +531,52 @@ def test_a_failing_session_falls_back_to_native_kernels(caplog):
     assert {r.runs_on for r in model.partition_report()} == {"native"} and model.graph_kernels() == []
     assert "failed in prepare()" in caplog.text
     assert_matches(model, original, {"x": normal(1, 3, 12, 12)})
+
+
+# ---- memory: Context.memory_limit counts what onnxruntime allocates ----------------------------------
+
+WIDE_BATCH, WIDE_LIMIT = 65_536, 48 << 20  # NOTE: x is 16 MiB and each hidden tensor 32 MiB at that batch
+
+
+def wide_model() -> onnx.ModelProto:
+    """x [N, 64] -> MatMul -> h [N, 128] -> h * h -> MatMul -> y [N, 1]: two hidden tensors alive at once."""
+    nodes = [node("MatMul", ["x", "w1"], "h"), node("Mul", ["h", "h"], "h2"), node("MatMul", ["h2", "w2"])]
+    return onnx_model(nodes, {"x": normal(2, 64)}, inits={"w1": weight(64, 128), "w2": weight(128, 1)},
+                      dims={"x": ["N", 64]})
+
+
+def build_within(original: onnx.ModelProto, limit: int, *delegates: lite.Delegate, fallback: bool = True):
+    model = lite.Model()
+    context = lite.Context(thread_num=1, delegates=list(delegates), memory_limit=limit, fallback=fallback)
+    model.build(convert(original), lite.ModelType.LITE, context)
+    return model
+
+
+@pytest.mark.parametrize("fallback", [True, False], ids=["fallback", "no-fallback"])
+def test_a_batch_whose_activations_exceed_the_memory_limit_is_refused_as_natively(fallback):
+    original = wide_model()
+    native, delegated = (build_within(original, WIDE_LIMIT, *d, fallback=fallback) for d in ([], [ORTDelegate()]))
+    x = normal(WIDE_BATCH, 64)
+    with pytest.raises(lite.InputError, match="activations would need .* more than the memory limit of 50331648"):
+        native.predict([x])
+    # NOTE: the graph kernel refuses in resize(); its weights live in its ONNX graph alone, so no fallback
+    with pytest.raises(lite.DelegateError, match="'onnxruntime_0' failed in resize.* MemoryLimitError: .* tensors "
+                                                 "would need .* more than the memory limit of 50331648"):
+        delegated.predict([x])
+    for model in (native, delegated):  # NOTE: both keep working at batches within the limit
+        assert_matches(model, original, {"x": normal(3, 64)})
+    assert {r.runs_on for r in delegated.partition_report()} == {ORT}
+
+
+def test_the_partition_count_takes_every_hidden_tensor_alive_at_once():
+    original = wide_model()
+    model = build_within(original, WIDE_LIMIT, ORTDelegate(), fallback=False)
+    assert_matches(model, original, {"x": normal(WIDE_BATCH // 4, 64)})  # NOTE: 4 + 8 + 8 MiB
+    (kernel,) = model.graph_kernels()
+    kernel.memory_limit = 20 << 20
+    rows = WIDE_BATCH // 4 + 1  # NOTE: x, y, h and h * h: (64 + 1 + 128 + 128) * 4 bytes a row
+    with pytest.raises(lite.DelegateError, match=f"'onnxruntime_0': its tensors would need {rows * 321 * 4} bytes"):
+        model.predict([normal(rows, 64)])
 
 
 # ---- mixed with another delegate, graph_kernels() and --dump-partitions -------------------------

@@ -3,12 +3,14 @@
 TVM: the compiled library loads with the TVM runtime alone (a fresh process where ``import tvm``
 fails), only with ``trust_saved_code``, only on a matching target, CPU and TVM version, and
 shapes the library does not serve compile again. ONNX Runtime: the saved ONNX graph replaces the
-emission, and a blob that reads files, nests graphs or has another boundary is refused.
+emission, its boundary bound by name; a blob that reads files, runs ops the delegate never emits
+(control flow above all), has another boundary or allocates beyond Context.memory_limit is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import subprocess
@@ -27,6 +29,7 @@ from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tools import zoo
 from lite.tools.converter import convert
+from tests.delegates.support import node, onnx_graph
 from tests.oracle import relative_l2, run_onnxruntime
 
 pytest.importorskip("onnxruntime")
@@ -155,6 +158,174 @@ def test_ort_refuses_a_hostile_saved_graph(ort_case, kind):
     assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
 
 
+@pytest.fixture(scope="module")
+def difference_case():
+    """relu(a) - relu(b) on two inputs of one shape, saved as one ORT partition."""
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    nodes = [node("Relu", ["a"], "ra"), node("Relu", ["b"], "rb"), node("Sub", ["ra", "rb"], "y")]
+    onnx_model = onnx_graph(nodes, {"a": [2, 8], "b": [2, 8]}, ["y"])
+    data, partitions, _ = compile_into(convert(onnx_model), lite.Context(delegates=[ORTDelegate()]))
+    assert len(partitions) == 1
+    return onnx_model, data
+
+
+def saved_graph(data: bytes) -> tuple[dict, onnx.ModelProto]:
+    from lite.blob import unpack
+
+    header, arrays = unpack(read_model(data).partitions[0].blob)
+    return header, onnx.load_from_string(arrays["onnx"].tobytes())
+
+
+def with_graph(data: bytes, header: dict, graph: onnx.ModelProto) -> bytes:
+    return with_blob(data, pack(header, {"onnx": np.frombuffer(graph.SerializeToString(), np.uint8)}))
+
+
+def difference(model: lite.Model) -> float:
+    a, b = (np.random.default_rng(seed).standard_normal((2, 8)).astype(np.float32) for seed in (1, 2))
+    got = model.predict({"a": a, "b": b})[0].get_data_to_numpy()
+    return float(np.abs(got - (np.maximum(a, 0) - np.maximum(b, 0))).max())
+
+
+def test_ort_partition_inputs_swapped_in_the_file_are_bound_by_name(difference_case):
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    _, data = difference_case
+    swapped = rewritten(data, inputs=list(reversed(read_model(data).partitions[0].inputs)))
+    model = build(swapped, ORTDelegate())
+    assert {b.split(":")[0] for b in blobs(model)} == {"loaded"}
+    assert difference(model) < 1e-6
+
+
+def test_ort_partition_inputs_swapped_in_the_saved_graph_are_bound_by_name(difference_case):
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    _, data = difference_case
+    header, graph = saved_graph(data)
+    inputs = [onnx.ValueInfoProto.FromString(v.SerializeToString()) for v in reversed(graph.graph.input)]
+    del graph.graph.input[:]
+    graph.graph.input.extend(inputs)
+    model = build(with_graph(data, header, graph), ORTDelegate())
+    assert {b.split(":")[0] for b in blobs(model)} == {"loaded"}
+    assert difference(model) < 1e-6
+
+
+def test_ort_saved_graph_whose_boundary_names_no_tensor_is_refused(difference_case):
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    _, data = difference_case
+    header, graph = saved_graph(data)
+    for value in graph.graph.input:
+        value.name = {"a": "b", "b": "a"}[value.name]  # NOTE: the graph reads each input as the other
+    graph.graph.input[0].name = "c"
+    for each in graph.graph.node:
+        each.input[:] = ["c" if name == "b" else name for name in each.input]
+    model = build(with_graph(data, header, graph), ORTDelegate())
+    assert any("ModelFormatError: ORT blob: the graph's inputs ['a', 'c'] are not the partition's ['a', 'b']" in b
+               for b in blobs(model)), blobs(model)
+    assert difference(model) < 1e-6
+
+
+def hostile_node(kind: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Nodes (and initializers) a hostile saved graph adds; their outputs feed nothing."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    scalar = functools.partial(helper.make_tensor_value_info, shape=[])
+    body = helper.make_graph([], "body", [scalar("i", TensorProto.INT64), scalar("c", TensorProto.BOOL),
+                                          scalar("v", TensorProto.FLOAT)],
+                             [scalar("c", TensorProto.BOOL), scalar("v", TensorProto.FLOAT)])
+    branch = helper.make_graph([helper.make_node("Identity", ["zero_f"], ["z"])], "branch", [],
+                               [scalar("z", TensorProto.FLOAT)])
+    nodes = {  # NOTE: a Loop of 2^62 trips whose body has no nodes spins for ever
+        "Loop": [helper.make_node("Loop", ["trips", "always", "zero_f"], ["spun"], name="spin", body=body)],
+        "If": [helper.make_node("If", ["always"], ["chosen"], name="choose", then_branch=branch,
+                                else_branch=branch)],
+        "Range": [helper.make_node("Range", ["zero", "trips", "one"], ["counted"], name="count")],
+        "com.microsoft::FusedGemm": [helper.make_node("FusedGemm", ["a", "a"], ["fused"], name="vendor",
+                                                      domain="com.microsoft")],
+        "Scan": [helper.make_node("Scan", ["zero_f"], ["scanned"], name="scan", body=body, num_scan_inputs=0)],
+    }[kind]
+    values = {"trips": np.array(2**62, np.int64), "always": np.array(True), "zero": np.array(0, np.int64),
+              "one": np.array(1, np.int64), "zero_f": np.array(0, np.float32)}
+    return nodes, [numpy_helper.from_array(value, name) for name, value in values.items()]
+
+
+@pytest.mark.parametrize("kind", ["Loop", "If", "Scan", "Range", "com.microsoft::FusedGemm"])
+def test_ort_saved_graph_runs_only_what_the_delegate_emits(difference_case, kind):
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    _, data = difference_case
+    header, graph = saved_graph(data)
+    nodes, initializers = hostile_node(kind)
+    graph.graph.node.extend(nodes)
+    graph.graph.initializer.extend(initializers)
+    graph.opset_import.add(domain="com.microsoft", version=1)
+    model = build(with_graph(data, header, graph), ORTDelegate())
+    assert any(f"ModelFormatError: ORT blob: node {nodes[0].name!r} is a {kind}, which ORTDelegate never emits" in b
+               for b in blobs(model)), blobs(model)
+    assert difference(model) < 1e-6
+
+
+def bomb(graph: onnx.ModelProto, shape_of: str) -> None:
+    """Adds zeros expanded to ``shape_of``'s value, summed into the output (0 when it runs)."""
+    from onnx import helper, numpy_helper
+
+    final = next(n for n in graph.graph.node if "y" in n.output)
+    final.output[:] = ["y_before"]
+    graph.graph.initializer.extend([numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                                    numpy_helper.from_array(np.array([1 << 28], np.int64), "gib")])
+    graph.graph.node.extend([
+        helper.make_node("Expand", ["zero", shape_of], ["bomb"], name="expand"),
+        helper.make_node("ReduceSum", ["bomb"], ["bomb_sum"], name="sum", keepdims=0),
+        helper.make_node("Add", ["y_before", "bomb_sum"], ["y"], name="add")])
+
+
+def test_ort_saved_graph_over_the_memory_limit_is_refused(difference_case):
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    _, data = difference_case
+    header, graph = saved_graph(data)
+    bomb(graph, "gib")  # NOTE: 2^28 float32 zeros: 1 GiB
+    model = lite.Model()
+    model.build(with_graph(data, header, graph), lite.ModelType.LITE,
+                lite.Context(thread_num=1, delegates=[ORTDelegate()], memory_limit=64 << 20))
+    assert any("ORT blob: Expand node 'expand' makes 'bomb' of at least 1073741824 bytes, more than the memory "
+               "limit of 67108864 bytes" in b for b in blobs(model)), blobs(model)
+    assert difference(model) < 1e-6
+
+
+def test_ort_saved_graph_allocating_by_data_is_refused(difference_case):
+    from onnx import helper
+
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    _, data = difference_case
+    header, graph = saved_graph(data)
+    bomb(graph, "sizes")
+    graph.graph.node.insert(0, helper.make_node("ReduceMax", ["a"], ["largest"], name="largest", axes=[1],
+                                                keepdims=0))
+    graph.graph.node.insert(1, helper.make_node("Cast", ["largest"], ["sizes"], name="sizes", to=7))
+    model = build(with_graph(data, header, graph), ORTDelegate())
+    assert any("ORT blob: Expand node 'expand' takes its output's size from values computed from data "
+               "(['sizes'])" in b for b in blobs(model)), blobs(model)
+    assert difference(model) < 1e-6
+
+
+def test_ort_saved_graph_sized_by_values_the_runtime_computes_from_shapes_loads():
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    nodes = [node("Shape", ["y"], "s"), node("Relu", ["x"], "r"), node("Expand", ["r", "s"], "e"),
+             node("Sigmoid", ["e"], "out")]
+    onnx_model = onnx_graph(nodes, {"x": [1, 4], "y": ["N", 4]}, ["out"])
+    data, partitions, _ = compile_into(convert(onnx_model), lite.Context(delegates=[ORTDelegate()]))
+    model = build(data, ORTDelegate())
+    assert {b.split(":")[0] for b in blobs(model)} == {"loaded"}
+    for rows in (3, 5):  # NOTE: the Expand's shape is a graph input: the runtime's value of Shape(y)
+        feeds = {"x": np.random.default_rng(rows).standard_normal((1, 4)).astype(np.float32),
+                 "y": np.zeros((rows, 4), np.float32)}
+        assert error(model, onnx_model, feeds) < TOLERANCE
+
+
 # ---- TVM ----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -219,6 +390,18 @@ def test_tvm_loads_saved_code_only_when_trusted(tvm_case):
     assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
 
 
+@pytest.mark.parametrize("text", ["no", "off", "false", "0", "OFF"])
+def test_tvm_saved_code_stays_unloaded_for_every_command_line_no(tvm_case, text, monkeypatch):
+    from lite.delegates import load_delegate, parse_options
+    from lite.delegates.tvm import TVMDelegate
+
+    _, _, data = tvm_case
+    monkeypatch.setattr(TVMDelegate, "build", lambda self, model: None)  # NOTE: nothing compiled here
+    model = build(data, load_delegate("tvm", parse_options(["cache_dir=off", f"trust_saved_code={text}"])))
+    assert all("TVMDelegate(trust_saved_code=True) loads it" in b for b in blobs(model)), blobs(model)
+    assert {r.runs_on for r in model.partition_report()} == {"native"}
+
+
 def saved_target(data: bytes) -> dict:
     return json.loads(read_model(data).partitions[0].target)
 
@@ -236,6 +419,13 @@ def test_tvm_library_for_another_machine_is_not_loaded(tvm_case, change, reason)
     model = build(rewritten(data, target=json.dumps(target)), trusted())
     assert all(reason in b for b in blobs(model)), blobs(model)
     assert error(model, onnx_model, feeds_of(onnx_model)) < TOLERANCE
+
+
+def test_tvm_target_nested_too_deep_is_declined_without_recursion_error():
+    from lite.delegates.tvm.saved import check_target  # NOTE: reads the target before it needs TVM
+
+    with pytest.raises(lite.NotSupportedError, match="unreadable target description.*nests deeper"):
+        check_target(None, "[" * 100000)
 
 
 def test_tvm_malformed_blob_falls_back(tvm_case):

@@ -23,6 +23,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
+from lite.threads import capped_threads
 from lite.tools import zoo
 from lite.tools.converter import convert
 from tests.delegates.conftest import TVM_CASES_DESELECTED
@@ -536,6 +537,22 @@ def test_loads_by_name_with_command_line_options():
     assert isinstance(delegate, TVMDelegate) and delegate.cache is None and delegate.min_nodes_per_partition == 2
 
 
+@pytest.mark.parametrize("value", ["false", "no", "off", "0", 1, 0, None, "True"])
+def test_trust_saved_code_is_enabled_by_true_alone(value):
+    with pytest.raises(lite.InputError, match="TVMDelegate trust_saved_code must be True or False"):
+        TVMDelegate(trust_saved_code=value)
+    delegate = TVMDelegate()
+    with pytest.raises(lite.InputError, match="trust_saved_code must be True or False"):
+        delegate.trust_saved_code = value
+    assert delegate.trust_saved_code is False and TVMDelegate(trust_saved_code=True).trust_saved_code is True
+
+
+def test_symbolic_batch_is_a_bool_or_none():
+    with pytest.raises(lite.InputError, match="symbolic_batch must be True or False, got str 'false'"):
+        TVMDelegate(symbolic_batch="false")
+    assert TVMDelegate(symbolic_batch=False).symbolic_batch is False and TVMDelegate().symbolic_batch is True
+
+
 def test_bad_targets_are_input_errors():
     with pytest.raises(lite.InputError, match="target must be"):
         TVMDelegate(target=42)
@@ -700,8 +717,16 @@ def corrupt_stale(library: Path) -> None:
     library.with_suffix(".json").write_text(json.dumps({**meta, "tvm": "0.0.1"}))
 
 
-@pytest.mark.parametrize("corrupt", [corrupt_truncate, corrupt_sidecar, corrupt_consistently, corrupt_stale],
-                         ids=["truncated", "bad_sidecar", "unloadable", "stale"])
+def corrupt_fifo_sidecar(library: Path) -> None:
+    """A FIFO in the sidecar's place: reading it waited for a writer forever."""
+    sidecar = library.with_suffix(".json")
+    sidecar.unlink()
+    os.mkfifo(sidecar)
+
+
+@pytest.mark.parametrize("corrupt", [corrupt_truncate, corrupt_sidecar, corrupt_consistently, corrupt_stale,
+                                     corrupt_fifo_sidecar],
+                         ids=["truncated", "bad_sidecar", "unloadable", "stale", "fifo_sidecar"])
 def test_a_bad_cache_entry_is_recompiled_and_rewritten(tmp_path, corrupt, caplog):
     onnx_model = block_model(batch=2)
     build(onnx_model, TVMDelegate("llvm", cache_dir=tmp_path))
@@ -832,7 +857,7 @@ def test_aligned_inputs_cross_without_a_copy():
 def test_build_sets_tvm_threads_from_the_context(monkeypatch):
     monkeypatch.delenv("TVM_NUM_THREADS", raising=False)
     build(onnx_graph([node("Relu", ["x"])], {"x": [2, 3]}, ["y"]), tvm_delegate(), thread_num=3)
-    assert os.environ["TVM_NUM_THREADS"] == "3"
+    assert os.environ["TVM_NUM_THREADS"] == str(capped_threads(3))
 
 
 def test_dump_writes_the_relax_script_of_each_partition(tmp_path):

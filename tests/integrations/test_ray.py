@@ -174,3 +174,95 @@ def test_without_ray_the_module_imports_and_names_the_extra(monkeypatch):
     module = importlib.import_module("lite.integrations.ray")
     with pytest.raises(lite.MissingPackageError, match=r'pip install "delite\[ray\]"'):
         module.predict_dataset(object(), "m.lite")
+
+
+@pytest.mark.parametrize(("text", "value"), [("false", False), ("no", False), ("OFF", False), ("0", False),
+                                             (0, False), ("true", True), ("Yes", True), ("on", True), (1, True)])
+def test_context_descriptions_read_booleans_strictly(text, value):
+    ctx = context_from_spec({"fallback": text, "delegates": [{"name": "tvm", "options": {"trust_saved_code": text}}]})
+    assert ctx.fallback is value and ctx.delegate.trust_saved_code is value
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"fallback": "nope"}, "the context description's option 'fallback' is a boolean"),
+    ({"delegates": [{"name": "tvm", "options": {"trust_saved_code": "disabled"}}]},
+     "delegate 'tvm' option 'trust_saved_code' is a boolean"),
+    ({"delegates": [{"name": "tvm", "options": {"symbolic_batch": 2}}]}, "option 'symbolic_batch' is a boolean"),
+    ({"delegates": "ort"}, "'delegates' is a list"),
+    ({"delegates": [{"name": "ort", "options": ["x"]}]}, "as a name"),
+    ({"delegates": [{"name": 3}]}, "as a name"),
+    (["thread_num"], "a mapping of lite.Context's keyword arguments, got list"),
+])
+def test_a_bad_context_description_is_an_input_error(spec, message):
+    with pytest.raises(lite.InputError, match=message):
+        context_from_spec(spec)
+
+
+@pytest.fixture(scope="module")
+def predictor(cnn_file):
+    return LitePredictor(cnn_file, {"thread_num": 1}, keep_columns=["id"])
+
+
+def images(rows: int) -> np.ndarray:
+    return np.random.default_rng(rows).standard_normal((rows, 3, 32, 32), dtype=np.float32)
+
+
+def rows_of(*arrays) -> np.ndarray:
+    column = np.empty(len(arrays), object)
+    column[:] = list(arrays)
+    return column
+
+
+BAD_BATCHES = {  # name: (batch, message)
+    "no id column": ({"input": images(2)}, r"no column 'id' to keep \(keep_columns\); the batch has \['input'\]"),
+    "strings": ({"input": np.array(["a", "b"]), "id": np.arange(2)}, r"column 'input' is <U1, the model input takes"),
+    "objects": ({"input": np.array([{}, {}], object), "id": np.arange(2)}, r"column 'input' is object, the model"),
+    "Nones": ({"input": np.array([None, None]), "id": np.arange(2)}, r"column 'input' is object"),
+    "float64 rows": ({"input": rows_of(*images(2).astype(np.float64)), "id": np.arange(2)},
+                     r"column 'input' is float64"),
+    "int64": ({"input": images(2).astype(np.int64), "id": np.arange(2)}, r"column 'input' is int64"),
+    "bool": ({"input": images(2) > 0, "id": np.arange(2)}, r"column 'input' is bool"),
+    "float16": ({"input": images(2).astype(np.float16), "id": np.arange(2)}, r"column 'input' is float16"),
+    "ragged list": ({"input": [images(1)[0], images(1)[0, :, :16]], "id": np.arange(2)},
+                    r"column 'input' holds rows numpy cannot stack"),
+    "ragged nested rows": ({"input": rows_of([[1.0, 2.0], [3.0]], [[1.0], [2.0]]), "id": np.arange(2)},
+                           r"column 'input' holds rows numpy cannot stack"),
+    "rows of another rank": ({"input": images(2)[:, 0], "id": np.arange(2)},
+                             r"column 'input' has rows of shape \(32, 32\), the model input takes \(3, 32, 32\)"),
+    "scalar": ({"input": np.float32(1), "id": np.arange(2)}, r"column 'input' is a float32, not a column of rows"),
+    "None": ({"input": None, "id": np.arange(2)}, r"column 'input' is a NoneType, not a column"),
+    "short id": ({"input": images(3), "id": np.arange(2)}, r"column 'id' has 2 rows, column 'input' has 3"),
+    "long id": ({"id": np.arange(4), "input": images(3)}, r"column 'id' has 4 rows, column 'input' has 3"),
+    "scalar id": ({"input": images(2), "id": 7}, r"column 'id' is a int, not a column"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_BATCHES))
+def test_every_bad_batch_is_an_input_error_naming_the_column(predictor, name):
+    batch, message = BAD_BATCHES[name]
+    with pytest.raises(lite.InputError, match=r"batch \d+ of this actor \(\d+ rows, process \d+\): " + message):
+        predictor(batch)
+    out = predictor({"input": images(2), "id": np.arange(2)})  # NOTE: the actor keeps working
+    assert out["output"].shape == (2, 1000)
+
+
+@pytest.mark.parametrize("batch", [[images(2)], images(2), "input"], ids=["list", "array", "str"])
+def test_a_batch_that_is_not_a_mapping_of_columns_is_an_input_error(predictor, batch):
+    with pytest.raises(lite.InputError, match=r"batch \d+ of this actor is a \w+; LitePredictor takes a dict"):
+        predictor(batch)
+
+
+def test_every_row_given_comes_back_whatever_the_column_order(cnn_file):
+    predictor = LitePredictor(cnn_file, {"thread_num": 1})
+    out = predictor({"label": np.arange(2), "input": images(3)})  # NOTE: a column the model does not read
+    assert out["output"].shape == (3, 1000)
+
+
+def test_a_pandas_batch_gives_what_its_dict_gives(predictor):
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"id": np.arange(3), "input": list(images(3))})
+    from_frame, from_dict = predictor(frame), predictor({"id": np.arange(3), "input": images(3)})
+    np.testing.assert_array_equal(from_frame["output"], from_dict["output"])
+    np.testing.assert_array_equal(from_frame["id"], np.arange(3))
+    empty = predictor(pandas.DataFrame({"id": np.arange(0), "input": np.empty(0, object)}))
+    assert empty["output"].shape == (0, 1000)
