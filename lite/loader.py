@@ -104,13 +104,14 @@ def read_model_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LI
 
 
 def read_regular_file(path: str | os.PathLike, size_limit: int, what: str, *,
-                      limit_name: str = "Context.memory_limit") -> bytes:
+                      limit_name: str = "Context.memory_limit", follow_links: bool = True) -> bytes:
     """The bytes of a file from an untrusted place (a model, a saved partition, a cache entry).
 
     Only a regular file is read (a FIFO or a device is refused without blocking), and only as
     many bytes as the open file says it has: memory is sized by the file, never by
     ``size_limit``, which only refuses a larger file. ``what`` names the file in errors, and
-    ``limit_name`` the setting ``size_limit`` comes from.
+    ``limit_name`` the setting ``size_limit`` comes from. ``follow_links`` False refuses a
+    symbolic link at ``path`` (a cache entry someone else may have planted).
 
     Raises:
         ModelFileError: the file cannot be opened or read, is not a regular file, or changes
@@ -118,7 +119,7 @@ def read_regular_file(path: str | os.PathLike, size_limit: int, what: str, *,
         MemoryLimitError: it has more than ``size_limit`` bytes.
     """
     path = Path(path)
-    with _opened(path, size_limit, what, limit_name) as f:
+    with _opened(path, size_limit, what, limit_name, follow_links) as f:
         size = _size_within(f, path, size_limit, what, limit_name)
         data = f.read(size)
         _check_complete(f, path, len(data), size, what)
@@ -144,26 +145,29 @@ def read_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIM
 
 
 @contextlib.contextmanager
-def _opened(path: Path, size_limit: int, what: str, limit_name: str = "Context.memory_limit") -> Iterator:
+def _opened(path: Path, size_limit: int, what: str, limit_name: str = "Context.memory_limit",
+            follow_links: bool = True) -> Iterator:
     """The open file, after checking it is a regular file within ``size_limit``; OSError -> ModelFileError."""
     try:
-        info = path.stat()
+        info = path.stat() if follow_links else path.lstat()
         if not stat.S_ISREG(info.st_mode):
             raise ModelFileError(f"{what} {str(path)!r} is not a regular file")
         _check_size(path, info.st_size, size_limit, what, limit_name)
-        with _open_regular(path, what) as f:
+        with _open_regular(path, what, follow_links) as f:
             yield f
     except OSError as exc:
         raise ModelFileError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from exc
 
 
-def _open_regular(path: Path, what: str):
-    """``path`` opened for reading, refused unless it is (still) a regular file.
+def _open_regular(path: Path, what: str, follow_links: bool = True):
+    """``path`` opened for reading, refused unless it is (still) a regular file (and, without
+    ``follow_links``, not a symbolic link: O_NOFOLLOW fails on one).
 
     O_NONBLOCK: a FIFO put in the file's place after it was checked must not block the open.
     """
     nonblocking = getattr(os, "O_NONBLOCK", 0)  # NOTE: not on Windows, which has no FIFOs in the file system
-    fd = os.open(path, os.O_RDONLY | nonblocking | getattr(os, "O_CLOEXEC", 0))
+    no_links = 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, os.O_RDONLY | nonblocking | no_links | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ModelFileError(f"{what} {str(path)!r} is not a regular file")

@@ -29,12 +29,15 @@ with the same key times nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
 import platform
+import re
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +47,11 @@ import numpy as np
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate, read_from_outside, takes_build_argument
 from lite.delegation import DelegationLog, Partition
 from lite.engine import Engine, execute_charged
-from lite.errors import MemoryLimitError
+from lite.errors import LiteError, MemoryLimitError, ModelFileError
 from lite.fusion import fuse
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
+from lite.loader import read_regular_file
 from lite.scheduler import kahn_order
 from lite.shapes import infer_at_run
 from lite.tensor import Tensor
@@ -63,7 +67,11 @@ MARGIN_SECONDS = 20e-6  # to be chosen: a saving within the timing noise is not 
 GIVE_UP_FACTOR = 3.0  # a run this many times the native time (plus 1 ms) ends a candidate's timing
 CACHE_ENV = "DELITE_PLACEMENT_CACHE"
 MAX_CACHE_BYTES = 4 << 20
+MAX_CACHE_DEPTH = 8  # a cache file nests three deep (the file, its candidates, an entry)
+MAX_CACHED_SECONDS = 1e4  # a cached time above this is not one that a placement measured
 CACHE_FORMAT = 1
+CACHE_FIELDS = frozenset({"seconds", "native_seconds", "role", "reason", "failed"})
+ROLES = ("proposed", "probe", "split")
 
 
 @dataclass
@@ -203,8 +211,9 @@ class Placer:
         rank_text, _, places = key.partition(":")
         natives = set(self.engine.kernels)
         kernels = self.engine.shape_kernels
-        indices = [int(p) for p in places.split(",") if p.isdigit() and int(p) < len(kernels)]
-        rank = int(rank_text) if rank_text.isdigit() else -1
+        numbers = [_ascii_int(p) for p in places.split(",")]
+        indices = [n for n in numbers if n is not None and n < len(kernels)]
+        rank = _ascii_int(rank_text)
         if (rank not in self.views or not indices or len(indices) != len(places.split(","))
                 or entry.get("role") not in ("probe", "split") or any(kernels[i] not in natives for i in indices)):
             return None
@@ -502,7 +511,13 @@ def contiguous_order(kernels: list[Kernel], groups: list[list[Kernel]]) -> list[
 
 
 class DecisionCache:
-    """Candidate times on disk, one JSON file per cache key (a folder of small files)."""
+    """Candidate times on disk, one JSON file per cache key (a folder of small files).
+
+    The folder is untrusted: an entry that is not a regular file, is too big, nests too deep or
+    holds anything but the fields and types ``save`` writes is ignored (its candidates are timed
+    again), and ``save`` writes a new file created exclusively beside the entry, never through a
+    link planted there.
+    """
 
     def __init__(self, setting: str | os.PathLike | None, key: str) -> None:
         self.directory = placement_cache_directory(setting)
@@ -513,19 +528,25 @@ class DecisionCache:
         return None if self.directory is None else self.directory / f"{self.key}.json"
 
     def load(self) -> dict[str, dict]:
-        """The cached entries by candidate key; empty when absent, unreadable or malformed."""
+        """The valid cached entries by candidate key; empty when absent, unreadable or malformed."""
         path = self.path
+        if path is None:
+            return {}
         try:
-            if path is None or not path.is_file() or path.stat().st_size > MAX_CACHE_BYTES:
-                return {}
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+            data = _parse(read_regular_file(path, MAX_CACHE_BYTES, "placement cache file",
+                                            limit_name="the cache's size limit", follow_links=False))
+        except ModelFileError as exc:
+            if not isinstance(exc.__cause__, FileNotFoundError):
+                logger.info("placement cache %s unreadable (%s); timing again", path, exc)
+            return {}
+        except (LiteError, ValueError) as exc:
             logger.info("placement cache %s unreadable (%s); timing again", path, exc)
             return {}
-        if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+        if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or not isinstance(
+                data.get("candidates"), dict):
             return {}
-        entries = data.get("candidates")
-        return {k: v for k, v in entries.items() if _valid_entry(v)} if isinstance(entries, dict) else {}
+        entries = {key: _checked_entry(value) for key, value in data["candidates"].items() if _valid_key(key)}
+        return {key: entry for key, entry in entries.items() if entry is not None}
 
     def save(self, candidates: list[Candidate]) -> None:
         """Writes the timed candidates (atomically); a failure to write only logs."""
@@ -535,23 +556,91 @@ class DecisionCache:
         entries = {c.key: {"seconds": c.seconds, "native_seconds": c.native_seconds, "role": c.role,
                            "reason": c.reason, "failed": c.failed}
                    for c in candidates if c.seconds is not None or c.failed}
+        text = json.dumps({"format": CACHE_FORMAT, "candidates": entries}, indent=1)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(json.dumps({"format": CACHE_FORMAT, "candidates": entries}, indent=1))
-            os.replace(partial, path)
+            _replace_file(path, text.encode())
         except OSError as exc:
             logger.warning("could not write the placement cache %s: %s", path, exc)
 
 
-def _valid_entry(entry: object) -> bool:
-    """A timed entry (two finite times >= 0) or a failed one (no time)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("failed"), bool):
-        return False
-    numbers = [entry.get("native_seconds")] + ([] if entry["failed"] else [entry.get("seconds")])
-    timed = all(isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and n >= 0
-                for n in numbers)
-    return timed and (entry.get("seconds") is None) == entry["failed"]
+def _replace_file(path: Path, data: bytes) -> None:
+    """Writes ``data`` to a new file made exclusively in ``path``'s folder, then renames it over ``path``
+    (a link planted at ``path`` is replaced, its target untouched); the new file is removed on failure."""
+    fd, partial = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+
+
+# An unescaped quote (after an even run of backslashes) or a bracket: the tokens that set JSON's nesting.
+_NESTING_TOKENS = re.compile(rb'(?<!\\)(?:\\\\)*"|[\[\]{}]')
+_CACHE_KEY = re.compile(r"[0-9]{1,9}:[0-9]{1,9}(?:,[0-9]{1,9})*")
+_ASCII_INT = re.compile(r"[0-9]{1,9}")
+
+
+def _parse(data: bytes) -> object:
+    """``data`` as JSON, refused (ValueError) when it nests deeper than ``MAX_CACHE_DEPTH``, holds an
+    integer of more than 18 digits, NaN or Infinity."""
+    depth, quoted = 0, False
+    for token in _NESTING_TOKENS.finditer(data):
+        mark = token.group()[-1:]
+        if mark == b'"':
+            quoted = not quoted
+        elif not quoted:
+            depth += 1 if mark in b"[{" else -1
+            if depth > MAX_CACHE_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_CACHE_DEPTH} levels")
+    return json.loads(data.decode("utf-8"), parse_int=_short_int, parse_constant=_no_constant)
+
+
+def _short_int(text: str) -> int:
+    if len(text) > 18:
+        raise ValueError(f"an integer of {len(text)} digits")
+    return int(text)
+
+
+def _no_constant(text: str) -> float:
+    raise ValueError(f"{text} is not a time")
+
+
+def _ascii_int(text: str) -> int | None:
+    """``text`` as an int when it is 1 to 9 ASCII digits (``str.isdigit`` also takes '²'), else None."""
+    return int(text) if _ASCII_INT.fullmatch(text) else None
+
+
+def _valid_key(key: str) -> bool:
+    """A candidate key as ``Placer.candidate`` makes it: ``rank:place,place,...`` in ASCII digits."""
+    return isinstance(key, str) and _CACHE_KEY.fullmatch(key) is not None
+
+
+def _checked_entry(entry: object) -> dict | None:
+    """The entry when it holds exactly what ``save`` writes: a timed entry (two times in range) or a
+    failed one (no time), its role and its reason; else None."""
+    if not isinstance(entry, dict) or set(entry) != CACHE_FIELDS:
+        return None
+    failed, role, reason = entry["failed"], entry["role"], entry["reason"]
+    native, seconds = _seconds(entry["native_seconds"]), _seconds(entry["seconds"])
+    if (not isinstance(failed, bool) or role not in ROLES or not isinstance(reason, str) or native is None
+            or (seconds is None) != failed or (failed and entry["seconds"] is not None)):
+        return None
+    return {"seconds": seconds, "native_seconds": native, "role": role, "reason": reason, "failed": failed}
+
+
+def _seconds(value: object) -> float | None:
+    """``value`` as a time: a number (not a bool) from 0 to ``MAX_CACHED_SECONDS``; else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_CACHED_SECONDS:
+        return None  # NOTE: the range check first: float() of a 400-digit int overflows, a NaN fails it
+    return float(value)
 
 
 def placement_cache_directory(setting: str | os.PathLike | None) -> Path | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 import time
 
 import numpy as np
@@ -16,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
-from lite.placement import contiguous_order, placement_cache_directory
+from lite.placement import MAX_CACHE_BYTES, Candidate, DecisionCache, contiguous_order, placement_cache_directory
 from lite.tools.converter import convert
 from tests.delegate_support import NativeGraphKernel, assert_matches_onnxruntime, build, chain_model
 from tests.oracle import relative_l2, run_onnxruntime
@@ -201,6 +203,137 @@ def test_a_broken_cache_file_is_timed_again(slow_native, tmp_path, content, chai
     model = measured(chain, TimedDelegate(ALL), cache=tmp_path)
     assert [r.source for r in proposed(model)] == ["measured"]
     assert_matches_onnxruntime(model, chain)
+
+
+def nest(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def rewrite_entries(path, change) -> None:
+    """Rewrites the cache file at ``path`` after ``change(candidates)``; a value "NEST" becomes deep JSON."""
+    data = json.loads(path.read_text())
+    change(data["candidates"])
+    path.write_text(json.dumps(data).replace('"NEST"', nest(100_000)))
+
+
+def proposal(candidates: dict) -> dict:
+    [entry] = [e for e in candidates.values() if e["role"] == "proposed"]
+    return entry
+
+
+@pytest.mark.parametrize("change", [
+    lambda c: proposal(c).update(native_seconds=10 ** 400),  # float() of it overflows
+    lambda c: proposal(c).update(seconds="NEST"),  # json.loads: RecursionError
+    lambda c: proposal(c).update(reason=["not", "text"]),
+    lambda c: proposal(c).update(role=3),
+    lambda c: proposal(c).update(seconds=1e300),
+], ids=["400-digit-int", "nested", "reason-list", "role-int", "seconds-out-of-range"])
+def test_a_planted_entry_is_timed_again(slow_native, tmp_path, change, chain):
+    measured(chain, TimedDelegate(ALL), cache=tmp_path)
+    [path] = tmp_path.glob("*.json")
+    rewrite_entries(path, change)
+    model = measured(chain, TimedDelegate(ALL), cache=tmp_path)
+    assert [r.source for r in proposed(model)] == ["measured"]
+    assert_matches_onnxruntime(model, chain)
+
+
+def test_a_key_with_non_ascii_digits_is_ignored(slow_native, tmp_path, chain):
+    first = measured(chain, TimedDelegate(ALL), cache=tmp_path)
+    [path] = tmp_path.glob("*.json")
+    piece = {"seconds": 1e-6, "native_seconds": 1.0, "role": "probe", "reason": "", "failed": False}
+    rewrite_entries(path, lambda c: c.update({"0:\u00b2": piece, "\u00b9:0": piece}))  # '²'.isdigit() is True
+    model = measured(chain, TimedDelegate(ALL), cache=tmp_path)
+    rows = model.placement_report()
+    assert {r.source for r in rows} == {"cache"} and len(rows) == len(first.placement_report())
+
+
+def cache_with(tmp_path, content: str | bytes) -> DecisionCache:
+    cache = DecisionCache(tmp_path, "key")
+    data = content.encode() if isinstance(content, str) else content
+    cache.path.write_bytes(data)
+    return cache
+
+
+def timed(key: str = "0:0,1") -> Candidate:
+    return Candidate(None, 0, [], seconds=1e-3, native_seconds=2e-3, key=key)
+
+
+GOOD = {"seconds": 1e-3, "native_seconds": 2e-3, "role": "proposed", "reason": "", "failed": False}
+
+
+@pytest.mark.parametrize("content", [
+    '{"format": 1, "candidates": {"0:0": ' + nest(100_000) + "}}",
+    json.dumps({"format": 1, "candidates": {"0:0": {**GOOD, "native_seconds": 10 ** 400}}}),
+    json.dumps({"format": 1, "candidates": {"0:0": {**GOOD, "extra": 1}}}),
+    json.dumps({"format": 1, "candidates": {"0:\u0660": GOOD, "0:1:2": GOOD, "0:": GOOD}}),
+], ids=["nested", "400-digits", "extra-field", "bad-keys"])
+def test_the_cache_loads_nothing_from_a_malformed_file(tmp_path, content):
+    assert cache_with(tmp_path, content).load() == {}
+
+
+def test_the_cache_keeps_the_valid_entries_beside_bad_ones(tmp_path):
+    candidates = {"0:0": GOOD, "0:1": {**GOOD, "reason": 5}, "1:2": {**GOOD, "seconds": None, "failed": True}}
+    loaded = cache_with(tmp_path, json.dumps({"format": 1, "candidates": candidates})).load()
+    assert loaded == {"0:0": GOOD, "1:2": {**GOOD, "seconds": None, "failed": True}}
+
+
+def test_the_cache_refuses_a_file_over_its_size_limit(tmp_path):
+    valid = json.dumps({"format": 1, "candidates": {"0:0": GOOD}})
+    cache = cache_with(tmp_path, valid.ljust(MAX_CACHE_BYTES + 1))  # valid JSON, then white space
+    assert cache.load() == {}
+
+
+def test_the_cache_never_writes_through_a_link_planted_at_its_temporary_name(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's file")
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    cache = DecisionCache(folder, "key")
+    for pid in {os.getpid(), os.getppid()}:  # the names earlier versions wrote to
+        (folder / f"key.{pid}.tmp").symlink_to(outside)
+    cache.save([timed()])
+    assert outside.read_text() == "the user's file"
+    assert not cache.path.is_symlink() and cache.load() == {"0:0,1": {**GOOD, "seconds": 1e-3}}
+    assert sorted(p.name for p in folder.iterdir() if not p.is_symlink()) == ["key.json"]
+
+
+def test_a_link_planted_at_the_entry_is_not_read_and_is_replaced_not_followed(tmp_path):
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"format": 1, "candidates": {"0:0": GOOD}}))
+    before = outside.read_text()
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    cache = DecisionCache(folder, "key")
+    cache.path.symlink_to(outside)
+    assert cache.load() == {}
+    cache.save([timed()])
+    assert outside.read_text() == before and not cache.path.is_symlink()
+    assert list(cache.load()) == ["0:0,1"]
+
+
+def test_a_fifo_at_the_entry_is_not_waited_on(tmp_path):
+    cache = DecisionCache(tmp_path, "key")
+    os.mkfifo(cache.path)
+    loaded = []
+    reader = threading.Thread(target=lambda: loaded.append(cache.load()), daemon=True)
+    reader.start()
+    reader.join(10)
+    blocked = reader.is_alive()
+    if blocked:  # NOTE: a blocking open waits for a writer: be one, so the thread ends
+        os.close(os.open(cache.path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert not blocked and loaded == [{}]
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    cache = DecisionCache(tmp_path, "key")
+
+    def refuse(source, target):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    cache.save([timed()])
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_no_budget_times_nothing_and_runs_natively(slow_native, chain):

@@ -9,8 +9,10 @@ stage) or hands the request to a worker process (a ``ProcessStage``) and waits f
 
 from __future__ import annotations
 
+import logging
 import pickle
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -22,12 +24,16 @@ from lite.arguments import sequence_of
 from lite.errors import InputError, StageError
 from lite.model import Model
 from lite.pipeline.config import Endpoint, PipelineConfig, TensorSpec, check_positive
-from lite.pipeline.process import ProcessStage
+from lite.pipeline.process import POLL_SECONDS, STOP_SECONDS, ProcessStage
 from lite.pipeline.shared import bytes_for
 from lite.tensor import Tensor
 
 # Runs one stage: its inputs by name -> the outputs the pipeline keeps, by name.
 StageRunner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+CANCEL_GRACE_SECONDS = 5.0  # after close(cancel=True), a process stage's running request has this long
+
+logger = logging.getLogger("lite")
 
 
 @dataclass
@@ -65,10 +71,21 @@ class _Channel:
     def _has_room(self) -> bool:
         return self._capacity is None or len(self._items) < self._capacity
 
+    def _wait(self, ready: Callable[[], bool], timeout: float | None) -> bool:
+        """Waits (the lock held) until ``ready()``, for at most ``timeout`` seconds (None: no end),
+        checking it again every ``POLL_SECONDS`` whatever wakes it; whether it became ready."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not ready():
+            left = POLL_SECONDS if deadline is None else min(POLL_SECONDS, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self._changed.wait(left)
+        return True
+
     def put(self, item: _Request, timeout: float | None = None) -> bool:
         """Appends ``item``; False when no room came within ``timeout``; raises _Closed once closed."""
         with self._changed:
-            if not self._changed.wait_for(lambda: self._closed or self._has_room(), timeout):
+            if not self._wait(lambda: self._closed or self._has_room(), timeout):
                 return False
             if self._closed:
                 raise _Closed
@@ -79,7 +96,7 @@ class _Channel:
     def get(self, timeout: float | None = None) -> _Request | None:
         """The oldest item; None when none came within ``timeout`` or the channel is closed and empty."""
         with self._changed:
-            self._changed.wait_for(lambda: self._items or self._closed, timeout)
+            self._wait(lambda: bool(self._items) or self._closed, timeout)
             if not self._items:
                 return None
             item = self._items.popleft()
@@ -125,8 +142,11 @@ class PipelineExecutor:
     A worker that dies fails the request it ran with a ``StageError`` naming the stage (its
     cause a ``WorkerError``); the next request starts a new worker, up to ``worker_restarts``
     times, after which that stage's requests fail with a ``StageError`` saying it cannot serve.
+    A worker found dead between requests is replaced before the next one runs (a restart too).
     ``close()`` (or leaving the ``with`` block, also by an exception such as KeyboardInterrupt)
-    stops the workers and frees the shared memory; so does the interpreter's exit.
+    stops the workers and frees the shared memory; so does the interpreter's exit. A worker still
+    busy ``CANCEL_GRACE_SECONDS`` after ``close(cancel=True)`` (or after Ctrl-C in ``close()``) is
+    killed and its request dropped.
 
     Args:
         config: the stages and their wiring; checked with ``config.validate()``.
@@ -141,7 +161,9 @@ class PipelineExecutor:
         InputError: incomplete wiring; a ``queue_size``, ``max_outputs`` or ``worker_restarts``
             out of range; a process stage without ``config.set_source`` or whose Context cannot
             be pickled.
-        WorkerError: a worker process could not build its stage (the message says why).
+        WorkerError: a worker process could not build its stage, died while it started (a script
+            without an ``if __name__ == "__main__":`` guard) or did not start within
+            ``lite.pipeline.process.START_SECONDS`` (the message says which).
 
     Example:
         >>> import numpy as np, lite
@@ -173,8 +195,9 @@ class PipelineExecutor:
         self._plans = _plan_stages(config)
         self._workers = _process_stages(config, self._plans, _process_indices(processes, len(self._stages)),
                                         worker_restarts)
+        # NOTE: the finalizer stays attached until close() has stopped every worker: a Ctrl-C anywhere
+        # before that leaves it to kill them when the executor is collected or the interpreter exits
         self._stop_workers = weakref.finalize(self, _kill, list(self._workers.values()))
-        _start(list(self._workers.values()))
         self._runners = [self._runner(i) for i in range(len(self._stages))]
         self._queue_size = queue_size
         self._queues = [_Channel(queue_size) for _ in self._stages]
@@ -184,11 +207,18 @@ class PipelineExecutor:
         self._submitted = 0
         self._closed = False
         self._cancel = threading.Event()
+        self._close_lock = threading.Lock()  # held by the close() that does the work
+        self._close_done = False
         self._threads = [threading.Thread(target=self._work, args=(i,), daemon=True,
                                           name=f"lite-pipeline-{id(self):x}-stage-{i}")
                          for i in range(len(self._stages))]
-        for thread in self._threads:
-            thread.start()
+        try:
+            _start(list(self._workers.values()))
+            for thread in self._threads:
+                thread.start()
+        except BaseException:
+            self._abandon_start()
+            raise
 
     # ---- submitting -------------------------------------------------------------------------
 
@@ -346,24 +376,75 @@ class PipelineExecutor:
     def close(self, cancel: bool = False) -> None:
         """Stops the worker threads and processes and waits for them; finished results stay available.
 
+        Safe to call more than once and from several threads: a second call waits until the first
+        is done (a second call with ``cancel=True`` makes the first cancel too).
+
         Args:
             cancel: False finishes every queued request first (nothing is lost). True lets
                 each stage finish only the request it is running and drops the unfinished
                 ones: ``get_output`` then returns the finished results, a prefix of the
-                requests in submission order, and None after them.
+                requests in submission order, and None after them. A process stage still on
+                its request ``CANCEL_GRACE_SECONDS`` later has its worker killed.
         """
         self._closed = True
         if cancel:
-            self._cancel.set()
+            self._cancel.set()  # NOTE: before the lock, so a close() already waiting for the queues cancels
+        while not self._close_lock.acquire(timeout=POLL_SECONDS):
+            pass  # NOTE: another close() is at work; cancel above reaches it
+        try:
+            if not self._close_done:
+                self._shut_down()
+                self._close_done = True
+        finally:
+            self._close_lock.release()
+
+    def _abandon_start(self) -> None:
+        """After a failed (or interrupted) start: every queue closed, every worker killed."""
+        self._closed = self._close_done = True
+        for queue in self._queues:
+            queue.close()
+        _kill(list(self._workers.values()))
+        self._stop_workers.detach()
+
+    def _shut_down(self) -> None:
+        """Ends the stage threads, then the workers; on an interrupt, kills the workers at once."""
         self._finished.unbound()  # NOTE: the last stage must never wait for a consumer while we join
         self._queues[0].close()
+        stages = list(self._workers.values())
         try:
-            for thread in self._threads:
-                thread.join()
-        finally:
-            self._stop_workers.detach()
-            for stage in self._workers.values():
-                stage.stop()
+            self._join_threads()
+            self._stop_stages()
+        except BaseException:
+            self._cancel.set()
+            _kill(stages)
+            raise
+        self._stop_workers.detach()  # NOTE: only now: every worker is stopped and every block freed
+
+    def _join_threads(self) -> None:
+        """Waits for the stage threads; once cancelled, only ``CANCEL_GRACE_SECONDS`` (the caller kills the
+        workers still busy)."""
+        grace_end = None
+        while alive := [t for t in self._threads if t.is_alive()]:
+            if self._cancel.is_set():
+                grace_end = grace_end or time.monotonic() + CANCEL_GRACE_SECONDS
+                if time.monotonic() >= grace_end:
+                    return
+            alive[0].join(POLL_SECONDS)
+
+    def _stop_stages(self) -> None:
+        """Stops every worker: busy ones are killed first and their threads given ``STOP_SECONDS`` to end."""
+        stages = list(self._workers.values())
+        if any(t.is_alive() for t in self._threads):
+            for stage in stages:
+                stage.interrupt()
+            deadline = time.monotonic() + STOP_SECONDS
+            while (alive := [t for t in self._threads if t.is_alive()]) and time.monotonic() < deadline:
+                alive[0].join(POLL_SECONDS)
+            for thread in alive:
+                logger.warning("PipelineExecutor.close: %s is still running its stage's request; it ends after it",
+                               thread.name)
+        for stage in stages:
+            stage.stop()
 
     def __enter__(self) -> PipelineExecutor:
         return self
@@ -447,6 +528,9 @@ def _start(stages: list[ProcessStage]) -> None:
 
 
 def _kill(stages: list[ProcessStage]) -> None:
-    """Kills every worker and frees the shared memory (a failed start, or the interpreter's exit)."""
+    """Kills every worker and frees the shared memory (a failed start, an interrupt, or the interpreter's
+    exit); every worker is signalled before any is waited for."""
+    for stage in stages:
+        stage.interrupt()
     for stage in stages:
         stage.kill()

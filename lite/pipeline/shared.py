@@ -11,9 +11,12 @@ nothing and the parent's ``unlink`` clears it; a worker must never unregister or
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
-from collections.abc import Mapping
+import signal
+import threading
+from collections.abc import Iterator, Mapping
 from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
@@ -53,6 +56,24 @@ def write(buffer: memoryview, layout: Layout, arrays: Mapping[str, np.ndarray]) 
         np.copyto(target, arrays[name])
 
 
+@contextlib.contextmanager
+def interrupt_deferred() -> Iterator[None]:
+    """On the main thread, a SIGINT that comes within the block takes effect (KeyboardInterrupt) at its
+    end instead; elsewhere (no KeyboardInterrupt can come there) it does nothing."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    received: list[tuple] = []
+    signal.signal(signal.SIGINT, lambda *arguments: received.append(arguments))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            previous(*received[0])
+
+
 def block_names(pid: int | None = None) -> list[str]:
     """The pipeline blocks that exist now (``/dev/shm``), of the process ``pid`` (default: this one)."""
     prefix = f"{PREFIX}{os.getpid() if pid is None else pid}_"
@@ -77,11 +98,19 @@ class Block:
         return self.memory.buf
 
     def release(self) -> None:
-        """Closes and unlinks the block (once; later calls do nothing)."""
+        """Closes and unlinks the block (once; later calls do nothing; a Ctrl-C waits until it is done)."""
+        with interrupt_deferred():
+            self._release()
+
+    def _release(self) -> None:
         if self.memory is not None:
             memory, self.memory = self.memory, None
-            memory.close()
-            memory.unlink()
+            try:
+                memory.close()
+            except BufferError:  # NOTE: an array still views it: its mapping ends with that array, its name now
+                pass
+            finally:
+                memory.unlink()
 
 
 def fitted(block: Block | None, nbytes: int) -> Block:

@@ -1,25 +1,35 @@
 """The worker process of a process stage: builds the stage's Model, then serves requests.
 
-Messages on the pipe are small tuples; the arrays themselves lie in the parent's shared-memory
-blocks (``lite.pipeline.shared``). The parent sends ``("run", in_block, in_layout, out_block,
-out_size, keep)`` or ``("stop",)``; the worker answers ``("ready",)`` once built, then per run
+The worker is spawned with its end of the pipe only. Its first message, ``("source", block,
+nbytes)``, names a shared-memory block holding its pickled ``StageSource``: a model bigger than
+a pipe buffer sent through the spawn bootstrap would block the parent for ever if the worker
+died before reading it, and a worker that gets no message (its parent was interrupted while
+spawning it) ends. Messages on the pipe are small tuples; the arrays themselves lie in the
+parent's shared-memory blocks (``lite.pipeline.shared``). The parent then sends ``("run",
+in_block, in_layout, out_block, out_size, keep)`` or ``("stop",)``; the worker answers
+``("ready",)`` once built, then per run
 ``("done", out_layout)``, ``("grow", nbytes)`` (the outputs need a bigger block: the parent
-sends the run again with one) or ``("error", exception, traceback_text)``.
+sends the run again with one) or ``("error", exception, traceback_text)``. It ends on "stop",
+when the parent closes its end, or when the parent process is gone.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import pickle
 import signal
 import traceback
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
+from multiprocessing.shared_memory import SharedMemory
 
 from lite.context import Context
 from lite.errors import WorkerError
 from lite.loader import ModelType
 from lite.model import Model
 from lite.pipeline.shared import Attachments, Layout, layout_of, views, write
+
+POLL_SECONDS = 1.0  # how often a waiting worker checks that its parent is still there
 
 
 @dataclass(frozen=True)
@@ -35,10 +45,14 @@ class StageSource:
     context: Context
 
 
-def serve(conn: Connection, source: StageSource) -> None:
-    """The worker's main loop: build, say ready, run requests until "stop" or the parent is gone."""
+def serve(conn: Connection) -> None:
+    """The worker's main loop: read the source, build, say ready, run requests until "stop" or the
+    parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # NOTE: Ctrl-C reaches the whole group; the parent decides
+    if (message := _next(conn)) is None:
+        return
     try:
+        source = _read_source(*message[1:])
         model = Model()
         model.build(source.model_data, ModelType.LITE, source.context)
     except Exception as exc:
@@ -53,11 +67,28 @@ def serve(conn: Connection, source: StageSource) -> None:
         blocks.close()
 
 
+def _read_source(name: str, nbytes: int) -> StageSource:
+    """The ``StageSource`` pickled in the parent's block ``name`` (the parent unlinks it)."""
+    memory = SharedMemory(name)
+    try:
+        data = bytes(memory.buf[:nbytes])
+    finally:
+        memory.close()
+    return pickle.loads(data)
+
+
 def _next(conn: Connection) -> tuple | None:
-    """The next "run" message; None on "stop" or when the parent's end is closed."""
+    """The next message ("source" or "run"); None on "stop", when the parent's end is closed or the parent
+    is gone."""
+    parent = multiprocessing.parent_process()
+    watched = [conn] if parent is None else [conn, parent.sentinel]
+    while not (ready := wait(watched, POLL_SECONDS)):
+        pass
+    if conn not in ready:
+        return None
     try:
         message = conn.recv()
-    except EOFError:
+    except (EOFError, OSError):
         return None
     return None if message[0] == "stop" else message
 

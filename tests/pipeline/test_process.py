@@ -1,11 +1,14 @@
-"""Process stages: outputs identical to the whole model, stage errors, dead workers, clean shutdown.
+"""Process stages: outputs identical to the whole model, stage errors, dead and wedged workers, clean shutdown.
 
 Every test ends with no worker process and no shared-memory block left (``leftovers``).
-Spawning a worker costs about a second, so each test starts as few as its path needs.
+Spawning a worker costs about a second, so each test starts as few as its path needs. Where a
+regression could hang (start-up, close, Ctrl-C), the test runs a script in a child interpreter
+with a time limit (``support.Script``), and checks its whole process group ended with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -17,10 +20,24 @@ from onnx import TensorProto
 
 import lite
 from lite.errors import WorkerError
+from lite.pipeline.process import ProcessStage
 from lite.tools import zoo
 from lite.tools.converter import convert
 from tests.oracle import relative_l2
-from tests.pipeline.support import NaNRefusingDelegate, chain, leftovers, one_op, relu_model
+from tests.pipeline.support import (
+    NaNRefusingDelegate,
+    Script,
+    ScriptRun,
+    TrapDelegate,
+    chain,
+    leftovers,
+    one_op,
+    relu_model,
+    run_script,
+    tiny_chain,
+    tiny_expected,
+    wait_until_gone,
+)
 
 CLEAN = {"active children": [], "spawned workers": [], "blocks": []}
 
@@ -92,26 +109,44 @@ def test_one_stage_in_a_process_and_one_in_a_thread(split, whole):
 
 # ---- dead workers ---------------------------------------------------------------------------
 
-def test_a_killed_worker_fails_its_request_then_restarts_until_no_restarts_are_left(split, whole):
-    x = images(1, seed=2)[0]
-    with lite.PipelineExecutor(split, processes=[1], worker_restarts=1) as pipeline:
-        first = pipeline.worker_pids[1]
-        pipeline.run([x])
-        assert np.array_equal(result(pipeline), expect(whole, x))
-        os.kill(first, signal.SIGKILL)
-        pipeline.run([x])
-        with pytest.raises(lite.StageError, match=r"stage 1 failed on request 1: WorkerError: .*SIGKILL") as died:
+X = np.ones((1, 4), np.float32)
+DIES = np.full((1, 4), np.inf, np.float32)  # a TrapDelegate's worker kills itself on it (SIGSTOPs itself on -inf)
+
+
+def tiny_result(pipeline: lite.PipelineExecutor) -> np.ndarray:
+    return pipeline.get_output(block=True, timeout=60)[0].data
+
+
+def test_a_worker_that_dies_on_a_request_fails_it_then_restarts_until_no_restarts_are_left():
+    with lite.PipelineExecutor(tiny_chain(TrapDelegate()), processes=[0], worker_restarts=1) as pipeline:
+        first = pipeline.worker_pids[0]
+        pipeline.run([DIES])
+        with pytest.raises(lite.StageError, match=r"stage 0 failed on request 0: WorkerError: .*SIGKILL") as died:
             pipeline.get_output(block=True, timeout=60)
-        assert isinstance(died.value.__cause__, WorkerError) and died.value.stage == 1
-        pipeline.run([x])  # a new worker serves it
-        assert np.array_equal(result(pipeline), expect(whole, x))
-        assert pipeline.worker_pids[1] != first
-        os.kill(pipeline.worker_pids[1], signal.SIGKILL)
-        pipeline.run([x])
+        assert isinstance(died.value.__cause__, WorkerError) and died.value.stage == 0
+        pipeline.run([X])  # a new worker serves it
+        assert np.array_equal(tiny_result(pipeline), tiny_expected(X)) and pipeline.worker_pids[0] != first
+        pipeline.run([DIES])
         with pytest.raises(lite.StageError, match="SIGKILL"):
             pipeline.get_output(block=True, timeout=60)
-        pipeline.run([x])
-        with pytest.raises(lite.StageError, match="stage 1 cannot serve any more.*no restarts are left"):
+        pipeline.run([X])
+        with pytest.raises(lite.StageError, match="stage 0 cannot serve any more.*no restarts are left"):
+            pipeline.get_output(block=True, timeout=60)
+    assert leftovers() == CLEAN
+
+
+def test_a_worker_that_died_between_requests_is_replaced_before_the_next():
+    with lite.PipelineExecutor(tiny_chain(), processes=[0], worker_restarts=1) as pipeline:
+        first = pipeline.worker_pids[0]
+        os.kill(first, signal.SIGKILL)
+        wait_until_gone(first)
+        pipeline.run([X])
+        assert np.array_equal(tiny_result(pipeline), tiny_expected(X)) and pipeline.worker_pids[0] != first
+        os.kill(pipeline.worker_pids[0], signal.SIGKILL)  # the restart is spent: nothing replaces this one
+        wait_until_gone(pipeline.worker_pids[0])
+        pipeline.run([X])
+        with pytest.raises(lite.StageError, match=r"stage 0 cannot serve any more: its worker process \(pid \d+\) "
+                                                  r"was killed by SIGKILL between requests, and no restarts are left"):
             pipeline.get_output(block=True, timeout=60)
     assert leftovers() == CLEAN
 
@@ -123,6 +158,137 @@ def test_a_worker_that_cannot_build_its_stage_fails_the_executor_and_stops_the_o
     with pytest.raises(WorkerError, match="stage 1 could not build the stage: ModelFormatError"):
         lite.PipelineExecutor(config, processes=True)
     assert leftovers() == CLEAN
+
+
+# ---- starting, closing and Ctrl-C, in a child interpreter --------------------------------------
+
+def assert_nothing_left(run: ScriptRun) -> None:
+    """No process of the script's group outlived it, and it left no shared-memory block behind."""
+    assert run.survivors == [] and run.blocks == [], run.stderr
+    assert "leaked shared_memory" not in run.stderr  # NOTE: the resource tracker unlinked what the script left
+
+
+def test_a_script_without_a_main_guard_gets_a_worker_error_instead_of_hanging(tmp_path):
+    """Each worker imports the main module, which starts a pipeline again and so dies; its model is
+    larger than a pipe buffer (64 KiB), which the spawn bootstrap once carried: the parent then
+    waited for ever to write it."""
+    body = """
+try:
+    lite.PipelineExecutor(large_config(), processes=True)
+except lite.WorkerError as exc:
+    report(error=str(exc), leftovers=leftovers())
+"""
+    run = run_script(tmp_path / "no_guard.py", body, guard=False)
+    error = run.report("error")
+    assert "stage 0" in error and "before it built the stage" in error and '__name__ == "__main__"' in error
+    assert run.report("leftovers") == CLEAN and run.returncode == 0
+    assert_nothing_left(run)
+
+
+def test_a_worker_that_does_not_start_in_time_is_killed(tmp_path):
+    body = """
+import lite.pipeline.process
+
+lite.pipeline.process.START_SECONDS = 1.0
+try:
+    lite.PipelineExecutor(tiny_chain(SlowStartDelegate()), processes=True)
+except lite.WorkerError as exc:
+    report(error=str(exc), leftovers=leftovers())
+"""
+    run = run_script(tmp_path / "slow_start.py", body)
+    assert "stage 0 did not build the stage within 1 s; it was killed" in run.report("error")
+    assert run.report("leftovers") == CLEAN
+    assert_nothing_left(run)
+
+
+def test_close_with_cancel_kills_a_wedged_worker(tmp_path):
+    body = """
+lite.pipeline.executor.CANCEL_GRACE_SECONDS = 0.5
+pipeline = lite.PipelineExecutor(tiny_chain(TrapDelegate()), processes=True)
+pipeline.run([np.full((1, 4), -np.inf, np.float32)])  # stage 0's worker stops itself on it
+for _ in range(2):  # queued behind it (queue_size 2)
+    pipeline.run([np.ones((1, 4), np.float32)])
+wait_until_stopped(pipeline.worker_pids[0])
+pipeline.close(cancel=True)
+report(after=repr(pipeline.get_output()), leftovers=leftovers())
+"""
+    run = run_script(tmp_path / "wedged.py", body)
+    assert run.report("leftovers") == CLEAN and run.report("after") == "None"
+    assert_nothing_left(run)
+
+
+def test_ctrl_c_in_close_stops_every_worker(tmp_path):
+    """close() waits for a wedged worker's request; Ctrl-C must end it with nothing left behind,
+    although requests are still queued (a stage thread once started a new worker for them)."""
+    body = """
+pipeline = lite.PipelineExecutor(tiny_chain(TrapDelegate()), processes=True, worker_restarts=3)
+pipeline.run([np.full((1, 4), -np.inf, np.float32)])
+for _ in range(2):  # queued behind it (queue_size 2)
+    pipeline.run([np.ones((1, 4), np.float32)])
+wait_until_stopped(pipeline.worker_pids[0])
+say_when_main_thread_runs("close", "closing")
+try:
+    pipeline.close()
+except KeyboardInterrupt:
+    report(interrupted=True, leftovers=settled_leftovers())
+"""
+    script = Script(tmp_path / "ctrl_c_in_close.py", body)
+    script.wait_for_line("closing", timeout=60)
+    script.interrupt()
+    run = script.finish(timeout=60)
+    assert run.report("interrupted") and run.report("leftovers") == CLEAN
+    assert_nothing_left(run)
+
+
+def test_ctrl_c_while_starting_stops_every_worker(tmp_path):
+    """The stage's source is larger than a pipe buffer (which once made the parent wait inside the
+    spawn, where an interrupt lost the worker) and its build takes minutes."""
+    body = """
+say_when_main_thread_runs("_start", "starting")
+try:
+    lite.PipelineExecutor(large_config(SlowStartDelegate()), processes=True)
+except KeyboardInterrupt:
+    report(interrupted=True, leftovers=settled_leftovers())
+"""
+    script = Script(tmp_path / "ctrl_c_in_start.py", body)
+    script.wait_for_line("starting", timeout=60)
+    script.interrupt()
+    run = script.finish(timeout=60)
+    assert run.report("interrupted") and run.report("leftovers") == CLEAN
+    assert_nothing_left(run)
+
+
+def test_two_threads_closing_at_once_both_return(monkeypatch):
+    """Both calls return once every worker is stopped. So that the calls overlap where they once
+    raced, the first to reap a worker waits (up to a second) for another to reap it too: only one
+    ever may."""
+    reap, both = ProcessStage._reap, threading.Barrier(2)
+
+    def overlapping_reap(stage: ProcessStage, seconds: float) -> int | None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both.wait(timeout=1)
+        return reap(stage, seconds)
+
+    monkeypatch.setattr(ProcessStage, "_reap", overlapping_reap)
+    pipeline = lite.PipelineExecutor(tiny_chain(), processes=True)
+    for _ in range(3):
+        pipeline.run([X])
+    errors: list[BaseException] = []
+    closers = [threading.Thread(target=close_into, args=(pipeline, errors), name="closer") for _ in range(2)]
+    for closer in closers:
+        closer.start()
+    for closer in closers:
+        closer.join(60)
+    assert not any(c.is_alive() for c in closers) and errors == []
+    assert [np.array_equal(tiny_result(pipeline), tiny_expected(X)) for _ in range(3)] == [True] * 3
+    assert leftovers() == CLEAN
+
+
+def close_into(pipeline: lite.PipelineExecutor, errors: list[BaseException]) -> None:
+    try:
+        pipeline.close()
+    except Exception as exc:
+        errors.append(exc)
 
 
 # ---- KeyboardInterrupt ----------------------------------------------------------------------
