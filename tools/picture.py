@@ -196,16 +196,22 @@ def _digraph(graphviz, drawn: Scene):
             _dot_node(digraph, box)
     for k, (name, boxes) in enumerate(clusters.items()):
         with digraph.subgraph(name=f"cluster_{k}") as cluster:
-            cluster.attr(label=name, style="dashed", color="#777777", fontsize="10", id=f"partition_{k}")
+            cluster.attr(label=_dot_text(name), style="dashed", color="#777777", fontsize="10", id=f"partition_{k}")
             for box in boxes:
                 _dot_node(cluster, box)
     for arrow in drawn.arrows:
-        digraph.edge(arrow.source, arrow.target, id=arrow.id, tooltip=f"{arrow.tensor} [{arrow.shape}]")
+        digraph.edge(arrow.source, arrow.target, id=arrow.id, tooltip=_dot_text(f"{arrow.tensor} [{arrow.shape}]"))
     return digraph
 
 
+def _dot_text(text: str) -> str:
+    """``text`` as a graphviz escString keeps it: dot reads a backslash as an escape (``\\n`` a line
+    break, ``\\x`` an x), which would undo ``printable``'s escapes."""
+    return text.replace("\\", "\\\\")
+
+
 def _dot_node(digraph, box: Box) -> None:
-    attrs = {"id": box.id, "fillcolor": box.colour, "tooltip": tooltip(box)}
+    attrs = {"id": box.id, "fillcolor": box.colour, "tooltip": _dot_text(tooltip(box))}
     if box.kind != "node":
         attrs.update(shape="ellipse", style="filled")
     elif box.place == "folded":
