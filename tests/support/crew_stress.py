@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -26,16 +25,9 @@ import numpy as np
 import lite
 from lite.delegates.example_npu import ExampleNPUDelegate
 from lite.kernels.fast.crew import INDEX_BITS, TICKET, crew
-from lite.threads import load_monitor, usable_cpus
+from lite.threads import load_monitor
 from lite.tools import converter, zoo
-
-BUSY_LOOP = """
-import os
-parent = os.getppid()
-while os.getppid() == parent:  # NOTE: ends with the process that started it, however that ends
-    for _ in range(1_000_000):
-        pass
-"""
+from lite.tools.soak import Load
 
 
 def models() -> dict[str, tuple[lite.Model, list[np.ndarray]]]:
@@ -131,13 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", action="store_true", help="a busy-loop process on each core")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    busy = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(usable_cpus() if args.busy else 0)]
+    load = Load()
+    load.set(args.busy)
     try:
         handoffs, predicts, retires = stress(args.predicts, args.pause, args.stall, args.seed)
     finally:
-        for process in busy:
-            process.kill()
-            process.wait(timeout=10)
+        load.set(False)
     print(f"handoffs {handoffs} predicts {predicts} retires {retires}")
     return 0
 
