@@ -1,4 +1,4 @@
-"""Packaging: the four source folders form ONE import package, ``lite`` (see DESIGN.md).
+"""Packaging: the four source folders form ONE import package, ``lite`` (see docs/architecture.md).
 
 Metadata lives in setup.cfg. The package list is derived here from the folders, so a new
 subpackage (a folder with an ``__init__.py``) can never be left out of the wheel.

@@ -53,7 +53,7 @@ model.onnx -o model.lite --delegate example_npu`` store each partition's convert
 work) in the ``.lite`` file, in ``lite.blob``'s layout; a build on the device then loads them
 instead of converting. A real NPU delegate would store its compiled device program there too.
 
-See docs/example_npu.md for what to replace with real device calls.
+See docs/delegates/example_npu.md for what to replace with real device calls.
 """
 
 from __future__ import annotations

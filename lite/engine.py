@@ -273,10 +273,10 @@ class Engine:
         thread, idle cores at the last sample), so they are up by the first kernel.
 
         After an idle spell the workers sleep; a predict's first job then waited for one to be
-        scheduled. Waking them as the predict starts (before the inputs are copied in) measured,
-        at thread_num=2 after 200 ms idle, paired: MobileNetV2 0.944 of the time, MobileNetV3-Large
-        0.945, ResNet-50 0.988, SqueezeNet 0.987. Not where the run starts with a delegate's graph
-        kernel: the woken workers would spin beside the delegate's own threads.
+        scheduled. Waking them as the predict starts (before the inputs are copied in) overlaps
+        their start with that copy (measured: docs/performance.md, the crew). Not where the run
+        starts with a delegate's graph kernel: the woken workers would spin beside the delegate's
+        own threads.
         """
         if self.context.thread_num > 1 and self.kernels and self.kernels[0] not in self.log.partitions \
                 and not load_monitor().latest():

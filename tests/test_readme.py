@@ -1,8 +1,20 @@
-"""The README's Python examples run as written (on a real model) and give onnxruntime's numbers."""
+"""The README's and every docs page's examples run as written, their commands are accepted by the tools, their
+links lead somewhere, and what they state about the code (tool help texts, environment variables) is current.
+
+Python blocks run in a folder holding ``model.onnx`` and ``model.lite`` (a small zoo MobileNetV2), one namespace
+per page, in order. A block that cannot run in a test is marked in the page with ``<!-- no-test: reason -->``
+on the line before it; ``test_a_marked_block_says_why_it_does_not_run`` lists each with its reason. The blocks
+in ``COVERED`` run in tests of their own below, which also check their results against onnxruntime.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
+import shlex
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +25,146 @@ from onnx import TensorProto, helper
 import lite
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+NO_TEST = re.compile(r"<!--\s*no-test:\s*(.*?)\s*-->")
+HELP = re.compile(r"<!--\s*help:\s*(lite-[a-z-]+)\s*-->")
+HELP_COLUMNS = "100"
+
+COVERED = {  # (page, heading) -> the test that runs the first python block under that heading
+    ("README.md", "## Use it"): "test_the_use_it_example_runs_on_a_resnet",
+    ("README.md", "## Write a delegate (30 lines)"): "test_the_delegate_example_takes_what_it_says_and_says_why_not",
+    ("docs/models.md", "## Custom ops"): "test_the_custom_op_example_runs",
+    ("docs/delegates/measured_placement.md", "# Measured placement"):
+        "test_the_measured_placement_example_times_both_delegates",
+    ("docs/delegates/ahead_of_time.md", "# Compiled ahead of time: partitions saved in the .lite file"):
+        "test_the_ahead_of_time_example_loads_the_saved_partition",
+}
+SETUP = {  # page -> the commands (from the page itself) that make the files its blocks read
+    "docs/delegates/ahead_of_time.md": ["lite-convert model.onnx -o model_npu.lite --delegate example_npu"],
+}
+NEEDS = {"ORTDelegate": "onnxruntime", "TVMDelegate": "tvm", "import ray": "ray"}  # a name in a block -> its package
 
 
-def python_block(heading: str) -> str:
-    """The first ```python block after ``heading`` in the README."""
-    text = README.read_text()
-    section = text[text.index(heading):]
-    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block of a page: its language, code, the heading above it and its no-test reason."""
+
+    page: Path
+    line: int
+    heading: str
+    language: str
+    code: str
+    skip: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    """Every fenced block of ``page``, in order."""
+    found, heading, lines = [], "", page.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("#"):
+            heading = line.strip()
+        elif line.startswith("```"):
+            start, language = i, line[3:].strip()
+            i += 1
+            while i < len(lines) and not lines[i].startswith("```"):
+                i += 1
+            before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
+            marked = NO_TEST.fullmatch(before.strip())
+            found.append(Block(page, start + 1, heading, language, "\n".join(lines[start + 1:i]) + "\n",
+                               marked.group(1) if marked else None))
+        i += 1
+    return found
+
+
+def relative(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def python_block(page: str, heading: str) -> str:
+    """The code of the first python block under ``heading`` (or a later heading) of ``page``."""
+    return covered_block(page, heading).code
+
+
+def run_block(code: str, page: str, names: dict) -> None:
+    exec(compile(code, page, "exec"), names)
+
+
+# ---- every page's python blocks ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory) -> Path:
+    """``model.onnx`` and ``model.lite``: the model the pages' examples load."""
+    folder = tmp_path_factory.mktemp("docs_model")
+    onnx_model = zoo.mobilenet_v2(image_size=32)
+    onnx.save(onnx_model, folder / "model.onnx")
+    convert(onnx_model, folder / "model.lite")
+    return folder
+
+
+def covered_block(page: str, heading: str) -> Block:
+    """The first python block under ``heading`` (or a later heading) of ``page``: the one its COVERED test runs."""
+    path = ROOT / page
+    at = path.read_text().splitlines().index(heading) + 1
+    return next(b for b in blocks(path) if b.language == "python" and b.line > at)
+
+
+def runnable(page: Path) -> list[Block]:
+    """The python blocks of ``page`` that the page's test runs: not marked, not run by a test of their own."""
+    covered = {covered_block(p, h) for (p, h) in COVERED if p == relative(page)}
+    return [b for b in blocks(page) if b.language == "python" and b.skip is None and b not in covered]
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if runnable(p)], ids=relative)
+def test_every_python_block_of_the_page_runs(page, model_files, tmp_path, monkeypatch, capsys):
+    for block in runnable(page):
+        for name, package in NEEDS.items():
+            if name in block.code:
+                pytest.importorskip(package)
+    for name in ("model.onnx", "model.lite"):
+        shutil.copy(model_files / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DELITE_PLACEMENT_CACHE", str(tmp_path / "placement"))
+    monkeypatch.setenv("DELITE_TVM_CACHE", str(tmp_path / "tvm"))
+    for command in SETUP.get(relative(page), []):
+        assert command in page.read_text(), f"{relative(page)} no longer gives {command!r}"
+        tool, *argv = shlex.split(command)
+        assert main_of(tool)(argv) == 0
+    names: dict = {}
+    for block in runnable(page):
+        try:
+            run_block(block.code, block.where, names)
+        except Exception as exc:
+            raise AssertionError(f"the python block at {block.where} failed: {type(exc).__name__}: {exc}") from exc
+    capsys.readouterr()
+
+
+MARKED = [b for p in PAGES for b in blocks(p) if b.skip is not None]
+
+
+@pytest.mark.parametrize("block", MARKED, ids=lambda b: b.where)
+def test_a_marked_block_says_why_it_does_not_run(block):
+    assert len(block.skip) > 10, f"{block.where}: say why the block cannot run in a test"
+    pytest.skip(f"{block.where}: {block.skip}")
+
+
+def test_every_covered_block_is_where_its_test_looks():
+    for (page, heading), test in COVERED.items():
+        assert test in globals(), test
+        assert python_block(page, heading), f"{page} has no python block under {heading!r}"
+
+
+# ---- the blocks with tests of their own --------------------------------------------------------------------
 
 
 def test_the_use_it_example_runs_on_a_resnet(tmp_path, monkeypatch, capsys):
@@ -30,7 +172,7 @@ def test_the_use_it_example_runs_on_a_resnet(tmp_path, monkeypatch, capsys):
     onnx.save(onnx_model, tmp_path / "model.onnx")
     monkeypatch.chdir(tmp_path)
     names: dict = {}
-    exec(compile(python_block("## Use it"), "README.md", "exec"), names)
+    run_block(python_block("README.md", "## Use it"), "README.md", names)
     assert (tmp_path / "model.lite").exists() and names["y"].shape == (1, 1000)
     expected = run_onnxruntime(onnx_model, {onnx_model.graph.input[0].name: names["x"]})[0]
     assert relative_l2(names["y"], expected) < 1e-4
@@ -45,7 +187,7 @@ def test_the_measured_placement_example_times_both_delegates(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DELITE_PLACEMENT_CACHE", str(tmp_path / "placement"))
     names: dict = {}
-    exec(compile(python_block("### Measured placement"), "README.md", "exec"), names)
+    run_block(python_block("docs/delegates/measured_placement.md", "# Measured placement"), "measured", names)
     printed = capsys.readouterr().out
     assert "ExampleNPUDelegate proposed 7" in printed and "ORTDelegate proposed 8" in printed
     assert list((tmp_path / "placement").glob("*.json"))
@@ -61,8 +203,8 @@ def test_the_measured_placement_example_times_both_delegates(tmp_path, monkeypat
 
 
 def test_the_custom_op_example_runs():
-    names = {"lite": lite, "np": np}
-    exec(compile(python_block("### Custom ops"), "README.md", "exec"), names)
+    names: dict = {}
+    run_block(python_block("docs/models.md", "## Custom ops"), "docs/models.md", names)
     try:
         node = helper.make_node("ScaledTanh", ["x"], ["y"], domain="com.example", alpha=1.75, beta=0.625)
         graph = helper.make_graph([node], "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
@@ -95,8 +237,8 @@ class FakeSdk:
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
 def test_the_delegate_example_takes_what_it_says_and_says_why_not(name, tmp_path):
-    names = {"lite": lite, "my_sdk": FakeSdk}
-    exec(compile(python_block("## Write a delegate"), "README.md", "exec"), names)
+    names = {"my_sdk": FakeSdk}
+    run_block(python_block("README.md", "## Write a delegate (30 lines)"), "README.md", names)
     model = lite.Model()
     model.build(convert(getattr(zoo, name)(image_size=32)), lite.ModelType.LITE, names["ctx"])
     rows = model.partition_report()
@@ -112,14 +254,37 @@ def test_the_delegate_example_takes_what_it_says_and_says_why_not(name, tmp_path
         assert "fused RELU6 not supported" in reasons
 
 
-def shell_commands() -> list[str]:
-    """Every ``lite-*`` command the README gives in a bash block or inline, less syntax summaries ([...], |)."""
-    text = README.read_text()
-    lines = [line.split("#")[0] for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
-             for line in block.splitlines()]
+def test_the_ahead_of_time_example_loads_the_saved_partition(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("tvm")
+    onnx_model = zoo.inception_block()
+    onnx.save(onnx_model, tmp_path / "model.onnx")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DELITE_TVM_CACHE", "off")
+    page = "docs/delegates/ahead_of_time.md"
+    command = "lite-convert model.onnx -o model_tvm.lite --delegate tvm"
+    assert command in (ROOT / page).read_text()
+    assert main_of("lite-convert")(shlex.split(command)[1:]) == 0
+    names: dict = {}
+    run_block(python_block(page, "# Compiled ahead of time: partitions saved in the .lite file"), page, names)
+    assert "{'loaded: TVMDelegate tvm_0" in capsys.readouterr().out
+    [tensor] = names["model"].get_inputs()
+    x = np.random.default_rng(0).standard_normal(tensor.shape).astype(np.float32)
+    [y] = names["model"].predict([x])
+    assert relative_l2(y.get_data_to_numpy(), run_onnxruntime(onnx_model, {tensor.name: x})[0]) < 1e-4
+
+
+# ---- commands ----------------------------------------------------------------------------------------------
+
+
+def shell_commands(page: Path) -> list[str]:
+    """Every ``lite-*`` command ``page`` gives in a bash block or inline, less syntax summaries ([...], |) and
+    bare tool names; a leading ``NAME=value`` environment setting is dropped."""
+    text = page.read_text()
+    lines = [line.split("#")[0] for b in blocks(page) if b.language == "bash" for line in b.code.splitlines()]
     parts = [part.strip() for line in lines for part in line.split("&&")]
-    parts += re.findall(r"`(lite-[^`]*)`", text)
-    return sorted({p for p in parts if p.startswith("lite-") and not re.search(r"[\[|]|\.\.\.", p)})
+    parts += [" ".join(c.split()) for c in re.findall(r"`(lite-[^`]*)`", text)]
+    parts = [re.sub(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)+", "", p) for p in parts]
+    return sorted({p for p in parts if re.match(r"lite-[a-z]+ \S", p) and not re.search(r"[\[|]|\.\.\.", p)})
 
 
 def parser_of(tool: str):
@@ -130,30 +295,89 @@ def parser_of(tool: str):
             "lite-tune": tune.parse_args, "lite-convert": lambda argv: cli._parser().parse_args(argv)}[tool]
 
 
-def test_every_readme_command_is_accepted_by_its_tool():
-    """The README's commands run as written: each tool accepts their options (the main job itself runs in CI)."""
-    import shlex
+def main_of(tool: str):
+    from lite.tools.converter import cli
 
-    commands = shell_commands()
-    assert "lite-benchmark zoo:resnet18 --compare onnxruntime" in commands and len(commands) >= 8
-    for command in commands:
+    return {"lite-convert": cli.main}[tool]
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if shell_commands(p)], ids=relative)
+def test_every_command_of_the_page_is_accepted_by_its_tool(page):
+    """The commands run as written: each tool accepts their options (the README's main job itself runs in CI)."""
+    for command in shell_commands(page):
         tool, *argv = shlex.split(command)
-        parser_of(tool)(argv)  # argparse exits (SystemExit) on an unknown or malformed option
+        try:
+            parser_of(tool)(argv)
+        except SystemExit as exc:  # argparse exits on an unknown or malformed option
+            raise AssertionError(f"{relative(page)}: {command!r} is refused by {tool}") from exc
 
 
-def test_the_ahead_of_time_example_loads_the_saved_partition(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("tvm")
-    from lite.tools.converter.cli import main
+def test_the_readme_gives_the_main_job_where_ci_reads_it():
+    """.ci/run evals the first README line matching ``lite-benchmark zoo:resnet18[^`]*$``."""
+    assert "lite-benchmark zoo:resnet18 --compare onnxruntime" in shell_commands(README)
+    found = [m.group(0) for line in README.read_text().splitlines()
+             if (m := re.search(r"lite-benchmark zoo:resnet18[^`]*$", line))]
+    assert found and found[0] == "lite-benchmark zoo:resnet18 --compare onnxruntime"
 
-    onnx_model = zoo.inception_block()
-    onnx.save(onnx_model, tmp_path / "model.onnx")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DELITE_TVM_CACHE", "off")
-    assert main(["model.onnx", "-o", "model_tvm.lite", "--delegate", "tvm"]) == 0
-    names: dict = {}
-    exec(compile(python_block("### Compiled ahead of time"), "README.md", "exec"), names)
-    assert "{'loaded: TVMDelegate tvm_0" in capsys.readouterr().out
-    [tensor] = names["model"].get_inputs()
-    x = np.random.default_rng(0).standard_normal(tensor.shape).astype(np.float32)
-    [y] = names["model"].predict([x])
-    assert relative_l2(y.get_data_to_numpy(), run_onnxruntime(onnx_model, {tensor.name: x})[0]) < 1e-4
+
+@pytest.mark.parametrize("tool", ["lite-convert", "lite-benchmark", "lite-inspect", "lite-tune"])
+def test_the_tools_page_shows_each_tools_current_help(tool, monkeypatch):
+    monkeypatch.setenv("COLUMNS", HELP_COLUMNS)
+    page = ROOT / "docs" / "tools.md"
+    lines = page.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if (m := HELP.fullmatch(line.strip())) and m.group(1) == tool)
+    shown = next(b.code for b in blocks(page) if b.line > at + 1 and b.language == "text")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), pytest.raises(SystemExit):
+        parser_of(tool)(["--help"])
+    assert shown == printed.getvalue(), (f"docs/tools.md shows an old --help of {tool}: paste the output of "
+                                         f"COLUMNS={HELP_COLUMNS} {tool} --help")
+
+
+# ---- links and facts ---------------------------------------------------------------------------------------
+
+
+def prose(page: Path) -> list[str]:
+    """The lines of ``page`` outside its fenced blocks."""
+    lines, fenced = [], False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's anchors of the headings of ``page``."""
+    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in prose(page) if line.startswith("#")}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=relative)
+def test_every_relative_link_leads_to_a_file_and_heading(page):
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", "\n".join(prose(page))):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(f"{target} (no such heading)")
+    assert not broken, f"{relative(page)} links to {broken}"
+
+
+def test_every_delite_environment_variable_is_documented():
+    used = {name for folder in ("lite", "delegates", "tools", "schema", "tests")
+            for path in (ROOT / folder).rglob("*.py")
+            for name in re.findall(r"\bDELITE_[A-Z0-9_]+", path.read_text())}
+    documented = set(re.findall(r"`(DELITE_[A-Z0-9_]+)`", (ROOT / "docs" / "env_vars.md").read_text()))
+    assert used, "found no DELITE_ variable in the sources"
+    assert not used - documented, f"docs/env_vars.md lacks {sorted(used - documented)}"
+    assert not documented - used, f"docs/env_vars.md documents variables no code reads: {sorted(documented - used)}"
+
+
+def test_the_readme_stays_short():
+    assert len(README.read_text().splitlines()) <= 200

@@ -5,7 +5,7 @@ scales best), on the native crew (``lite.kernels.fast.crew``) where the process 
 threads also run the compiled loops (``crew_step``); else on BLAS's own pool, the compiled loops
 then on the caller's thread. When other processes keep the cores busy (``lite.threads.LoadMonitor``)
 that pool stalls: it splits each product statically and waits for its slowest thread, in
-scheduler-slice steps (a MobileNetV2 9x slower). Then the runtime sets ``KernelThreads.dynamic``:
+scheduler-slice steps (docs/performance.md, busy cores). Then the runtime sets ``KernelThreads.dynamic``:
 BLAS runs single-threaded and ``Context.thread_num`` threads (the caller's and
 ``thread_num - 1`` helpers) each take the next chunk of a product until none is left, so a
 thread whose core is busy simply takes fewer. Products too small to pay for a hand-off are
@@ -139,7 +139,7 @@ class KernelThreads:
         """A step running a loop of ``count`` iterations on the model's threads when they are
         dynamic (compiled kernels release the GIL, so the pieces run at once); on idle cores the
         caller's thread runs them all: beside BLAS's own pool, which spins between products, a
-        second pool measured slower (MobileNetV2 at thread_num=2: 13.3 ms against 10.0).
+        second pool measured slower (docs/performance.md, the crew).
 
         ``piece(index, first, last)`` makes the call for iterations ``first`` to ``last - 1``;
         ``index`` (below ``loop_pieces(count)``) picks that piece's own scratch.

@@ -7,9 +7,8 @@ second product writes the head's output. numpy ran each of the two batched produ
 call per head (packing both operands each time) and the softmax between them over all heads'
 scores. Heads are independent: threads take ranges of them (the crew's jobs).
 
-Measured on a BERT-style encoder (12 heads, Sq = Sk = 128, D = 64) at two threads, the heads as
-crew jobs took 0.65 of the time of BLAS's two-threaded products (paired runs in one process); at
-one thread BLAS is faster (``lite.kernels.matmul.Attention.heads_on_crew``).
+At two threads or more the heads as crew jobs beat BLAS's threaded products; at one thread BLAS
+is faster (``lite.kernels.matmul.Attention.heads_on_crew``; measured: docs/performance.md).
 """
 
 from __future__ import annotations

@@ -18,34 +18,12 @@ spans with the rows of taps that are on the plane; the border columns run down t
 rows the same way, each with its columns of taps; the corners one position at a time. The tap
 ranges come from per-call tables, so the loops hold no bounds check and no division; an
 activation of ``lite.kernels.fast.activation`` runs over each finished row while it is in cache.
-(Plain numba loops over the 16 lanes, the sums in ``out`` or in a local (8, 16) array, ran 13-17
+(Plain numba loops over the 16 lanes, the sums in ``out`` or in a local (8, 16) array, ran many
 times slower on 3x3 layers without padding.)
 
-Measured on one core of an Intel Xeon (Emerald Rapids, 2 vCPUs under KVM, 2 MB L2 a core),
-against onnxruntime 1.32, one intra-op thread, ms, medians of 200 calls from Python: ours; its
-NCHWc depthwise Conv (``com.microsoft.nchwc``) on the same blocked buffers, bound with IOBinding;
-its plain Conv session (with its reorders to and from NCHWc); and its per-layer times inside a
-whole MobileNetV2. Each call includes 3 us of call overhead, ours and onnxruntime's alike.
-
-    layer              ours   nchwc   Conv   in model
-    32ch@112 3x3 s1    0.13   0.14    0.41   0.37
-    96ch@112 3x3 s2    0.24   0.26    0.82   0.47
-    144ch@56 3x3 s1    0.17   0.16    0.48   0.10
-    144ch@56 3x3 s2    0.059  0.065   0.36   0.06
-    192ch@28 3x3 s1    0.049  0.051   0.12   0.031
-    384ch@14 3x3 s1    0.021  0.030   0.063  0.013
-    576ch@14 3x3 s1    0.032  0.044   0.11   0.019
-    960ch@7 3x3 s1     0.018  0.019   0.043  0.012
-    240ch@28 5x5 s1    0.097  0.11    0.22
-    144ch@56 5x5 s2    0.099  0.11    0.31
-    672ch@14 5x5 s1    0.089  0.10    0.18
-    672ch@14 5x5 s2    0.026  0.032   0.065
-
-Runs on this shared machine vary by 10-20%. The layers at 112 and 56 move 3-6 MB, more than L2
-holds, and run at the memory's pace in both kernels (copying their input's bytes to the output
-takes 0.12-0.25 ms); the in-model times had their input in cache. A span runs at 0.26 ns an FMA
-in L1 (the machine's peak with a load per FMA: 0.19), the 14 x 14 and 28 x 28 layers at 0.40-0.43
-(their planes come from L2).
+It runs as fast as onnxruntime's own NCHWc depthwise kernel on the same buffers, and its spans
+near the machine's peak in L1; the large planes run at the memory's pace (layer by layer:
+docs/performance.md, kernel measurements).
 """
 
 from __future__ import annotations
@@ -168,7 +146,7 @@ def _line(blocks, x_at, w_at, b_at, out_at, shape, lo, hi, count):
     last span moved back to end at the last position (its positions before are computed again,
     the same): fewer, wider spans. The callers' shape tuples keep their constant fields as
     literals (kind 0 down the columns, out_step LANES along the rows), so this compiles once for
-    each with those folded in: 10-20% faster on 7 x 7 planes than one version for both."""
+    each with those folded in: faster on 7 x 7 planes than one version for both."""
     step, out_step, done, widest = shape[5] * 4, shape[6] * 4, 0, 16 if blocks == 1 else 4
     while done < count:
         rest = count - done

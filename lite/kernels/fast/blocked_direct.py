@@ -1,8 +1,8 @@
 """Direct convolution on channel blocks, for layers with too many input terms for
 ``lite.kernels.fast.direct`` (ResNet's 3x3 convolutions on 256 and 512 channels).
 
-Those ran im2col + BLAS: a 256-channel 3x3 layer on 14 x 14 copied its input nine times into a
-2304 x 196 column matrix (1.8 MB) before the product. Here the input goes once into channel
+Those ran im2col + BLAS: a 256-channel 3x3 layer copied its input nine times into a column
+matrix before the product. Here the input goes once into channel
 blocks (``LANES`` channels a position), padded (and, strided, split into its stride phases, a
 plane each), and every output position reads its taps in place: with the rows of a plane ``wq``
 positions wide, output position p = y * wq + x (a "wide" plane whose last columns of each row
@@ -13,11 +13,10 @@ of output channels (the packed weight's panel row for each term), the terms in c
 blocked output between chunks. The valid columns then go out to NCHW with the bias, residual,
 clip and activation. The fill, the products and the write-out each run on the crew.
 
-Isolated, one thread, warm, the products against the BLAS product alone (without its im2col):
-256 -> 256 on 14 x 14 1.69 ms against 1.70, 512 -> 512 on 7 x 7 2.13 against 2.46. In the models,
-against im2col + BLAS, paired runs after 200 ms idle (one thread / two): ResNet-18 0.918 / 0.956
-of the time, ResNet-50 0.968-0.996 / 0.956-0.993. A 6-position by 4-block tile (64 output
-channels, no narrow last group on 256 channels) measured no faster than this 8 x 3 one.
+Its products alone run as fast as BLAS's alone, so what it saves is the im2col copy; ResNets run
+faster on it than on im2col + BLAS, at one thread and two. A 6-position by 4-block tile (64 output
+channels, no narrow last group on 256 channels) measured no faster than this 8 x 3 one
+(measurements: docs/performance.md, kernel measurements).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ The crew is plain compiled code, with no Python between a job's posting and its 
   workers to sleep at once (before a delegate's graph kernel, whose own threads need the cores);
 - a worker woken on the caller's CPU leaves it (``_leave``; the caller notes its CPU and yields
   once after the wake, so such a worker runs at once): a guest kernel may queue it there while
-  the other core idles, and OpenBLAS's jobs wait for each other. On a 2-vCPU VM a 64 x 192 by
-  192 x 784 product after a 200 ms pause took 11.8 ms so, 0.9 ms with this (0.65 warm);
+  the other core idles, and OpenBLAS's jobs wait for each other, so the first product after a
+  pause waited for the kernel's next load balance (docs/performance.md, the crew);
 - ``dispatch`` (the callback's C signature: ``void(int sync, void (*job)(int, void *, int), int
   count, size_t size, void *data, int extra)``) posts ``count`` jobs, takes jobs itself, and
   returns when all are done; job ``i`` is ``job(i, data + i * size, extra)``. A thread that
@@ -273,8 +273,8 @@ def _leave(cpu):
 
     A worker the caller wakes should run on another core, but a guest kernel may see that idle
     core's virtual CPU as preempted (halted) and queue the worker on the caller's own CPU, busy
-    with its jobs, until a load balance moves it (about 12 ms on a 2-vCPU VM): OpenBLAS's first
-    job waits for its second all that time. The worker leaves by a mask without that CPU (the
+    with its jobs, until a load balance moves it (milliseconds): OpenBLAS's first job waits for
+    its second all that time. The worker leaves by a mask without that CPU (the
     kernel migrates it at once), then takes its own mask back."""
     if cpu >= MASK_WORDS * 64 or _cpu() != cpu:
         return

@@ -10,18 +10,17 @@ Every offset (where each input row goes in the phases, where each tap reads) is 
 per geometry at plan time, so the per-channel loops hold no integer division: with strides
 and dilations as run-time values, the divisions cost more than the arithmetic on 7x7 and
 14x14 planes. Indices are unsigned and three taps go in one pass, so the loops vectorize.
-Measured against the numpy kernel (im2col-style copies and a batched matmul), one thread, on
-MobileNetV2's layers: 144ch@56 0.24 ms against 0.87, 576ch@14 0.11 against 0.33, 960ch@7
-0.09 against 0.26, so it runs on every geometry it can.
+It beats the numpy kernel (im2col-style copies and a batched matmul) on every MobileNetV2 layer
+measured, so it runs on every geometry it can.
 
 A 1x1 expansion whose output only this convolution reads leaves its epilogue here (``lite.fusion``,
-``ConvBase.hand_epilogue``): each input value is ``taken`` with the expansion's bias and clip as
+``Conv2DFusion.hand_epilogue``): each input value is ``taken`` with the expansion's bias and clip as
 it is copied into the phases (or the flat plan's plane), and its activation, if any, runs over
 the copied runs while they are in cache, instead of a pass of its own over the expanded tensor
-(MobileNetV2's largest: 96 x 112 x 112). Paired, whole models, one thread / two: MobileNetV2
-0.93-0.94 / 0.96 of the time, MobileNetV3-Large 0.98 / 0.96-0.97, EfficientNet-B0 0.97 / 0.97-0.99.
-An activation over a stride-2 layer's phases (rows of 56 values and less, run by run) measured
-slower than the pass it saves, so those expansions keep their epilogue.
+(MobileNetV2's largest: 96 x 112 x 112); the mobile networks ran faster with it, at one thread
+and two (measurements: docs/performance.md). An activation over a stride-2 layer's phases (rows
+of 56 values and less, run by run) measured slower than the pass it saves, so those expansions
+keep their epilogue.
 """
 
 from __future__ import annotations
@@ -174,7 +173,7 @@ def fill_phases(xf, base, copies, stride, phases, shift=0.0, lo=-np.inf, hi=np.i
 @jit
 def _plane(phases, wf, wbase, taps, bias, lo, hi, code, alpha, oh, ow, wq, wide, of, obase):
     """One output channel from its phases: a 3x3 kernel's nine taps in one pass over the wide
-    plane (one load and store of it; large planes measured 10-38% faster than three passes of
+    plane (one load and store of it; large planes measured faster than three passes of
     three), other kernels as long multiply-adds three taps per pass (fewer loads and stores of
     the wide plane than one a pass); then the clip or activation of ``code`` as the valid
     columns are written out."""

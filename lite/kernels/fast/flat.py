@@ -9,10 +9,8 @@ multiply-adds over the whole plane, the output is written in one run, and nothin
 back out. It takes the common case: 3x3 (and 5x5) stride-1 layers padded to keep the plane's
 width, as in MobileNet and EfficientNet.
 
-Measured against ``lite.kernels.fast.depthwise`` (phases and wide rows), one thread, the same
-process: 960ch@7 3x3 0.47 of its time, 384ch@14 3x3 0.51, 192ch@28 3x3 0.69, 144ch@56 3x3
-0.85, 32ch@112 3x3 0.92, 1152ch@7 5x5 0.73, 672ch@14 5x5 0.76. MobileNetV2's predict: 0.95,
-EfficientNet-B0's: 0.97 (paired).
+It is faster than ``lite.kernels.fast.depthwise`` (phases and wide rows) on every such layer,
+most on small planes, where the wide rows waste most (measurements: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -74,7 +72,7 @@ def flat_planes(x, weight, bias, out, taps, masks, margin, lo, hi, code, alpha, 
     range is touched.
 
     One function: a compiled call that takes arrays counts references to each, and once a plane
-    that cost a tenth of a 7 x 7 plane's time."""
+    that cost a noticeable share of a 7 x 7 plane's time."""
     n, c, h, w = x.shape
     o, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     plane, size, count, zero = h * w, oh * ow, wide.shape[0], x.dtype.type(0)

@@ -10,9 +10,9 @@ a(k, r) and b(k) lie.
 
 The tile's shape follows the registers (``lite.kernels.fast.wide_registers``): with 32 registers
 of 512 bits, 8 rows by 3 vectors (24 sums); with 16 of 256 bits (AVX2), where each vector takes
-two, 6 rows by 1 vector (12 registers of sums, the shape BLIS uses there). On an AMD Zen 3 core
-the 8 x 3 tile spilled its sums to the stack and ran products at 15-18 GFLOP/s against
-OpenBLAS's 32-40; 6 x 1 ran them at 32-37.
+two, 6 rows by 1 vector (12 registers of sums, the shape BLIS uses there): with AVX2 the 8 x 3
+tile spilled its sums to the stack and ran at half OpenBLAS's speed (docs/performance.md, the
+register tile).
 """
 
 from __future__ import annotations
