@@ -1,14 +1,14 @@
 """Runs of convolutions on the channel-blocked layout (NCHW16c) as one kernel: ``BlockedChain``.
 
 onnxruntime's CPU provider rewrites the convolutions of a CNN into its NCHWc layout (channels in
-blocks of a vector's width, the innermost dimension). Measured on MobileNetV2, SqueezeNet and
-ResNet-50 (one and two threads, interleaved in one process), with that rewrite turned off
-(``ORT_ENABLE_EXTENDED``) it took 1.4-2.4x its usual time and Delite's NCHW kernels were
-0.59-1.16x of it: the layout is where the difference lies. In NCHW a 1x1 convolution is a matrix
-product on BLAS (its operands repacked on every call, the epilogue a second pass) and a
-depthwise convolution works plane by plane; in blocks, the 1x1 convolution's output at one
-position is a run of vectors of output channels (``lite.kernels.fast.blocks``) and a depthwise
-convolution multiplies vectors of channels tap by tap (``lite.kernels.fast.blocked_depthwise``).
+blocks of a vector's width, the innermost dimension). With that rewrite turned off
+(``ORT_ENABLE_EXTENDED``) it is slower than Delite's NCHW kernels on some CNNs and close on the
+others: the layout is where the difference lies (docs/performance.md, channel blocks). In NCHW a
+1x1 convolution is a matrix product on BLAS (its operands repacked on every call, the epilogue a
+second pass) and a depthwise convolution works plane by plane; in blocks, the 1x1 convolution's
+output at one position is a run of vectors of output channels (``lite.kernels.fast.blocks``) and a
+depthwise convolution multiplies vectors of channels tap by tap
+(``lite.kernels.fast.blocked_depthwise``).
 
 A run of consecutive native kernels that are each one of these becomes one ``BlockedChain``:
 
@@ -28,9 +28,8 @@ profile charges each member its own time. Where the shapes of a resize do not su
 (a 1x1 convolution on fewer than ``ROWS`` positions, a gate that broadcasts otherwise), the
 members run as the NCHW kernels they are.
 
-Measured, paired in one process against the same models' NCHW kernels (one thread / two, two
-runs each): MobileNetV2 0.81-0.87 / 0.77-0.81 of the time, MobileNetV3-Large 0.79-0.86 /
-0.82-0.86, EfficientNet-B0 0.81 / 0.82 (its gates out of the chains: 0.96 / 0.94).
+The mobile networks run faster in chains than on the NCHW kernels, at one thread and two
+(paired measurements: docs/performance.md, channel blocks).
 """
 
 from __future__ import annotations
@@ -54,9 +53,9 @@ MIN_MEMBERS = 2
 CHAIN_SLOT = 1 << 20
 """The workspace slot of the chains' buffers (a model's chains run one at a time and share it)."""
 MIN_INSIDE = 2
-"""The fewest results a chain keeps in blocks (read by its members alone). Measured, paired, two
-threads: EfficientNet-B0's chains of an expansion and its depthwise convolution, whose result
-the squeeze-and-excitation gate reads in NCHW, took 1.09 of the NCHW kernels' time."""
+"""The fewest results a chain keeps in blocks (read by its members alone): EfficientNet-B0's chains
+of an expansion and its depthwise convolution, whose result the squeeze-and-excitation gate reads
+in NCHW, ran slower than the NCHW kernels (both layout changes for one result kept inside)."""
 
 
 @dataclass

@@ -18,7 +18,7 @@
 - An inverted residual block (MobileNetV2's, V3's, EfficientNet's) expands x with a 1x1
   convolution whose output only a depthwise convolution reads. The expansion then leaves its
   epilogue (bias, clip, activation) to the depthwise kernel, which applies it to each input
-  plane as it copies the plane in (``ConvBase.hand_epilogue``): one pass less over the largest
+  plane as it copies the plane in (``Conv2DFusion.hand_epilogue``): one pass less over the largest
   tensors of the network. Both stay kernels of their own.
 - The gate itself is five kernels: a global average pool, a 1x1 convolution of the pooled
   vector, its activation, a second 1x1 convolution and a sigmoid. Where each alone reads the
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
@@ -67,18 +68,19 @@ class ConvResidual(Kernel):
     def resize(self) -> None:
         conv, inner, out = self.conv, self.conv.outputs[0], self.outputs[0]
         self.fused = inner.shape == self.residual.shape == out.shape
-        conv.residual = self.residual if self.fused else None
-        conv.residual_activation = self.add.activation
+        conv.set_epilogue(replace(conv.epilogue, residual=self.residual if self.fused else None,
+                                  residual_activation=self.add.activation))
         conv.resize()
-        if self.fused and not conv.takes_residual:
-            self.fused, conv.residual = False, None
+        if self.fused and not conv.plan.takes_residual:
+            self.fused = False
+            conv.set_epilogue(replace(conv.epilogue, residual=None))
         if not self.fused:
             inner.data = aligned_array(inner.shape, inner.dtype)
         self.add.resize()
 
     def unfuse(self) -> None:
         """Gives the convolution back its own epilogue (when the build does not fuse the pair after all)."""
-        self.conv.residual = None
+        self.conv.set_epilogue(replace(self.conv.epilogue, residual=None))
         self.conv.resize()
 
     def execute(self) -> None:
@@ -104,12 +106,13 @@ class ProducerActivation(Kernel):
         return f"{self.producer.type}+{self.activation.type}"
 
     def resize(self) -> None:
-        self.producer.epilogue_activation = (self.activation.attrs["activation_type"], float(self.activation.alpha))
+        absorbed = (self.activation.attrs["activation_type"], float(self.activation.alpha))
+        self.producer.set_epilogue(replace(self.producer.epilogue, absorbed=absorbed))
         self.producer.resize()
 
     def unfuse(self) -> None:
         """Gives the producer back its own epilogue (when the build does not fuse the pair after all)."""
-        self.producer.epilogue_activation = None
+        self.producer.set_epilogue(replace(self.producer.epilogue, absorbed=None))
         self.producer.resize()
 
     def execute(self) -> None:
@@ -135,7 +138,7 @@ class ScaledInput(Kernel):
         self.product = mul.outputs[0]
         self.parts = (*getattr(consumer, "parts", (consumer,)), mul)
         self.fused = False
-        self.weight: np.ndarray | None = None  # the convolution's own arranged weight, while it reads the scaled one
+        self.weight: np.ndarray | None = None  # the convolution's own arranged weight
         self.scaled: np.ndarray | None = None
 
     @property
@@ -145,14 +148,13 @@ class ScaledInput(Kernel):
     def resize(self) -> None:
         n, c, h, w = self.x.shape
         conv = self.conv
-        if conv.weights is not self.scaled:
-            self.weight = conv.weights  # NOTE: prepared again since the last resize
+        self.weight = conv.weights  # NOTE: its own, which prepare may have made again since the last resize
         self.fused = (n == 1 and self.gate.shape == (1, c, 1, 1) and self.weight is not None
                       and self.weight.shape[:1] == (1,) and self.weight.shape[1] < h * w)
         if self.fused:
             if self.scaled is None or self.scaled.shape != self.weight.shape:
                 self.scaled = np.empty_like(self.weight)
-            conv.weights = self.scaled
+            conv.read_weights(self.scaled)
         else:
             self._restore()
             self.product.data = aligned_array(self.product.shape, self.product.dtype)
@@ -160,8 +162,7 @@ class ScaledInput(Kernel):
         self.consumer.resize()
 
     def _restore(self) -> None:
-        if self.weight is not None and self.conv.weights is self.scaled:
-            self.conv.weights = self.weight
+        self.conv.read_weights(None)
 
     def unfuse(self) -> None:
         """Gives the convolution back its own weight (when the build does not fuse after all)."""

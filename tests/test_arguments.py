@@ -10,7 +10,7 @@ import lite
 from lite.arguments import bool_from_text
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.oracle import run_onnxruntime
+from tests.support.oracle import run_onnxruntime
 
 DATA = convert(zoo.add_chain(3))
 

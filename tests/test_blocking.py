@@ -13,7 +13,7 @@ from lite import blocking
 from lite.blocking import BlockedChain
 from lite.kernels import fast
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 

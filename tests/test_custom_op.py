@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 import lite
 from lite.errors import InputError, ModelFormatError, UnsupportedOpError
@@ -18,35 +18,9 @@ from lite.schema.primitives import MAX_ATTRS, MAX_ITEMS, MAX_NAME
 from lite.schema.reader import read_model
 from lite.tools.converter import convert
 from lite.tools.converter.cli import main as lite_convert
+from tests.support.custom_op import ALPHA, BETA, DOMAIN, scaled_tanh, vendor_model
 
-DOMAIN = "com.example"
-ALPHA, BETA = 1.75, 0.625  # exact in float32, as ONNX stores float attributes
 F32 = np.dtype(np.float32)
-
-
-def vendor_model(rng: np.random.Generator) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """x (N, 8) -> MatMul w -> ScaledTanh (com.example) -> Mul c -> Add (the MatMul output) -> Softmax."""
-    weights = {"w": rng.standard_normal((8, 6)).astype(np.float32), "c": rng.standard_normal(6).astype(np.float32)}
-    lut = rng.integers(-9, 9, (2, 3)).astype(np.int64)
-    nodes = [
-        helper.make_node("MatMul", ["x", "w"], ["h"], name="matmul"),
-        helper.make_node("ScaledTanh", ["h"], ["s"], name="scaled_tanh", domain=DOMAIN, alpha=ALPHA, beta=BETA,
-                         mode="fast", taps=[1, 2, 3], lut=numpy_helper.from_array(lut)),
-        helper.make_node("Mul", ["s", "c"], ["m"], name="mul"),
-        helper.make_node("Add", ["m", "h"], ["a"], name="add"),
-        helper.make_node("Softmax", ["a"], ["y"], name="softmax", axis=-1),
-    ]
-    graph = helper.make_graph(
-        nodes, "vendor", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])],
-        [numpy_helper.from_array(v, k) for k, v in weights.items()],
-        value_info=[helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 6])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)])
-    return model, {**weights, "lut": lut}
-
-
-def scaled_tanh(x: np.ndarray, attrs) -> np.ndarray:
-    return attrs["alpha"] * np.tanh(attrs["beta"] * x)
 
 
 def reference(x: np.ndarray, weights: dict[str, np.ndarray]) -> np.ndarray:
@@ -54,24 +28,6 @@ def reference(x: np.ndarray, weights: dict[str, np.ndarray]) -> np.ndarray:
     a = scaled_tanh(h, {"alpha": ALPHA, "beta": BETA}) * weights["c"] + h
     e = np.exp(a - a.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
-
-
-@pytest.fixture
-def native_runs():
-    """Registers a numpy ScaledTanh kernel for the test; yields the list its ``execute`` appends to."""
-    runs: list[str] = []
-
-    @lite.register_custom_kernel("ScaledTanh", dtypes=[np.float32])
-    class ScaledTanh(lite.NativeKernel):
-        def infer_shapes(self):
-            return [self.inputs[0].shape]
-
-        def execute(self):
-            runs.append(self.name)
-            self.outputs[0].data[...] = scaled_tanh(self.inputs[0].data, self.attrs["attrs"])
-
-    yield runs
-    lite.unregister_custom_kernel("ScaledTanh")
 
 
 def predict(data: bytes, x: np.ndarray, context: lite.Context | None = None) -> tuple[lite.Model, np.ndarray]:

@@ -8,20 +8,20 @@ import weakref
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.tools.converter import convert
 from lite.tools.inspector import summary
-from tests.delegate_support import (
+from tests.support.delegates import (
     RNG,
     CountingDelegate,
     NativeGraphKernel,
     assert_matches_onnxruntime,
     build,
     chain_model,
+    inception_block,
 )
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 
 def test_lifecycle_order_and_counts():
@@ -176,29 +176,6 @@ def test_min_nodes_and_max_partitions():
     assert few.made == []
     assert all("min_nodes_per_partition" in row.reason or "not in" in row.reason
                for row in model.partition_report())
-
-
-def inception_block():
-    """Four branches on one input, concatenated; the pool branch's MaxPool is unsupported below."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
-    inits, nodes = [], []
-
-    def conv(name, src, out_channels, in_channels, k):
-        w = numpy_helper.from_array(RNG.standard_normal((out_channels, in_channels, k, k)).astype(np.float32),
-                                    f"{name}_w")
-        inits.append(w)
-        nodes.append(helper.make_node("Conv", [src, w.name], [name], name=name, pads=[k // 2] * 4))
-        return name
-
-    b1 = conv("b1", "x", 2, 4, 1)
-    b2 = conv("b2b", conv("b2a", "x", 2, 4, 1), 3, 2, 3)
-    b3 = conv("b3b", conv("b3a", "x", 2, 4, 1), 3, 2, 5)
-    nodes.append(helper.make_node("MaxPool", ["x"], ["pool"], name="pool", kernel_shape=[3, 3], pads=[1] * 4))
-    b4 = conv("b4", "pool", 2, 4, 1)
-    nodes.append(helper.make_node("Concat", [b1, b2, b3, b4], ["y"], name="concat", axis=1))
-    graph = helper.make_graph(nodes, "inception", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 def test_parallel_branches_share_a_partition():

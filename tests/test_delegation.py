@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import lite
-from tests.delegate_support import RNG, NativeGraphKernel, assert_matches_onnxruntime, build, chain_model
+from tests.support.delegates import RNG, NativeGraphKernel, assert_matches_onnxruntime, build, chain_model
 
 OPS = {"AddFusion", "Activation", "MulFusion"}
 FAILING_CALL = 2  # run-time faults hit the second execute()

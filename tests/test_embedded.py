@@ -21,7 +21,7 @@ from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 NPU = "ExampleNPUDelegate"
 

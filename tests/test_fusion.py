@@ -13,7 +13,7 @@ from lite.delegates.onnxruntime import ORTDelegate
 from lite.fusion import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite, fuse
 from lite.kernels import fast
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -81,7 +81,7 @@ def test_a_residual_add_runs_in_the_convolution_epilogue(shortcut):
     for batch in (1, 3, 2):
         assert_matches(model, onnx_model, batch)
         [kernel] = fused(model)
-        assert kernel.fused and kernel.conv.residual is kernel.residual
+        assert kernel.fused and kernel.conv.epilogue.residual is kernel.residual
     assert [r.op_type for r in model.partition_report()].count("AddFusion") == 1  # the report keeps both nodes
 
 
@@ -185,7 +185,7 @@ def test_an_activation_runs_in_the_convolution_epilogue(activation, plan, shape)
         [want] = run_onnxruntime(onnx_model, {"x": x})
         assert relative_l2(got, want) < 1e-5, plan
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())  # Winograd's rounding
-    assert kernel.producer.epilogue_activation[0] == EPILOGUE_NAMES[activation]
+    assert kernel.producer.epilogue.absorbed[0] == EPILOGUE_NAMES[activation]
 
 
 @pytest.mark.parametrize("case, onnx_model", [
@@ -242,8 +242,8 @@ def test_a_gelu_runs_in_the_linear_layer_epilogue(rows, packed):
     onnx_model = linear_then_gelu(rows)
     model = build(onnx_model)
     [kernel] = fused_activations(model)
-    assert kernel.producer.type == "MatMulFusion" and kernel.producer.epilogue_activation[0] == "GELU"
-    assert (kernel.producer.packed is not None) is packed  # the packed product's panels, or numpy's passes
+    assert kernel.producer.type == "MatMulFusion" and kernel.producer.epilogue.absorbed[0] == "GELU"
+    assert (kernel.producer.algorithm == "packed_gemm") is packed  # the packed product's panels, or numpy's passes
     x = (RNG.standard_normal((rows, 20)) * 2).astype(np.float32)
     got = model.predict([x])[0].get_data_to_numpy()
     np.testing.assert_allclose(got, run_onnxruntime(onnx_model, {"x": x})[0], rtol=1e-4, atol=1e-5)
@@ -290,9 +290,9 @@ def test_a_gate_scales_the_weight_of_the_convolution_reading_its_product(order, 
     assert isinstance(kernel.consumer, ConvResidual) == residual
     assert [r.op_type for r in model.partition_report()].count("MulFusion") == 1  # the report keeps every node
     assert_gated_matches(model, onnx_model, batch=1)
-    assert kernel.fused and kernel.conv.weights is kernel.scaled and kernel.product.data is kernel.x.data
+    assert kernel.fused and kernel.conv.weight_matrix() is kernel.scaled and kernel.product.data is kernel.x.data
     assert_gated_matches(model, onnx_model, batch=2)  # a gate per image: the Mul runs, then the convolution
-    assert not kernel.fused and kernel.conv.weights is kernel.weight
+    assert not kernel.fused and kernel.conv.weight_matrix() is kernel.weight
     assert_gated_matches(model, onnx_model, batch=1)
     assert kernel.fused
 
@@ -323,9 +323,9 @@ def test_unfusing_gives_the_convolution_its_weight_back():
     model.predict([RNG.standard_normal((1, 16, 10, 10)).astype(np.float32)], profile=profile)
     assert profile[kernel.conv] > 0 and profile[kernel.mul] == 0  # a fused kernel's time is the convolution's
     original = kernel.weight
-    assert kernel.fused and original is not None and kernel.conv.weights is not original
+    assert kernel.fused and original is not None and kernel.conv.weight_matrix() is not original
     kernel.unfuse()
-    assert kernel.conv.weights is original
+    assert kernel.conv.weight_matrix() is original
 
 
 def first_activation(kind: str, q: str, r: str) -> list[onnx.NodeProto]:
@@ -483,3 +483,22 @@ def test_a_depthwise_convolution_on_the_numpy_kernel_leaves_the_expansion_its_ep
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     model.resize(model.get_inputs(), [[2, 8, 10, 10]])
     assert_matches(model, onnx_model, batch=2)
+
+
+def test_an_expansion_on_the_small_plane_kernel_applies_its_own_epilogue(no_chains):
+    """A 1x1 expansion on a 7 x 7 plane runs the small-plane kernel, whose plan cannot leave its
+    epilogue: the depthwise reader then applies no prologue (it once applied it a second time)."""
+    channels = 96
+    inits = {"we": RNG.standard_normal((channels, 8, 1, 1)) * 0.4, "be": RNG.standard_normal(channels),
+             "wd": RNG.standard_normal((channels, 1, 3, 3)) * 0.4, "bd": RNG.standard_normal(channels),
+             "lo": np.array(0.0), "hi": np.array(6.0)}
+    nodes = [helper.make_node("Conv", ["x", "we", "be"], ["c"]), helper.make_node("Clip", ["c", "lo", "hi"], ["e"]),
+             helper.make_node("Conv", ["e", "wd", "bd"], ["d"], group=channels, pads=[1] * 4),
+             helper.make_node("Relu", ["d"], ["y"])]
+    onnx_model = float_model(nodes, "small_expansion", [1, 8, 7, 7], ["y"], inits)
+    model = build(onnx_model)
+    [(first, second)] = handed(model)
+    assert first.algorithm == "small_plane" and second.plan.takes_prologue and not first.hands_over()
+    x = RNG.standard_normal((1, 8, 7, 7)).astype(np.float32)
+    got = model.predict([x])[0].get_data_to_numpy()
+    assert relative_l2(got, run_onnxruntime(onnx_model, {"x": x})[0]) < 1e-5

@@ -14,7 +14,7 @@ import lite
 from lite.loader import ModelType, external_tensors, load_lite_bytes, load_onnx, model_type_of, read_model_file
 from lite.tools.benchmark import load_source
 from lite.tools.inspector import main as inspect_main
-from tests.oracle import run_onnxruntime
+from tests.support.oracle import run_onnxruntime
 
 RNG = np.random.default_rng(11)
 

@@ -17,7 +17,7 @@ from lite.memory import MemoryPlan, concat_slots, lifetimes, plan_offsets
 from lite.primitive import Primitive
 from lite.tensor import Tensor
 from lite.tools.converter import convert
-from tests.oracle import run_onnxruntime
+from tests.support.oracle import run_onnxruntime
 
 
 def chain(sizes: list[int]) -> tuple[list[Kernel], list[Tensor]]:

@@ -6,31 +6,15 @@ import time
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 from threadpoolctl import threadpool_info
 
 import lite
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.models import small_cnn
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 RNG = np.random.default_rng(11)
-
-
-def small_cnn(batch="N"):
-    """Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm, with a dynamic or fixed batch (same weights)."""
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
-    fc = numpy_helper.from_array(rng.standard_normal((5, 8)).astype(np.float32), "fc")
-    nodes = [
-        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
-        helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
-        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
-        helper.make_node("Gemm", ["f", "fc"], ["y"], name="gemm", transB=1),
-    ]
-    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])], [w, fc])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from onnx import TensorProto, helper, numpy_helper
 import lite
 from lite.placement import MAX_CACHE_BYTES, Candidate, DecisionCache, contiguous_order, placement_cache_directory
 from lite.tools.converter import convert
-from tests.delegate_support import NativeGraphKernel, assert_matches_onnxruntime, build, chain_model
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.delegates import NativeGraphKernel, assert_matches_onnxruntime, build, chain_model
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 MS = 1e-3
 

@@ -7,8 +7,8 @@ import pytest
 
 import lite
 from lite.tools.converter import convert
-from tests.oracle import run_onnxruntime
-from tests.test_model import small_cnn
+from tests.support.models import small_cnn
+from tests.support.oracle import run_onnxruntime
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import lite
 from lite.delegate import RUNTIME_SHAPES_REASON
 from lite.delegates.onnxruntime import ORTDelegate
 from lite.tools.converter import convert
-from tests.oracle import run_onnxruntime
-from tests.tools.converter.helpers import fill_and_sum
+from tests.support.converter import fill_and_sum
+from tests.support.oracle import run_onnxruntime
 
 RNG = np.random.default_rng(11)
 

@@ -19,7 +19,7 @@ from lite.kernels import fast, parallel
 from lite.threads import limit_blas_threads
 from lite.tools.contention import spin
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 
 def blas_threads() -> list[int]:

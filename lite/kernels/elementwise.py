@@ -9,6 +9,7 @@ import numpy as np
 from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.fused import apply_fused_activation, fused_activation
 from lite.kernels.registry import register
+from lite.ops.activation import ERF32_ALPHA, ERF32_BETA
 from lite.ops.dtypes import ALL, BOOL, FLOATS, INTS, NUMBERS
 
 
@@ -489,13 +490,6 @@ def _horner(z: np.ndarray, coeffs: tuple[float, ...], out: np.ndarray) -> np.nda
         out *= z
         out += c
     return out
-
-
-# Eigen's and XLA's float erf: x * P(x^2) / Q(x^2) on x clamped to [-4, 4].
-ERF32_ALPHA = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-ERF32_BETA = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-         -1.42647390514189e-02)
 
 
 def erf_float32(x: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -13,14 +14,129 @@ from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Step
 from lite.kernels.elementwise import check_io
 from lite.kernels.fused import activation_code, apply_fused_activation, clip_bounds, fused_activation
+from lite.kernels.plans import Algorithm, Derived, Epilogue, Plan, choose
 from lite.kernels.registry import register
 from lite.ops.attention import attention_shapes
 from lite.ops.dtypes import FLOATS
+from lite.tensor import Tensor
 
 
 def transposed(shape: tuple[int, ...], flag: bool) -> tuple[int, ...]:
     """``shape`` with its last two axes swapped when ``flag`` is set and it has two or more."""
     return (*shape[:-2], shape[-1], shape[-2]) if flag and len(shape) >= 2 else shape
+
+
+@dataclass(frozen=True)
+class ProductLayer:
+    """What MatMulFusion's table reads at one input shape: a's and b's shapes (before the transposes),
+    their dtypes, whether b is constant, transpose_a, and the bias tensor (or None)."""
+
+    a: tuple[int, ...]
+    b: tuple[int, ...]
+    dtypes: tuple[np.dtype, np.dtype]
+    const_b: bool
+    transpose_a: bool
+    bias: Tensor | None
+
+
+def fits_packed(layer: ProductLayer) -> bool:
+    """Whether ``lite.kernels.fast.gemm`` runs this product: float32, a constant 2-D b, a with at
+    least ``MIN_ROWS`` rows (batch axes flattened into rows), a bias varying along the last axis only."""
+    a, b, bias = layer.a, layer.b, layer.bias
+    if not (fast.enabled() and layer.dtypes == (np.float32, np.float32) and layer.const_b and len(b) == 2
+            and len(a) >= 2 and not layer.transpose_a and min(b) > 0):
+        return False
+    from lite.kernels.fast.gemm import MIN_ROWS  # NOTE: imports the compiler: only when used
+
+    return math.prod(a[:-1]) >= MIN_ROWS and (bias is None or (math.prod(bias.shape[:-1]) == 1
+                                                                and bias.dtype == np.float32))
+
+
+class NumpyProduct(Plan):
+    """BLAS through numpy (the model's threads split large products), then bias and the activations."""
+
+    def __init__(self, _layer: ProductLayer, _kernel: MatMulFusion):
+        pass
+
+    def execute(self, kernel: MatMulFusion) -> None:
+        a, b = kernel.inputs[0].data, kernel.inputs[1].data
+        if kernel.transpose_a and a.ndim >= 2:
+            a = a.swapaxes(-1, -2)
+        if kernel.transpose_b and b.ndim >= 2:
+            b = b.swapaxes(-1, -2)
+        out, epilogue = kernel.outputs[0].data, kernel.epilogue
+        if a.ndim >= 2 and b.ndim >= 2:
+            kernel.threads.matmul(a, b, out)
+        else:
+            np.matmul(a, b, out=out)
+        if epilogue.bias is not None:
+            np.add(out, epilogue.bias.data, out=out)
+        apply_fused_activation(out, epilogue.activation)
+        if epilogue.absorbed is not None:
+            from lite.kernels.fast.activation import COMPILED
+
+            kind, alpha = epilogue.absorbed
+            COMPILED[kind](out.reshape(-1), out.reshape(-1), np.float32(alpha))
+
+
+class PackedProduct(NumpyProduct):
+    """``lite.kernels.fast.gemm``'s product on b packed at resize, its panels on the model's threads;
+    numpy's where the output is an array compiled code does not take."""
+
+    def __init__(self, layer: ProductLayer, kernel: MatMulFusion):
+        from lite.kernels.fast import gemm  # NOTE: imports the compiler: only when used
+
+        gemm.warm()
+        transpose = kernel.transpose_b
+        self.packed = kernel.derived.get("packed", kernel.inputs[1].data, lambda b: gemm.pack(b.T if transpose else b))
+        self.key: tuple | None = None
+        self.steps: list[Step] = []
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast.crew import warm
+
+            warm(gemm.product_job)
+
+    def execute(self, kernel: MatMulFusion) -> None:
+        out = kernel.outputs[0].data
+        if not fast.takes(out):
+            super().execute(kernel)
+            return
+        a, epilogue = kernel.inputs[0].data, kernel.epilogue
+        key = (a, out, None if epilogue.bias is None else epilogue.bias.data, epilogue)
+        if self.key is None or not all(map(operator.is_, key, self.key)):
+            self.key, self.steps = key, self.product_steps(kernel.threads, a, out, epilogue)
+        for step in self.steps:
+            step()
+
+    def product_steps(self, threads, a: np.ndarray, out: np.ndarray, epilogue: Epilogue) -> list[Step]:
+        """The packed product of these arrays: a as (rows, K) (a contiguous copy where it is not),
+        the bias as a vector over the columns, its panels on the model's threads."""
+        from lite.kernels.fast import gemm
+
+        a, steps = fast.compiled_input(a)
+        rows, n = a.reshape(-1, a.shape[-1]), out.shape[-1]
+        flat = out.reshape(-1, n)
+        bias = epilogue.bias
+        vector = np.zeros(n, np.float32)
+        if bias is not None:
+            steps.append(partial(np.copyto, vector, bias.data.reshape(bias.shape[-1:] or (1,))))
+        lo, hi = (np.float32(bound) for bound in clip_bounds(epilogue.activation, out.dtype) or (-np.inf, np.inf))
+        code, alpha = activation_code(epilogue.absorbed, out.dtype)
+
+        def piece(_: int, first: int, last: int) -> Step:
+            return partial(gemm.product, rows, self.packed, vector, lo, hi, flat, first, last, code, alpha)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Step:
+            return gemm.crew_jobs(rows, self.packed, vector, lo, hi, flat, bounds, code, alpha)
+
+        return [*steps, threads.crew_loop(self.packed.shape[0], piece, jobs)]
+
+
+ALGORITHMS: tuple[Algorithm, ...] = (
+    Algorithm("packed_gemm", fits_packed, PackedProduct),
+    Algorithm("numpy", lambda layer: True, NumpyProduct),
+)
+"""MatMulFusion's algorithms, best first: resize runs the first that fits."""
 
 
 @register("MatMulFusion", dtypes=FLOATS)
@@ -32,19 +148,22 @@ class MatMulFusion(NativeKernel):
     whose unit axis is dropped from the result, as in numpy and ONNX MatMul; batch axes
     broadcast. bias (optional third input) must broadcast to the result's shape.
 
-    A linear layer (a constant 2-D float32 b) runs ``lite.kernels.fast.gemm``'s product on b
-    packed at resize, where compiled kernels run (``packs``).
+    resize runs the first of ``ALGORITHMS`` that fits (``algorithm`` names it): a linear layer (a
+    constant 2-D float32 b) runs ``lite.kernels.fast.gemm``'s product on b packed at resize, where
+    compiled kernels run; other products numpy's. ``epilogue`` (bias, the fused activation, an
+    Activation ``lite.fusion`` has it absorb through ``set_epilogue``) runs after the product.
     """
-
-    packed: np.ndarray | None = None  # b as lite.kernels.fast.gemm packed it, where that runs (set by resize)
-    packed_from: np.ndarray | None = None  # the b it packed
-    epilogue_activation: tuple[str, float] | None = None  # an Activation fused after it (lite.fusion): (type, alpha)
 
     def check_attrs(self) -> None:
         check_io(self, 2, 1)
         self.transpose_a = bool(self.attrs["transpose_a"])
         self.transpose_b = bool(self.attrs["transpose_b"])
         self.activation = fused_activation(self)
+        bias = self.inputs[2] if len(self.inputs) > 2 else None
+        self.epilogue = Epilogue(bias, self.activation)
+        self.algorithm: str | None = None
+        self.plan: NumpyProduct | None = None
+        self.derived = Derived()  # b packed, kept across resizes
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         a = transposed(self.input_shape(0), self.transpose_a)
@@ -76,87 +195,23 @@ class MatMulFusion(NativeKernel):
     def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         return [(transposed(self.input_shape(0), self.transpose_a), transposed(self.input_shape(1), self.transpose_b))]
 
+    def layer(self) -> ProductLayer:
+        """What the algorithm table reads of this product at its current input shapes."""
+        return ProductLayer(self.input_shape(0), self.input_shape(1), (self.inputs[0].dtype, self.inputs[1].dtype),
+                            self.inputs[1].is_const, self.transpose_a, self.epilogue.bias)
+
     def resize(self) -> None:
-        self.step_key = self.step = None
-        if not self.packs():
-            self.packed = self.packed_from = None
-            return
-        from lite.kernels.fast import gemm  # NOTE: imports the compiler: only when used
+        self.algorithm, self.plan = choose(ALGORITHMS, self.layer(), self)
 
-        gemm.warm()
-        b = self.inputs[1].data
-        if self.packed_from is not b:
-            self.packed, self.packed_from = gemm.pack(b.T if self.transpose_b else b), b
-        if self.threads.crew() is not None:
-            from lite.kernels.fast.crew import warm
-
-            warm(gemm.product_job)
-
-    def packs(self) -> bool:
-        """Whether ``lite.kernels.fast.gemm`` runs this product: float32, a constant 2-D b, a with at
-        least ``MIN_ROWS`` rows (batch axes flattened into rows), a bias varying along the last
-        axis only, and a clip activation or none."""
-        a, b = self.input_shape(0), self.input_shape(1)
-        if not (fast.enabled() and self.inputs[0].dtype == np.float32 and self.inputs[1].dtype == np.float32
-                and self.inputs[1].is_const and len(b) == 2 and len(a) >= 2 and not self.transpose_a and min(b) > 0):
-            return False
-        from lite.kernels.fast.gemm import MIN_ROWS
-
-        bias = self.inputs[2] if len(self.inputs) > 2 else None
-        return math.prod(a[:-1]) >= MIN_ROWS and (bias is None or (math.prod(bias.shape[:-1]) == 1
-                                                                    and bias.dtype == np.float32))
+    def set_epilogue(self, epilogue: Epilogue) -> None:
+        """Runs ``epilogue`` after the product from the next run on (``lite.fusion``: an absorbed
+        Activation; ``Epilogue(bias, kernel.activation)`` is the kernel's own)."""
+        self.epilogue = epilogue
 
     def execute(self) -> None:
-        if self.packed is not None and fast.takes(self.outputs[0].data):
-            a, out = self.inputs[0].data, self.outputs[0].data
-            bias = self.inputs[2].data if len(self.inputs) > 2 and self.inputs[2] is not None else None
-            key = (a, out, bias)
-            if self.step_key is None or not all(map(operator.is_, key, self.step_key)):
-                self.step_key, self.step = key, self.packed_steps(a, out)
-            for step in self.step:
-                step()
-            return
-        a, b = self.inputs[0].data, self.inputs[1].data
-        if self.transpose_a and a.ndim >= 2:
-            a = a.swapaxes(-1, -2)
-        if self.transpose_b and b.ndim >= 2:
-            b = b.swapaxes(-1, -2)
-        out = self.outputs[0].data
-        if a.ndim >= 2 and b.ndim >= 2:
-            self.threads.matmul(a, b, out)
-        else:
-            np.matmul(a, b, out=out)
-        if len(self.inputs) > 2 and self.inputs[2] is not None:
-            np.add(out, self.inputs[2].data, out=out)
-        apply_fused_activation(out, self.activation)
-        if self.epilogue_activation is not None:
-            from lite.kernels.fast.activation import COMPILED
-
-            kind, alpha = self.epilogue_activation
-            COMPILED[kind](out.reshape(-1), out.reshape(-1), np.float32(alpha))
-
-    def packed_steps(self, a: np.ndarray, out: np.ndarray) -> list[Step]:
-        """The packed product of these arrays: a as (rows, K) (a contiguous copy where it is not),
-        the bias as a vector over the columns, its panels on the model's threads."""
-        from lite.kernels.fast import gemm
-
-        a, steps = fast.compiled_input(a)
-        rows, n = a.reshape(-1, a.shape[-1]), out.shape[-1]
-        flat = out.reshape(-1, n)
-        bias = self.inputs[2] if len(self.inputs) > 2 else None
-        vector = np.zeros(n, np.float32)
-        if bias is not None:
-            steps.append(partial(np.copyto, vector, bias.data.reshape(bias.shape[-1:] or (1,))))
-        lo, hi = (np.float32(bound) for bound in clip_bounds(self.activation, out.dtype) or (-np.inf, np.inf))
-        code, alpha = activation_code(self.epilogue_activation, out.dtype)
-
-        def piece(_: int, first: int, last: int) -> Step:
-            return partial(gemm.product, rows, self.packed, vector, lo, hi, flat, first, last, code, alpha)
-
-        def jobs(bounds: list[tuple[int, int]]) -> Step:
-            return gemm.crew_jobs(rows, self.packed, vector, lo, hi, flat, bounds, code, alpha)
-
-        return [*steps, self.threads.crew_loop(self.packed.shape[0], piece, jobs)]
+        if self.plan is None:
+            self.resize()
+        self.plan.execute(self)
 
 
 @register("Attention", dtypes=FLOATS)
@@ -236,9 +291,8 @@ class Attention(NativeKernel):
     def heads_on_crew(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
         """Whether the compiled heads (``lite.kernels.fast.attention``) run: operands they take, and
         heads that run as crew jobs (two or more threads on idle cores). At one thread BLAS's two
-        batched products measured faster (BERT's 12 heads of 128 x 64: 0.8 ms against 1.25: a
-        64-column v fills 96 of the tile's columns); on two threads the heads as crew jobs took
-        0.65 of BLAS's Attention time."""
+        batched products measured faster (BERT's heads of 64 columns: a 64-column v fills 96 of
+        the tile's columns); on two threads the heads as crew jobs were faster."""
         from lite.kernels.fast import attention  # NOTE: imports the compiler: only when used
 
         heads = math.prod(self.scores_shape[:-2])

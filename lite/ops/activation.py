@@ -15,6 +15,13 @@ SQRT_HALF = math.sqrt(0.5)
 SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 GELU_TANH_CUBIC = 0.044715
 
+# erf in float32 (Eigen's and XLA's): x * P(x^2) / Q(x^2) on x clamped to [-4, 4], highest power first
+# (the numpy kernel, lite.kernels.elementwise.erf_float32, and the compiled GELU both read them).
+ERF32_ALPHA = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+               -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+ERF32_BETA = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+              -1.42647390514189e-02)
+
 # A fused activation clips its producer's output: name -> (low, high).
 FUSED_CLIPS: dict[str, tuple[float, float]] = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0)}
 

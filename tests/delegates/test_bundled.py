@@ -19,7 +19,7 @@ def test_available_delegates_are_the_bundled_ones_that_accept_this_machine():
 
 
 def test_a_delegate_that_declines_or_cannot_load_is_left_out(monkeypatch):
-    monkeypatch.setitem(delegates.BUNDLED, "absent", "tests.delegate_support:AbsentDevice")
+    monkeypatch.setitem(delegates.BUNDLED, "absent", "tests.support.delegates:AbsentDevice")
     monkeypatch.setitem(delegates.BUNDLED, "broken", "no_such_package:Delegate")
     names = lite.available_delegates()
     assert "absent" not in names and "broken" not in names and "example_npu" in names

@@ -1,4 +1,4 @@
-"""A BERT-style encoder (tests/encoder.py) runs whole inside one ORT and one TVM partition, and
+"""A BERT-style encoder (tests/support/encoder.py) runs whole inside one ORT and one TVM partition, and
 keeps matching onnxruntime after the batch and the sequence length change (no rebuild)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import lite
 from lite.delegates.onnxruntime import ORTDelegate
 from lite.tools.converter import convert
-from tests.encoder import export_encoder
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.encoder import export_encoder
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 torch = pytest.importorskip("torch")
 

@@ -15,8 +15,8 @@ import lite
 from lite.delegates import load_delegate
 from lite.delegates.example_npu import ENV_SWITCH, ExampleNPUDelegate, NPUGraphKernel
 from lite.tools import zoo
-from tests.delegates.support import build, feeds_for
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.delegate_graphs import build, feeds_for
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 RNG = np.random.default_rng(2024)
 NPU = "ExampleNPUDelegate"

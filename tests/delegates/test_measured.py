@@ -20,7 +20,7 @@ from lite.delegates.onnxruntime import ORTDelegate
 from lite.delegates.tvm import TVMDelegate
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.delegates.test_onnxruntime import assert_matches, normal, small_cnn
+from tests.support.ort_delegate import assert_matches, normal, small_cnn
 
 
 def measured(onnx_model, delegate, cache=None) -> lite.Model:

@@ -2,7 +2,7 @@
 
 from lite.delegates.onnxruntime import ORTDelegate
 from lite.delegates.tvm import TVMDelegate
-from tests.delegates.test_onnxruntime import assert_matches, build, normal, small_cnn
+from tests.support.ort_delegate import assert_matches, build, normal, small_cnn
 
 
 def test_ort_restricted_to_a_subset_then_tvm(tmp_path):

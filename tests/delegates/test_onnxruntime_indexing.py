@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.delegates.test_onnxruntime import check_on_ort, integers, node, normal, onnx_model, outputs_of
+from tests.support.ort_delegate import check_on_ort, integers, node, normal, onnx_model, outputs_of
 
 
 def ids(*values) -> np.ndarray:

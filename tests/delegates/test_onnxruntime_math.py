@@ -15,7 +15,7 @@ from onnx import helper
 
 from lite.delegates.onnxruntime import ORTDelegate
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY
-from tests.delegates.test_onnxruntime import (
+from tests.support.ort_delegate import (
     ORT,
     RNG,
     build,

@@ -29,8 +29,8 @@ from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.delegates.support import node, onnx_graph
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.delegate_graphs import node, onnx_graph
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 pytest.importorskip("onnxruntime")
 REPO = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import pytest
 
 import lite
 from lite.tools.converter import convert
-from tests.delegates.support import feeds_for, mixed_model
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.delegate_graphs import feeds_for, mixed_model
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 
 def ort_delegate():

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.delegates.support import build, node, onnx_graph
+from tests.support.delegate_graphs import build, node, onnx_graph
 
 tvm = pytest.importorskip("tvm")
 
-from tests.delegates.test_tvm import TVM, check_on_tvm, op_types, tvm_delegate  # noqa: E402
+from tests.support.tvm_delegate import TVM, check_lowering, tvm_delegate  # noqa: E402
 
 
 def ids(*values) -> np.ndarray:
@@ -30,11 +30,13 @@ LOWERED = {  # name: (nodes, input shapes, initializers, primitive)
 }
 
 
-@pytest.mark.parametrize("case", list(LOWERED))
+CASES = {k: (onnx_graph(nodes, shapes, ["y"], inits), [primitive])  # as in test_tvm.py
+         for k, (nodes, shapes, inits, primitive) in LOWERED.items()}
+
+
+@pytest.mark.parametrize("case", list(CASES))
 def test_lowering(case):
-    nodes, shapes, inits, primitive = LOWERED[case]
-    model = check_on_tvm(onnx_graph(nodes, shapes, ["y"], inits))
-    assert op_types(model) == [primitive]
+    check_lowering(*CASES[case])
 
 
 def test_integer_outputs_stay_native_with_a_reason():

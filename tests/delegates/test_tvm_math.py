@@ -7,21 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.delegates.support import build, feeds_for, node, onnx_graph
-from tests.oracle import relative_l2
+from tests.support.delegate_graphs import build, feeds_for, node, onnx_graph
+from tests.support.oracle import relative_l2
 
 pytest.importorskip("tvm")
 
-from tests.delegates.test_tvm import (  # noqa: E402
-    RTOL,
-    TVM,
-    assert_matches,
-    check_on_tvm,
-    op_types,
-    record_checked,
-    rows,
-    tvm_delegate,
-)
+from tests.support.tvm_delegate import RTOL, TVM, check_lowering, rows, tvm_delegate  # noqa: E402
 
 HALF = {"c": np.array(0.9, np.float32)}
 
@@ -47,24 +38,6 @@ UNARY = {  # name: (nodes, initializers): x is 3 * standard normal; t = 0.9 * ta
 }
 
 
-@pytest.mark.parametrize("case", list(UNARY))
-def test_unary_maths(case):
-    nodes, inits = UNARY[case]
-    check_on_tvm(onnx_graph(nodes, {"x": [2, 3, 4, 5]}, ["y"], inits))
-
-
-def test_floor_mod_matches_the_native_kernel():
-    """onnxruntime refuses Mod with fmod=0 on floats before opset 28; the native kernel is the reference."""
-    onnx_model = onnx_graph([node("Mod", ["x", "d"])], {"x": [2, 3, 4, 5]}, ["y"],
-                            {"d": np.array([1.5, -0.75, 2.25, -3.0, 0.5], np.float32)}, opset=13)
-    on_tvm, native = build(onnx_model, tvm_delegate()), build(onnx_model)
-    assert {r.runs_on for r in on_tvm.partition_report()} == {TVM}
-    x = feeds_for(onnx_model)["x"]
-    got, want = (m.predict([x])[0].get_data_to_numpy() for m in (on_tvm, native))
-    assert relative_l2(got, want) < RTOL
-    record_checked(on_tvm)
-
-
 ACTIVATIONS = {  # name: (nodes, opset)
     "elu": ([node("Elu", ["x"], alpha=0.7)], 17),
     "selu": ([node("Selu", ["x"])], 17),
@@ -78,14 +51,6 @@ ACTIVATIONS = {  # name: (nodes, opset)
     "swish": ([node("Swish", ["x"], alpha=0.6)], 24),
 }
 
-
-@pytest.mark.parametrize("case", list(ACTIVATIONS))
-def test_activation(case):
-    nodes, opset = ACTIVATIONS[case]
-    model = check_on_tvm(onnx_graph(nodes, {"x": [2, 6, 7, 5]}, ["y"], opset=opset))
-    assert op_types(model) == ["Activation"]
-
-
 OTHERS = {  # name: (nodes, input shapes, initializers, the .lite op type)
     "prelu_channel_slope": ([node("PRelu", ["x", "s"])], {"x": [2, 3, 4, 5]},
                             {"s": np.array([0.1, 0.5, -0.3], np.float32).reshape(3, 1, 1)}, "PReLUFusion"),
@@ -97,16 +62,29 @@ OTHERS = {  # name: (nodes, input shapes, initializers, the .lite op type)
     "shrink": ([node("Shrink", ["x"], bias=0.5, lambd=1.5)], {"x": [2, 3, 4]}, {}, "Shrink"),
 }
 
+CASES = {  # as in test_tvm.py: name: (model, its .lite op types or None)
+    **{k: (onnx_graph(nodes, {"x": [2, 3, 4, 5]}, ["y"], inits), None) for k, (nodes, inits) in UNARY.items()},
+    **{k: (onnx_graph(nodes, {"x": [2, 6, 7, 5]}, ["y"], opset=opset), ["Activation"])
+       for k, (nodes, opset) in ACTIVATIONS.items()},
+    **{k: (onnx_graph(nodes, inputs, ["y"], inits), [op_type])
+       for k, (nodes, inputs, inits, op_type) in OTHERS.items()},
+}
 
-@pytest.mark.parametrize("case", list(OTHERS))
-def test_prelu_clip_shrink(case):
-    """(Scalar inputs are fed as 0-d arrays: ``feeds_for`` would give numpy scalars.)"""
-    nodes, inputs, inits, op_type = OTHERS[case]
-    onnx_model = onnx_graph(nodes, inputs, ["y"], inits)
-    model = build(onnx_model, tvm_delegate())
-    assert {(r.runs_on, r.reason) for r in model.partition_report()} == {(TVM, "")}
-    assert op_types(model) == [op_type]
-    assert_matches(model, onnx_model, {k: np.asarray(v) for k, v in feeds_for(onnx_model).items()})
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_lowering(case):
+    check_lowering(*CASES[case])
+
+
+def test_floor_mod_matches_the_native_kernel():
+    """onnxruntime refuses Mod with fmod=0 on floats before opset 28; the native kernel is the reference."""
+    onnx_model = onnx_graph([node("Mod", ["x", "d"])], {"x": [2, 3, 4, 5]}, ["y"],
+                            {"d": np.array([1.5, -0.75, 2.25, -3.0, 0.5], np.float32)}, opset=13)
+    on_tvm, native = build(onnx_model, tvm_delegate()), build(onnx_model)
+    assert {r.runs_on for r in on_tvm.partition_report()} == {TVM}
+    x = feeds_for(onnx_model)["x"]
+    got, want = (m.predict([x])[0].get_data_to_numpy() for m in (on_tvm, native))
+    assert relative_l2(got, want) < RTOL
 
 
 @pytest.mark.parametrize(("nodes", "inputs", "reason"), [

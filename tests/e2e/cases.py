@@ -1,8 +1,8 @@
 """The e2e op case table's vocabulary: input draws, one-node and multi-node cases, ``CASES``.
 
 ``tests/e2e/test_ops.py`` runs every case against onnxruntime. The cases of an op family live in
-``tests/e2e/cases_<family>.py`` (or in test_ops.py itself for the first families); a new module
-is imported by test_ops.py to register its cases.
+``tests/e2e/cases_<family>.py`` (the first families in ``cases_core.py``); a new module is imported by
+``cases_families.py`` to register its cases.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from tests.oracle import onnx_type
+from tests.support.oracle import onnx_type
 
 INT64_MAX = 2**63 - 1
 _WEIGHTS = np.random.default_rng(1234)

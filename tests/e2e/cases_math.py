@@ -1,7 +1,7 @@
 """E2E cases: unary maths, logic, bitwise ops and activations added for transformers, and the element-wise
 ops on every dtype ONNX allows.
 
-``typed`` cases have inputs of dtypes ``tests.oracle.onnx_type`` does not name (int16, uint16/32/64): their
+``typed`` cases have inputs of dtypes ``tests.support.oracle.onnx_type`` does not name (int16, uint16/32/64): their
 models are built here with onnx's own dtype table.
 """
 

@@ -4,7 +4,7 @@ Byte mutations: a valid .lite file (a small CNN or the inception block) is trunc
 bits flipped, an 8-byte run overwritten, bytes inserted, or is replaced by random bytes.
 Three quarters of the positions hit the file's structure (every byte not inside a constant
 tensor's data), the rest anywhere. Structured mutations: the GraphDef of an e2e op case
-(``tests.e2e.test_ops.CASES``) gets a changed attribute, dim, dtype, tensor index, graph
+(``tests.e2e.cases.CASES``) gets a changed attribute, dim, dtype, tensor index, graph
 input/output list or small constant, and is written back as a well-formed file, so the
 runtime's own checks (not the flatbuffers reader's) are what stands in the way.
 
@@ -19,24 +19,12 @@ with the seed that reproduces it::
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import copy
 import functools
-import math
-import os
-import resource
-import signal
-import subprocess
-import sys
-import time
-import traceback
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.schema.graph import DTYPES, GraphDef, NodeDef, TensorDef
@@ -45,68 +33,30 @@ from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.oracle import single_node_model
+from tests.support.fuzz import (
+    FLOATS,
+    INTS,
+    KINDS,
+    CaseTimeout,
+    assert_shares,
+    in_child,
+    mutate_bytes,
+    run_case,
+    small_cnn,
+    time_limit,
+)
+from tests.support.oracle import single_node_model
 
 CASES_DEFAULT = 2000  # of each family, byte and structured
 CASES_SLOW = 20000
 CHUNK = 250
-CHILD_ADDRESS_SPACE = 8 << 30  # virtual memory of a fuzzing child (numpy and BLAS reserve some)
-REPO = Path(__file__).resolve().parents[2]
-CASE_SECONDS = 5.0
-MAX_INPUT_ELEMENTS = 1 << 20
-KINDS = ("truncate", "bit_flips", "overwrite_8", "insert", "random_bytes")
-SPECIAL_RUNS = (b"\xff" * 8, b"\x00" * 8, b"\xff\xff\xff\x7f\x00\x00\x00\x00", b"\x00\x00\x00\x80\xff\xff\xff\xff",
-                b"\x01\x00\x00\x00\x00\x00\x00\x00", b"\xff\xff\xff\xff\xff\xff\xff\x7f")
-INTS = (-3, -2, -1, 0, 1, 2, 3, 5, 64, 2**31, 2**62, -(2**62))
-FLOATS = (0.0, -1.0, math.nan, math.inf, -math.inf, 1e30, 1e-30)
 
 
 # mutated models compute nonsense (sqrt of a negative variance, 0/0): numpy's warnings are expected
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
-class CaseTimeout(BaseException):
-    """Raised by the case timer; a BaseException so no ``except Exception`` in the library swallows it."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Interrupts the block with CaseTimeout after ``seconds`` (SIGALRM: main thread, POSIX)."""
-
-    def expire(signum, frame):
-        raise CaseTimeout(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 # ---- bases -----------------------------------------------------------------------------------
-
-
-def small_cnn():
-    """Conv -> Relu -> MaxPool -> Add(bias) -> Flatten -> Gemm -> Softmax, dynamic batch."""
-    rng = np.random.default_rng(0)
-    inits = {"w": rng.standard_normal((4, 3, 3, 3)), "b": rng.standard_normal(4), "fc": rng.standard_normal((5, 64)),
-             "shift": rng.standard_normal((1, 4, 1, 1))}
-    nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
-        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Add", ["p", "shift"], ["a"], name="add"),
-        helper.make_node("Flatten", ["a"], ["f"], name="flatten"),
-        helper.make_node("Gemm", ["f", "fc"], ["g"], name="gemm", transB=1),
-        helper.make_node("Softmax", ["g"], ["y"], name="softmax"),
-    ]
-    graph = helper.make_graph(nodes, "fuzz_cnn",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
-                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 BASES = {"cnn": lambda: (small_cnn(), (2, 3, 8, 8)),
@@ -129,7 +79,8 @@ def base(name: str) -> tuple[bytes, np.ndarray, tuple[int, ...]]:
 @functools.cache
 def graph_bases() -> list[tuple[str, GraphDef]]:
     """(case id, converted GraphDef) of every e2e op case."""
-    from tests.e2e.test_ops import CASES
+    from tests.e2e import cases_families  # noqa: F401  (registers every family's cases: imported when needed)
+    from tests.e2e.cases import CASES
 
     return [(c.id, read_model(convert(c.model, fusion=c.fusion))) for c in CASES]
 
@@ -142,34 +93,6 @@ def mutation(name: str, seed: int) -> tuple[str, bytes]:
     data, structural, _ = base(name)
     kind = KINDS[seed % len(KINDS)]
     return kind, mutate_bytes(data, kind, np.random.default_rng([seed, len(data)]), structural)
-
-
-def mutate_bytes(data: bytes, kind: str, rng: np.random.Generator, structural: np.ndarray | None = None) -> bytes:
-    """``data`` with one mutation of ``kind`` (one of KINDS); 3 in 4 positions are ``structural`` ones when given."""
-
-    def position() -> int:
-        if structural is not None and rng.random() < 0.75:
-            return int(rng.choice(structural))
-        return int(rng.integers(max(len(data), 1)))
-
-    out = bytearray(data)
-    if kind == "truncate":
-        cut = position() if rng.random() < 0.5 else int(rng.integers(0, 64))
-        return bytes(out[:cut])
-    if kind == "bit_flips":
-        for _ in range(int(rng.integers(1, 9)) if out else 0):
-            out[min(position(), len(out) - 1)] ^= 1 << int(rng.integers(8))
-    elif kind == "overwrite_8":
-        at = position()
-        run = SPECIAL_RUNS[int(rng.integers(len(SPECIAL_RUNS)))] if rng.random() < 0.5 else rng.bytes(8)
-        out[at:at + 8] = run[:max(len(out) - at, 0)]
-    elif kind == "insert":
-        at = position()
-        out[at:at] = rng.bytes(int(rng.integers(1, 17)))
-    else:  # random bytes, half of them behind the valid root offset and file identifier
-        body = rng.bytes(int(rng.integers(0, 4096)))
-        out = bytearray(data[:8] + body if rng.random() < 0.5 else body)
-    return bytes(out)
 
 
 def _pick(rng: np.random.Generator, values):
@@ -271,68 +194,9 @@ def structured_mutation(seed: int) -> tuple[str, str, bytes | None]:
 # ---- running cases -----------------------------------------------------------------------------
 
 
-def valid_input(tensor: lite.Tensor, shape: tuple[int, ...] | None, rng: np.random.Generator) -> np.ndarray:
-    """Random data of the tensor's dtype; free dims take the base model's size (2 where unknown)."""
-    dims = tuple((shape[k] if shape is not None and len(shape) == len(tensor.shape) else 2) if d == -1 else d
-                 for k, d in enumerate(tensor.shape))
-    if np.prod(dims, dtype=np.float64) > MAX_INPUT_ELEMENTS:
-        dims = tuple(min(d, 4) for d in dims)  # wrong for this model, so predict must raise an InputError
-    if tensor.dtype.kind == "f":
-        return rng.standard_normal(dims).astype(tensor.dtype)
-    if tensor.dtype.kind == "b":
-        return rng.random(dims) < 0.5
-    return rng.integers(0, 4, dims).astype(tensor.dtype)
-
-
 def build_and_predict(data: bytes, shape: tuple[int, ...] | None, seed: int, what: str) -> str:
     """Builds and predicts the .lite ``data``; returns the outcome, raises AssertionError on a forbidden one."""
     return run_case(lambda model: model.build(data, lite.ModelType.LITE, lite.Context()), shape, seed, what)
-
-
-def run_case(build: Callable[[lite.Model], None], shape: tuple[int, ...] | None, seed: int, what: str,
-             check: Callable[[lite.Model, list[lite.Tensor]], None] | None = None) -> str:
-    """Builds a fresh model with ``build`` and, when it builds, predicts once on valid random inputs.
-
-    Returns the outcome ("built+predicted" or "<stage>: <LiteError subclass>"); raises AssertionError
-    on a forbidden one (another exception, a case past CASE_SECONDS). ``check`` then inspects the
-    model and the outputs of the prediction (none when a stage failed).
-    """
-    stage, start = "build", time.perf_counter()
-    model, outputs = lite.Model(), []
-    try:
-        with time_limit(CASE_SECONDS):
-            build(model)
-            stage = "predict"
-            rng = np.random.default_rng(seed)
-            outputs = model.predict([valid_input(t, shape, rng) for t in model.get_inputs()])
-        outcome = "built+predicted"
-    except lite.LiteError as exc:
-        outcome = f"{stage}: {type(exc).__name__}"
-    except CaseTimeout:
-        raise AssertionError(f"{what}: {stage} took more than {CASE_SECONDS} s") from None
-    except Exception as exc:
-        raise AssertionError(
-            f"{what}: {stage} raised {type(exc).__name__}, not a lite.LiteError: {exc}\n"
-            f"{traceback.format_exc()}") from exc
-    finally:
-        assert time.perf_counter() - start < CASE_SECONDS + 1, f"{what}: the timer did not stop the case"
-    if check is not None:
-        check(model, outputs)
-    return outcome
-
-
-def run_chunk(first: int, count: int, run: Callable[[int], str]) -> collections.Counter:
-    """Runs the cases of seeds ``first`` .. ``first + count - 1``; prints and returns their outcomes."""
-    outcomes: collections.Counter = collections.Counter()
-    failures = []
-    for seed in range(first, first + count):
-        try:
-            outcomes[run(seed)] += 1
-        except AssertionError as exc:
-            failures.append(str(exc))
-    assert not failures, f"{len(failures)} of {count} cases failed:\n" + "\n".join(failures[:5])
-    print(f"seeds {first}..{first + count - 1}: {dict(outcomes)}")
-    return outcomes
 
 
 def byte_case(seed: int) -> str:
@@ -407,42 +271,26 @@ def test_case_timer_interrupts_a_hang():
             pass
 
 
-def in_child(first: int, count: int, case: str, module: str = "tests.e2e.test_fuzz", cwd: Path = REPO,
-             env: dict[str, str] | None = None, prelude: str = "") -> None:
-    """Runs ``module.run_chunk`` on ``module.case`` in a child process (working directory ``cwd``, extra
-    environment ``env``, Python code ``prelude`` run first) whose address space is capped at CHILD_ADDRESS_SPACE.
-
-    An allocation bomb then fails inside the child (and the test) instead of taking the
-    machine's memory, and a crash (a signal) is reported as a failure, not lost.
-    """
-    code = f"{prelude}\nfrom {module} import run_chunk, {case}; run_chunk({first}, {count}, {case})"
-    env = {**os.environ, **(env or {}),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
-                            preexec_fn=_cap_address_space, timeout=count * (CASE_SECONDS + 1))
-    assert result.returncode == 0, (
-        f"{case} seeds {first}..{first + count - 1}: the child "
-        f"{'was killed by signal ' + str(-result.returncode) if result.returncode < 0 else 'failed'}:\n"
-        f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    print(result.stdout.strip())
-
-
-def _cap_address_space() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE))
+# The least share of each outcome over the default run (seeds 0 .. CASES_DEFAULT - 1), about half of what it was
+# when set (byte: 8.4% built and predicted, 90.3% refused at build, 1.35% at predict; structured: 56.5%, 41.2%,
+# 2.35%, none "not writable"): mutations that only reach the flatbuffers reader's checks, or that never get past
+# them, fail the test, while a change in a few cases does not.
+FLOORS = {"byte_case": {"built+predicted": 0.04, "build": 0.45, "predict": 0.006},
+          "structured_case": {"built+predicted": 0.28, "build": 0.2, "predict": 0.012}}
 
 
 @pytest.mark.parametrize("case", ["byte_case", "structured_case"])
 def test_mutations_work_or_raise_lite_errors(case):
-    in_child(0, CASES_DEFAULT, case)
+    assert_shares(in_child(0, CASES_DEFAULT, case, module=__name__), FLOORS[case], case)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("first", range(CASES_DEFAULT, CASES_DEFAULT + CASES_SLOW, 10 * CHUNK))
 def test_byte_mutations_long(first):
-    in_child(first, 10 * CHUNK, "byte_case")
+    in_child(first, 10 * CHUNK, "byte_case", module=__name__)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("first", range(CASES_DEFAULT, CASES_DEFAULT + 2 * CASES_SLOW, 10 * CHUNK))
 def test_structured_mutations_long(first):
-    in_child(first, 10 * CHUNK, "structured_case")
+    in_child(first, 10 * CHUNK, "structured_case", module=__name__)

@@ -1,7 +1,7 @@
 """Fuzzing the ONNX loader and converter with seeded mutations of valid models saved on disk.
 
 Every seed gives one deterministic case: a valid base model (``BASES``: the small CNN of
-``test_fuzz``, a tiny transformer block, Range/ConstantOfShape shape arithmetic, a model-local
+``tests.support.fuzz``, a tiny transformer block, Range/ConstantOfShape shape arithmetic, a model-local
 function) is saved in a fresh folder with some initializers as external data (``weights.bin``),
 after 1-3 mutations (``MUTATORS``):
 
@@ -49,8 +49,18 @@ import pytest
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 import lite
-from tests.e2e import test_fuzz as fuzz
-from tests.e2e.test_fuzz import FLOATS, INTS, KINDS, in_child, mutate_bytes, run_case, small_cnn, time_limit
+from tests.support import fuzz
+from tests.support.fuzz import (
+    FLOATS,
+    INTS,
+    KINDS,
+    assert_shares,
+    in_child,
+    mutate_bytes,
+    run_case,
+    small_cnn,
+    time_limit,
+)
 
 CASES_DEFAULT = 600
 CASES = int(os.environ.get("DELITE_FUZZ_ONNX_CASES", CASES_DEFAULT))
@@ -774,7 +784,7 @@ def onnx_case(seed: int) -> str:
 
 
 def run_chunk(first: int, count: int, case: Callable[[int], str]) -> collections.Counter:
-    """``test_fuzz.run_chunk``, then checks the canary is unchanged and the peak RSS is bounded."""
+    """``tests.support.fuzz.run_chunk``, then checks the canary is unchanged and the peak RSS is bounded."""
     _workdir()
     outcomes = fuzz.run_chunk(first, count, case)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -897,10 +907,19 @@ def test_opens_outside_the_model_folder_are_seen(tmp_path):
             _check_opens([str(folder / WEIGHTS), str(path)], folder, tmp_path, "leak")
 
 
-@pytest.mark.parametrize("first, count", chunks(0, CASES))
-def test_onnx_mutations_work_or_raise_lite_errors(tmp_path, first, count):
+# The least share of each outcome over the default run (seeds 0 .. CASES_DEFAULT - 1), about half of what it was
+# when set (10.5% built and predicted, 88.5% refused at build, 1% at predict): mutators that only make files the
+# loader refuses, or that never get past it, fail the test. A smaller run (DELITE_FUZZ_ONNX_CASES) is not held to
+# them: a few cases are too few for a share.
+FLOORS = {"built+predicted": 0.05, "build": 0.44, "predict": 0.005}
+
+
+def test_onnx_mutations_work_or_raise_lite_errors(tmp_path):
     (tmp_path / CANARY).write_bytes(canary_bytes())
-    in_child(first, count, "onnx_case", module=__name__, cwd=tmp_path)
+    outcomes = sum((in_child(first, count, "onnx_case", module=__name__, cwd=tmp_path)
+                    for first, count in chunks(0, CASES)), collections.Counter())
+    if CASES >= CASES_DEFAULT:
+        assert_shares(outcomes, FLOORS, "onnx_case")
 
 
 @pytest.mark.slow

@@ -16,8 +16,8 @@ import pytest
 import lite
 from lite.tools import zoo
 from lite.tools.converter import convert, convert_to_graph
-from tests.e2e import REL_L2, build_lite, predict
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.e2e import REL_L2, build_lite, predict
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 
 def input_shape(model: onnx.ModelProto, batch: int | None = None) -> tuple[int, ...]:

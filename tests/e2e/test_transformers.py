@@ -22,8 +22,8 @@ import pytest
 
 import lite
 from lite.tools.converter import convert
-from tests.e2e import REL_L2
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.e2e import REL_L2
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 pytestmark = pytest.mark.slow
 torch = pytest.importorskip("torch")
@@ -210,7 +210,7 @@ def test_model_matches_onnxruntime(name, dynamo, tmp_path, monkeypatch):
 
 
 def test_the_bert_style_encoder_resizes_without_a_rebuild():
-    from tests.encoder import export_encoder
+    from tests.support.encoder import export_encoder
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from lite.errors import ModelFormatError
-from tests.kernels.harness import run_kernel
-from tests.kernels.test_elementwise import NUMBER_DTYPES, check_typed, operands
-from tests.oracle import run_onnxruntime, single_node_model
+from tests.support.elementwise import NUMBER_DTYPES, check_typed, operands
+from tests.support.kernel_harness import run_kernel
+from tests.support.oracle import run_onnxruntime, single_node_model
 
 SELU = {"alpha": 1.6732632, "gamma": 1.050701}
 

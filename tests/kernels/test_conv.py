@@ -7,22 +7,9 @@ import numpy as np
 import pytest
 
 from lite.errors import ModelFormatError
-from lite.kernels import conv, fast
-from lite.kernels.registry import find_kernel
-from lite.primitive import Primitive
-from lite.schema.primitives import default_attrs
-from lite.tensor import Tensor
-from tests.kernels.harness import run_kernel
-from tests.oracle import onnx_type, run_onnxruntime, single_node_model
-
-AUTO_PADS = {"PAD": "NOTSET", "SAME_UPPER": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}
-ACTIVATIONS = {"NO_ACTIVATION": lambda y: y, "RELU": lambda y: np.maximum(y, 0), "RELU6": lambda y: np.clip(y, 0, 6)}
-
-
-def onnx_reference(op_type: str, x: np.ndarray, initializers: dict[str, np.ndarray], **attrs) -> np.ndarray:
-    model = single_node_model(op_type, {"x": x}, initializers=initializers, **attrs)
-    model.graph.output[0].type.tensor_type.elem_type = onnx_type(x.dtype)  # onnxruntime needs a typed output
-    return run_onnxruntime(model, {"x": x})[0]
+from lite.kernels import conv_plans, fast
+from tests.support.conv import ACTIVATIONS, build, onnx_attrs, onnx_reference
+from tests.support.kernel_harness import run_kernel
 
 
 def conv_inputs(seed: int, x_shape, w_shape, out_channels: int, bias: bool):
@@ -33,15 +20,6 @@ def conv_inputs(seed: int, x_shape, w_shape, out_channels: int, bias: bool):
     return x, w, b
 
 
-def onnx_attrs(attrs: dict) -> dict:
-    """ONNX Conv/ConvTranspose attributes for primitive attrs."""
-    out = {"group": attrs.get("group", 1), "auto_pad": AUTO_PADS[attrs.get("pad_mode", "PAD")]}
-    for ours, theirs in (("stride", "strides"), ("dilation", "dilations"), ("output_paddings", "output_padding")):
-        if attrs.get(ours):
-            out[theirs] = list(attrs[ours])
-    if attrs.get("pad_list") and out["auto_pad"] == "NOTSET":
-        out["pads"] = list(attrs["pad_list"])
-    return out
 
 
 def check(op_type: str, onnx_op: str, x, w, b, attrs: dict) -> None:
@@ -103,16 +81,16 @@ def test_conv2d_matches_onnxruntime(kernels, x_shape, w_shape, attrs, bias):
                          [case for case in CONV_CASES if case[2].get("group", 1) < case[0][1]])
 def test_conv2d_in_bands_of_rows(kernels, monkeypatch, x_shape, w_shape, attrs):
     """Columns gathered and multiplied two output rows at a time (a shorter last band where the rows are odd)."""
-    monkeypatch.setattr(conv, "row_bands", lambda taps, out, itemsize: [
+    monkeypatch.setattr(conv_plans, "row_bands", lambda taps, out, itemsize: [
         (first, min(first + 2, out[0])) for first in range(0, out[0], 2)] if len(out) > 1 else [(0, out[0])])
     x, w, b = conv_inputs(sum(x_shape) + 7, x_shape, w_shape, w_shape[0], True)
     check("Conv2DFusion", "Conv", x, w, b, attrs)
 
 
 def test_row_bands():
-    assert conv.row_bands(147, (112, 112), 4) == [(first, min(first + 15, 112)) for first in range(0, 112, 15)]
-    assert conv.row_bands(1152, (28, 28), 4) == [(0, 28)]  # 3.6 MB of columns: one band
-    assert conv.row_bands(147, (12544,), 4) == [(0, 12544)]  # 1-D: no rows to band
+    assert conv_plans.row_bands(147, (112, 112), 4) == [(first, min(first + 15, 112)) for first in range(0, 112, 15)]
+    assert conv_plans.row_bands(1152, (28, 28), 4) == [(0, 28)]  # 3.6 MB of columns: one band
+    assert conv_plans.row_bands(147, (12544,), 4) == [(0, 12544)]  # 1-D: no rows to band
 
 
 def test_a_stem_convolution_in_bands_matches_onnxruntime(kernels, monkeypatch):
@@ -125,7 +103,7 @@ def test_a_stem_convolution_in_bands_matches_onnxruntime(kernels, monkeypatch):
     kernel = build("Conv2DFusion", {"stride": (2, 2), "pad_list": (3, 3, 3, 3), "activation_type": "RELU"}, [x, w, b])
     kernel.prepare()
     kernel.resize()
-    assert len(kernel.bands) == 8
+    assert kernel.algorithm == "im2col" and len(kernel.plan.bands) == 8
     kernel.execute()
     expected = np.maximum(onnx_reference("Conv", x, {"w": w, "b": b}, strides=[2, 2], pads=[3, 3, 3, 3]), 0)
     np.testing.assert_allclose(kernel.outputs[0].data, expected, rtol=1e-4, atol=1e-5)
@@ -138,7 +116,7 @@ DEPTHWISE_CASES = [case for case in CONV_CASES if case[2].get("group") == case[0
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), DEPTHWISE_CASES)
 def test_depthwise_conv_one_channel_per_chunk(monkeypatch, x_shape, w_shape, attrs):
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")  # the numpy plan's chunks
-    monkeypatch.setattr(conv, "DEPTHWISE_CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv_plans, "DEPTHWISE_CHUNK_BYTES", 1)
     x, w, b = conv_inputs(sum(x_shape), x_shape, w_shape, w_shape[0], True)
     check("Conv2DFusion", "Conv", x, w, b, attrs)
 
@@ -193,7 +171,7 @@ def test_conv_1d_3d_4d_match_onnxruntime(x_shape, w_shape, attrs, bias):
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [c for c in CONV_ND_CASES if c[2].get("group") == c[0][1]])
 def test_depthwise_conv_1d_and_3d_one_channel_per_chunk(monkeypatch, x_shape, w_shape, attrs):
-    monkeypatch.setattr(conv, "DEPTHWISE_CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv_plans, "DEPTHWISE_CHUNK_BYTES", 1)
     x, w, b = conv_inputs(sum(x_shape), x_shape, w_shape, w_shape[0], True)
     check("Conv2DFusion", "Conv", x, w, b, attrs)
 
@@ -225,14 +203,6 @@ def test_conv_transpose_matches_onnxruntime(x_shape, w_shape, attrs, bias):
     check("Conv2dTransposeFusion", "ConvTranspose", x, w, b, attrs)
 
 
-def build(op_type: str, attrs: dict, arrays: list[np.ndarray]):
-    """A kernel whose weight and bias are constants, with shapes inferred and outputs allocated."""
-    tensors = [Tensor(f"in{i}", a.dtype, a.shape, data=a, is_const=i > 0) for i, a in enumerate(arrays)]
-    kernel = find_kernel(op_type, np.float32)(
-        tensors, [Tensor("y", np.float32, ())], Primitive(op_type, {**default_attrs(op_type), **attrs}), "node")
-    kernel.outputs[0].shape = kernel.infer_shapes()[0]
-    kernel.outputs[0].data = np.empty(kernel.outputs[0].shape, np.float32)
-    return kernel
 
 
 @pytest.mark.parametrize(("op_type", "onnx_op", "w_shape"), [
@@ -296,7 +266,7 @@ def test_bound_calls_read_each_runs_values(w_shape, attrs, const_weight):
 def test_matmul_shapes_are_those_execute_runs(monkeypatch, w_shape, attrs, expected):
     """Direct, im2col and depthwise plans (two chunks of two channels; taps plus the bias row)."""
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")  # the numpy depthwise plan
-    monkeypatch.setattr(conv, "DEPTHWISE_CHUNK_BYTES", 2 * 10 * 80 * 4 * 2)
+    monkeypatch.setattr(conv_plans, "DEPTHWISE_CHUNK_BYTES", 2 * 10 * 80 * 4 * 2)
     rng = np.random.default_rng(5)
     kernel = build("Conv2DFusion", attrs, [rng.standard_normal(s).astype(np.float32)
                                            for s in ((2, 4, 8, 8), w_shape, w_shape[:1])])

@@ -9,8 +9,8 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from lite.errors import ModelFormatError
-from tests.kernels.harness import assert_matches, run_kernel
-from tests.oracle import onnx_type, run_onnxruntime, single_node_model
+from tests.support.kernel_harness import assert_matches, run_kernel
+from tests.support.oracle import onnx_type, run_onnxruntime, single_node_model
 
 RNG = np.random.default_rng(17)
 

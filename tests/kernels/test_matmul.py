@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from lite.errors import ModelFormatError
 from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
 from lite.schema.primitives import default_attrs
 from lite.tensor import Tensor
-from tests.kernels.harness import run_kernel
-from tests.oracle import onnx_type, run_onnxruntime, single_node_model
-
-
-def onnx_reference(op_type: str, inputs: dict[str, np.ndarray], **attrs) -> np.ndarray:
-    model = single_node_model(op_type, inputs, **attrs)
-    model.graph.output[0].type.tensor_type.elem_type = onnx_type(np.float32)  # onnxruntime needs a typed output
-    return run_onnxruntime(model, inputs)[0]
+from tests.support.kernel_harness import run_kernel
+from tests.support.matmul import attention_reference, onnx_reference
 
 
 def random(shape, rng) -> np.ndarray:
@@ -101,16 +93,6 @@ def test_matmul_shapes_are_the_operands_after_their_transposes():
 # ---- Attention ------------------------------------------------------------------------------
 
 
-def attention_reference(q, k, v, mask, scale):
-    """softmax(q @ k * scale + mask) @ v by the ONNX reference evaluator, one op at a time."""
-    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]), helper.make_node("Mul", ["s", "scale"], ["t"]),
-             helper.make_node("Add", ["t", "mask"], ["u"]), helper.make_node("Softmax", ["u"], ["p"], axis=-1),
-             helper.make_node("MatMul", ["p", "v"], ["y"])]
-    feeds = {"q": q, "k": k, "v": v, "mask": mask, "scale": np.array(scale, q.dtype)}
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, onnx_type(a.dtype), a.shape)
-                                           for n, a in feeds.items()], [helper.make_tensor_value_info("y", 0, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    return ReferenceEvaluator(model).run(None, feeds)[0]
 
 
 @pytest.mark.parametrize(("q", "k", "v", "mask"), [

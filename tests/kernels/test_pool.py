@@ -11,8 +11,8 @@ from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
 from lite.schema.primitives import default_attrs
 from lite.tensor import Tensor
-from tests.kernels.harness import run_kernel
-from tests.oracle import onnx_type, run_onnxruntime, single_node_model
+from tests.support.kernel_harness import run_kernel
+from tests.support.oracle import onnx_type, run_onnxruntime, single_node_model
 
 AUTO_PADS = {"PAD": "NOTSET", "SAME_UPPER": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}
 

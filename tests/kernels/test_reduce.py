@@ -7,8 +7,8 @@ import pytest
 
 from lite.errors import ModelFormatError
 from lite.ops.reduce import ONNX_REDUCTIONS
-from tests.kernels.harness import assert_matches, run_kernel
-from tests.oracle import run_onnxruntime, single_node_model
+from tests.support.kernel_harness import assert_matches, run_kernel
+from tests.support.oracle import run_onnxruntime, single_node_model
 
 MODES = ONNX_REDUCTIONS
 

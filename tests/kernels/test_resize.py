@@ -14,8 +14,8 @@ from lite.ops.resize import keep_aspect_ratio
 from lite.primitive import Primitive
 from lite.schema.primitives import default_attrs
 from lite.tensor import Tensor
-from tests.kernels.harness import run_kernel
-from tests.oracle import run_onnxruntime, single_node_model
+from tests.support.kernel_harness import run_kernel
+from tests.support.oracle import run_onnxruntime, single_node_model
 
 COORDINATE_MODES = ["HALF_PIXEL", "ASYMMETRIC", "ALIGN_CORNERS", "PYTORCH_HALF_PIXEL", "HALF_PIXEL_SYMMETRIC"]
 NEAREST_MODES = ["ROUND_PREFER_FLOOR", "ROUND_PREFER_CEIL", "FLOOR", "CEIL"]

@@ -8,8 +8,8 @@ from onnx import numpy_helper
 
 from lite.errors import ModelFormatError
 from lite.schema.graph import DTYPES
-from tests.kernels.harness import run_kernel
-from tests.oracle import onnx_type, run_onnxruntime, single_node_model
+from tests.support.kernel_harness import run_kernel
+from tests.support.oracle import onnx_type, run_onnxruntime, single_node_model
 
 INT64_MAX = np.iinfo(np.int64).max
 

@@ -20,7 +20,7 @@ from lite.ops.activation import (
 )
 from lite.schema.fb.ActivationType import ActivationType
 from lite.schema.primitives import PRIMITIVE_TYPES, default_attrs, enum_names
-from tests.ops.reference import run_ort
+from tests.support.op_reference import run_ort
 
 ONNX_OPS = {"RELU": ("Relu", {}), "RELU6": ("Clip", {"min": 0.0, "max": 6.0})}
 

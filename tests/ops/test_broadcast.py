@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lite.ops.broadcast import aligned, expand_shape, legacy_broadcast_shape
-from tests.ops.reference import run_reference
+from tests.support.op_reference import run_reference
 
 PAIRS = [((3, 1), (2, 1, 4)), ((2, 3, 4), (1, 4)), ((1,), (5, 1)), ((4, 1, 6), (4, 5, 1)), ((), (2, 3)),
          ((2, 3), ())]

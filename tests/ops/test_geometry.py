@@ -18,7 +18,7 @@ from lite.ops.geometry import (
     window_counts,
     window_pads,
 )
-from tests.ops.reference import run_ort, run_reference
+from tests.support.op_reference import run_ort, run_reference
 
 RNG = np.random.default_rng(7)
 AUTO_PADS = ["SAME_UPPER", "SAME_LOWER", "VALID"]

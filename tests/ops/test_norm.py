@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lite.ops.norm import batchnorm_affine, lrn_window, norm_axis, stats_dtype
-from tests.ops.reference import run_ort, run_reference
+from tests.support.op_reference import run_ort, run_reference
 
 
 @pytest.mark.parametrize("shape, epsilon", [((2, 3, 4, 5), 1e-5), ((4, 6), 1e-3), ((1, 2, 7), 0.5)])

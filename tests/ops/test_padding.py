@@ -8,7 +8,7 @@ import pytest
 from lite.ops.padding import PADDING_MODES, begins_ends, kept
 from lite.schema.fb.PaddingMode import PaddingMode
 from lite.schema.primitives import enum_names
-from tests.ops.reference import run_ort
+from tests.support.op_reference import run_ort
 
 
 def test_padding_modes_are_the_schemas():

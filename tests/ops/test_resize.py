@@ -16,7 +16,7 @@ from lite.ops.resize import (
     resized_dim,
     source_coordinates,
 )
-from tests.ops.reference import run_ort
+from tests.support.op_reference import run_ort
 
 
 @pytest.mark.parametrize("scales", [(1.0, 1.0, 2.0, 0.5), (1.0, 1.0, 1.7, 0.34), (1.0, 1.0, 0.999, 3.01),

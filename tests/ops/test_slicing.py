@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lite.ops.slicing import INT64_MAX, clamped_slice
-from tests.ops.reference import run_ort
+from tests.support.op_reference import run_ort
 
 BOUNDS = [-9, -7, -3, -1, 0, 1, 2, 5, 6, 7, 11]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lite.ops.split import explicit_split_sizes, split_offsets, split_sizes
-from tests.ops.reference import run_reference
+from tests.support.op_reference import run_reference
 
 
 @pytest.mark.parametrize("dim, parts", [(6, 3), (7, 3), (5, 2), (5, 4), (1, 3), (10, 4), (0, 2), (9, 1)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.pipeline.support import add_model, pipeline_threads, relu_model
+from tests.support.pipeline import add_model, pipeline_threads, relu_model
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import pytest
 
 import lite
 from lite.pipeline import TensorSpec
-from tests.pipeline.support import add_model, chain, relu_model
+from tests.support.pipeline import add_model, chain, relu_model
 
 
 @pytest.mark.parametrize(("second", "source", "target", "message"), [

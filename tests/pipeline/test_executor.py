@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto
 
 import lite
-from tests.delegate_support import NativeGraphKernel
-from tests.pipeline.support import RNG, arrays, build, chain, one_op, pipeline_threads
+from tests.support.delegates import NativeGraphKernel
+from tests.support.pipeline import RNG, arrays, build, chain, one_op, pipeline_threads
 
 # ---- test delegates: a hook before each execute (raise for one request, or wait at a gate) ----
 

@@ -23,8 +23,8 @@ from lite.errors import WorkerError
 from lite.pipeline.process import ProcessStage
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.oracle import relative_l2
-from tests.pipeline.support import (
+from tests.support.oracle import relative_l2
+from tests.support.pipeline import (
     NaNRefusingDelegate,
     Script,
     ScriptRun,

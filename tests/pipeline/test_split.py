@@ -17,8 +17,8 @@ from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tools import zoo
 from lite.tools.converter import convert
-from tests.oracle import relative_l2
-from tests.pipeline.support import RNG, arrays, build, one_op
+from tests.support.oracle import relative_l2
+from tests.support.pipeline import RNG, arrays, build, one_op
 
 # ---- models ---------------------------------------------------------------------------------
 

@@ -9,10 +9,10 @@ from lite.schema.reader import read_model
 from lite.tools import zoo
 from lite.tools.annotate import annotated_onnx
 from lite.tools.converter import convert
-from tests.delegate_support import ConvAndConcat
-from tests.oracle import relative_l2, run_onnxruntime
-from tests.test_custom_op import DOMAIN as VENDOR
-from tests.test_custom_op import native_runs, vendor_model  # noqa: F401  (native_runs: a fixture)
+from tests.support.custom_op import DOMAIN as VENDOR
+from tests.support.custom_op import vendor_model
+from tests.support.delegates import ConvAndConcat
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 
 def annotate(model, tmp_path, delegates):

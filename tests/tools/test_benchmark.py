@@ -61,7 +61,7 @@ def test_gemm_floor_times_each_native_matmul(files, capsys):
 
 def test_lite_file_with_onnx_for_comparison_and_a_delegate(files, capsys):
     argv = ["--model", str(files / "cnn.lite"), "--onnx", str(files / "cnn.onnx"), "--compare", "onnxruntime",
-            "--delegate", "tests.delegate_support:ConvAndConcat", "--delegate-option", "label=acc",
+            "--delegate", "tests.support.delegates:ConvAndConcat", "--delegate-option", "label=acc",
             "--time-profiling", *FAST]
     assert main(argv) == 0
     text = capsys.readouterr().out
@@ -71,7 +71,7 @@ def test_lite_file_with_onnx_for_comparison_and_a_delegate(files, capsys):
 def test_reference_file_pass_and_miss(files, tmp_path, capsys):
     x = np.random.default_rng(5).standard_normal((2, 3, 8, 8)).astype(np.float32)
     np.savez(tmp_path / "in.npz", x=x)
-    from tests.oracle import run_onnxruntime
+    from tests.support.oracle import run_onnxruntime
 
     (expected,) = run_onnxruntime(cnn(), {"x": x})
     np.savez(tmp_path / "good.npz", z=expected)
@@ -135,7 +135,7 @@ def test_without_a_reference_it_says_so_and_checks_for_nan_only(files, capsys):
 
 def test_a_delegate_compared_with_the_native_kernels(files, capsys):
     assert main(["--model", str(files / "cnn.lite"), "--compare", "native", "--delegate",
-                 "tests.delegate_support:ConvAndConcat", "--accuracy-threshold", "1e-6", *FAST]) == 0
+                 "tests.support.delegates:ConvAndConcat", "--accuracy-threshold", "1e-6", *FAST]) == 0
     text = capsys.readouterr().out
     assert "accuracy against native (Delite's own kernels)" in text and "onnxruntime" not in text
     assert "latency (native):" in text and "ratio of medians (lite / native):" in text
@@ -143,7 +143,7 @@ def test_a_delegate_compared_with_the_native_kernels(files, capsys):
 
 def test_measured_placement_shows_its_table_and_json(files, capsys, tmp_path):
     out = tmp_path / "report.json"
-    assert main(["--model", str(files / "cnn_static.lite"), "--delegate", "tests.delegate_support:ConvAndConcat",
+    assert main(["--model", str(files / "cnn_static.lite"), "--delegate", "tests.support.delegates:ConvAndConcat",
                  "--placement", "measured", "--placement-cache", "off", "--json", str(out), *FAST]) == 0
     text = capsys.readouterr().out
     assert "measured placement:" in text and "ConvAndConcat" in text and "placement " in text.split("build:")[1]
@@ -159,7 +159,7 @@ def test_profile_tables_say_they_are_per_predict(files, capsys):
 
 
 def test_a_delegate_that_runs_nothing_is_reported_and_can_fail_the_run(files, capsys):
-    argv = ["--model", str(files / "cnn.lite"), "--delegate", "tests.delegate_support:AbsentDevice", *FAST]
+    argv = ["--model", str(files / "cnn.lite"), "--delegate", "tests.support.delegates:AbsentDevice", *FAST]
     assert main(argv) == 0
     assert "AbsentDevice declined: no accelerator on this machine" in capsys.readouterr().out
     assert main([*argv, "--require-delegate"]) == 3

@@ -5,7 +5,7 @@ import pytest
 
 from lite.tools.converter import convert
 from lite.tools.inspector import main
-from tests.test_delegate import inception_block
+from tests.support.delegates import inception_block
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def test_native_table(inception_file, capsys):
 
 def test_delegated_table_html_and_svg(inception_file, tmp_path, capsys):
     html, svg = tmp_path / "p.html", tmp_path / "p.svg"
-    argv = [str(inception_file), "--delegate", "tests.delegate_support:ConvAndConcat",
+    argv = [str(inception_file), "--delegate", "tests.support.delegates:ConvAndConcat",
             "--delegate-option", "label=acc", "--html", str(html), "--svg", str(svg)]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -52,14 +52,14 @@ def test_help_shows_an_example(capsys):
 
 
 def test_a_declining_delegate_is_named_and_can_fail_the_command(inception_file, capsys):
-    argv = [str(inception_file), "--delegate", "tests.delegate_support:AbsentDevice"]
+    argv = [str(inception_file), "--delegate", "tests.support.delegates:AbsentDevice"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "AbsentDevice declined: no accelerator on this machine" in out
     assert "AbsentDevice: declined in init(): no accelerator on this machine" in out  # the reason column
     assert main([*argv, "--require-delegate"]) == 3
     assert "AbsentDevice ran no node" in capsys.readouterr().err
-    assert main([str(inception_file), "--delegate", "tests.delegate_support:ConvAndConcat", "--require-delegate"]) == 0
+    assert main([str(inception_file), "--delegate", "tests.support.delegates:ConvAndConcat", "--require-delegate"]) == 0
 
 
 def test_long_names_keep_both_ends_and_written_files_are_named(inception_file, tmp_path, capsys):
@@ -76,7 +76,7 @@ def test_long_names_keep_both_ends_and_written_files_are_named(inception_file, t
 
 def test_annotated_onnx_says_where_each_node_runs(inception_file, tmp_path, capsys):
     path = tmp_path / "placed.onnx"
-    argv = [str(inception_file), "--delegate", "tests.delegate_support:ConvAndConcat", "--annotated-onnx", str(path)]
+    argv = [str(inception_file), "--delegate", "tests.support.delegates:ConvAndConcat", "--annotated-onnx", str(path)]
     assert main(argv) == 0
     assert f"wrote {path}" in capsys.readouterr().out
     nodes = onnx.load(str(path)).graph.node
@@ -86,7 +86,7 @@ def test_annotated_onnx_says_where_each_node_runs(inception_file, tmp_path, caps
 
 
 def test_a_zoo_model_is_inspected_by_name(capsys):
-    assert main(["zoo:inception_block", "--delegate", "tests.delegate_support:ConvAndConcat"]) == 0
+    assert main(["zoo:inception_block", "--delegate", "tests.support.delegates:ConvAndConcat"]) == 0
     assert "8 nodes: 7 delegated in 1 partition(s), 1 native" in capsys.readouterr().out
     assert main(["zoo:no_such_model"]) == 1
     assert "unknown zoo model 'no_such_model'" in capsys.readouterr().err

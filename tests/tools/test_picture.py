@@ -13,8 +13,7 @@ from lite.schema.reader import read_model
 from lite.tools import picture, zoo
 from lite.tools.converter import convert
 from lite.tools.inspector import summary
-from tests.delegate_support import ConvAndConcat
-from tests.test_delegate import inception_block
+from tests.support.delegates import ConvAndConcat, inception_block
 
 SVG = "{http://www.w3.org/2000/svg}"
 BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)

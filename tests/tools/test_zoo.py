@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 import lite
 from lite.tools import zoo, zoo_nets
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 # small versions of each model, for the cases that only need its structure
 SMALL = {

@@ -60,8 +60,8 @@ def _prefer_wide_vectors(numba: ModuleType) -> None:
     ``NARROW_CPUS``), unless ``NUMBA_CPU_FEATURES`` or ``NUMBA_CPU_NAME`` names the target.
 
     LLVM's tuning for these cores prefers 256-bit vectors for the loops it vectorizes (the
-    convolutions' register tile is 512-bit IR of its own). Measured on an Emerald Rapids core,
-    one thread: the depthwise kernels took 0.65-0.80 of the time, SiLU 0.75. It is numba's
+    convolutions' register tile is 512-bit IR of its own); 512-bit loops measured faster on an
+    Emerald Rapids core (docs/performance.md, runtime CPU fusion). It is numba's
     setting for the process (numba code compiled later in it gets the same features), read when
     numba first compiles: where other code compiled before, nothing changes."""
     from llvmlite import binding
@@ -98,7 +98,7 @@ def cache_directory() -> Path:
 JIT_OPTIONS = {"cache": True, "fastmath": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 """numba's options for every kernel. numpy's error model: a float division by zero gives inf or
 nan as in numpy, with no check that raises (Python's model puts a branch in every division, so
-loops with one do not vectorize: the GELU ran 9x slower)."""
+loops with one do not vectorize)."""
 
 
 def jit(function):
@@ -106,9 +106,9 @@ def jit(function):
     return numba_module().njit(**JIT_OPTIONS)(function)
 
 
-SOURCES = (Path(__file__).parent, Path(__file__).parents[1] / "elementwise.py",
-           Path(__file__).parents[2] / "ops" / "activation.py")
-"""What compiled code reads: every module of this package, and the two that give it constants."""
+SOURCES = (Path(__file__).parent, Path(__file__).parents[2] / "ops" / "activation.py")
+"""What compiled code reads: every module of this package, and ``lite.ops.activation``, which gives it
+constants (the numpy kernels are not among them: editing one recompiles nothing)."""
 KEPT_CACHES = 3
 
 

@@ -2,7 +2,8 @@
 (numpy runs them as several passes, and numba's own exp is a scalar call per element).
 
 - GELU: x * (1 + erf(x / sqrt(2))) / 2 with the float32 erf of
-  ``lite.kernels.elementwise.erf_float32`` (x * P(x^2) / Q(x^2) on x clamped to [-4, 4]);
+  ``lite.ops.activation.ERF32_ALPHA`` / ``ERF32_BETA`` (x * P(x^2) / Q(x^2) on x clamped to [-4, 4],
+  as the numpy ``lite.kernels.elementwise.erf_float32``);
 - SIGMOID and SWISH (x * sigmoid(alpha * x)) on ``exp32``, the exponential as Cephes' expf
   computes it: 2^n by its bits times a degree-6 polynomial on the remainder (within 4 ulp);
 - HARD_SWISH: x * clip(x / 6 + 1/2, 0, 1).
@@ -21,9 +22,8 @@ from numba import types
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 from numba.extending import intrinsic
 
-from lite.kernels.elementwise import ERF32_ALPHA, ERF32_BETA
 from lite.kernels.fast import compiled, jit
-from lite.ops.activation import SQRT_HALF
+from lite.ops.activation import ERF32_ALPHA, ERF32_BETA, SQRT_HALF
 
 A0, A1, A2, A3, A4, A5, A6 = (np.float32(c) for c in ERF32_ALPHA)
 B0, B1, B2, B3, B4 = (np.float32(c) for c in ERF32_BETA)
@@ -92,7 +92,7 @@ def swish_of(value, alpha):
     """x * sigmoid(alpha * x) as x / (1 + e^(-alpha * x)): one division, and no overflow. Where
     e^(-alpha * x) passes e^88 the result is below |x| * 1e-38 and is 0: a tiny value
     there became subnormal in the next layers' products, each an assist of the FPU (a random
-    EfficientNet-B0 on inputs ten times larger than usual took 2.2x its time)."""
+    EfficientNet-B0 on inputs ten times larger than usual slowed down)."""
     z = -alpha * value
     return value / (ONE + exp32(z)) if z < EXP_HI else ZERO
 

@@ -2,26 +2,20 @@
 
 A convolution whose input has few channels (a network's stem: 3 channels, 3x3 or 7x7 taps)
 multiplies the weight by only K = C * KH * KW rows of columns, so im2col + BLAS spends its time
-gathering the columns and in a thin product (MobileNetV2's 3->32 stem: 23 GFLOP/s). Here the
+gathering the columns and in a thin product, far below BLAS's peak. Here the
 input goes once into its stride phases (``lite.kernels.fast.depthwise.DepthwisePlan``'s layout,
 one plane per channel), where each of the K terms is a contiguous run, and a register tile of
 ``ROWS`` output channels by ``WIDTH`` positions of the "wide" plane (OH rows of the phase width)
 accumulates all K terms with vector FMAs, reading its B rows in place. The wide plane's extra
 columns are dropped as each tile is copied into the output, with the bias and activation. A
 band's last tile is only as wide (one, two or three vectors) as its remaining columns: on a 13 x
-13 plane (a wide row of 15, 195 columns) whole tiles computed 240, narrow ones 208; isolated, one
-thread, SqueezeNet's 48->192 and 64->256 layers took 0.87-0.90 of the time, four pieces of rows
-(two threads) 0.90, other layers 0.92-0.98. The terms go in chunks of ``CHUNK_TERMS`` (the sums
-carried in the wide plane between chunks), so a chunk's B rows stay in L1 across all the blocks
-of output channels: ResNet-50's 128-channel stride-2 layer (1152 terms from four phases) took
-0.89 of the time, isolated; others no change.
+13 plane (a wide row of 15, 195 columns) whole tiles computed 240, narrow ones 208. The terms go
+in chunks of ``CHUNK_TERMS`` (the sums carried in the wide plane between chunks), so a chunk's B
+rows stay in L1 across all the blocks of output channels (it helps layers with many terms).
 
-The tile is ``lite.kernels.fast.tile``'s. Measured in models against the im2col or Winograd
-plan they replace, interleaved (ms, one thread / two): MobileNetV2's 3->32 3x3 stride-2 stem
-0.78 / 0.70 against 1.30 / 1.24; ResNet-50's 7x7 stem 3.7 / 2.1 against 5.3 / 3.7; SqueezeNet's
-16->64 3x3 at 55 x 55 0.80 / 0.59 against 1.24 / 0.98 and its 32->128 at 27 x 27 0.72 / 0.48
-against Winograd's 1.28 / 0.87; the Inception block's 96->128 at 28 x 28 0.90 / 0.84 of
-Winograd's time (paired runs).
+The tile is ``lite.kernels.fast.tile``'s. The stems and the small 3x3 layers it takes ran faster
+on it than on the im2col or Winograd plan they replaced, at one thread and two (measurements:
+docs/performance.md, kernel measurements).
 """
 
 from __future__ import annotations
@@ -44,12 +38,10 @@ BAND_FLOATS = 32768
 """About how many floats of the wide plane a band of output rows takes (128 KB: in L2 from its
 tiles to its copy into the output)."""
 MAX_TERMS = 1152
-"""The most K terms the kernel takes: up to 128 channels of 3x3 taps. Measured in ResNet-50,
-each layer against the plan it replaces, paired runs interleaved in one process (median ratio
-of times, one thread / two): 64->64 at 56 x 56 0.85-0.92 / 0.80-0.83 of Winograd, 128->128 at
-28 x 28 0.97-1.00 / 0.83-0.86 of Winograd, 128->128 stride 2 0.79 / 0.78 of im2col; with 256
-channels (2304 terms) 0.82-0.95 / 1.09-1.12 of im2col, and with 512 1.2 / 2.0 (every piece of
-rows reads all the weights), so those stay with im2col."""
+"""The most K terms the kernel takes: up to 128 channels of 3x3 taps. In ResNet-50 it beat the
+plans it replaces up to 128 channels; with 256 channels (2304 terms) it lost at two threads, and
+with 512 at one and two (every piece of rows reads all the weights), so those stay with the other
+plans (measurements: docs/performance.md, kernel measurements)."""
 
 CHUNK_TERMS = 192
 """Terms a pass of the tiles takes: the B rows of a chunk (192 x WIDTH floats, 36 KB) stay in L1
@@ -58,9 +50,8 @@ while every block of output channels reads them."""
 CREW_PER_THREAD = 1
 """Crew jobs a thread takes of a layer's rows on idle cores (the dynamic threads of busy ones keep
 ``lite.kernels.parallel.CHUNKS_PER_THREAD``). Every job reads all the weights and ends its bands
-with a narrow tile: one a thread against two, isolated, hot, two threads, paired: 0.92-0.93 of the
-time on the Inception block's 96->128 at 28 x 28 and SqueezeNet's 3x3 layers, 0.95-0.96 on
-ResNet's 64 and 128 channels, 0.98 on ResNet's 7x7 stem."""
+with a narrow tile, so one job a thread measured faster than two on every layer tried
+(docs/performance.md, kernel measurements)."""
 
 ONE = np.float32(1)
 NO_RESIDUAL = np.zeros(0, np.float32)
@@ -221,8 +212,8 @@ def write_out(wide, out, image, bias, lo, hi, code, alpha, wq, top, bottom, resi
     """Rows ``top`` to ``bottom - 1`` of out[image] from the band's wide plane (from row ``top``),
     with bias, the residual (flat, as out; empty for none), clip and activation. Rows of at
     least LANES columns go in vectors (``_clip_span``: numba's loop left the last up to 31
-    columns of each row scalar, and SqueezeNet's 3->64 stem, 111 columns, spent 0.53 ms here,
-    80% of its time; now 0.27-0.29)."""
+    columns of each row scalar, and SqueezeNet's 3->64 stem, 111 columns, spent most of its
+    time here)."""
     channels, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     flat, wide_flat, zero = out.reshape(out.size), wide.reshape(wide.size), out.dtype.type(0)
     added = residual.size > 0

@@ -2,7 +2,7 @@
 
 On a 7 x 7 output plane (ResNet's last stage) the kernels that tile a "wide" plane waste
 positions: ``lite.kernels.fast.blocked_direct``'s tiles of 8 cover the padded 7 x 9 plane in 64
-positions for 49, and BLAS's products of 49 columns ran at 1.3-1.4x onnxruntime's time. Here the
+positions for 49, and BLAS's products of 49 columns ran well behind onnxruntime's. Here the
 tile (``lite.kernels.fast.tile``'s, in the blocked kernel's orientation: ``WIDTH`` output
 channels of the packed weight in vectors by ``ROWS`` = 7 positions: 49 = 7 x 7) takes only the
 output's own positions, and reads the NCHW input as it is (or its zero-padded copy): each
@@ -13,14 +13,9 @@ tiles of positions), the sums carried in a small buffer between chunks; then the
 channels go out to NCHW with the bias, residual, clip and activation. Threads take ranges of
 panels.
 
-Isolated, one thread, paired with the plans they replace (ms, warm / after the caches were
-flushed), onnxruntime beside: ResNet-50's 512 -> 2048 1x1 on 7 x 7 0.87 / 1.26 against BLAS's
-1.11 / 1.82 (onnxruntime 0.87 / 1.20); its 3x3 512 -> 512 on 7 x 7 1.78 / 2.57 against the
-blocked direct kernel's 2.62 / 3.04 (onnxruntime 1.96 / 2.28); the strided 3x3 from 14 x 14
-2.70 / 2.74 against 3.60 / 2.97 (onnxruntime 2.57 / 2.55). In ResNet-50, paired runs after a
-100 ms pause, its last stage took 0.938 of the time at one thread (22.1 against 23.6 ms) and 0.919
-at two (13.5 against 14.7); the whole model's paired medians read 0.94-0.99 (the machine's
-run-to-run spread is as large).
+Its 1x1 and 3x3 layers on 7 x 7 run about as fast as onnxruntime's, faster than BLAS or the
+blocked direct kernel, and ResNet-50's last stage runs faster on it at one thread and two
+(measurements: docs/performance.md, kernel measurements).
 """
 
 from __future__ import annotations
@@ -44,14 +39,13 @@ MIN_POSITIONS = 7
 """The fewest: a plane of fewer fills less than a tile (a squeeze-excite's 1 x 1 planes stay with BLAS)."""
 MIN_CHANNEL_USE = 0.8
 """The least share of a layer's panels' channels that are output channels: 64 channels in two
-panels of 48 (a 3x3 64 -> 64 layer on 7 x 7) measured 1.15-1.26x the time of the direct kernel."""
+panels of 48 (a 3x3 64 -> 64 layer on 7 x 7) measured slower than the direct kernel."""
 CHUNK_TERMS = 128
 """Terms a pass of the tiles takes: their panel rows (128 x WIDTH floats, at most 24 KB) stay in L1."""
 ROWS = 7 if wide_registers() else 5
 """Positions a tile takes (a plane's last tile repeats its last position where they run short):
 7 with 512-bit registers (49 = 7 x 7). With 256-bit ones a tile of 7 spilled (14 registers of
-sums of the 16): on ResNet-50's 512 -> 2048 1x1 on 7 x 7, one thread on a Zen 3 core, 5.5 ms
-at 7 positions, 3.0 at 6, 2.9 at 5 (onnxruntime 2.6)."""
+sums of the 16) and ran at about half the speed of 5 or 6 positions (docs/performance.md)."""
 
 NO_RESIDUAL = np.zeros(0, np.float32)
 ONE = np.float32(1)

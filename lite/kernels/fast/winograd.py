@@ -24,23 +24,20 @@ from lite.kernels.fast.crew import as_pointer
 TILE, WINDOW = 4, 6  # output block and input tile sizes
 DIRECT_FIRST = wide_registers()
 """Whether the direct kernels keep the 3x3 stride-1 layers they take (``lite.kernels.fast.direct``:
-up to 128 channels): with 512-bit registers their tile beat Winograd (ResNet-50's 64 channels on
-56 x 56: 0.85-0.92 of its time, one thread). With AVX2's, Winograd runs first: one thread on a
-Zen 3 core, ms, the direct (or blocked direct) kernel / Winograd / onnxruntime: 64 on 56 x 56
-7.24 / 4.95 / 6.49, 128 on 28 x 28 7.46 / 3.26 / 6.33, the Inception block's 96 -> 128 5.63 /
-2.76 / 4.82, 256 on 14 x 14 7.56 / 3.70 / 6.26, 512 on 14 x 14 29.4 / 12.1 / 24.2."""
+up to 128 channels): with 512-bit registers their tile beat Winograd. With AVX2's, where the
+tile is smaller, Winograd runs first: it ran well ahead of the direct kernels there
+(docs/performance.md, Winograd on AVX2)."""
 MIN_BLOCKS = 36
 """The fewest output blocks worth the transforms (a 24 x 24 plane): 256 channels on 14 x 14 only
 broke even against the blocked direct kernel with 512-bit registers."""
 MIN_CHANNELS = 32 if DIRECT_FIRST else 64
 """The fewest channels in and out. With AVX2, SqueezeNet's 32 -> 128 on 27 x 27 ran faster on one
-thread (1.50 ms against the direct kernel's 1.85) but slowed the model at two (16.8 ms against
-14.8): its 36 products are too small to share."""
+thread but slowed the model at two: its 36 products are too small to share."""
 MIN_WIDE_CHANNELS = 256
 """With AVX2 (``DIRECT_FIRST`` false), layers of at least this many channels in and out take
 Winograd from 16 output blocks (14 x 14 planes): ResNet-50's 256 channels, above; with 128 or
-fewer the transforms ate the gain (128 on 14 x 14: 2.11 ms against the direct kernel's 1.94; 48
--> 192 on 13 x 13: 1.06 against 1.05)."""
+fewer the transforms ate the gain (128 on 14 x 14, 48 -> 192 on 13 x 13: no faster than the direct
+kernel)."""
 
 
 G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],

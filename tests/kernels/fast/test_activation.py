@@ -10,7 +10,7 @@ import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import activation
-from tests.kernels.harness import run_kernel
+from tests.support.kernel_harness import run_kernel
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 

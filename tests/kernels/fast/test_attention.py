@@ -8,8 +8,8 @@ import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import attention, crew, softmax
-from tests.kernels.harness import run_kernel
-from tests.kernels.test_matmul import attention_reference
+from tests.support.kernel_harness import run_kernel
+from tests.support.matmul import attention_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 

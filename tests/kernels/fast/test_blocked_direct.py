@@ -9,15 +9,15 @@ import pytest
 from lite.kernels import fast
 from lite.kernels.fast import blocked_direct, crew
 from lite.kernels.window import Geometry
-from tests.kernels.fast.test_depthwise import EPILOGUE_ACTIVATIONS
-from tests.kernels.fast.test_direct import (
+from tests.support.conv import (
+    EPILOGUE_ACTIVATIONS,
     calls_per_image,
     conv,
     matches_the_numpy_kernel,
+    onnx_reference,
     operands,
     residual_kernel,
 )
-from tests.kernels.test_conv import onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -115,7 +115,7 @@ def test_a_residual_is_added_before_the_activation(threads):
     linear = conv(x, w, b, attrs)
     residual = np.random.default_rng(6).standard_normal(linear.shape).astype(np.float32)
     kernel = residual_kernel(x, w, b, attrs, residual, threads)
-    assert kernel.plan_steps == kernel.blocked_direct_steps and kernel.takes_residual
+    assert kernel.algorithm == "blocked_direct" and kernel.plan.takes_residual
     with kernel.threads.lent():
         kernel.execute()
     np.testing.assert_allclose(kernel.outputs[0].data, np.maximum(linear + residual, 0), rtol=1e-4, atol=1e-5)

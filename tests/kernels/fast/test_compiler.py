@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 import lite
 from lite.kernels import fast
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -60,6 +61,37 @@ def test_code_compiled_from_other_sources_is_not_found(monkeypatch, tmp_path):
     changed = fast._cache_key()
     (tmp_path / "other.py").write_text("")
     assert len({key, changed, fast._cache_key()}) == 3
+
+
+def test_editing_the_numpy_elementwise_kernels_keeps_the_compiled_cache(monkeypatch):
+    """The cache key reads SOURCES: lite/kernels/elementwise.py (numpy kernels) is not among them, so
+    an edit there leaves every compiled kernel cached."""
+    numpy_kernels = Path(fast.__file__).parents[1] / "elementwise.py"
+    key, read = fast._cache_key(), Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda path: read(path) + (b"# edited\n" if path == numpy_kernels else b""))
+    assert fast._cache_key() == key
+    edited = Path(fast.__file__).parents[2] / "ops" / "activation.py"  # the constants compiled code reads
+    monkeypatch.setattr(Path, "read_bytes", lambda path: read(path) + (b"# edited\n" if path == edited else b""))
+    assert fast._cache_key() != key
+
+
+def test_compiled_kernels_import_no_numpy_kernel_module():
+    """What compiled code compiles in comes from lite.kernels.fast or lite.ops (SOURCES), never from
+    the numpy kernels (lite.kernels.elementwise and the other op-family modules), whose edits would
+    then have to recompile everything. Every import counts, function-local ones too."""
+    package = Path(fast.__file__).parent
+    numpy_kernels = {f"lite.kernels.{p.stem}" for p in package.parent.glob("*.py")} - {
+        "lite.kernels.__init__", "lite.kernels.window"}  # NOTE: window: Geometry, a named tuple of shapes
+    found = {}
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):  # NOTE: ``from lite.kernels import elementwise`` too
+                names = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found.update({(path.name, name): name for name in names if name in numpy_kernels})
+    assert not found
+    assert not any(Path(source).name == "elementwise.py" for source in fast.SOURCES)
 
 
 def test_old_caches_are_pruned_to_the_most_recent(tmp_path):

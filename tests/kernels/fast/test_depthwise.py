@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import depthwise, flat
-from tests.kernels.harness import run_kernel
-from tests.kernels.test_conv import onnx_attrs, onnx_reference
+from tests.support.conv import EPILOGUE_ACTIVATIONS, onnx_attrs, onnx_reference
+from tests.support.kernel_harness import run_kernel
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -79,11 +77,6 @@ def test_matches_onnxruntime_on_a_mobilenet_layer():
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
-EPILOGUE_ACTIVATIONS = [  # (an EPILOGUE_CODES activation, its float64 reference of (values, alpha))
-    ("SWISH", lambda v, a: v / (1 + np.exp(-a * v.astype(np.float64)))),
-    ("HARD_SWISH", lambda v, _a: v * np.clip(v.astype(np.float64) / 6 + 0.5, 0, 1)),
-    ("GELU", lambda v, _a: v * (1 + np.vectorize(math.erf)(v.astype(np.float64) / np.sqrt(2))) / 2),
-]
 
 
 @pytest.mark.parametrize(("activation", "function"), EPILOGUE_ACTIVATIONS)
@@ -127,13 +120,13 @@ def test_planes_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_sha
 def test_scratch_holds_the_rounded_plane(x_shape, w_shape, attrs):
     """The taps run over the wide plane rounded up to ``ROUND`` positions: both scratch arrays of
     the kernel's plan hold every position they read or write."""
-    from tests.kernels.test_conv import build
+    from tests.support.conv import build
 
     kernel = build("Conv2DFusion", {"group": x_shape[1], **attrs},
                    [np.zeros(x_shape, np.float32), np.zeros(w_shape, np.float32)])
     kernel.prepare()
     kernel.resize()
-    plan = kernel.fast_plan
+    plan = kernel.plan.compiled
     if isinstance(plan, flat.FlatPlan):
         (padded,), (wide,) = plan.scratch
         assert wide == plan.count >= plan.geometry.out[0] * x_shape[3] and wide % depthwise.ROUND == 0
@@ -212,7 +205,7 @@ def test_the_producers_epilogue_is_applied_as_each_plane_is_copied_in(request, n
     """The input planes get the producing convolution's bias and clip or activation; the padding
     stays zero (the reference pads the finished input), on both plans (flat, stride phases) and
     on the crew; a multiplier reads each input channel's shift."""
-    from tests.kernels.test_conv import build
+    from tests.support.conv import build
 
     rng = np.random.default_rng([9, *x_shape, *w_shape, len(name)])
     raw, w = rng.standard_normal(x_shape).astype(np.float32) * 3, rng.standard_normal(w_shape).astype(np.float32)
@@ -223,7 +216,7 @@ def test_the_producers_epilogue_is_applied_as_each_plane_is_copied_in(request, n
     kernel = build("Conv2DFusion", {"group": x_shape[1], **attrs}, [raw, w, b])
     kernel.prepare()
     kernel.resize()
-    plan, out = kernel.fast_plan, np.full(expected.shape, np.nan, np.float32)
+    plan, out = kernel.plan.compiled, np.full(expected.shape, np.nan, np.float32)
     scratch = [[np.zeros(s, np.float32) for s in plan.scratch] for _ in range(2)]
     prologue = prologue_terms(shift, bounds, activation)
     inf = np.float32(np.inf)

@@ -10,9 +10,16 @@ from lite.kernels import fast
 from lite.kernels.fast import direct
 from lite.kernels.fast.tile import ROWS
 from lite.kernels.window import Geometry
-from tests.kernels.fast.test_depthwise import EPILOGUE_ACTIVATIONS
-from tests.kernels.harness import run_kernel
-from tests.kernels.test_conv import onnx_attrs, onnx_reference
+from tests.support.conv import (
+    EPILOGUE_ACTIVATIONS,
+    calls_per_image,
+    conv,
+    matches_the_numpy_kernel,
+    onnx_attrs,
+    onnx_reference,
+    operands,
+    residual_kernel,
+)
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -34,36 +41,12 @@ CASES = [
 ]
 
 
-def conv(x, w, b, attrs, threads=None):
-    return run_kernel("Conv2DFusion", {"group": 1, **attrs}, [x, w, b], threads=threads)[0]
 
 
-def operands(x_shape, w_shape, seed=0):
-    rng = np.random.default_rng([seed, *x_shape, *w_shape])
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)
-    return x, w, rng.standard_normal(w_shape[0]).astype(np.float32)
 
 
-def matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, threads=None, seed=0) -> None:
-    """The compiled kernels' convolution (on ``threads``) against the numpy kernels' one."""
-    x, w, b = operands(x_shape, w_shape, seed)
-    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
-    reference = conv(x, w, b, attrs)
-    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
-    got = conv(x, w, b, attrs, threads)
-    assert got.dtype == reference.dtype and got.shape == reference.shape
-    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
 
 
-def calls_per_image(monkeypatch, module, name: str, cases) -> tuple[int, int]:
-    """(calls of ``module.name`` while the cases' convolutions run, images in the cases)."""
-    calls = []
-    monkeypatch.setattr(module, name, lambda *args: calls.append(args))
-    for x_shape, w_shape, attrs in cases:
-        zeros = [np.zeros(x_shape, np.float32), np.zeros(w_shape, np.float32)]
-        run_kernel("Conv2DFusion", {"group": 1, **attrs}, zeros)
-    return len(calls), sum(x_shape[0] for x_shape, _, _ in cases)
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
@@ -123,7 +106,7 @@ def test_a_band_ends_in_a_tile_as_narrow_as_its_last_columns(rest):
 def test_matches_onnxruntime_on_real_layers(x_shape, w_shape, attrs):
     """MobileNetV2's and ResNet's stems and a SqueezeNet expand layer, on 1 and 2 threads."""
     from lite.kernels.parallel import KernelThreads
-    from tests.kernels.test_conv import ACTIVATIONS
+    from tests.support.conv import ACTIVATIONS
 
     x, w, b = operands(x_shape, w_shape, seed=2)
     expected = ACTIVATIONS[attrs["activation_type"]](onnx_reference("Conv", x, {"w": w, "b": b}, **onnx_attrs(attrs)))
@@ -160,20 +143,6 @@ def test_rows_on_the_crew_match_the_numpy_kernel(monkeypatch, crew_runs, x_shape
     assert len(runs) == (x_shape[0] if output_rows > 1 else 0)  # each image's rows on the crew
 
 
-def residual_kernel(x, w, b, attrs, residual, threads):
-    """A convolution of these operands with ``residual`` and a ReLU after it, as ``lite.fusion``
-    sets them, on ``threads`` threads: prepared and resized, not run."""
-    from lite.kernels.parallel import KernelThreads
-    from lite.tensor import Tensor
-    from tests.kernels.test_conv import build
-
-    kernel = build("Conv2DFusion", {"group": 1, **attrs}, [x, w, b])
-    kernel.threads = KernelThreads(threads)
-    kernel.residual = Tensor("residual", np.float32, residual.shape, data=residual)
-    kernel.residual_activation = "RELU"
-    kernel.prepare()
-    kernel.resize()
-    return kernel
 
 
 @pytest.mark.parametrize("contiguous", [True, False])
@@ -189,7 +158,7 @@ def test_a_residual_is_added_before_the_activation(threads, contiguous, x_shape,
     residual = rng.standard_normal(linear.shape).astype(np.float32) if contiguous else \
         rng.standard_normal((*linear.shape[:-1], 2 * linear.shape[-1])).astype(np.float32)[..., ::2]
     kernel = residual_kernel(x, w, b, plain, residual, threads)
-    assert kernel.plan_steps == kernel.fast_direct_steps and kernel.takes_residual
+    assert kernel.algorithm == "compiled_direct" and kernel.plan.takes_residual
     with kernel.threads.lent():
         kernel.execute()
     np.testing.assert_allclose(kernel.outputs[0].data, np.maximum(linear + residual, 0), rtol=1e-4, atol=1e-5)

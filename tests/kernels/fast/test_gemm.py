@@ -10,12 +10,14 @@ from lite.kernels import fast
 from lite.kernels.fast import gemm
 from lite.kernels.fast.activation import CLIP_CODE
 from lite.kernels.fast.tile import ROWS, WIDTH
+from lite.kernels.matmul import ALGORITHMS
+from lite.kernels.plans import first_fit
 from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
 from lite.schema.primitives import default_attrs
 from lite.tensor import Tensor
-from tests.kernels.harness import run_kernel
-from tests.kernels.test_matmul import onnx_reference
+from tests.support.kernel_harness import run_kernel
+from tests.support.matmul import onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -126,7 +128,7 @@ def kernel(a_shape, b_shape, const_b=True, dtype=np.float32, **attrs):
     (kernel((4,), (4, 5)), False),  # a vector
 ])
 def test_which_products_it_takes(built, packs):
-    assert built.packs() is packs
+    assert (first_fit(ALGORITHMS, built.layer()).name == "packed_gemm") is packs
 
 
 def test_panels_on_the_crew_match(monkeypatch, crew_runs):

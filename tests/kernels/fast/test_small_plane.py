@@ -10,15 +10,15 @@ from lite.kernels import fast
 from lite.kernels.fast import crew, small_plane
 from lite.kernels.fast.tile import WIDTH
 from lite.kernels.window import Geometry
-from tests.kernels.fast.test_depthwise import EPILOGUE_ACTIVATIONS
-from tests.kernels.fast.test_direct import (
+from tests.support.conv import (
+    EPILOGUE_ACTIVATIONS,
     calls_per_image,
     conv,
     matches_the_numpy_kernel,
+    onnx_reference,
     operands,
     residual_kernel,
 )
-from tests.kernels.test_conv import onnx_reference
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -114,7 +114,7 @@ def test_a_residual_is_added_before_the_activation(threads, contiguous):
     whole = rng.standard_normal((linear.shape[0], linear.shape[1] * 2, *linear.shape[2:])).astype(np.float32)
     residual = np.ascontiguousarray(whole[:, ::2]) if contiguous else whole[:, ::2]
     kernel = residual_kernel(x, w, b, attrs, residual, threads)
-    assert kernel.plan_steps == kernel.small_plane_steps and kernel.takes_residual
+    assert kernel.algorithm == "small_plane" and kernel.plan.takes_residual
     with kernel.threads.lent():
         kernel.execute()
     np.testing.assert_allclose(kernel.outputs[0].data, np.maximum(linear + residual, 0), rtol=1e-4, atol=1e-5)

@@ -68,7 +68,7 @@ def test_masked_positions_get_nothing(masked_value):
 
 def test_the_attention_kernel_runs_it(monkeypatch):
     from lite.kernels.fast import softmax
-    from tests.kernels.harness import run_kernel
+    from tests.support.kernel_harness import run_kernel
 
     rng = np.random.default_rng(9)
     q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((1, 2, 5, 8), (1, 2, 8, 5), (1, 2, 5, 8)))
@@ -91,7 +91,7 @@ def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay(e
     from lite.primitive import Primitive
     from lite.schema.primitives import default_attrs
     from lite.tensor import Tensor
-    from tests.kernels.harness import run_kernel
+    from tests.support.kernel_harness import run_kernel
 
     threads = KernelThreads(2)
     if threads.crew() is None:

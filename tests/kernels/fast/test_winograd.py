@@ -7,8 +7,8 @@ import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import direct, winograd
-from tests.kernels.harness import run_kernel
-from tests.kernels.test_conv import build, onnx_reference
+from tests.support.conv import build, onnx_reference
+from tests.support.kernel_harness import run_kernel
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -83,22 +83,22 @@ def test_other_layers_stay_on_im2col(monkeypatch, x_shape, out_channels, attrs):
 
 
 def planned(x_shape, out_channels):
-    """The plan a 3x3 stride-1 convolution with one-pixel pads resizes to (its steps' name)."""
+    """The algorithm a 3x3 stride-1 convolution with one-pixel pads resizes to."""
     kernel = build("Conv2DFusion", {"group": 1, "pad_list": (1, 1, 1, 1)},
                    list(operands(x_shape, out_channels, np.float32)))
     kernel.prepare()
     kernel.resize()
-    return kernel.plan_steps.__name__
+    return kernel.algorithm
 
 
 @pytest.mark.parametrize(("direct_first", "x_shape", "out_channels", "plan"), [
-    (True, (1, 64, 56, 56), 64, "fast_direct_steps"),  # 512-bit registers: the direct kernel keeps it
-    (False, (1, 64, 56, 56), 64, "winograd_steps"),  # AVX2: Winograd first
-    (True, (1, 256, 14, 14), 256, "blocked_direct_steps"),  # too small a plane
-    (False, (1, 256, 14, 14), 256, "winograd_steps"),  # AVX2: 256 channels from 14 x 14
-    (False, (1, 128, 14, 14), 128, "fast_direct_steps"),  # fewer: the transforms eat the gain
-    (False, (1, 32, 28, 28), 128, "fast_direct_steps"),  # too few channels to share at two threads
-    (True, (1, 32, 28, 28), 128, "fast_direct_steps"),
+    (True, (1, 64, 56, 56), 64, "compiled_direct"),  # 512-bit registers: the direct kernel keeps it
+    (False, (1, 64, 56, 56), 64, "winograd"),  # AVX2: Winograd first
+    (True, (1, 256, 14, 14), 256, "blocked_direct"),  # too small a plane
+    (False, (1, 256, 14, 14), 256, "winograd"),  # AVX2: 256 channels from 14 x 14
+    (False, (1, 128, 14, 14), 128, "compiled_direct"),  # fewer: the transforms eat the gain
+    (False, (1, 32, 28, 28), 128, "compiled_direct"),  # too few channels to share at two threads
+    (True, (1, 32, 28, 28), 128, "compiled_direct"),
 ])
 def test_the_registers_decide_between_winograd_and_the_direct_kernels(monkeypatch, direct_first, x_shape,
                                                                        out_channels, plan):

@@ -6,7 +6,7 @@ import pytest
 from lite.schema.reader import read_model
 from lite.tools import zoo
 from lite.tools.converter.cli import main, parse_input_shapes
-from tests.tools.converter.helpers import three_unsupported_model
+from tests.support.converter import three_unsupported_model
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from lite.schema.graph import GraphDef
 from lite.schema.reader import read_model
 from lite.tools import zoo
 from lite.tools.converter import convert, convert_to_graph
-from tests.tools.converter.helpers import graph_model, random, three_unsupported_model
+from tests.support.converter import graph_model, random, three_unsupported_model
 
 
 def converted(model: onnx.ModelProto, **options) -> tuple[GraphDef, object]:

@@ -12,8 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from lite.schema.writer import write_model
 from lite.tools.converter import convert_to_graph
-from tests.e2e import assert_matches, build_lite, predict
-from tests.oracle import run_onnxruntime
+from tests.support.e2e import assert_matches, build_lite, predict
+from tests.support.oracle import run_onnxruntime
 
 RNG = np.random.default_rng(21)
 

@@ -10,8 +10,8 @@ from onnx.shape_inference import infer_shapes
 from lite.errors import ModelFormatError, UnsupportedOpError
 from lite.schema.primitives import default_attrs
 from lite.tools.converter import convert_to_graph
-from tests.oracle import run_onnxruntime, single_node_model
-from tests.tools.converter.helpers import const, convert_node, graph_model, only_node, random
+from tests.support.converter import const, convert_node, graph_model, only_node, random
+from tests.support.oracle import run_onnxruntime, single_node_model
 
 X4 = random(1, 4, 8, 8)
 

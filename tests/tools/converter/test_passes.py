@@ -18,8 +18,8 @@ from lite.tools.converter.passes import (
     fuse_activations,
     prune_tensors,
 )
-from tests.oracle import relative_l2, run_onnxruntime
-from tests.tools.converter.helpers import fill_and_sum, graph_model, random, to_model
+from tests.support.converter import fill_and_sum, graph_model, random, to_model
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 
 def prepared(model) -> tuple[OnnxGraph, ConversionReport]:

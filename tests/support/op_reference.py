@@ -12,7 +12,7 @@ import onnx
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from tests.oracle import onnx_type, run_onnxruntime
+from tests.support.oracle import onnx_type, run_onnxruntime
 
 
 def node_model(op_type: str, inputs: dict[str, np.ndarray], n_outputs: int = 1, opset: int = 18,

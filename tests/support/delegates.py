@@ -1,4 +1,4 @@
-"""Test delegates written against the public API only."""
+"""Test delegates written against the public API only, and the small models the delegate tests build."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.tools.converter import convert
-from tests.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_onnxruntime
 
 RNG = np.random.default_rng(7)
 
@@ -28,6 +28,29 @@ def chain_model(dynamic_batch: bool = False):
         nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 8]),
          helper.make_tensor_value_info("b", TensorProto.FLOAT, [batch, 8])], [c1, c2])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def inception_block():
+    """Four branches on one input, concatenated; the pool branch's MaxPool is unsupported below."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    inits, nodes = [], []
+
+    def conv(name, src, out_channels, in_channels, k):
+        w = numpy_helper.from_array(RNG.standard_normal((out_channels, in_channels, k, k)).astype(np.float32),
+                                    f"{name}_w")
+        inits.append(w)
+        nodes.append(helper.make_node("Conv", [src, w.name], [name], name=name, pads=[k // 2] * 4))
+        return name
+
+    b1 = conv("b1", "x", 2, 4, 1)
+    b2 = conv("b2b", conv("b2a", "x", 2, 4, 1), 3, 2, 3)
+    b3 = conv("b3b", conv("b3a", "x", 2, 4, 1), 3, 2, 5)
+    nodes.append(helper.make_node("MaxPool", ["x"], ["pool"], name="pool", kernel_shape=[3, 3], pads=[1] * 4))
+    b4 = conv("b4", "pool", 2, 4, 1)
+    nodes.append(helper.make_node("Concat", [b1, b2, b3, b4], ["y"], name="concat", axis=1))
+    graph = helper.make_graph(nodes, "inception", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
@@ -108,7 +131,7 @@ class CountingDelegate(lite.SimpleDelegate):
 
 
 class ConvAndConcat(CountingDelegate):
-    """A no-argument delegate for command-line tests (``tests.delegate_support:ConvAndConcat``)."""
+    """A no-argument delegate for command-line tests (``tests.support.delegates:ConvAndConcat``)."""
 
     def __init__(self, label: str = "npu"):
         super().__init__({"Conv2DFusion", "Concat"}, label=label)

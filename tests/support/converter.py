@@ -1,4 +1,5 @@
-"""Small ONNX model builders and accessors shared by the converter tests."""
+"""Small ONNX model builders and accessors shared by the converter tests (tests/tools/converter/,
+tests/test_shapes.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from lite.schema.graph import GraphDef, NodeDef
 from lite.tools.converter import convert_to_graph
 from lite.tools.converter.onnx_graph import OnnxGraph
-from tests.oracle import single_node_model
+from tests.support.oracle import single_node_model
 
 
 def graph_model(nodes: list[onnx.NodeProto], inputs: dict[str, tuple], outputs: list[str],

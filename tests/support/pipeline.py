@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 import lite
 from lite.pipeline.shared import block_names
 from lite.tools.converter import convert
-from tests.delegate_support import NativeGraphKernel
+from tests.support.delegates import NativeGraphKernel
 
 RNG = np.random.default_rng(23)
 
@@ -209,7 +209,7 @@ SCRIPT_HEADER = """\
 import numpy as np
 import lite
 import lite.pipeline.executor
-from tests.pipeline.support import (SlowStartDelegate, TrapDelegate, large_config, leftovers, report,
+from tests.support.pipeline import (SlowStartDelegate, TrapDelegate, large_config, leftovers, report,
                                     say_when_main_thread_runs, settled_leftovers, tiny_chain, wait_until_stopped)
 """
 

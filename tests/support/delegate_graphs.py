@@ -1,4 +1,4 @@
-"""Helpers shared by the delegate tests."""
+"""ONNX graphs, random inputs and builds shared by the delegate tests (TVM, the example NPU, saved partitions)."""
 
 from __future__ import annotations
 
