@@ -32,14 +32,15 @@ from lite.pipeline import PipelineConfig, PipelineExecutor, split_model
 from lite.placement import PlacementRow
 from lite.primitive import Primitive
 from lite.runner import ModelParallelRunner
-from lite.schema.graph import Format
+from lite.schema.graph import Format, QuantParams
 from lite.tensor import Tensor
 
 __all__ = [
     "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "KernelError",
     "LiteError", "MemoryLimitError", "MissingPackageError", "Model", "ModelFileError", "ModelFormatError",
     "ModelParallelRunner", "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow",
-    "PipelineConfig", "PlacementRow", "PipelineExecutor", "Primitive", "SimpleDelegate", "StageError", "Tensor",
+    "PipelineConfig", "PlacementRow", "PipelineExecutor", "Primitive", "QuantParams", "SimpleDelegate", "StageError",
+    "Tensor",
     "ThreadStartError", "UnsupportedOpError", "WorkerError", "available_delegates", "register_custom_kernel",
     "split_model", "unregister_custom_kernel",
 ]

@@ -8,7 +8,7 @@ import numpy as np
 
 from lite.aligned import aligned_array
 from lite.errors import InputError
-from lite.schema.graph import Format, TensorDef
+from lite.schema.graph import Format, QuantParams, TensorDef
 
 
 class Tensor:
@@ -27,13 +27,16 @@ class Tensor:
         data: the numpy array, or None when not allocated.
         value_known: True for constants and for values the runtime computed from shapes
             alone (e.g. a Shape op's output), which are fixed until the next resize.
+        quant_params: ``lite.QuantParams`` (scale, zero_point, axis, bits, block_size) of a
+            quantized integer tensor, as the model file gives them; None for other tensors.
     """
 
     __slots__ = ("name", "shape", "dtype", "format", "is_const", "data", "declared_shape", "value_known",
-                 "_on_reshape")
+                 "quant_params", "_on_reshape")
 
     def __init__(self, name: str, dtype: np.dtype | type, shape: tuple[int, ...] | list[int],
-                 format: Format = Format.NCHW, data: np.ndarray | None = None, is_const: bool = False):
+                 format: Format = Format.NCHW, data: np.ndarray | None = None, is_const: bool = False,
+                 quant_params: QuantParams | None = None):
         self.name = name
         self.dtype = np.dtype(dtype)
         self.shape = tuple(int(d) for d in shape)
@@ -42,6 +45,7 @@ class Tensor:
         self.is_const = is_const
         self.data = data
         self.value_known = is_const
+        self.quant_params = quant_params
         self._on_reshape: Callable[[Tensor], None] | None = None
 
     def __repr__(self) -> str:
@@ -71,7 +75,8 @@ class Tensor:
     @classmethod
     def from_def(cls, tensor: TensorDef) -> Tensor:
         """The runtime tensor of a model file's tensor (constants keep viewing the file's data)."""
-        return cls(tensor.name, tensor.dtype, tensor.shape, tensor.format, data=tensor.data, is_const=tensor.is_const)
+        return cls(tensor.name, tensor.dtype, tensor.shape, tensor.format, data=tensor.data, is_const=tensor.is_const,
+                   quant_params=tensor.quant)
 
     @classmethod
     def of(cls, name: str, array: np.ndarray) -> Tensor:
@@ -81,7 +86,8 @@ class Tensor:
     def snapshot(self) -> Tensor:
         """A new Tensor with the same name, dtype, shape and format and a copy of the data."""
         data = None if self.data is None else np.array(self.data, copy=True)
-        return Tensor(self.name, self.dtype, self.shape, self.format, data=data, is_const=self.is_const)
+        return Tensor(self.name, self.dtype, self.shape, self.format, data=data, is_const=self.is_const,
+                      quant_params=self.quant_params)
 
     def get_data_to_numpy(self) -> np.ndarray | None:
         """Returns a copy of the tensor's data (None when it has none)."""

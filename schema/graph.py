@@ -7,6 +7,7 @@ type name and its attributes (snake_case names, enum values as their names).
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,89 @@ class Format(enum.IntEnum):
     NHWC = 1
 
 
+@dataclass(frozen=True, eq=False)
+class QuantParams:
+    """How an integer tensor's values map to real ones: ``real = (q - zero_point) * scale``.
+
+    Attributes:
+        scale: float32, one per tensor (size 1), one per index of ``shape[axis]`` (per axis),
+            or, when ``block_size > 0``, one per block of ``block_size`` elements along ``axis``
+            (ONNX blocked quantization; shaped like the tensor with ``shape[axis]`` replaced by
+            ``ceil(shape[axis] / block_size)``). Finite and positive.
+        zero_point: int64, as many as ``scale``; within the range of ``bits``.
+        axis: the quantized axis (0 <= axis < rank; 0 for a scalar).
+        bits: significant bits of each value (8 for int8/uint8, 4 for int4 held in an int8).
+        block_size: 0, or the block length of blocked quantization.
+    """
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int = 0
+    bits: int = 8
+    block_size: int = 0
+
+    def __post_init__(self) -> None:
+        for field_name, dtype in (("scale", np.float32), ("zero_point", np.int64)):
+            array = np.array(getattr(self, field_name), dtype=dtype, copy=True)
+            array.flags.writeable = False
+            object.__setattr__(self, field_name, array)
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.scale.size == 1 and self.block_size == 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuantParams):
+            return NotImplemented
+        return ((self.axis, self.bits, self.block_size) == (other.axis, other.bits, other.block_size)
+                and np.array_equal(self.scale, other.scale) and np.array_equal(self.zero_point, other.zero_point))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def quant_params_error(quant: QuantParams, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
+    """Why ``quant`` cannot describe a tensor of ``dtype`` and ``shape`` (-1: dynamic dim), or None."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu":
+        return f"quantization parameters on a {dtype.name} tensor (only integer tensors are quantized)"
+    if not 1 <= quant.bits <= dtype.itemsize * 8:
+        return f"bits={quant.bits} does not fit its {dtype.name} values (1 to {dtype.itemsize * 8})"
+    scale, zero_point = quant.scale, quant.zero_point
+    if scale.size == 0 or not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        return f"its scales must be finite and positive, got {_summary(scale)}"
+    if zero_point.size not in (0, scale.size):
+        return f"it has {zero_point.size} zero points for {scale.size} scales"
+    bits = quant.bits
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dtype.kind == "i" else (0, (1 << bits) - 1)
+    if zero_point.size and (zero_point.min() < low or zero_point.max() > high):
+        return f"its zero points {_summary(zero_point)} are outside [{low}, {high}] of {quant.bits}-bit {dtype.name}"
+    rank = len(shape)
+    if not (0 <= quant.axis < rank or quant.axis == 0 == rank):
+        return f"axis={quant.axis} is out of range for rank {rank}"
+    if quant.block_size < 0:
+        return f"block_size={quant.block_size} is negative"
+    if quant.block_size == 0 and scale.size == 1:
+        return None
+    if rank == 0:
+        return f"{scale.size} scales on a scalar"
+    dims = list(shape)
+    dim = dims[quant.axis]
+    if quant.block_size:
+        dims[quant.axis] = -1 if dim < 0 else -(-dim // quant.block_size)
+        want = "blocks"
+    else:
+        dims = [dim]
+        want = f"indices of dim {quant.axis}"
+    if all(d >= 0 for d in dims) and math.prod(dims) != scale.size:
+        return f"it has {scale.size} scales for {math.prod(dims)} {want} of dims {tuple(shape)}"
+    return None
+
+
+def _summary(values: np.ndarray) -> str:
+    shown = ", ".join(str(v) for v in values.ravel()[:4].tolist())
+    return f"[{shown}{', ...' if values.size > 4 else ''}]"
+
+
 @dataclass
 class TensorDef:
     name: str
@@ -50,6 +134,7 @@ class TensorDef:
     shape: tuple[int, ...]  # -1 marks a dynamic dimension
     format: Format = Format.NCHW
     data: np.ndarray | None = None  # constant data, or None
+    quant: QuantParams | None = None  # for quantized integer tensors
 
     @property
     def is_const(self) -> bool:

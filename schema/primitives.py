@@ -57,6 +57,7 @@ ENUM_FIELDS: dict[str, type] = {
     "nearest_mode": NearestMode,
     "to": DataType,
     "data_type": DataType,
+    "output_type": DataType,
     "kind": AttributeKind,
     "reduction": ScatterReduction,
 }

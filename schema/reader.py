@@ -26,7 +26,9 @@ from lite.schema.graph import (
     GraphDef,
     NodeDef,
     PartitionDef,
+    QuantParams,
     TensorDef,
+    quant_params_error,
 )
 from lite.schema.primitives import PRIMITIVE_NAMES, decode_attrs, enum_names
 
@@ -147,7 +149,19 @@ class _Reader:
                 raise ModelFormatError(f"tensor {name!r} has unknown format {fmt}")
             self._check_size(name, dtype, shape)
             data = None if t.DataIsNone() else self._const_data(t, name, dtype, shape)
-        return TensorDef(name, dtype, shape, Format(fmt), data)
+            quant = self._quant_params(t.QuantParams(), name, dtype, shape)
+        return TensorDef(name, dtype, shape, Format(fmt), data, quant)
+
+    def _quant_params(self, q, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> QuantParams | None:
+        if q is None:
+            return None
+        scale = q.ScaleAsNumpy() if self._count(q.ScaleLength(), f"tensor {name!r} scales") else np.zeros(0)
+        zero_point = q.ZeroPointAsNumpy() if self._count(q.ZeroPointLength(), f"tensor {name!r} zero points") else ()
+        quant = QuantParams(scale, zero_point, int(q.Axis()), int(q.Bits()), int(q.BlockSize()))
+        error = quant_params_error(quant, dtype, shape)
+        if error:
+            raise ModelFormatError(f"tensor {name!r} has invalid quantization parameters: {error}")
+        return quant
 
     def _check_size(self, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> None:
         static = [d for d in shape if d >= 0]

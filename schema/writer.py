@@ -8,6 +8,7 @@ import numpy as np
 from lite.schema.fb import DelegatePartition as fb_partition
 from lite.schema.fb import Model as fb_model
 from lite.schema.fb import Node as fb_node
+from lite.schema.fb import QuantParams as fb_quant
 from lite.schema.fb import Tensor as fb_tensor
 from lite.schema.fb.DataType import DataType
 from lite.schema.graph import (
@@ -18,6 +19,7 @@ from lite.schema.graph import (
     GraphDef,
     NodeDef,
     PartitionDef,
+    QuantParams,
     TensorDef,
 )
 from lite.schema.primitives import PRIMITIVE_TYPES, encode_attrs
@@ -73,6 +75,7 @@ def _write_tensor(builder: flatbuffers.Builder, tensor: TensorDef) -> int:
     if tensor.data is not None:
         array = np.ascontiguousarray(tensor.data, dtype=tensor.dtype.newbyteorder("<"))
         data = _aligned_bytes(builder, array.tobytes())
+    quant = None if tensor.quant is None else _write_quant(builder, tensor.quant)
     fb_tensor.Start(builder)
     fb_tensor.AddName(builder, name)
     fb_tensor.AddDataType(builder, getattr(DataType, DTYPE_NAMES[np.dtype(tensor.dtype)]))
@@ -80,7 +83,21 @@ def _write_tensor(builder: flatbuffers.Builder, tensor: TensorDef) -> int:
     fb_tensor.AddFormat(builder, int(tensor.format))
     if data is not None:
         fb_tensor.AddData(builder, data)
+    if quant is not None:
+        fb_tensor.AddQuantParams(builder, quant)
     return fb_tensor.End(builder)
+
+
+def _write_quant(builder: flatbuffers.Builder, quant: QuantParams) -> int:
+    scale = builder.CreateNumpyVector(np.asarray(quant.scale, dtype="<f4").ravel())
+    zero_point = builder.CreateNumpyVector(np.asarray(quant.zero_point, dtype="<i8").ravel())
+    fb_quant.Start(builder)
+    fb_quant.AddScale(builder, scale)
+    fb_quant.AddZeroPoint(builder, zero_point)
+    fb_quant.AddAxis(builder, quant.axis)
+    fb_quant.AddBits(builder, quant.bits)
+    fb_quant.AddBlockSize(builder, quant.block_size)
+    return fb_quant.End(builder)
 
 
 def _write_node(builder: flatbuffers.Builder, node: NodeDef) -> int:

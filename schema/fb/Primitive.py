@@ -107,6 +107,8 @@ class Primitive(object):
     Shrink = 101
     EyeLike = 102
     Attention = 103
+    QuantizeLinear = 104
+    DequantizeLinear = 105
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -421,4 +423,10 @@ def PrimitiveCreator(unionType, table):
     if unionType == Primitive().Attention:
         import lite.schema.fb.Attention
         return lite.schema.fb.Attention.AttentionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().QuantizeLinear:
+        import lite.schema.fb.QuantizeLinear
+        return lite.schema.fb.QuantizeLinear.QuantizeLinearT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().DequantizeLinear:
+        import lite.schema.fb.DequantizeLinear
+        return lite.schema.fb.DequantizeLinear.DequantizeLinearT.InitFromBuf(table.Bytes, table.Pos)
     return None

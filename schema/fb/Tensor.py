@@ -103,7 +103,18 @@ class Tensor(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
-def TensorStart(builder): builder.StartObject(5)
+    # Tensor
+    def QuantParams(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from lite.schema.fb.QuantParams import QuantParams
+            obj = QuantParams()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def TensorStart(builder): builder.StartObject(6)
 def Start(builder):
     return TensorStart(builder)
 def TensorAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -127,11 +138,15 @@ def AddData(builder, data):
 def TensorStartDataVector(builder, numElems): return builder.StartVector(1, numElems, 1)
 def StartDataVector(builder, numElems):
     return TensorStartDataVector(builder, numElems)
+def TensorAddQuantParams(builder, quantParams): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(quantParams), 0)
+def AddQuantParams(builder, quantParams):
+    return TensorAddQuantParams(builder, quantParams)
 def TensorEnd(builder): return builder.EndObject()
 def End(builder):
     return TensorEnd(builder)
+import lite.schema.fb.QuantParams
 try:
-    from typing import List
+    from typing import List, Optional
 except:
     pass
 
@@ -144,6 +159,7 @@ class TensorT(object):
         self.dims = None  # type: List[int]
         self.format = 0  # type: int
         self.data = None  # type: List[int]
+        self.quantParams = None  # type: Optional[lite.schema.fb.QuantParams.QuantParamsT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -178,6 +194,8 @@ class TensorT(object):
                     self.data.append(tensor.Data(i))
             else:
                 self.data = tensor.DataAsNumpy()
+        if tensor.QuantParams() is not None:
+            self.quantParams = lite.schema.fb.QuantParams.QuantParamsT.InitFromObj(tensor.QuantParams())
 
     # TensorT
     def Pack(self, builder):
@@ -199,6 +217,8 @@ class TensorT(object):
                 for i in reversed(range(len(self.data))):
                     builder.PrependUint8(self.data[i])
                 data = builder.EndVector()
+        if self.quantParams is not None:
+            quantParams = self.quantParams.Pack(builder)
         TensorStart(builder)
         if self.name is not None:
             TensorAddName(builder, name)
@@ -208,5 +228,7 @@ class TensorT(object):
         TensorAddFormat(builder, self.format)
         if self.data is not None:
             TensorAddData(builder, data)
+        if self.quantParams is not None:
+            TensorAddQuantParams(builder, quantParams)
         tensor = TensorEnd(builder)
         return tensor

@@ -206,6 +206,8 @@ UNSUPPORTED = {
     "Less": "comparisons produce bool tensors; this delegate compiles float32 partitions",
     "Greater": "comparisons produce bool tensors; this delegate compiles float32 partitions",
     "Where": "it reads a bool condition; this delegate compiles float32 partitions",
+    "QuantizeLinear": "integer outputs; this delegate compiles float32 partitions",
+    "DequantizeLinear": "integer inputs; this delegate compiles float32 partitions",
 }
 
 from lite.delegates.tvm.ops import (  # noqa: E402,F401  (registers every emitter)

@@ -14,6 +14,7 @@ from lite.tools.converter.mappers import (  # noqa: F401
     matmul,
     norm,
     pool,
+    quant,
     reduce,
     resize,
     shape,

@@ -1,0 +1,83 @@
+"""Native kernels of ONNX QuantizeLinear and DequantizeLinear (the meaning is lite/ops/quant.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite.kernels.base import NativeKernel
+from lite.kernels.elementwise import check_io
+from lite.kernels.registry import register
+from lite.ops.dtypes import FLOATS
+from lite.ops.quant import DEQUANT_DTYPES, QUANT_DTYPES, broadcast_param, dequantize, quantize
+from lite.schema.graph import DTYPES
+
+
+class _Linear(NativeKernel):
+    """Inputs x, scale, zero point optional; ``axis`` and ``block_size`` place the scales."""
+
+    def check_attrs(self) -> None:
+        check_io(self, 2, 1)
+        if self.attrs["block_size"] < 0:
+            self.fail(f"block_size must be >= 0, got {self.attrs['block_size']}")
+        if self.attrs["output_type"] not in DTYPES:
+            self.fail(f"output_type {self.attrs['output_type']!r} is not a .lite data type")
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        shape = self.inputs[0].shape
+        for i in (1, 2)[: len(self.inputs) - 1]:
+            param = self.inputs[i]
+            if param is not None and -1 not in shape:
+                try:
+                    broadcast_param(np.empty(param.shape, np.int8), shape, self.attrs["axis"], self.attrs["block_size"])
+                except ValueError as exc:
+                    self.fail(f"input {param.name!r}: {exc}")
+        return [shape]
+
+    def zero_point(self) -> np.ndarray | None:
+        tensor = self.inputs[2] if len(self.inputs) > 2 else None
+        return None if tensor is None else tensor.data
+
+
+@register("QuantizeLinear", FLOATS + (np.dtype(np.int32),))
+class QuantizeLinear(_Linear):
+    """y = saturate(round_half_even(x / y_scale) + y_zero_point) in ``output_type``."""
+
+    def check_attrs(self) -> None:
+        super().check_attrs()
+        out = DTYPES[self.attrs["output_type"]]
+        if out not in QUANT_DTYPES:
+            self.fail(f"output_type {out.name} is not one of {[d.name for d in QUANT_DTYPES]}")
+        zero_point = self.inputs[2] if len(self.inputs) > 2 else None
+        if zero_point is not None and zero_point.dtype != out:
+            self.fail(f"y_zero_point {zero_point.name!r} is {zero_point.dtype.name}, but output_type is {out.name}")
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [DTYPES[self.attrs["output_type"]]]
+
+    def execute(self) -> None:
+        a = self.attrs
+        self.outputs[0].data[...] = quantize(self.inputs[0].data, self.inputs[1].data, self.zero_point(),
+                                             self.outputs[0].dtype, a["axis"], a["block_size"])
+
+
+@register("DequantizeLinear", DEQUANT_DTYPES)
+class DequantizeLinear(_Linear):
+    """y = (x - x_zero_point) * x_scale in ``output_type``."""
+
+    def check_attrs(self) -> None:
+        super().check_attrs()
+        out = DTYPES[self.attrs["output_type"]]
+        if out.kind != "f":
+            self.fail(f"output_type must be a float type, got {out.name}")
+        zero_point = self.inputs[2] if len(self.inputs) > 2 else None
+        if zero_point is not None and zero_point.dtype != self.inputs[0].dtype:
+            self.fail(f"x_zero_point {zero_point.name!r} is {zero_point.dtype.name}, but x is "
+                      f"{self.inputs[0].dtype.name}")
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [DTYPES[self.attrs["output_type"]]]
+
+    def execute(self) -> None:
+        a = self.attrs
+        self.outputs[0].data[...] = dequantize(self.inputs[0].data, self.inputs[1].data, self.zero_point(),
+                                               a["axis"], a["block_size"], self.outputs[0].dtype)
