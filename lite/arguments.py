@@ -12,6 +12,9 @@ import numpy as np
 from lite.errors import DelegateError, InputError
 
 MAX_THREADS = 1024
+# What a delegate is: ``lite.delegate`` adds ``Delegate`` when it loads (this core module may not import
+# it; before it loads, no object can be a delegate).
+DELEGATE_TYPES: list[type] = []
 TRUE_TEXTS = ("true", "1", "yes", "on")
 FALSE_TEXTS = ("false", "0", "no", "off")
 BOOL_ANNOTATIONS = ("bool", "bool | None", "None | bool", "Optional[bool]", bool, bool | None)
@@ -52,14 +55,12 @@ def model_bytes(value: Any) -> None:
 
 def delegate_list(value: Any) -> list:
     """A list of delegate instances; a delegate class (not an instance) is refused."""
-    from lite.delegate import Delegate
-
     delegates = list(sequence_of(value, "delegates", "Context"))
     for delegate in delegates:
         if isinstance(delegate, type):
             name = delegate.__name__
             raise DelegateError(f"delegates holds the class {name}; pass an instance: {name}()")
-        if not isinstance(delegate, Delegate):
+        if not isinstance(delegate, tuple(DELEGATE_TYPES)):
             raise DelegateError(f"delegates must be lite.Delegate instances, got {type(delegate).__name__}")
     return delegates
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from lite.aligned import aligned_array
 from lite.errors import MemoryLimitError
-from lite.kernel import Kernel
+from lite.kernel import Kernel, charge
 from lite.kernels.fused import activation_code, compiled_terms
 from lite.tensor import Tensor
 
@@ -327,7 +327,7 @@ class BlockedChain(Kernel):
 
     def execute(self, profile: dict[Kernel, float] | None = None) -> None:
         """Runs the members; with ``profile``, adds each member's seconds there (its layout changes
-        included), as ``lite.engine.charge`` adds a kernel's."""
+        included), as ``lite.kernel.charge`` adds a kernel's."""
         clock = _Clock(profile)
         if self.fallback:
             for m in self.members:
@@ -356,8 +356,6 @@ class _Clock:
 
     def charge(self, kernel: Kernel) -> None:
         if self.profile is not None:
-            from lite.engine import charge
-
             now = time.perf_counter()
             charge(self.profile, kernel, now - self.last)
             self.last = now

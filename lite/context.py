@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from lite.arguments import MAX_THREADS, delegate_list, positive_int, strict_bool
 from lite.errors import InputError
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 from lite.threads import capped_threads
-
-if TYPE_CHECKING:
-    from lite.delegate import Delegate
 
 PLACEMENTS = ("priority", "measured")
 
@@ -29,7 +25,7 @@ class Context:
             core slows a predict in proportion instead of stalling it (``lite.kernels.parallel``).
         fallback: when a delegate's graph kernel fails ``prepare``, run the native
             kernels it covered instead of failing the build (a bool: ``"false"`` is refused).
-        delegates: delegates in priority order (highest first).
+        delegates: ``lite.Delegate`` instances in priority order (highest first).
         memory_limit: the most bytes one tensor, or all activations together, may need;
             a model (or an input shape) that would need more is refused before anything
             is allocated.
@@ -50,7 +46,7 @@ class Context:
     """
 
     def __init__(self, thread_num: int | None = None, fallback: bool = True,
-                 delegates: list[Delegate] | None = None, memory_limit: int = DEFAULT_MEMORY_LIMIT,
+                 delegates: list[object] | None = None, memory_limit: int = DEFAULT_MEMORY_LIMIT,
                  placement: str = "priority", placement_budget: float = 60.0,
                  placement_cache: str | os.PathLike | None = "default"):
         self.thread_num = thread_num if thread_num is not None else (os.cpu_count() or 1)
@@ -98,12 +94,12 @@ class Context:
         self._thread_num = capped_threads(positive_int(value, "thread_num", MAX_THREADS))
 
     @property
-    def delegate(self) -> Delegate | None:
-        """The highest-priority delegate; setting it replaces the list (None clears it)."""
+    def delegate(self) -> object | None:
+        """The highest-priority ``lite.Delegate``; setting it replaces the list (None clears it)."""
         return self.delegates[0] if self.delegates else None
 
     @delegate.setter
-    def delegate(self, value: Delegate | None) -> None:
+    def delegate(self, value: object | None) -> None:
         self.delegates = [] if value is None else delegate_list([value])
 
     def __repr__(self) -> str:

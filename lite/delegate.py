@@ -6,6 +6,7 @@ import inspect
 import json
 from collections.abc import Iterator, Sequence
 
+from lite.arguments import DELEGATE_TYPES
 from lite.context import Context
 from lite.delegation import DelegationLog, Partition
 from lite.errors import DelegateError, NotSupportedError
@@ -95,6 +96,9 @@ class Delegate:
                 the same fallback, or a DelegateError with ``Context(fallback=False)``.
         """
         raise NotSupportedError(f"{type(self).__name__} loads no saved graph kernels")
+
+
+DELEGATE_TYPES.append(Delegate)  # what lite.arguments checks delegates against
 
 
 class DelegateModel(Sequence):

@@ -18,7 +18,7 @@ from lite.delegate import Delegate, DelegateModel
 from lite.delegation import DelegationLog, Partition, logger
 from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
 from lite.fusion import fuse
-from lite.kernel import Kernel
+from lite.kernel import Kernel, charge
 from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.parallel import KernelThreads
 from lite.memory import MemoryPlan
@@ -380,14 +380,6 @@ def execute_charged(kernel: Kernel, profile: dict[Kernel, float], start: float) 
     else:
         kernel.execute()
         charge(profile, kernel, time.perf_counter() - start)
-
-
-def charge(profile: dict[Kernel, float], kernel: Kernel, seconds: float) -> None:
-    """Adds a kernel's time to the profile; a fused kernel's goes to its first part (the rest get 0)."""
-    first, *rest = getattr(kernel, "parts", (kernel,))
-    profile[first] = profile.get(first, 0.0) + seconds
-    for part in rest:
-        profile.setdefault(part, 0.0)
 
 
 def _weak_callback(method) -> Callable[[Tensor], None]:

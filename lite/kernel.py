@@ -68,3 +68,11 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ({self.type})>"
+
+
+def charge(profile: dict[Kernel, float], kernel: Kernel, seconds: float) -> None:
+    """Adds a kernel's time to the profile; a fused kernel's goes to its first part (the rest get 0)."""
+    first, *rest = getattr(kernel, "parts", (kernel,))
+    profile[first] = profile.get(first, 0.0) + seconds
+    for part in rest:
+        profile.setdefault(part, 0.0)

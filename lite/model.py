@@ -14,11 +14,12 @@ import numpy as np
 
 from lite.arguments import dims_of, model_bytes, sequence_of
 from lite.context import Context
+from lite.conversion import load_lite_bytes
 from lite.engine import Engine
 from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFormatError
 from lite.kernel import Kernel
 from lite.kernels import fast
-from lite.loader import ModelSource, ModelType, load_lite_bytes, model_type_of, read_lite_file
+from lite.loader import ModelSource, ModelType, model_type_of, read_lite_file
 from lite.placement import PlacementRow, node_placements, report_rows
 from lite.schema.reader import read_model
 from lite.tensor import Tensor

@@ -9,8 +9,9 @@ import numpy as np
 
 from lite.arguments import sequence_of
 from lite.context import Context
+from lite.conversion import load_lite_bytes
 from lite.errors import InputError
-from lite.loader import ModelSource, ModelType, load_lite_bytes
+from lite.loader import ModelSource, ModelType
 from lite.model import Model
 from lite.schema.reader import aligned_copy
 from lite.tensor import Tensor

@@ -11,9 +11,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
-from lite.loader import ModelType, external_tensors, load_lite_bytes, load_onnx, model_type_of, read_model_file
-from lite.tools.benchmark import load_source
+from lite.conversion import load_lite_bytes
+from lite.loader import ModelType, external_tensors, load_onnx, model_type_of, read_model_file
 from lite.tools.inspector import main as inspect_main
+from lite.tools.sources import load_source
 from tests.support.oracle import run_onnxruntime
 
 RNG = np.random.default_rng(11)

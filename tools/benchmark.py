@@ -18,6 +18,7 @@ import lite
 from lite.delegates import load_delegate, parse_options
 from lite.tools import add_placement, add_version, placement_options, placement_table
 from lite.tools.inspector import clipped, idle_delegates, summary
+from lite.tools.sources import load_source
 
 EXAMPLES = """examples:
   lite-benchmark zoo:resnet18 --compare onnxruntime
@@ -96,35 +97,6 @@ class Report:
 
 
 # ---- model loading ----------------------------------------------------------------
-
-
-def load_source(spec: str) -> tuple[bytes, Any, float]:
-    """(.lite bytes, the ONNX ModelProto if there is one, seconds spent converting).
-
-    ``spec`` is ``zoo:NAME`` or a path; paths load through ``lite.loader`` (external data
-    resolves against the model's folder).
-    """
-    from lite.loader import ModelType, load_lite_bytes, load_onnx, model_type_of
-
-    if spec.startswith("zoo:"):
-        onnx_model = zoo_model(spec[4:])
-    elif model_type_of(spec) is ModelType.ONNX:
-        onnx_model = load_onnx(spec)
-    else:
-        return load_lite_bytes(spec), None, 0.0
-    start = time.perf_counter()
-    data = load_lite_bytes(onnx_model)
-    return data, onnx_model, time.perf_counter() - start
-
-
-def zoo_model(name: str) -> Any:
-    """The zoo's ONNX model ``name``; an InputError lists the names."""
-    from lite.tools import zoo
-
-    builder = zoo.MODELS.get(name)
-    if builder is None:
-        raise lite.InputError(f"unknown zoo model {name!r}; the zoo has {', '.join(sorted(zoo.MODELS))}")
-    return builder()
 
 
 def parse_input_shapes(text: str | None) -> dict[str, list[int]]:

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lite
-from lite.tools.benchmark import OnnxRuntimeEngine, load_source, measure, random_inputs
+from lite.tools.benchmark import OnnxRuntimeEngine, measure, random_inputs
+from lite.tools.sources import load_source
 
 
 def spin(core: int) -> None:

@@ -22,6 +22,7 @@ from lite.tools import (
 )
 from lite.tools.annotate import annotated_onnx
 from lite.tools.picture import render_html, render_svg
+from lite.tools.sources import load_source
 
 EXAMPLES = """examples:
   lite-inspect model.lite
@@ -125,8 +126,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lite-inspect``."""
-    from lite.tools.benchmark import load_source  # NOTE: benchmark imports this module's table helpers
-
     args = parse_args(argv)
     try:
         data, _, _ = load_source(args.model)

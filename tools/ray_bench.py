@@ -33,7 +33,7 @@ from lite.tools.benchmark import parse_input_shapes, random_inputs
 
 def model_bytes(spec: str) -> bytes:
     """``zoo:NAME`` (built with a dynamic batch where it can be) or a .lite/.onnx path, as .lite bytes."""
-    from lite.loader import load_lite_bytes
+    from lite.conversion import load_lite_bytes
     from lite.tools import zoo
 
     if not spec.startswith("zoo:"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import lite
-from lite.tools.benchmark import load_source
+from lite.tools.sources import load_source
 
 
 def serve(predict, requests: list[np.ndarray], clients: int) -> float:

@@ -29,7 +29,8 @@ import numpy as np
 
 import lite
 from lite.threads import usable_cpus
-from lite.tools.benchmark import load_source, random_inputs
+from lite.tools.benchmark import random_inputs
+from lite.tools.sources import load_source
 
 BUSY_LOOP = """
 import os

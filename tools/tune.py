@@ -55,7 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lite-tune``."""
-    from lite.tools.benchmark import load_source, parse_input_shapes
+    from lite.tools.benchmark import parse_input_shapes
+    from lite.tools.sources import load_source
 
     args = parse_args(argv)
     try:

@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from lite.context import Context
+from lite.conversion import load_lite_bytes
 from lite.errors import InputError
-from lite.loader import ModelSource, ModelType, load_lite_bytes
+from lite.loader import ModelSource, ModelType
 from lite.model import Model
 from lite.pipeline.config import PipelineConfig, check_positive
 from lite.schema.graph import GraphDef, TensorDef
