@@ -232,6 +232,14 @@ class ConvPlan(Plan):
               weights: np.ndarray, epilogue: Epilogue | None, prologue: Epilogue | None) -> list[Step]:
         raise NotImplementedError
 
+    def keep_compiled(self, plan, layer: ConvLayer, conv: NativeKernel, count: int, *jobs) -> None:
+        """Keeps a compiled kernel's ``plan`` (its first scratch shared, the others one set for each
+        piece of a loop of ``count``) and compiles it and its crew ``jobs`` now."""
+        self.compiled, self.w = plan, layer.w
+        self.scratch = Scratch(plan.scratch[0], *plan.scratch[1:] * conv.threads.loop_pieces(count))
+        plan.warm()
+        warm_crew(conv.threads, layer.dtype, *jobs)
+
 
 class SmallPlane(ConvPlan):
     """The compiled small-plane kernel: the input padded (where the geometry pads), then panels of
@@ -243,11 +251,8 @@ class SmallPlane(ConvPlan):
     def __init__(self, layer: ConvLayer, conv: NativeKernel):
         from lite.kernels.fast.small_plane import SmallPlanePlan, panels_job
 
-        self.compiled = plan = SmallPlanePlan(layer.geometry(), layer.w[0])
-        self.w = layer.w
-        self.scratch = Scratch(plan.scratch[0], *plan.scratch[1:] * conv.threads.loop_pieces(plan.panels))
-        plan.warm()
-        warm_crew(conv.threads, layer.dtype, panels_job)
+        plan = SmallPlanePlan(layer.geometry(), layer.w[0])
+        self.keep_compiled(plan, layer, conv, plan.panels, panels_job)
 
     def steps(self, threads, x, out, buffers, weights, epilogue, prologue):
         from lite.kernels.fast.small_plane import crew_jobs
@@ -430,11 +435,8 @@ class CompiledDirect(ConvPlan):
     def __init__(self, layer: ConvLayer, conv: NativeKernel):
         from lite.kernels.fast.direct import DirectPlan, rows_job
 
-        self.compiled = plan = DirectPlan(layer.geometry(), layer.w[0])
-        self.w = layer.w
-        self.scratch = Scratch(plan.scratch[0], *plan.scratch[1:] * conv.threads.loop_pieces(plan.oh))
-        plan.warm()
-        warm_crew(conv.threads, layer.dtype, rows_job)
+        plan = DirectPlan(layer.geometry(), layer.w[0])
+        self.keep_compiled(plan, layer, conv, plan.oh, rows_job)
 
     def steps(self, threads, x, out, buffers, weights, epilogue, prologue):
         from lite.kernels.fast.direct import CREW_PER_THREAD, crew_jobs
