@@ -34,6 +34,7 @@ from lite.primitive import Primitive
 from lite.runner import ModelParallelRunner
 from lite.schema.graph import Format, QuantParams
 from lite.tensor import Tensor
+from lite.version import __version__ as __version__  # NOTE: re-exported
 
 __all__ = [
     "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "KernelError",
@@ -44,4 +45,3 @@ __all__ = [
     "ThreadStartError", "UnsupportedOpError", "WorkerError", "available_delegates", "register_custom_kernel",
     "split_model", "unregister_custom_kernel",
 ]
-__version__ = "0.1.0"

@@ -180,7 +180,7 @@ class Placer:
 
     def cache_key(self) -> str:
         """What the times depend on: the model, shapes, threads, delegates, machine and versions."""
-        from lite import __version__
+        from lite.version import __version__
 
         parts = {
             "model": self.digest,
