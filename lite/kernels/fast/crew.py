@@ -467,8 +467,9 @@ class Crew:
         gets a worker for each of OpenBLAS's threads beyond the caller's: its jobs wait for each
         other, so they need that many threads at once (the runtime sets OpenBLAS's threads, but so
         may any library in the process)."""
-        if self._blas_threads() - 1 > len(self._workers):
-            self.ensure(self._blas_threads() - 1)
+        needed = self._blas_threads() - 1
+        if needed > len(self._workers):
+            self.ensure(needed)
         with self._lock:
             if self._lent == 0:
                 self._callback[0] = dispatch_address()
