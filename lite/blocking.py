@@ -89,6 +89,8 @@ def member(kernel: Kernel) -> Member | None:
     """``kernel`` as a chain member, or None where a chain cannot run it."""
     from lite.fusion import ScaledInput, SqueezeExcite
 
+    if kernel.quantized:
+        return None
     if isinstance(kernel, SqueezeExcite):
         return Member(kernel, None, kernel.inputs[0])
     if kernel.type == "MulFusion":

@@ -260,6 +260,7 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
     for kernel in shape_kernels:  # NOTE: an earlier fuse (measured placement's) may have handed epilogues over
         if getattr(kernel, "epilogue_reader", None) is not None:
             kernel.hand_epilogue(None)
+    native = {k for k in native if not k.quantized}  # NOTE: the epilogues compute in float
     if not native or not fast.enabled():  # NOTE: nothing native (a whole delegated model): numba stays unloaded
         return kernels
     readers = Counter(t for k in shape_kernels for t in k.inputs if t is not None)

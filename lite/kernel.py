@@ -56,6 +56,15 @@ class Kernel:
         """The op type for a native kernel; the class name for a graph kernel."""
         return self.primitive.type if self.primitive is not None else type(self).__name__
 
+    @property
+    def quantized(self) -> bool:
+        """Whether this is a quantized op: its first input and first output carry quantization
+        parameters (``Tensor.quant_params``), so it computes ``quantize(op(dequantize(inputs)))``."""
+        first = next((t for t in self.inputs if t is not None), None)
+        boundary = self.type in ("QuantizeLinear", "DequantizeLinear")
+        return (not boundary and first is not None and first.quant_params is not None and bool(self.outputs)
+                and self.outputs[0].quant_params is not None)
+
     def prepare(self) -> None:
         """Called once at build, after every delegate has built."""
 

@@ -36,6 +36,7 @@ class PartitionRow:
     reason: str
     placement: str = ""  # measured placement: the times of the partitions covering the node, and the decision
     blob: str = ""  # the delegate partition saved in the file that covers the node: "loaded: ..." or "not used: why"
+    quantized: str = ""  # a quantized op's output type ("int8", "uint8"); empty for other ops
 
 
 def checked_context(context: Context | None) -> Context:
@@ -167,7 +168,8 @@ class Model:
                 where, graph = ("folded" if kernel in engine.folded else "native"), ""
             reason = "; ".join(engine.log.reasons.get(kernel, [])) if partition is None else ""
             rows.append(PartitionRow(kernel.name, kernel.type, where, graph, reason, placed.get(kernel, ""),
-                                     engine.log.blobs.get(kernel, "")))
+                                     engine.log.blobs.get(kernel, ""),
+                                     kernel.outputs[0].dtype.name if kernel.quantized else ""))
         return rows
 
     def placement_report(self) -> list[PlacementRow]:

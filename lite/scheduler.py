@@ -8,7 +8,8 @@ from typing import Any
 
 from lite.errors import ModelFormatError, UnsupportedOpError
 from lite.kernels.base import NativeKernel
-from lite.kernels.registry import find_kernel, kernel_key, supported_dtypes
+from lite.kernels.registry import find_kernel, kernel_key, quantized_kernel, supported_dtypes
+from lite.ops.quant import BOUNDARY_OPS
 from lite.primitive import Primitive
 from lite.schema.graph import GraphDef, NodeDef
 from lite.tensor import Tensor
@@ -47,6 +48,11 @@ def _kernel_class(graph: GraphDef, index: int) -> tuple[type[NativeKernel] | Non
     present = [i for i in node.inputs if i >= 0]
     dtype = graph.tensors[present[0] if present else node.outputs[0]].dtype
     key = kernel_key(node.op_type, node.attrs)
+    if _quantized(graph, node):
+        kernel_class = quantized_kernel(key, dtype)
+        if kernel_class is not None:
+            return kernel_class, ""
+        return None, f"no native kernel for quantized {node.op_type} on {dtype.name} (nor a float kernel to emulate)"
     kernel_class = find_kernel(key, dtype)
     if kernel_class is not None:
         return kernel_class, ""
@@ -54,6 +60,13 @@ def _kernel_class(graph: GraphDef, index: int) -> tuple[type[NativeKernel] | Non
     if not known:
         return None, _no_kernel_reason(node)
     return None, f"no native kernel for {dtype.name} inputs (supported: {', '.join(known)})"
+
+
+def _quantized(graph: GraphDef, node: NodeDef) -> bool:
+    """A quantized op: its first input and first output carry QuantParams (see Kernel.quantized)."""
+    present = [i for i in node.inputs if i >= 0]
+    return (node.op_type not in BOUNDARY_OPS and bool(present) and bool(node.outputs)
+            and graph.tensors[present[0]].quant is not None and graph.tensors[node.outputs[0]].quant is not None)
 
 
 def _no_kernel_reason(node: NodeDef) -> str:

@@ -92,8 +92,8 @@ def quant_params_error(quant: QuantParams, dtype: np.dtype, shape: tuple[int, ..
     if not 1 <= quant.bits <= dtype.itemsize * 8:
         return f"bits={quant.bits} does not fit its {dtype.name} values (1 to {dtype.itemsize * 8})"
     scale, zero_point = quant.scale, quant.zero_point
-    if scale.size == 0 or not np.all(np.isfinite(scale)) or not np.all(scale > 0):
-        return f"its scales must be finite and positive, got {_summary(scale)}"
+    if scale.size == 0 or not np.all(np.isfinite(scale)) or not np.all(scale >= np.finfo(np.float32).tiny):
+        return f"its scales must be finite, positive and normal float32 numbers, got {_summary(scale)}"
     if zero_point.size not in (0, scale.size):
         return f"it has {zero_point.size} zero points for {scale.size} scales"
     bits = quant.bits

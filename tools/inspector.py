@@ -51,7 +51,8 @@ def clipped(text: str, width: int = WIDTH) -> str:
 def format_table(rows: list[PartitionRow]) -> str:
     """The partition report as an aligned text table with a summary line."""
     header = ("node", "op type", "runs on", "graph kernel", "why not delegated")
-    cells = [header] + [(r.node, r.op_type, r.runs_on, r.graph_kernel, r.reason) for r in rows]
+    cells = [header] + [(r.node, f"{r.op_type} {r.quantized}".strip(), r.runs_on, r.graph_kernel, r.reason)
+                        for r in rows]
     return aligned(cells) + "\n" + summary(rows)
 
 
@@ -95,8 +96,10 @@ def summary(rows: list[PartitionRow]) -> str:
                        if ": declined in init(): " in part})
     saved = [r for r in rows if r.blob]
     loaded = sum(r.blob.startswith("loaded") for r in saved)
+    quantized = sum(bool(r.quantized) for r in rows)
     return (f"{len(rows)} nodes: {len(delegated)} delegated in {len(partitions)} partition(s), "
             f"{len(rows) - len(delegated) - folded} native, {folded} folded from shapes"
+            + (f"; {quantized} quantized" if quantized else "")
             + (f"; saved partitions cover {len(saved)} nodes, {loaded} loaded" if saved else "")
             + "".join(f"\n  {decline.replace(': declined in init(): ', ' declined: ')}" for decline in declines))
 

@@ -5,11 +5,16 @@ from lite.kernels import (  # noqa: F401
     conv,
     elementwise,
     indexing,
+    integer,
     matmul,
     norm,
     pool,
     quant,
+    quantized,
     reduce,
+    registry,
     resize,
     shape,
 )
+
+registry.set_quantized_fallback(quantized.quantized_kernel_class)

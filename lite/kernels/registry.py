@@ -27,6 +27,36 @@ def register(op_type: str, dtypes: Iterable = FLOATS) -> Callable[[type[NativeKe
     return decorate
 
 
+_QUANTIZED = "quantized "
+
+
+def register_quantized(op_type: str, dtypes: Iterable) -> Callable[[type[NativeKernel]], type[NativeKernel]]:
+    """Class decorator: ``cls`` runs quantized ``op_type`` (its first input and output carry
+    QuantParams) when its first present input has one of ``dtypes``."""
+    return register(_QUANTIZED + op_type, dtypes)
+
+
+def find_quantized_kernel(op_type: str, dtype: np.dtype) -> type[NativeKernel] | None:
+    """The kernel class registered for quantized ``op_type`` on ``dtype`` inputs, or None."""
+    return find_kernel(_QUANTIZED + op_type, dtype)
+
+
+_quantized_fallback: list[Callable[[str, np.dtype], type[NativeKernel] | None]] = []
+
+
+def set_quantized_fallback(choose: Callable[[str, np.dtype], type[NativeKernel] | None]) -> None:
+    """``choose(op_type, dtype)`` picks the kernel of a quantized op (``lite.kernels.quantized``:
+    registered ones first, else the op's float kernel between dequantize and quantize)."""
+    _quantized_fallback[:] = [choose]
+
+
+def quantized_kernel(op_type: str, dtype: np.dtype) -> type[NativeKernel] | None:
+    """The kernel class that runs quantized ``op_type`` on ``dtype`` inputs, or None."""
+    if not _quantized_fallback:
+        return find_quantized_kernel(op_type, dtype)
+    return _quantized_fallback[0](op_type, dtype)
+
+
 def find_kernel(op_type: str, dtype: np.dtype) -> type[NativeKernel] | None:
     """The kernel class for ``op_type`` on inputs of ``dtype``, or None."""
     return _REGISTRY.get((op_type, np.dtype(dtype)))

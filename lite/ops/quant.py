@@ -82,3 +82,90 @@ def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, 
         dx = dx - broadcast_param(zero_point, q.shape, axis, block_size).astype(np.float32)
     y = dx * broadcast_param(scale, q.shape, axis, block_size)
     return y.astype(scale.dtype if dtype is None else dtype)
+
+
+# ---- quantized ops -----------------------------------------------------------------------------
+#
+# A quantized op is an op whose inputs and outputs are quantized tensors (their QuantParams say
+# real = (q - zero_point) * scale). It means ``quantize(op(dequantize(inputs)))``: ONNX's
+# DequantizeLinear -> op -> QuantizeLinear group, and what QLinearConv, QLinearMatMul and
+# onnxruntime's QLinear* operators define. Convolutions and products accumulate
+# ``(x - x_zero_point) * (w - w_zero_point)`` exactly (int32 in ONNX) before the output's
+# requantization, so the reference computes them in float64, where those sums are exact.
+
+ACCUMULATING_OPS = frozenset({"Conv2DFusion", "Conv2dTransposeFusion", "MatMulFusion", "FullConnection"})
+# Ops whose quantized form is defined by their own quantize/dequantize semantics, not by a group.
+BOUNDARY_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+                          "ConvInteger"})
+
+
+def param_arrays(params, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray | None]:
+    """A tensor's ``QuantParams`` as (scale, zero point) arrays ``quantize``/``dequantize`` take
+    for a tensor of ``shape`` (a blocked scale gets the tensor's rank back)."""
+    scale, zero_point = params.scale, params.zero_point if params.zero_point.size else None
+    if params.block_size:
+        blocks = [-(-n // params.block_size) if d == params.axis else n for d, n in enumerate(shape)]
+        scale = scale.reshape(blocks)
+        zero_point = None if zero_point is None else zero_point.reshape(blocks)
+    elif scale.size == 1:
+        scale = scale.reshape(())
+        zero_point = None if zero_point is None else zero_point.reshape(())
+    return scale, zero_point
+
+
+def dequantize_tensor(q: np.ndarray, params, dtype: np.dtype | type = np.float32) -> np.ndarray:
+    """``(q - zero_point) * scale`` by the tensor's ``QuantParams``, in ``dtype`` (float64 keeps
+    every int32 value exact)."""
+    scale, zero_point = param_arrays(params, q.shape)
+    offset = q.astype(np.float64 if np.dtype(dtype) == np.float64 else np.float32)
+    if zero_point is not None:
+        offset = offset - broadcast_param(zero_point, q.shape, params.axis, params.block_size).astype(offset.dtype)
+    return (offset * broadcast_param(scale, q.shape, params.axis, params.block_size).astype(offset.dtype)).astype(dtype)
+
+
+def quantize_tensor(x: np.ndarray, params, dtype: np.dtype | type) -> np.ndarray:
+    """``saturate(round_half_even(x / scale) + zero_point)`` by the tensor's ``QuantParams``, in
+    ``dtype``, within the ``bits`` the parameters give."""
+    scale, zero_point = param_arrays(params, x.shape)
+    scale = broadcast_param(scale, x.shape, params.axis, params.block_size).astype(x.dtype)
+    y = np.rint(x / scale)
+    if zero_point is not None:
+        y += broadcast_param(zero_point, x.shape, params.axis, params.block_size).astype(y.dtype)
+    low, high = qrange(dtype, params.bits)
+    return np.clip(y, low, high).astype(dtype)
+
+
+def same_quantization(a, b) -> bool:
+    """Whether two tensors' QuantParams map the same integers to the same reals."""
+    return a is not None and b is not None and a == b
+
+
+def requantize_multiplier(x_scale: np.ndarray, w_scale: np.ndarray, y_scale: np.ndarray) -> np.ndarray:
+    """``x_scale * w_scale / y_scale`` in float32, left to right: what an int32 accumulator of a
+    quantized convolution or product is multiplied by (as onnxruntime's QLinearConv computes it)."""
+    return (np.float32(x_scale) * np.asarray(w_scale, np.float32) / np.float32(y_scale)).astype(np.float32)
+
+
+def requantize(acc: np.ndarray, multiplier: np.ndarray, zero_point: int, dtype: np.dtype | type,
+               bounds: tuple[int, int]) -> np.ndarray:
+    """A quantized convolution's or product's output from its exact int32 accumulator (bias
+    included): ``saturate(round_half_even(float32(acc) * multiplier) + zero_point)`` within
+    ``bounds`` (the type's range, narrowed by a fused RELU or RELU6). ``multiplier`` broadcasts
+    against ``acc`` (one per output channel)."""
+    y = np.rint(acc.astype(np.float32) * multiplier)
+    return np.clip(y + np.float32(zero_point), *bounds).astype(dtype)
+
+
+def activation_bounds(activation: str, dtype: np.dtype | type, scale: float, zero_point: int,
+                      bits: int | None = None) -> tuple[int, int] | None:
+    """The output range a fused activation leaves a quantized output (RELU: from the zero
+    point up; RELU6: up to 6's quantized value too); None for an activation no range expresses."""
+    low, high = qrange(dtype, bits)
+    if activation == "NO_ACTIVATION":
+        return low, high
+    if activation == "RELU":
+        return max(low, zero_point), high
+    if activation == "RELU6":
+        six = int(np.clip(np.rint(np.float32(6.0) / np.float32(scale)) + zero_point, low, high))
+        return max(low, zero_point), six
+    return None

@@ -109,6 +109,9 @@ class Primitive(object):
     Attention = 103
     QuantizeLinear = 104
     DequantizeLinear = 105
+    DynamicQuantizeLinear = 106
+    MatMulInteger = 107
+    ConvInteger = 108
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -429,4 +432,13 @@ def PrimitiveCreator(unionType, table):
     if unionType == Primitive().DequantizeLinear:
         import lite.schema.fb.DequantizeLinear
         return lite.schema.fb.DequantizeLinear.DequantizeLinearT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().DynamicQuantizeLinear:
+        import lite.schema.fb.DynamicQuantizeLinear
+        return lite.schema.fb.DynamicQuantizeLinear.DynamicQuantizeLinearT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().MatMulInteger:
+        import lite.schema.fb.MatMulInteger
+        return lite.schema.fb.MatMulInteger.MatMulIntegerT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive().ConvInteger:
+        import lite.schema.fb.ConvInteger
+        return lite.schema.fb.ConvInteger.ConvIntegerT.InitFromBuf(table.Bytes, table.Pos)
     return None

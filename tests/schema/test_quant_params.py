@@ -38,11 +38,12 @@ def test_the_runtime_tensor_carries_them():
 
 
 @pytest.mark.parametrize(("quant", "dtype", "match"), [
-    (QuantParams(np.array([0.0]), np.array([0])), np.int8, "finite and positive"),
-    (QuantParams(np.array([-1.0]), np.array([0])), np.int8, "finite and positive"),
-    (QuantParams(np.array([np.nan]), np.array([0])), np.int8, "finite and positive"),
-    (QuantParams(np.array([np.inf]), np.array([0])), np.int8, "finite and positive"),
-    (QuantParams(np.zeros(0), np.zeros(0)), np.int8, "finite and positive"),
+    (QuantParams(np.array([0.0]), np.array([0])), np.int8, "finite, positive and normal"),
+    (QuantParams(np.array([-1.0]), np.array([0])), np.int8, "finite, positive and normal"),
+    (QuantParams(np.array([np.nan]), np.array([0])), np.int8, "finite, positive and normal"),
+    (QuantParams(np.array([np.inf]), np.array([0])), np.int8, "finite, positive and normal"),
+    (QuantParams(np.zeros(0), np.zeros(0)), np.int8, "finite, positive and normal"),
+    (QuantParams(np.array([1e-45]), np.array([0])), np.int8, "finite, positive and normal"),
     (QuantParams(np.array([1.0]), np.array([128])), np.int8, "outside"),
     (QuantParams(np.array([1.0]), np.array([-1])), np.uint8, "outside"),
     (QuantParams(np.array([1.0]), np.array([8]), bits=4), np.int8, "outside"),

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import onnx
 
@@ -54,38 +53,15 @@ from lite.tools.converter.passes import (
     fuse_activations,
     prune_tensors,
 )
+from lite.tools.converter.qdq import group_quantized_ops
+from lite.tools.converter.qoperator import expand_quantized_operators
 from lite.tools.converter.registry import REGISTRY, Mapper
+from lite.tools.converter.report import ConversionReport
 
 __all__ = ["ConversionReport", "convert", "convert_to_graph"]
 
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 _MAPPER_ERRORS = (ValueError, TypeError, IndexError, KeyError, ArithmeticError)
-
-
-@dataclass
-class ConversionReport:
-    """What a conversion did: node counts and the ONNX nodes folded, removed or fused."""
-
-    opset: int
-    onnx_nodes: int
-    lite_nodes: int = 0
-    folded: list[str] = field(default_factory=list)  # nodes evaluated into constants
-    removed: list[str] = field(default_factory=list)  # Dropout/Identity nodes dropped
-    bn_folded: list[str] = field(default_factory=list)  # BatchNormalization folded into Conv/Gemm
-    fused: list[str] = field(default_factory=list)  # activations fused into their producer
-    fused_blocks: list[str] = field(default_factory=list)  # LayerNorm, GELU, attention, MatMul+bias blocks
-    pruned_tensors: int = 0
-
-    def summary(self) -> str:
-        """A few human-readable lines, as ``lite-convert`` prints them."""
-        return "\n".join([
-            f"ONNX nodes: {self.onnx_nodes} (opset {self.opset}) -> lite nodes: {self.lite_nodes}",
-            f"  constant-folded nodes:      {len(self.folded)}",
-            f"  Dropout/Identity removed:   {len(self.removed)}",
-            f"  BatchNormalization folded:  {len(self.bn_folded)}",
-            f"  activations fused:          {len(self.fused)}",
-            f"  blocks fused:               {len(self.fused_blocks)} (LayerNorm, GELU, attention, MatMul+bias)",
-        ])
 
 
 def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *, fusion: bool = True,
@@ -145,9 +121,10 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
     g = from_model(load_onnx(model), {k: list(v) for k, v in (input_shapes or {}).items()}, memory_limit)
     report = ConversionReport(opset=g.opset, onnx_nodes=len(g.nodes))
     stage(f"folding constants and rewriting {len(g.nodes)} ONNX nodes")
+    problems = expand_quantized_operators(g, report)
     _onnx_passes(g, report, fusion, min(FOLD_LIMIT, memory_limit))
     stage(f"mapping {len(g.nodes)} nodes to .lite primitives")
-    graph = _map_graph(g, custom)
+    graph = _map_graph(g, custom, problems)
     if g.shape_error:
         raise ModelFormatError(f"the model's shapes do not agree (ONNX strict shape inference): {g.shape_error}")
     if fusion:
@@ -159,6 +136,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
         store_weights_untransposed(graph)
         fuse_swish(graph, report)
         fuse_activations(graph, report)
+        group_quantized_ops(graph, report)
     report.pruned_tensors = prune_tensors(graph)
     report.lite_nodes = len(graph.nodes)
     stage(f"checking the {len(graph.nodes)} nodes' shapes as the runtime will")
@@ -208,16 +186,21 @@ def _onnx_passes(g: OnnxGraph, report: ConversionReport, fusion: bool, fold_limi
         fold_batchnorm(g, report)
 
 
-def _map_graph(g: OnnxGraph, custom_domains: frozenset[str]) -> GraphDef:
-    """Maps every node; every unsupported op or value is collected and raised at once."""
+def _map_graph(g: OnnxGraph, custom_domains: frozenset[str],
+               expansion_problems: list[tuple[str, str, str]]) -> GraphDef:
+    """Maps every node; every unsupported op or value is collected and raised at once (with the
+    QOperator nodes that could not be expanded)."""
     builder = GraphBuilder(g)
-    problems: list[tuple[str, str, int, str]] = []
+    problems = [(op, name, g.opset, reason) for op, name, reason in expansion_problems]
+    unexpanded = {name for _, name, _ in expansion_problems}
     for value in g.inputs:
         try:
             builder.graph.inputs.append(builder.tensor(value.name))
         except Unsupported as exc:
             problems.append(("graph input", value.name, g.opset, exc.reason))
     for node in g.nodes:
+        if node.name in unexpanded:
+            continue
         try:
             _map_node(builder, node, g.opset, custom_domains)
         except Unsupported as exc:

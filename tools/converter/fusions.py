@@ -33,7 +33,7 @@ from lite.schema.graph import GraphDef, NodeDef, TensorDef
 from lite.schema.primitives import default_attrs
 
 if TYPE_CHECKING:
-    from lite.tools.converter import ConversionReport
+    from lite.tools.converter.report import ConversionReport
 
 
 class View:

@@ -23,10 +23,13 @@ from lite.shapes import FOLD_LIMIT  # NOTE: the runtime folds by the same limit:
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, LITE_DTYPES, OnnxGraph
 
 if TYPE_CHECKING:
-    from lite.tools.converter import ConversionReport
+    from lite.tools.converter.report import ConversionReport
 
 NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"})
+# Kept as nodes although computable: a DequantizeLinear of a constant is a quantized weight, which
+# the quantized op reads as integers (and which is a quarter of its float size).
+NOT_FOLDED = frozenset({"DequantizeLinear"})
 
 
 # ---- ONNX level ----------------------------------------------------------------------
@@ -103,7 +106,7 @@ def _bounded(node: onnx.NodeProto, g: OnnxGraph, limit: int) -> bool:
 
 def _fold(node: onnx.NodeProto, g: OnnxGraph) -> dict[str, np.ndarray] | None:
     """The node's output values if it can be computed now, else None."""
-    if node.domain not in DEFAULT_DOMAINS or node.op_type in NONDETERMINISTIC:
+    if node.domain not in DEFAULT_DOMAINS or node.op_type in NONDETERMINISTIC | NOT_FOLDED:
         return None
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
         return None

@@ -208,6 +208,9 @@ UNSUPPORTED = {
     "Where": "it reads a bool condition; this delegate compiles float32 partitions",
     "QuantizeLinear": "integer outputs; this delegate compiles float32 partitions",
     "DequantizeLinear": "integer inputs; this delegate compiles float32 partitions",
+    "DynamicQuantizeLinear": "integer outputs; this delegate compiles float32 partitions",
+    "MatMulInteger": "int8/uint8 inputs, an int32 output; this delegate compiles float32 partitions",
+    "ConvInteger": "int8/uint8 inputs, an int32 output; this delegate compiles float32 partitions",
 }
 
 from lite.delegates.tvm.ops import (  # noqa: E402,F401  (registers every emitter)

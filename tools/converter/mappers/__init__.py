@@ -11,6 +11,7 @@ from lite.tools.converter.mappers import (  # noqa: F401
     conv,
     elementwise,
     indexing,
+    integer,
     matmul,
     norm,
     pool,

@@ -49,8 +49,10 @@ def quantize_linear_v23(ctx: NodeContext) -> None:
 
 @mapper("DequantizeLinear", since=10)
 def dequantize_linear_v10(ctx: NodeContext) -> None:
-    """Per tensor only; the result has the scale's type."""
-    _dequantize(ctx, axis=1, block_size=0)
+    """Per tensor only; the result has the scale's type. (An ``axis`` is read all the same: the
+    expansion of QLinearConv and QLinearMatMul, whose opset-10 forms take per-axis weight scales,
+    writes one.)"""
+    _dequantize(ctx, axis=int(ctx.attr("axis", 1)), block_size=0)
 
 
 @mapper("DequantizeLinear", since=13)
@@ -91,6 +93,8 @@ def _dequantize(ctx: NodeContext, axis: int, block_size: int, output_dtype: int 
     x = _lite_dtype(ctx, ctx.builder.g.tensor_info(ctx.node.input[0]).elem_type, "x")
     if x not in DEQUANT_DTYPES:
         ctx.unsupported(f"DequantizeLinear of {x.name}: {_UNSTORED}")
+    if ctx.has_input(2) and ctx.dtype(2) != x:
+        ctx.invalid(f"x_zero_point {ctx.node.input[2]!r} is {ctx.dtype(2)}, but x {ctx.node.input[0]!r} is {x.name}")
     out = _lite_dtype(ctx, output_dtype, "output_dtype") if output_dtype else ctx.dtype(1)
     if out is None or out.kind != "f":
         ctx.unsupported(f"DequantizeLinear to {out}: the result must be a float type .lite stores")

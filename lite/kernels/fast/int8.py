@@ -1,0 +1,370 @@
+"""Exact int32 accumulation of quantized convolutions and products, requantized as it is stored.
+
+The terms ``(x - x_zero_point) * (w - w_zero_point)`` are products of two int16 values (each
+offset lies in [-255, 255]), so pairs of them along the summed axis go through one ``pmaddwd``
+(``vpdpwssd`` with VNNI): both operands are laid out as int16 pairs packed in int32 words (the
+first of a pair in the low half), the sum of a pair's two products (at most 2 * 255 * 255)
+is exact in int32, and so is the whole sum while the caller checks that it stays in range.
+
+The register tile (``pair_tile``) computes ``ROWS`` x ``WIDTH`` int32 sums
+(``lite.kernels.fast.tile``'s shape): ROWS pair words of the left operand, each broadcast, times
+one row of WIDTH pair words of the right one, whose rows lie at offsets a table gives. It is
+plain LLVM IR (sign extension, multiplication, the sum of even and odd lanes), which LLVM
+turns into ``vpdpwssd`` with AVX-512 VNNI or AVX-VNNI and into ``vpmaddwd`` with AVX2 or
+AVX-512BW alone; elsewhere it is correct, only slower.
+
+- A convolution (``conv_items``) reads its input from a buffer that ``fill_phases`` writes
+  each run: ``x - x_zero_point`` per pair of channels of a group, padded with zeros and split
+  into ``stride x stride`` phases of ``hq x wq`` positions, so that each tap of the window reads
+  a contiguous run of positions (the output computed on the ``wq``-wide grid, its last columns
+  discarded). The weight is packed once (``pack_conv_weight``) as (out channels, pairs).
+- A product (``product_panels``) reads the rows of ``x - x_zero_point`` as pair words
+  (``fill_rows``) and the weight packed once into panels of WIDTH columns (``pack_product_weight``).
+
+Each tile's sums get the bias, the multiplier of their channel, the rounding (half to even),
+the zero point and the bounds (``requantize_run``) while they are in cache: the output is
+written once, as ``lite.ops.quant.requantize`` computes it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, types
+from numba.extending import intrinsic
+
+from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
+
+_I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+SUMS = ir.VectorType(_I32, LANES)
+PAIRS = ir.VectorType(_I16, 2 * LANES)
+_PRODUCTS = ir.VectorType(_I32, 2 * LANES)
+_EVEN = ir.Constant(ir.VectorType(_I32, LANES), list(range(0, 2 * LANES, 2)))
+_ODD = ir.Constant(ir.VectorType(_I32, LANES), list(range(1, 2 * LANES, 2)))
+_SPLAT = ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES)
+
+MAX_OFFSET = 255
+"""The largest magnitude of ``x - x_zero_point`` or ``w - w_zero_point`` for 8-bit tensors."""
+
+
+def multiply_pairs(builder: ir.IRBuilder, left: ir.Value, right: ir.Value, sums: ir.Value) -> ir.Value:
+    """``sums + (left[2i] * right[2i] + left[2i + 1] * right[2i + 1])`` per int32 lane (``pmaddwd``)."""
+    products = builder.mul(builder.sext(left, _PRODUCTS), builder.sext(right, _PRODUCTS))
+    undefined = ir.Constant(_PRODUCTS, ir.Undefined)
+    even = builder.shuffle_vector(products, undefined, _EVEN)
+    odd = builder.shuffle_vector(products, undefined, _ODD)
+    return builder.add(sums, builder.add(even, odd))
+
+
+def _broadcast(builder: ir.IRBuilder, word: ir.Value) -> ir.Value:
+    """The int32 ``word`` in every lane, as 2 * LANES int16."""
+    lone = builder.insert_element(ir.Constant(SUMS, ir.Undefined), word, _I32(0))
+    return builder.bitcast(builder.shuffle_vector(lone, ir.Constant(SUMS, ir.Undefined), _SPLAT), PAIRS)
+
+
+def _emit_pair_tile(builder: ir.IRBuilder, a: ir.Value, a_stride: ir.Value, rows: ir.Value, offsets: ir.Value,
+                    count: ir.Value, out: ir.Value, out_stride: ir.Value) -> None:
+    """The tile's IR: pointers ``a``, ``rows`` and ``out`` to int32, ``offsets`` to int64."""
+    entry = builder.block
+    loop, done = builder.append_basic_block("pairs"), builder.append_basic_block("pairs.done")
+    zero = ir.Constant(SUMS, [0] * LANES)
+    builder.cbranch(builder.icmp_signed(">", count, _I64(0)), loop, done)
+    builder.position_at_end(loop)
+    k = builder.phi(_I64)
+    sums = [builder.phi(SUMS) for _ in range(ROWS * VECTORS)]
+    start = builder.gep(rows, [builder.load(builder.gep(offsets, [k]))])
+    right = [builder.load(builder.bitcast(builder.gep(start, [_I64(j * LANES)]), PAIRS.as_pointer()), align=4)
+             for j in range(VECTORS)]
+    updated = []
+    for r in range(ROWS):
+        left = _broadcast(builder, builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, _I64(r)), k)])))
+        updated += [multiply_pairs(builder, left, right[j], sums[r * VECTORS + j]) for j in range(VECTORS)]
+    following, end = builder.add(k, _I64(1)), builder.block
+    k.add_incoming(_I64(0), entry)
+    k.add_incoming(following, end)
+    for phi, value in zip(sums, updated, strict=True):
+        phi.add_incoming(zero, entry)
+        phi.add_incoming(value, end)
+    builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
+    builder.position_at_end(done)
+    finals = [builder.phi(SUMS) for _ in updated]
+    for index, (final, value) in enumerate(zip(finals, updated, strict=True)):
+        r, j = divmod(index, VECTORS)
+        final.add_incoming(zero, entry)
+        final.add_incoming(value, end)
+        place = builder.gep(out, [builder.add(builder.mul(out_stride, _I64(r)), _I64(j * LANES))])
+        builder.store(final, builder.bitcast(place, SUMS.as_pointer()), align=4)
+
+
+@intrinsic
+def pair_tile(typingctx, a, a_stride, rows, offsets, count, out, out_stride):
+    """out[r * out_stride + j] = sum over k < count of the pair word a[r * a_stride + k] times the
+    pair word rows[offsets[k] + j], pair by pair, for ROWS rows r and WIDTH columns j (int32 words;
+    every argument an address or a count)."""
+    def codegen(context, builder, signature, args):
+        a_at, a_step, rows_at, offsets_at, count_, out_at, out_step = args
+        words = _I32.as_pointer()
+        _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
+                        builder.inttoptr(offsets_at, _I64.as_pointer()), count_, builder.inttoptr(out_at, words),
+                        out_step)
+        return context.get_dummy_value()
+    return types.void(*(types.int64,) * 7), codegen
+
+
+@jit
+def pair_word(first, second):
+    """Two int16 values in one int32 word, ``first`` in the low half."""
+    word = (np.int64(first) & 0xFFFF) | ((np.int64(second) & 0xFFFF) << 16)
+    return np.int32(word - ((np.int64(second) & 0x8000) << 17))
+
+
+@jit
+def requantize_run(sums, start, bias, multiplier, zero_point, lo, hi, out, at, count):
+    """out[at + i] = clip(rint(float32(sums[start + i] + bias) * multiplier) + zero_point, lo, hi) for
+    i < count (``lite.ops.quant.requantize``; floats float32, out an integer array)."""
+    for i in range(count):
+        y = np.rint(np.float32(sums[start + i] + bias) * multiplier) + zero_point
+        out[at + i] = min(max(y, lo), hi)
+
+
+@jit
+def requantize_width(sums, bias, multiplier, zero_point, lo, hi, out, at):
+    """``requantize_run`` of WIDTH sums from 0: a fixed count, so LLVM's vector loop covers it all
+    (for a count below its vector step it runs the scalar remainder only)."""
+    for i in range(WIDTH):
+        y = np.rint(np.float32(sums[i] + bias) * multiplier) + zero_point
+        out[at + i] = min(max(y, lo), hi)
+
+
+@jit
+def requantize_columns(sums, bias, multiplier, zero_point, lo, hi, out, at, column, count):
+    """``requantize_run`` of sums from 0 with one bias and multiplier per column (from ``column`` on)."""
+    if count == WIDTH:
+        for i in range(WIDTH):
+            y = np.rint(np.float32(sums[i] + bias[column + i]) * multiplier[column + i]) + zero_point
+            out[at + i] = min(max(y, lo), hi)
+        return
+    for i in range(count):
+        y = np.rint(np.float32(sums[i] + bias[column + i]) * multiplier[column + i]) + zero_point
+        out[at + i] = min(max(y, lo), hi)
+
+
+# ---- convolutions ---------------------------------------------------------------------------------
+
+@jit
+def pack_conv_weight(w, zero_point, packed):
+    """w (O, Cg, KH, KW) minus its zero point (one per output channel) into ``packed`` (O padded,
+    pairs) pair words, the pairs ordered (channel pair, kh, kw); zeros past Cg and past O."""
+    o_count, cg, kh, kw = w.shape
+    packed[:] = 0
+    for o in range(o_count):
+        zp = zero_point[o]
+        for cp in range((cg + 1) // 2):
+            for i in range(kh):
+                for j in range(kw):
+                    first = np.int64(w[o, 2 * cp, i, j]) - zp
+                    second = np.int64(w[o, 2 * cp + 1, i, j]) - zp if 2 * cp + 1 < cg else 0
+                    packed[o, (cp * kh + i) * kw + j] = pair_word(first, second)
+
+
+@jit
+def fill_phases(x, zero_point, phases, group, begin_h, begin_w, stride_h, stride_w):
+    """``x - zero_point`` of x (N, C, H, W) into phases (N, group, pairs, stride_h, stride_w, hq, wq)
+    pair words: input position (h, w) of channel 2p + t of a group is phase (hp % stride_h,
+    wp % stride_w), position (hp // stride_h, wp // stride_w) of the padded plane (hp = h + begin_h,
+    wp = w + begin_w). What it never writes (the pads, a missing last channel) stays as it is (zero)."""
+    n_count, c_count, h_count, w_count = x.shape
+    cg = c_count // group
+    pairs = phases.shape[2]
+    for n in range(n_count):
+        for g in range(group):
+            for cp in range(pairs):
+                first, second = g * cg + 2 * cp, min(g * cg + 2 * cp + 1, c_count - 1)
+                both = 2 * cp + 1 < cg
+                for h in range(h_count):
+                    hp = h + begin_h
+                    row = phases[n, g, cp, hp % stride_h, :, hp // stride_h]
+                    for pw in range(stride_w):
+                        w0 = (pw - begin_w) % stride_w
+                        q0 = (w0 + begin_w) // stride_w
+                        for w in range(w0, w_count, stride_w):
+                            low = np.int64(x[n, first, h, w]) - zero_point
+                            high = np.int64(x[n, second, h, w]) - zero_point if both else 0
+                            row[pw, q0 + (w - w0) // stride_w] = pair_word(low, high)
+
+
+@jit
+def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point, lo, hi, grid, spare, first,
+               last):
+    """Items ``first`` to ``last - 1`` of a convolution, item = (image, group, panel of WIDTH grid
+    positions): every output channel of the group at those positions, requantized into grid
+    (N, O, OH * wq) (``compact`` drops its columns past OW). ``flat``: the phases
+    (``fill_phases``), ``block`` pair words per (image, group); ``offsets``: each pair's start in
+    such a block; ``spare``: (ROWS, WIDTH) int32."""
+    o_group, pairs, positions = grid.shape[1] // group, packed.shape[1], grid.shape[2]
+    panels = -(-positions // WIDTH)
+    for item in range(first, last):
+        image, rest = divmod(item, group * panels)
+        g, panel = divmod(rest, panels)
+        column = panel * WIDTH
+        count = min(WIDTH, positions - column)
+        source = flat.ctypes.data + ((image * group + g) * block + column) * 4
+        for top in range(0, o_group, ROWS):
+            pair_tile(packed.ctypes.data + (g * o_group + top) * pairs * 4, pairs, source, offsets.ctypes.data,
+                      pairs, spare.ctypes.data, WIDTH)
+            for r in range(min(ROWS, o_group - top)):
+                o = g * o_group + top + r
+                if count == WIDTH:
+                    requantize_width(spare[r], bias[o], multiplier[o], zero_point, lo, hi, grid[image, o], column)
+                else:
+                    requantize_run(spare[r], 0, bias[o], multiplier[o], zero_point, lo, hi, grid[image, o], column,
+                                   count)
+
+
+@jit
+def compact(grid, out, wq):
+    """out (N, O, OH, OW) from grid (N, O, OH * wq): each row's first OW columns."""
+    n_count, o_count, oh_count, ow_count = out.shape
+    for n in range(n_count):
+        for o in range(o_count):
+            for oh in range(oh_count):
+                for ow in range(ow_count):
+                    out[n, o, oh, ow] = grid[n, o, oh * wq + ow]
+
+
+# ---- products -------------------------------------------------------------------------------------
+
+@jit
+def pack_product_weight(w, zero_point, panels):
+    """w (K, N) minus its zero point (one per column) into panels (panels, pairs, WIDTH) of pair
+    words, zeros past K and past N."""
+    k_count, n_count = w.shape
+    panels[:] = 0
+    for n in range(n_count):
+        panel, j = divmod(n, WIDTH)
+        zp = zero_point[n]
+        for kp in range((k_count + 1) // 2):
+            first = np.int64(w[2 * kp, n]) - zp
+            second = np.int64(w[2 * kp + 1, n]) - zp if 2 * kp + 1 < k_count else 0
+            panels[panel, kp, j] = pair_word(first, second)
+
+
+@jit
+def fill_rows(x, zero_point, rows):
+    """x (M, K) minus its zero point into the first M rows of ``rows`` (M padded, pairs) of pair
+    words (the rest, and a missing last term, stay as they are: zero)."""
+    m_count, k_count = x.shape
+    for m in range(m_count):
+        for kp in range(k_count // 2):
+            rows[m, kp] = pair_word(np.int64(x[m, 2 * kp]) - zero_point, np.int64(x[m, 2 * kp + 1]) - zero_point)
+        if k_count % 2:
+            rows[m, k_count // 2] = pair_word(np.int64(x[m, k_count - 1]) - zero_point, 0)
+
+
+@jit
+def product_panels(rows, panels, offsets, bias, multiplier, zero_point, lo, hi, out, spare, first, last):
+    """Panels ``first`` to ``last - 1`` of out (M, N) = requantized rows (M padded to ROWS, pairs)
+    times panels (``pack_product_weight``); ``offsets``: pair k's row at k * WIDTH."""
+    m_count, n_count = out.shape
+    pairs = rows.shape[1]
+    for panel in range(first, last):
+        column = panel * WIDTH
+        count = min(WIDTH, n_count - column)
+        for top in range(0, m_count, ROWS):
+            pair_tile(rows.ctypes.data + top * pairs * 4, pairs, panels[panel].ctypes.data, offsets.ctypes.data,
+                      pairs, spare.ctypes.data, WIDTH)
+            for r in range(min(ROWS, m_count - top)):
+                requantize_columns(spare[r], bias, multiplier, zero_point, lo, hi, out[top + r], column, column, count)
+
+
+@jit
+def requantize_planes(sums, bias, multiplier, zero_point, lo, hi, out):
+    """out (N, C, P) from exact float32 sums (N, C, P) (integers): ``requantize`` of sums + bias[c]."""
+    n_count, c_count, p_count = sums.shape
+    for n in range(n_count):
+        for c in range(c_count):
+            b, m = bias[c], multiplier[c]
+            for p in range(p_count):
+                y = np.rint(np.float32(np.int64(sums[n, c, p]) + b) * m) + zero_point
+                out[n, c, p] = min(max(y, lo), hi)
+
+
+@functools.cache
+def warm(dtype: np.dtype) -> None:
+    """Compiles the kernels for ``dtype`` (int8 or uint8) inputs and outputs now, at build."""
+    x = np.zeros((1, 2, 3, 3), dtype)
+    f32, i32, i64 = np.float32, np.int32, np.int64
+    zp, lo, hi = f32(0), f32(-1), f32(1)
+    packed, offsets = np.zeros((ROWS, 1), i32), np.zeros(1, i64)
+    compiled(pack_conv_weight, np.zeros((1, 2, 1, 1), np.int8), np.zeros(1, i64), packed)
+    phases = np.zeros((1, 1, 1, 1, 1, 3, 3 + WIDTH), i32)
+    compiled(fill_phases, x, i64(0), phases, 1, 0, 0, 1, 1)
+    grid = np.zeros((1, 1, 9), dtype)
+    compiled(conv_items, phases.reshape(-1), 1, phases.size, packed, offsets, np.zeros(1, i32), np.ones(1, f32), zp,
+             lo, hi, grid, np.zeros((ROWS, WIDTH), i32), 0, 1)
+    compiled(compact, grid, np.zeros((1, 1, 3, 2), dtype), 3)
+    panels = np.zeros((1, 1, WIDTH), i32)
+    compiled(pack_product_weight, np.zeros((2, 1), np.int8), np.zeros(1, i64), panels)
+    rows = np.zeros((ROWS, 1), i32)
+    compiled(fill_rows, np.zeros((1, 2), dtype), i64(0), rows)
+    compiled(product_panels, rows, panels, offsets, np.zeros(1, i32), np.ones(1, f32), zp, lo, hi,
+             np.zeros((1, 1), dtype), np.zeros((ROWS, WIDTH), i32), 0, 1)
+    compiled(requantize_planes, np.zeros((1, 1, 1), f32), np.zeros(1, i64), np.ones(1, f32), zp, lo, hi,
+             np.zeros((1, 1, 1), dtype))
+
+
+# The block of a convolution on the crew (``lite.kernels.fast.crew.Jobs``), then per piece
+# (first, last, spare):
+(_FLAT, _FLAT_N, _GROUP, _BLOCK, _PACKED, _PACKED_ROWS, _PAIRS, _OFFSETS, _BIAS, _CHANNELS, _MULTIPLIER, _GRID,
+ _IMAGES, _POSITIONS, _ZERO, _LO, _HI) = range(17)
+_HEADER = 17
+
+
+def conv_crew_jobs(flat: np.ndarray, group: int, block_size: int, packed: np.ndarray, offsets: np.ndarray,
+                   bias: np.ndarray, multiplier: np.ndarray, zero_point, lo, hi, grid: np.ndarray,
+                   spares: list[np.ndarray], bounds: list[tuple[int, int]]):
+    """The convolution's items as jobs for the crew, one per piece of ``bounds`` with its own spare
+    (``conv_items``'s arguments otherwise)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_HEADER, bounds, [[spare] for spare in spares])
+    block[:_ZERO] = (flat.ctypes.data, flat.size, group, block_size, packed.ctypes.data, packed.shape[0],
+                     packed.shape[1], offsets.ctypes.data, bias.ctypes.data, bias.size, multiplier.ctypes.data,
+                     grid.ctypes.data, grid.shape[0], grid.shape[2])
+    block[_ZERO:_HEADER].view(np.float64)[:] = zero_point, lo, hi
+    job = conv_job_int8 if grid.dtype == np.int8 else conv_job_uint8
+    return Jobs(job, block, len(bounds), (flat, packed, offsets, bias, multiplier, grid, *spares))
+
+
+@jit
+def _conv_piece(index, data, grid):
+    """Piece ``index`` of the convolution that the block at ``data`` describes, into ``grid``."""
+    block = carray(data, (_HEADER + 3 * (index + 1),), np.int64)
+    floats = carray(data, (_HEADER,), np.float64)
+    flat = carray(as_pointer(block[_FLAT]), (block[_FLAT_N],), np.int32)
+    packed = carray(as_pointer(block[_PACKED]), (block[_PACKED_ROWS], block[_PAIRS]), np.int32)
+    offsets = carray(as_pointer(block[_OFFSETS]), (block[_PAIRS],), np.int64)
+    bias = carray(as_pointer(block[_BIAS]), (block[_CHANNELS],), np.int32)
+    multiplier = carray(as_pointer(block[_MULTIPLIER]), (block[_CHANNELS],), np.float32)
+    piece = _HEADER + 3 * index
+    spare = carray(as_pointer(block[piece + 2]), (ROWS, WIDTH), np.int32)
+    conv_items(flat, block[_GROUP], block[_BLOCK], packed, offsets, bias, multiplier, np.float32(floats[_ZERO]),
+               np.float32(floats[_LO]), np.float32(floats[_HI]), grid, spare, block[piece], block[piece + 1])
+
+
+def conv_job_int8(index, data, extra):
+    """A crew job of a convolution with int8 output."""
+    block = carray(data, (_HEADER,), np.int64)
+    shape = (block[_IMAGES], block[_CHANNELS], block[_POSITIONS])
+    _conv_piece(index, data, carray(as_pointer(block[_GRID]), shape, np.int8))
+
+
+def conv_job_uint8(index, data, extra):
+    """A crew job of a convolution with uint8 output."""
+    block = carray(data, (_HEADER,), np.int64)
+    shape = (block[_IMAGES], block[_CHANNELS], block[_POSITIONS])
+    _conv_piece(index, data, carray(as_pointer(block[_GRID]), shape, np.uint8))

@@ -1,0 +1,267 @@
+"""How a quantized convolution or product (``lite.kernels.quantized.QuantizedProduct``) runs on the
+compiled integer kernels of ``lite.kernels.fast.int8``, chosen once per input shape.
+
+- ``compiled_product``: the int16-pair kernels for 2-D convolutions (any stride, dilation, pads,
+  groups) and for products of rows by a constant 2-D weight; None where the layer is another
+  form, compiled kernels are off, or its sums could leave int32.
+- ``exact_in_float32``: depthwise convolutions, whose sums of a few terms (at most
+  ``FLOAT32_EXACT`` in magnitude, every one an integer) are exact in float32, run on the float32
+  convolution kernels (their compiled depthwise plans and threads) and are requantized after.
+
+Nothing here imports the compiler unless compiled kernels run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+
+from lite.kernels import fast
+from lite.ops.quant import broadcast_param, qrange
+
+FLOAT32_EXACT = 1 << 24
+"""Integers up to this magnitude are exact in float32."""
+INT32_LIMIT = (1 << 31) - 1
+INT8_TYPES = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def offset_bound(dtype: np.dtype, zero_point: int) -> int:
+    """The largest magnitude of ``q - zero_point`` for ``q`` of ``dtype``."""
+    low, high = qrange(dtype)
+    return max(abs(low - zero_point), abs(high - zero_point))
+
+
+def _weight_bound(w) -> int:
+    """The largest magnitude of ``w - w_zero_point`` over the constant weight ``w``."""
+    zero_point = w.quant_params.zero_point
+    if zero_point.size == 0:
+        return int(np.abs(w.data.astype(np.int64)).max(initial=0))
+    zero_point = broadcast_param(np.asarray(zero_point, np.int64), w.data.shape, w.quant_params.axis)
+    return int(np.abs(w.data.astype(np.int64) - zero_point).max(initial=0))
+
+
+def _per_channel(zero_point: np.ndarray, channels: int) -> np.ndarray:
+    """A zero point (none, one, or one per channel) as ``channels`` int64 values."""
+    values = np.asarray(zero_point, np.int64).reshape(-1)
+    return np.zeros(channels, np.int64) if values.size == 0 else np.broadcast_to(values, (channels,)).copy()
+
+
+def exact_in_float32(x, w, primitive) -> bool:
+    """Whether a quantized depthwise convolution (one input channel per group, several groups) runs exactly on the
+    float32 kernels: compiled kernels run, 8-bit operands, and every partial sum is an integer
+    below ``FLOAT32_EXACT``."""
+    if not fast.enabled() or x.dtype not in INT8_TYPES or w.data is None or w.data.ndim < 3 or w.data.shape[1] != 1:
+        return False
+    if int(primitive.attrs.get("group", 1)) < 2:  # NOTE: one group may run as Winograd, which is not exact
+        return False
+    zero_point = int(x.quant_params.zero_point[0]) if x.quant_params.zero_point.size else 0
+    taps = math.prod(w.data.shape[1:])
+    return taps * offset_bound(x.dtype, zero_point) * _weight_bound(w) < FLOAT32_EXACT
+
+
+def requantization_terms(kernel, narrow: bool = False
+                         ) -> tuple[np.ndarray, np.ndarray, np.float32, np.float32, np.float32]:
+    """(bias in the accumulator's units as int64 (int32 where ``narrow``), one multiplier per output
+    channel, zero point, low bound, high bound) of a planned QuantizedProduct (floats float32)."""
+    channels = kernel.outputs[0].shape[kernel.layout.channel_axis]
+    bias = np.zeros(channels, np.int64) if kernel.bias_acc is None else kernel.bias_acc.reshape(-1).astype(np.int64)
+    if narrow:
+        bias = bias.astype(np.int32)  # NOTE: the callers checked that bias plus sums fit int32
+    multiplier = np.ascontiguousarray(kernel.multiplier.reshape(-1), np.float32)
+    low, high = kernel.bounds
+    return bias, multiplier, np.float32(kernel.zero_point), np.float32(low), np.float32(high)
+
+
+def compiled_product(kernel) -> Callable[[], None] | None:
+    """A call computing ``kernel``'s output on the compiled integer kernels, or None where they do
+    not cover it."""
+    x, w = kernel.inputs[0], kernel.inputs[1]
+    if not fast.enabled() or x.dtype not in INT8_TYPES or w.dtype not in INT8_TYPES or kernel.outputs[0].dtype \
+            not in INT8_TYPES or w.data is None:
+        return None
+    plan = _conv_plan(kernel) if kernel.primitive.type == "Conv2DFusion" else _product_plan(kernel)
+    if plan is None:
+        return None
+    from lite.kernels.fast import int8
+
+    int8.warm(np.dtype(x.dtype))
+    return plan
+
+
+def _sums_fit(kernel, pairs: int) -> bool:
+    """Whether every sum of ``pairs`` pair products plus the bias stays inside int32."""
+    bias = 0 if kernel.bias_acc is None else float(np.abs(kernel.bias_acc).max(initial=0))
+    x_bound = offset_bound(kernel.inputs[0].dtype, kernel.layout.x_zero_point)
+    worst = 2 * pairs * x_bound * _weight_bound(kernel.inputs[1])
+    return worst + bias <= INT32_LIMIT and worst <= INT32_LIMIT
+
+
+def _conv_plan(kernel) -> Callable[[], None] | None:
+    """The integer plan of a 2-D convolution (x 4-D), else None."""
+    inner, x_shape, w = kernel.inner, kernel.inputs[0].shape, kernel.inputs[1].data
+    if inner.rank != 2 or len(x_shape) != 4 or w.ndim != 4:
+        return None
+    pairs = (w.shape[1] + 1) // 2 * w.shape[2] * w.shape[3]
+    if not _sums_fit(kernel, pairs):
+        return None
+    return ConvPlan(kernel, x_shape, w, pairs)
+
+
+def _product_plan(kernel) -> Callable[[], None] | None:
+    """The integer plan of rows times a constant 2-D weight, else None."""
+    inner, x_shape, w = kernel.inner, kernel.inputs[0].shape, kernel.inputs[1].data
+    if inner.transpose_a or w.ndim != 2 or len(x_shape) < 2:
+        return None
+    weight = w.T if inner.transpose_b else w
+    if x_shape[-1] != weight.shape[0] or not _sums_fit(kernel, (weight.shape[0] + 1) // 2):
+        return None
+    return ProductPlan(kernel, x_shape, weight)
+
+
+def _conv_weight(kernel, w: np.ndarray, rows: int) -> np.ndarray:
+    """The weight as ``int8.pack_conv_weight`` packs it (once per kernel)."""
+    from lite.kernels.fast import int8
+
+    cached = getattr(kernel, "int8_weight", None)
+    if cached is None:
+        cached = np.zeros((rows, (w.shape[1] + 1) // 2 * w.shape[2] * w.shape[3]), np.int32)
+        int8.pack_conv_weight(np.ascontiguousarray(w), _per_channel(kernel.inputs[1].quant_params.zero_point,
+                                                                     w.shape[0]), cached)
+        kernel.int8_weight = cached
+    return cached
+
+
+class ConvPlan:
+    """A quantized 2-D convolution on ``int8.fill_phases`` and ``int8.conv_items``, its items
+    (image, group, panel) shared out among the model's threads."""
+
+    def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray, pairs: int):
+        from lite.kernels.fast import int8
+
+        inner, (n, _, h, width) = kernel.inner, x_shape
+        (top, left), (bottom, right), (oh, ow) = inner.geometry(x_shape, w.shape)
+        (sh, sw), (dh, dw), group = inner.strides, inner.dilations, inner.group
+        hq, wq = -(-(h + top + bottom) // sh), -(-(width + left + right) // sw)
+        o_group = w.shape[0] // group
+        rows = group * o_group + (-o_group) % int8.ROWS
+        self.weight = _conv_weight(kernel, w, rows)
+        self.offsets = _tap_offsets(pairs // (w.shape[2] * w.shape[3]), w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
+        block = pairs // (w.shape[2] * w.shape[3]) * sh * sw * hq * wq
+        panels = -(-(oh * wq) // int8.WIDTH)
+        reach = max(block, int(self.offsets.max()) + panels * int8.WIDTH)
+        flat = np.zeros((n * group - 1) * block + reach, np.int32)
+        self.flat, self.block = flat, block
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast import crew
+
+            crew.warm(int8.conv_job_int8, int8.conv_job_uint8)
+        self.phases = flat[:n * group * block].reshape(n, group, block // (sh * sw * hq * wq), sh, sw, hq, wq)
+        self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw)
+        self.kernel, self.wq, self.items = kernel, wq, n * group * panels
+        self.grid = None if wq == ow else np.zeros((n, w.shape[0], oh * wq), kernel.outputs[0].dtype)
+        self.out: np.ndarray | None = None
+        self.steps: Callable[[], None] | None = None
+
+    def _steps(self, out: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8
+
+        threads, terms, items = self.kernel.threads, requantization_terms(self.kernel, narrow=True), self.items
+        grid = out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
+
+        spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(items))]
+        shared = (self.flat, self.phases.shape[1], self.block, self.weight, self.offsets, *terms, grid)
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(int8.conv_items, *shared, spares[index], first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return int8.conv_crew_jobs(*shared, spares, bounds)
+
+        step = threads.crew_loop(items, piece, jobs)
+        if self.grid is None:
+            return step
+        return _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
+
+    def __call__(self) -> None:
+        from lite.kernels.fast import int8
+
+        int8.fill_phases(_compiled_array(self.kernel.inputs[0].data), np.int64(self.x_args[0]), self.phases,
+                         *self.x_args[1:])
+        out = self.kernel.outputs[0].data
+        if out is not self.out:
+            self.out, self.steps = out, self._steps(out)
+        self.steps()
+
+
+class _Sequence:
+    """Steps run one after the other (a Step)."""
+
+    def __init__(self, steps: list[Callable[[], None]]):
+        self.steps = steps
+
+    def __call__(self) -> None:
+        for step in self.steps:
+            step()
+
+
+def _compiled_array(x: np.ndarray) -> np.ndarray:
+    """``x`` as the compiled kernels take it (itself, or a contiguous writable copy)."""
+    return x if fast.takes(x) else np.array(x, order="C", copy=True)
+
+
+def _tap_offsets(channel_pairs: int, kernel: tuple[int, ...], strides: tuple[int, int], dilations: tuple[int, int],
+                 plane: tuple[int, int]) -> np.ndarray:
+    """Where each pair (channel pair, kh, kw) starts in an (image, group) block of the phases, in
+    pair words, for the output grid position 0."""
+    (kh, kw), (sh, sw), (dh, dw), (hq, wq) = kernel, strides, dilations, plane
+    rows, cols = np.arange(kh) * dh, np.arange(kw) * dw
+    phase = ((rows % sh)[:, None] * sw + (cols % sw)[None, :]) * hq * wq
+    start = phase + (rows // sh)[:, None] * wq + (cols // sw)[None, :]
+    pairs = np.arange(channel_pairs)[:, None, None] * (sh * sw * hq * wq) + start[None]
+    return pairs.reshape(-1).astype(np.int64)
+
+
+class ProductPlan:
+    """Quantized rows (any leading dims) times a constant 2-D weight on ``int8.fill_rows`` and
+    ``int8.product_panels``, the weight's panels shared out among the model's threads."""
+
+    def __init__(self, kernel, x_shape: tuple[int, ...], weight: np.ndarray):
+        from lite.kernels.fast import int8
+
+        k, n = weight.shape
+        pairs, m = (k + 1) // 2, math.prod(x_shape[:-1])
+        self.panels = getattr(kernel, "int8_panels", None)
+        if self.panels is None:
+            self.panels = np.zeros((-(-n // int8.WIDTH), pairs, int8.WIDTH), np.int32)
+            zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, n)
+            int8.pack_product_weight(np.ascontiguousarray(weight), zero_point, self.panels)
+            kernel.int8_panels = self.panels
+        self.rows = np.zeros((m + (-m) % int8.ROWS, pairs), np.int32)
+        self.offsets = np.arange(pairs, dtype=np.int64) * int8.WIDTH
+        self.kernel, self.m, self.k = kernel, m, k
+        self.out: np.ndarray | None = None
+        self.steps: Callable[[], None] | None = None
+
+    def _steps(self, out: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8
+
+        terms, out = requantization_terms(self.kernel, narrow=True), out.reshape(self.m, -1)
+
+        def piece(_: int, first: int, last: int) -> Callable[[], None]:
+            spare = np.zeros((int8.ROWS, int8.WIDTH), np.int32)
+            return partial(int8.product_panels, self.rows, self.panels, self.offsets, *terms, out, spare, first, last)
+
+        return self.kernel.threads.loop_step(self.panels.shape[0], piece)
+
+    def __call__(self) -> None:
+        from lite.kernels.fast import int8
+
+        x = _compiled_array(self.kernel.inputs[0].data).reshape(self.m, self.k)
+        int8.fill_rows(x, np.int64(self.kernel.layout.x_zero_point), self.rows)
+        out = self.kernel.outputs[0].data
+        if out is not self.out:
+            self.out, self.steps = out, self._steps(out)
+        self.steps()

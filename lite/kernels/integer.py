@@ -1,0 +1,206 @@
+"""Native kernels of ONNX DynamicQuantizeLinear, MatMulInteger and ConvInteger (the meaning is
+lite/ops/integer.py).
+
+MatMulInteger and ConvInteger run the float64 kernels of MatMulFusion and Conv2DFusion on their
+operands less the zero points (exact in float64; a constant weight is centered once), then round
+the float64 sums to int32 (``lite.ops.integer.exact_int32``): one product and one convolution
+implementation, with their threads and algorithms, serve both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lite.errors import ModelFormatError
+from lite.kernels.base import NativeKernel
+from lite.kernels.elementwise import check_io
+from lite.kernels.registry import find_kernel, register
+from lite.ops.dtypes import FLOAT32
+from lite.ops.integer import (
+    INTEGER_DTYPES,
+    centered,
+    channel_zero_point,
+    dynamic_quantize,
+    exact_int32,
+    row_zero_point,
+    tensor_zero_point,
+)
+from lite.primitive import Primitive
+from lite.tensor import Tensor
+
+_WIDE = np.dtype(np.float64)
+
+
+@register("DynamicQuantizeLinear", FLOAT32)
+class DynamicQuantizeLinear(NativeKernel):
+    """x (float32) -> y (uint8, x's shape), y_scale (float32 scalar), y_zero_point (uint8 scalar)."""
+
+    def check_attrs(self) -> None:
+        check_io(self, 1, 0, outputs=3)
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        return [self.inputs[0].shape, (), ()]
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8)]
+
+    def execute(self) -> None:
+        for tensor, value in zip(self.outputs, dynamic_quantize(self.inputs[0].data), strict=True):
+            tensor.data[...] = value
+
+
+def _twin(tensor: Tensor) -> Tensor:
+    """A float64 tensor of ``tensor``'s name and shape for the float kernel to read or write."""
+    return Tensor(tensor.name, _WIDE, tensor.shape, tensor.format)
+
+
+class IntegerProduct(NativeKernel):
+    """Inputs x (int8/uint8), w (int8/uint8), x_zero_point and w_zero_point optional (the types of
+    x and w); output int32. Runs ``float_op``'s float64 kernel (``inner``) on float64 twins of x,
+    w and the output: ``centered`` fills them, ``exact_int32`` reads the result back.
+
+    Subclasses give ``float_op``, ``float_attrs`` and ``shaped_zero_point``.
+    """
+
+    float_op: ClassVar[str] = ""
+
+    def check_attrs(self) -> None:
+        check_io(self, 2, 2)
+        for i, what in ((0, "x"), (1, "w")):
+            if self.inputs[i].dtype not in INTEGER_DTYPES:
+                self.fail(f"input {what} is {self.inputs[i].dtype.name}; expected int8 or uint8")
+            zero_point = self.zero_point_tensor(i)
+            if zero_point is not None and zero_point.dtype != self.inputs[i].dtype:
+                self.fail(f"the zero point {zero_point.name!r} of input {what} is {zero_point.dtype.name}, "
+                          f"but the input is {self.inputs[i].dtype.name}")
+        self.twins = [_twin(self.inputs[0]), _twin(self.inputs[1])]
+        self.twins[1].is_const = self.twins[1].value_known = self.const_weight()
+        self.out_twin = _twin(self.outputs[0])
+        self.inner = self.guarded(lambda: find_kernel(self.float_op, _WIDE)(
+            self.twins, [self.out_twin], Primitive(self.float_op, self.float_attrs()), self.name))
+
+    def float_attrs(self) -> dict[str, Any]:
+        """The float kernel's attributes."""
+        raise NotImplementedError
+
+    def shaped_zero_point(self, i: int, value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+        """The zero point of input ``i`` (0: x, 1: w) shaped to broadcast against that input's
+        ``shape`` (None where absent); ValueError where it does not fit."""
+        raise NotImplementedError
+
+    def zero_point_tensor(self, i: int) -> Tensor | None:
+        """The zero point tensor of input ``i`` (0: x, 1: w), or None."""
+        return self.inputs[i + 2] if len(self.inputs) > i + 2 else None
+
+    def guarded(self, call: Callable[[], Any]) -> Any:
+        """``call()``, the float kernel's ModelFormatError reported as this node's."""
+        try:
+            return call()
+        except ModelFormatError as exc:
+            self.fail(f"as a float64 {self.float_op}: "
+                      + str(exc).removeprefix(f"node {self.name!r} ({self.float_op}): "))
+
+    def const_weight(self) -> bool:
+        """Whether the centered weight is a constant: w and its zero point are."""
+        zero_point = self.zero_point_tensor(1)
+        return self.inputs[1].is_const and (zero_point is None or zero_point.is_const)
+
+    def sync_shapes(self) -> None:
+        """The twins take the current shapes of x, w and the output."""
+        for tensor, twin in ((self.inputs[0], self.twins[0]), (self.inputs[1], self.twins[1]),
+                             (self.outputs[0], self.out_twin)):
+            twin.shape = tensor.shape
+        self.twins[0].value_known = self.inputs[0].value_known
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        self.sync_shapes()
+        self.inner.runtime_shapes = self.runtime_shapes
+        shapes = self.guarded(self.inner.infer_shapes)
+        for i in (0, 1):
+            self.check_zero_point(i)
+        return shapes
+
+    def check_zero_point(self, i: int) -> None:
+        """Fails unless input ``i``'s zero point broadcasts against it without growing it."""
+        tensor, shape = self.zero_point_tensor(i), self.inputs[i].shape
+        if tensor is None or -1 in shape:
+            return
+        try:
+            zero_point = self.shaped_zero_point(i, np.zeros(tensor.shape, tensor.dtype), shape)
+            fits = np.broadcast_shapes(zero_point.shape, shape) == shape
+        except ValueError as exc:
+            self.fail(str(exc))
+        if not fits:
+            self.fail(f"the zero point {tensor.name!r} of shape {list(tensor.shape)} does not broadcast to "
+                      f"{'xw'[i]}'s shape {list(shape)}")
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [np.dtype(np.int32)]
+
+    def prepare(self) -> None:
+        self.share_context()
+        if self.const_weight():
+            self.twins[1].data = self.centered(1)
+        self.inner.prepare()
+
+    def resize(self) -> None:
+        self.share_context()
+        self.sync_shapes()
+        self.twins[0].data = np.empty(self.inputs[0].shape, _WIDE)
+        if not self.const_weight():
+            self.twins[1].data = np.empty(self.inputs[1].shape, _WIDE)
+        self.out_twin.data = np.empty(self.outputs[0].shape, _WIDE)
+        self.inner.resize()
+
+    def share_context(self) -> None:
+        """The float kernel works in this kernel's workspace on its threads."""
+        self.inner.workspace, self.inner.threads = self.workspace, self.threads
+
+    def centered(self, i: int) -> np.ndarray:
+        """Input ``i`` (0: x, 1: w) less its zero point, in float64."""
+        data, tensor = self.inputs[i].data, self.zero_point_tensor(i)
+        return centered(data, self.shaped_zero_point(i, None if tensor is None else tensor.data, data.shape))
+
+    def execute(self) -> None:
+        if self.twins[0].data is None or self.twins[0].data.shape != self.inputs[0].data.shape:
+            self.resize()
+        self.twins[0].data[...] = self.centered(0)
+        if not self.const_weight():
+            self.twins[1].data[...] = self.centered(1)
+        self.inner.execute()
+        self.outputs[0].data[...] = exact_int32(self.out_twin.data)
+
+    def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        return self.inner.matmul_shapes()
+
+
+@register("MatMulInteger", INTEGER_DTYPES)
+class MatMulInteger(IntegerProduct):
+    """(a - a_zero_point) @ (b - b_zero_point) in int32: a_zero_point per tensor or per row of a,
+    b_zero_point per tensor or per column of b."""
+
+    float_op = "MatMulFusion"
+
+    def float_attrs(self) -> dict[str, Any]:
+        return {"transpose_a": False, "transpose_b": False, "activation_type": "NO_ACTIVATION"}
+
+    def shaped_zero_point(self, i: int, value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+        return row_zero_point(value, shape) if i == 0 else value
+
+
+@register("ConvInteger", INTEGER_DTYPES)
+class ConvInteger(IntegerProduct):
+    """The convolution of x - x_zero_point by w - w_zero_point in int32 (ONNX ConvInteger; the
+    attributes are Conv2DFusion's): x_zero_point per tensor, w_zero_point per tensor or per output
+    channel; the padding is zeros after the subtraction."""
+
+    float_op = "Conv2DFusion"
+
+    def float_attrs(self) -> dict[str, Any]:
+        return {**self.attrs, "activation_type": "NO_ACTIVATION"}
+
+    def shaped_zero_point(self, i: int, value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+        return tensor_zero_point(value) if i == 0 else channel_zero_point(value, shape)

@@ -1,0 +1,129 @@
+"""The DynamicQuantizeLinear, MatMulInteger and ConvInteger kernels through converted models against
+ONNX's reference evaluator, hostile attributes, and a model onnxruntime's quantize_dynamic made."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lite
+from lite.tools.converter import convert
+from tests.support.e2e import build_lite
+from tests.support.integer import (
+    dynamic_quantized,
+    integer_model,
+    integers,
+    reference,
+    run_converted,
+    run_ort_file,
+)
+from tests.support.kernel_harness import run_kernel
+
+INT8 = [np.int8, np.uint8]
+
+
+def _assert_same(actual: list[np.ndarray], expected: list[np.ndarray]) -> None:
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected, strict=True):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        np.testing.assert_array_equal(a, e)
+
+
+def test_dynamic_quantize_linear():
+    x = np.random.default_rng(0).normal(1, 3, (2, 3, 5)).astype(np.float32)
+    model = integer_model("DynamicQuantizeLinear", {"x": x}, n_outputs=3)
+    _assert_same(run_converted(model, {"x": x}), reference(model, {"x": x}))
+
+
+@pytest.mark.parametrize("a_dtype", INT8)
+@pytest.mark.parametrize("b_dtype", INT8)
+@pytest.mark.parametrize("const_b", [True, False])
+def test_matmul_integer(a_dtype, b_dtype, const_b):
+    rng = np.random.default_rng(1)
+    a, b = integers(rng, a_dtype, (2, 3, 7)), integers(rng, b_dtype, (7, 4))
+    az, bz = integers(rng, a_dtype, (3, 1)) // 4, integers(rng, b_dtype, (4,)) // 4
+    inputs, consts = ({"a": a}, {"b": b, "az": az, "bz": bz}) if const_b else ({"a": a, "b": b, "bz": bz}, {"az": az})
+    model = integer_model("MatMulInteger", inputs, consts, node_inputs=["a", "b", "az", "bz"])
+    _assert_same(run_converted(model, inputs), reference(model, inputs))
+
+
+def test_matmul_integer_without_zero_points_and_with_a_row_vector():
+    rng = np.random.default_rng(2)
+    a, b = integers(rng, np.uint8, (5, 6)), integers(rng, np.int8, (6, 3))
+    model = integer_model("MatMulInteger", {"a": a}, {"b": b})
+    _assert_same(run_converted(model, {"a": a}), reference(model, {"a": a}))
+    az = np.arange(5, dtype=np.uint8) * 40
+    model = integer_model("MatMulInteger", {"a": a}, {"b": b, "az": az})
+    expected = (a.astype(np.int64) - az[:, None]) @ b.astype(np.int64)  # one zero point per row of a
+    _assert_same(run_converted(model, {"a": a}), [expected.astype(np.int32)])
+
+
+CONVS = [  # (x shape, w shape, ONNX attributes)
+    ((1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 9, 7), (6, 2, 3, 3), {"pads": [0, 1, 2, 1], "strides": [2, 1], "group": 2}),
+    ((1, 4, 9, 9), (4, 1, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2], "group": 4}),
+    ((1, 16, 12, 12), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CONVS)
+@pytest.mark.parametrize("x_dtype", INT8)
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_conv_integer(x_shape, w_shape, attrs, x_dtype, per_channel):
+    rng = np.random.default_rng(3)
+    x, w = integers(rng, x_dtype, x_shape), integers(rng, np.int8, w_shape)
+    xz = integers(rng, x_dtype, ()) // 4
+    wz = integers(rng, np.int8, (w_shape[0],) if per_channel else ()) // 4
+    model = integer_model("ConvInteger", {"x": x}, {"w": w, "xz": xz, "wz": wz}, **attrs)
+    _assert_same(run_converted(model, {"x": x}), reference(model, {"x": x}))
+
+
+def test_conv_integer_with_a_computed_weight_and_a_new_batch():
+    rng = np.random.default_rng(4)
+    x, w = integers(rng, np.uint8, (1, 2, 6, 6)), integers(rng, np.uint8, (3, 2, 2, 2))
+    feeds = {"x": x, "w": w, "wz": np.array([3, 100, 250], np.uint8)}
+    model = integer_model("ConvInteger", feeds, {"xz": np.uint8(128)}, node_inputs=["x", "w", "xz", "wz"],
+                          strides=[2, 2])
+    lite_model = build_lite(convert(model))
+    for batch in (1, 3):
+        feeds["x"] = integers(rng, np.uint8, (batch, 2, 6, 6))
+        lite_model.resize(lite_model.get_inputs()[:1], [[batch, 2, 6, 6]])
+        outputs = [t.get_data_to_numpy() for t in lite_model.predict([feeds[t.name] for t in lite_model.get_inputs()])]
+        _assert_same(outputs, reference(model, feeds))
+
+
+@pytest.mark.parametrize(("op", "attrs", "inputs", "match"), [
+    ("ConvInteger", {"group": 0}, [np.ones((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.uint8)], "group"),
+    ("ConvInteger", {"stride": (0, 1)}, [np.ones((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.uint8)], "stride"),
+    ("ConvInteger", {"pad_list": (-1, 0, 0, 0)}, [np.ones((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.uint8)],
+     "pad_list"),
+    ("ConvInteger", {"pad_mode": "MIRROR"}, [np.ones((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.uint8)],
+     "pad_mode"),
+    ("ConvInteger", {"kernel_size": (3, 3)}, [np.ones((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.uint8)],
+     "kernel_size"),
+    ("ConvInteger", {}, [np.ones((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.int16)], "int8 or uint8"),
+    ("ConvInteger", {}, [np.ones((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.uint8), np.ones(2, np.uint8)],
+     "scalar"),
+    ("ConvInteger", {}, [np.ones((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.uint8), None, np.ones(3, np.uint8)],
+     "output channel"),
+    ("MatMulInteger", {}, [np.ones((2, 3), np.int8), np.ones((3, 4), np.int8), np.ones(1, np.uint8)], "zero point"),
+    ("MatMulInteger", {}, [np.ones((2, 3), np.int8), np.ones((4, 4), np.int8)], "inner dims"),
+    ("MatMulInteger", {}, [np.ones((2, 3), np.int8), np.ones((3, 4), np.int8), None, np.ones((2, 4), np.int8)],
+     "broadcast"),
+    ("MatMulInteger", {}, [np.ones((2, 3), np.int8), np.ones((3, 4), np.int8), np.ones(3, np.int8)], "rows"),
+    ("DynamicQuantizeLinear", {}, [np.ones(3, np.float32)], "output"),
+])
+def test_hostile_nodes_fail_naming_the_node(op, attrs, inputs, match):
+    with pytest.raises(lite.LiteError, match=match) as caught:
+        run_kernel(op, attrs, inputs)
+    assert f"({op})" in str(caught.value)
+
+
+@pytest.mark.parametrize(("per_channel", "signed_weights"), [(False, True), (True, False)])
+def test_a_dynamically_quantized_model_matches_onnxruntime(tmp_path, per_channel, signed_weights):
+    path = dynamic_quantized(tmp_path, per_channel, signed_weights)
+    x = np.random.default_rng(5).normal(size=(2, 3, 8, 8)).astype(np.float32)
+    (expected,) = run_ort_file(path, {"x": x})
+    (actual,) = run_converted(path, {"x": x})
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())

@@ -1,0 +1,78 @@
+"""Quantized ops on the native backend against ONNX's reference evaluator running the same QDQ
+group (DequantizeLinear -> op -> QuantizeLinear) on fresh random data.
+
+The reference computes the op in float32 between the dequantized inputs and the quantized
+output; Delite accumulates convolutions and products exactly. Results that lie within float32
+rounding of a tie may differ by one step; everything else must be equal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+from lite.tools import converter
+from lite.tools.inspector import format_table
+from tests.support.e2e import build_lite, predict
+from tests.support.quantized import qdq_op_model
+
+RNG = np.random.default_rng(2026)
+
+
+def _normal(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+CASES = {
+    "conv3x3_padded": ("Conv", {"x": _normal(1, 8, 9, 9)}, {"w": _normal(16, 8, 3, 3)}, _normal(16),
+                       {"pads": [1, 1, 1, 1]}),
+    "conv_strided_7x7": ("Conv", {"x": _normal(1, 3, 20, 20)}, {"w": _normal(8, 3, 7, 7)}, _normal(8),
+                         {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    "conv_pointwise": ("Conv", {"x": _normal(2, 16, 5, 5)}, {"w": _normal(24, 16, 1, 1)}, None, {}),
+    "conv_depthwise": ("Conv", {"x": _normal(1, 12, 8, 8)}, {"w": _normal(12, 1, 3, 3)}, _normal(12),
+                       {"group": 12, "pads": [1, 1, 1, 1]}),
+    "conv_grouped_dilated": ("Conv", {"x": _normal(1, 8, 11, 11)}, {"w": _normal(8, 4, 3, 3)}, _normal(8),
+                             {"group": 2, "dilations": [2, 2]}),
+    "gemm_transposed": ("Gemm", {"x": _normal(5, 32)}, {"w": _normal(10, 32)}, _normal(10), {"transB": 1}),
+    "add": ("Add", {"a": _normal(1, 8, 4, 4), "b": _normal(1, 8, 4, 4) * 3}, {}, None, {}),
+    "mul_broadcast": ("Mul", {"a": _normal(1, 8, 4, 4), "b": _normal(1, 8, 1, 1)}, {}, None, {}),
+    "maxpool": ("MaxPool", {"x": _normal(1, 4, 8, 8)}, {}, None, {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    "averagepool": ("AveragePool", {"x": _normal(1, 4, 8, 8)}, {}, None, {"kernel_shape": [2, 2]}),
+    "global_averagepool": ("GlobalAveragePool", {"x": _normal(1, 16, 7, 7)}, {}, None, {}),
+    "concat_two_scales": ("Concat", {"a": _normal(1, 4, 3, 3), "b": _normal(1, 2, 3, 3) * 5}, {}, None, {"axis": 1}),
+    "sigmoid": ("Sigmoid", {"x": _normal(2, 64) * 4}, {}, None, {}),
+    "softmax": ("Softmax", {"x": _normal(3, 17) * 2}, {}, None, {"axis": -1}),
+    "transpose": ("Transpose", {"x": _normal(2, 3, 4)}, {}, None, {"perm": [2, 0, 1]}),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_quantized_op_matches_the_reference_evaluator(case, dtype):
+    op_type, inputs, weights, bias, attrs = CASES[case]
+    model = qdq_op_model(op_type, inputs, weights, dtype=dtype, bias=bias, **attrs)
+    graph, report = converter.convert_to_graph(model)
+    assert len(report.quantized_ops) == 1, [n.op_type for n in graph.nodes]
+    expected = ReferenceEvaluator(model).run(None, inputs)[0]
+    actual = predict(build_lite(converter.convert(model)), inputs)[0]
+    step = _initializer(model, "y_s")
+    steps = np.abs(actual - expected) / step
+    assert steps.max() <= 1.0001, f"{case}: {steps.max():.3f} steps"
+    assert np.mean(steps > 0.5) <= 0.01, f"{case}: {np.mean(steps > 0.5):.2%} of the results differ by a step"
+
+
+def _initializer(model, name: str) -> float:
+    from onnx import numpy_helper
+
+    return float(next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name))
+
+
+def test_a_quantized_op_is_marked_quantized_for_delegates_and_reports():
+    op_type, inputs, weights, bias, attrs = CASES["conv3x3_padded"]
+    lite_model = build_lite(converter.convert(qdq_op_model(op_type, inputs, weights, bias=bias, **attrs)))
+    rows = {row.op_type: row for row in lite_model.partition_report()}
+    assert rows["Conv2DFusion"].quantized == "int8" and rows["QuantizeLinear"].quantized == ""
+    conv = next(k for k in lite_model._engine.kernels if k.type == "Conv2DFusion")
+    assert conv.quantized and conv.inputs[1].quant_params.scale.size == 16
+    assert "Conv2DFusion int8" in format_table(lite_model.partition_report())
