@@ -8,6 +8,7 @@ from lite.delegates.onnxruntime.emitters import (  # noqa: F401
     matmul,
     norm,
     pool,
+    quant,
     reduce,
     resize,
     shape,

@@ -15,7 +15,7 @@ from lite.ops.activation import FUSED_ACTIVATIONS, FUSED_CLIPS, GELU_TANH_CUBIC,
 from lite.ops.dtypes import FLOAT32, FLOATS, NUMBERS
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 # onnxruntime's Clip with bounds, and its Relu, lack some integer types.
 CLIP_DTYPES = tuple(d for d in NUMBERS if d not in (np.dtype(np.int16), np.dtype(np.uint16)))

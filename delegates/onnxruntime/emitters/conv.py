@@ -10,7 +10,7 @@ from lite.delegates.onnxruntime.emitters.registry import emitter
 from lite.ops.dtypes import FLOAT32
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 
 def _conv_attrs(ctx: NodeContext) -> dict[str, Any]:

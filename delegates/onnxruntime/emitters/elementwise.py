@@ -15,7 +15,7 @@ from lite.delegates.onnxruntime.emitters.registry import emitter
 from lite.ops.dtypes import ALL, BOOL, FLOAT32, FLOATS, FLOATS_32_64, NUMBERS, NUMBERS_32_64, UNSIGNED_INTS
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 FLOAT32_16 = (np.dtype(np.float32), np.dtype(np.float16))
 MIN_MAX_DTYPES = tuple(d for d in NUMBERS if d not in (np.dtype(np.int16), np.dtype(np.uint16)))
@@ -89,7 +89,7 @@ def is_inf(ctx: NodeContext) -> None:
 @emitter("Mod", NUMBERS)
 def mod(ctx: NodeContext) -> None:
     fmod = bool(ctx.attrs["fmod"])
-    if not fmod and ctx.kernel.inputs[0].dtype.kind == "f":
+    if not fmod and ctx.in_dtype(0).kind == "f":
         ctx.unsupported("Mod with fmod=0 on floats is defined from opset 28 only; this delegate emits opset 17")
     ctx.op("Mod", ctx.inputs(), ctx.output(), fmod=int(fmod))
 

@@ -12,7 +12,7 @@ from lite.delegates.onnxruntime.emitters.registry import emitter
 from lite.ops.dtypes import ALL, FLOATS_32_64, NUMBERS_32_64
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 _REDUCTIONS_17 = {"NONE": "none", "ADD": "add", "MUL": "mul"}  # max and min are ScatterND/-Elements-18
 

@@ -10,7 +10,7 @@ from lite.delegates.onnxruntime.emitters.registry import emitter
 from lite.ops.dtypes import FLOATS_32_64
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 
 @emitter("MatMulFusion", FLOATS_32_64)

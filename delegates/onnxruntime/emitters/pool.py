@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lite.delegates.onnxruntime.context import OPSET
 from lite.delegates.onnxruntime.emitters.common import dilations, window_attrs
 from lite.delegates.onnxruntime.emitters.registry import emitter
 from lite.ops.dtypes import FLOAT32, FLOATS_32_64
@@ -14,13 +15,11 @@ from lite.ops.dtypes import FLOAT32, FLOATS_32_64
 MAX_POOL_DTYPES = (*FLOATS_32_64, np.dtype(np.int8), np.dtype(np.uint8))
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 
 def emitted_opset() -> int:
     """The opset the delegate writes."""
-    from lite.delegates.onnxruntime.builder import OPSET  # NOTE: imported late: the builder imports the emitters
-
     return OPSET
 
 
@@ -28,7 +27,7 @@ def _pool(ctx: NodeContext, op_type: str, **extra: Any) -> None:
     if ctx.rank(0) > 5:
         ctx.unsupported(f"{ctx.rank(0) - 2} spatial axes: onnxruntime pools 1 to 3")
     if ctx.attrs["is_global"]:
-        dtype = ctx.kernel.inputs[0].dtype
+        dtype = ctx.in_dtype(0)
         if dtype not in FLOAT32:
             ctx.unsupported(f"Global{op_type} on {dtype.name}: onnxruntime runs it on float32 only")
         ctx.op(f"Global{op_type}", [ctx.input(0)], ctx.output())

@@ -12,7 +12,7 @@ from lite.ops.dtypes import FLOATS_32_64
 from lite.ops.reduce import ONNX_REDUCTIONS
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 @emitter("ReduceFusion", FLOATS_32_64)
 def reduce(ctx: NodeContext) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 from lite.ops.dtypes import FLOAT32
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 Emitter = Callable[["NodeContext"], None]
 

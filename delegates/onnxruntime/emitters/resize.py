@@ -10,7 +10,7 @@ from lite.delegates.onnxruntime.emitters.pool import emitted_opset
 from lite.delegates.onnxruntime.emitters.registry import emitter
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 
 @emitter("Resize", (np.float32, np.int32, np.int8, np.uint8))

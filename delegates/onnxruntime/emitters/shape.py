@@ -17,7 +17,7 @@ from lite.ops.split import explicit_split_sizes
 from lite.schema.graph import DTYPES
 
 if TYPE_CHECKING:
-    from lite.delegates.onnxruntime.builder import NodeContext
+    from lite.delegates.onnxruntime.context import NodeContext
 
 # ONNX's names are lower case; WRAP is Pad-19, newer than the opset partitions are written at
 _PADDING_MODES = {mode: mode.lower() for mode in PADDING_MODES if mode != "WRAP"}
