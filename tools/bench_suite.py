@@ -20,11 +20,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from lite.delegates import available_delegates
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "squeezenet",
-          "inception_block", "bert_encoder", "add_chain"]
-RSS_MODELS = ["resnet50"]
+          "inception_block", "bert_encoder", "add_chain", "resnet50:int8", "mobilenet_v2:int8", "bert_encoder:int8"]
+RSS_MODELS = ["resnet50", "resnet50:int8"]
+INT8 = ":int8"  # a model quantized by ``lite-convert --quantize static`` (8 random calibration inputs)
+INT8_DELEGATES = ("native", "ort")  # the delegates that run quantized ops
 # NOTE: untuned TVM takes about 8.5 s per bert_encoder run on a 2-core VM (70x onnxruntime): over 3 minutes at
 # the default 3 warmup + 20 runs. These (model, delegate) pairs run 1 warmup and at most this many timed runs.
 CAPPED_RUNS = {("bert_encoder", "tvm"): 3}
@@ -54,15 +58,35 @@ print(peak_rss_mib())
 
 
 def export_model(name: str, directory: Path) -> tuple[Path, Path]:
-    """Writes the zoo model as .onnx and .lite; returns both paths."""
+    """Writes the zoo model (``NAME:int8``: quantized, static QDQ) as .onnx and .lite; returns both paths."""
     from lite.tools import zoo
     from lite.tools.converter import convert
 
-    onnx_model = getattr(zoo, name)()
-    onnx_path, lite_path = directory / f"{name}.onnx", directory / f"{name}.lite"
+    base = name.removesuffix(INT8)
+    onnx_model = getattr(zoo, base)()
+    if name.endswith(INT8):
+        onnx_model = _quantized(onnx_model)
+    stem = name.replace(":", "_")
+    onnx_path, lite_path = directory / f"{stem}.onnx", directory / f"{stem}.lite"
     onnx_path.write_bytes(onnx_model.SerializeToString())
     convert(onnx_model, lite_path)
     return onnx_path, lite_path
+
+
+def _quantized(model):
+    """``model`` quantized as ``lite-convert --quantize static`` does, on 8 random calibration inputs."""
+    from lite.tools.converter.quantize import model_inputs, quantize_onnx
+
+    rng = np.random.default_rng(0)
+    samples = {name: _random_samples(rng, dtype, dims, 8) for name, (dtype, dims) in model_inputs(model).items()}
+    return quantize_onnx(model, "static", samples)
+
+
+def _random_samples(rng: np.random.Generator, dtype: np.dtype, dims: list, count: int) -> np.ndarray:
+    shape = (count, *[d or 1 for d in dims])
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.integers(0, 100, shape).astype(dtype)
 
 
 def bench(lite_path: Path, onnx_path: Path, delegate: str, args: argparse.Namespace) -> dict:
@@ -75,7 +99,7 @@ def bench(lite_path: Path, onnx_path: Path, delegate: str, args: argparse.Namesp
                "--loop-count", str(loops), "--warmup", str(warmup), "--json", str(out)]
     if has_onnxruntime():
         command += ["--compare", "onnxruntime"]
-    if delegate == "native":
+    if delegate == "native" and not lite_path.stem.endswith("_int8"):  # NOTE: the floor times float products
         command += ["--gemm-floor"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0 or not out.exists():
@@ -183,7 +207,7 @@ def run_suite(args: argparse.Namespace) -> int:
     rows, rss = [], {}
     for name in models:
         onnx_path, lite_path = export_model(name, args.suite_dir)
-        for delegate in delegates:
+        for delegate in [d for d in delegates if not name.endswith(INT8) or d in INT8_DELEGATES]:
             print(f"running {name} / {delegate} ...", file=sys.stderr, flush=True)
             rows.append({**bench(lite_path, onnx_path, delegate, args), "model": name, "delegate": delegate})
             print(table(rows[-1:]).splitlines()[-1], flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 
 import pytest
 
@@ -60,3 +61,15 @@ def test_the_table_gives_the_native_rows_matmul_floor_against_onnxruntime():
     assert "| ratio | matmul floor |" in header
     assert native == "| m | native |  0 delegated in 0 partition(s) | 15.00 | 10.00 | 1.50 | 0.60 | 2.0e-06 |"
     assert ort.endswith("| 1.50 | - | 2.0e-06 |")
+
+
+def test_an_int8_row_runs_the_quantized_model_native_and_on_onnxruntime(tmp_path):
+    args = argparse.Namespace(suite_dir=tmp_path, suite_models="inception_block:int8", thread_num=1, loop_count=2,
+                              warmup=0)
+    assert bench_suite.run_suite(args) == 0
+    runs = json.loads((tmp_path / "suite.json").read_text())["runs"]
+    assert [r["delegate"] for r in runs] == ["native", "ort"]
+    for run in runs:
+        assert run["onnxruntime_latency"]["median"] > 0 and run["ratio_of_medians"] > 0
+        assert max(a["mean_relative_error"] for a in run["accuracy"]) < 0.05  # the same quantized file on both
+    assert "| inception_block:int8 | native |" in (tmp_path / "suite.md").read_text()

@@ -9,13 +9,25 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import onnx
+
 from lite.context import Context
 from lite.delegates import load_delegate, parse_options
 from lite.embedded import compile_into
 from lite.errors import LiteError
+from lite.loader import load_onnx
 from lite.schema.writer import write_model
 from lite.tools import add_version
 from lite.tools.converter import convert_to_graph
+from lite.tools.converter.quantize import (
+    METHODS,
+    MODES,
+    accuracy_summary,
+    load_calibration,
+    quantize_model,
+    tensor_report,
+    write_report_csv,
+)
 from lite.tools.converter.registry import supported_ops
 
 PROGRESS_BYTES = 64 << 20  # models this big take seconds: lite-convert says each stage
@@ -31,6 +43,8 @@ examples:
   lite-convert model.onnx -o model.lite --delegate tvm                 # TVM partitions compiled into the file
   lite-convert model.onnx -o model.lite --delegate tvm --delegate-option target=cuda
   lite-convert model.onnx -o model.lite --delegate ort                 # the partitions' ONNX graphs saved too
+  lite-convert model.onnx -o model_int8.lite --quantize static --calibration inputs.npz
+  lite-convert model.onnx -o model_int8.lite --quantize dynamic --calibration inputs.npz --quantize-report q.csv
 """
 
 
@@ -87,7 +101,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--custom-domain", action="append", default=[], metavar="DOMAIN",
                         help="keep the ops of this ONNX domain as Custom ops, run by kernels registered with "
                              "lite.register_custom_kernel or by delegates (repeatable)")
+    _add_quantization(parser)
     return parser
+
+
+def _add_quantization(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("quantization (onnxruntime.quantization, then conversion)")
+    group.add_argument("--quantize", choices=MODES,
+                       help="static: int8 weights and activations (QDQ, calibrated); dynamic: int8 weights, "
+                            "activations quantized at run time; weight-only: int8 weights, float activations")
+    group.add_argument("--calibration", metavar="FILE.npz",
+                       help="inputs by name, each (N, *input shape): N samples; static calibrates on them, every "
+                            "mode compares the quantized model with the float one on them")
+    group.add_argument("--calibration-method", choices=METHODS, default="minmax",
+                       help="how static quantization picks activation ranges (default: %(default)s)")
+    group.add_argument("--per-tensor", action="store_true",
+                       help="one scale per weight tensor (default: one per output channel)")
+    group.add_argument("--quantize-report", metavar="FILE.csv",
+                       help="write a row per quantized tensor: scales, zero points, and its error against the "
+                            "float tensor")
 
 
 class Stages:
@@ -122,10 +154,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         shapes = parse_input_shapes(args.input_shape)
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
+    if not args.quantize and (args.calibration or args.quantize_report or args.per_tensor):
+        parser.error("--calibration, --per-tensor and --quantize-report go with --quantize")
     output = Path(args.output) if args.output else Path(args.model).with_suffix(".lite")
     stage = Stages() if _shows_progress(args) else None
+    quantizing = Quantizing(args, stage) if args.quantize else None
     try:
-        graph, report = convert_to_graph(args.model, fusion=not args.no_fusion, input_shapes=shapes,
+        source = quantizing.model() if quantizing else args.model
+        graph, report = convert_to_graph(source, fusion=not args.no_fusion, input_shapes=shapes,
                                          custom_domains=args.custom_domain, progress=stage)
         if stage:
             stage(f"writing {output}")
@@ -135,14 +171,66 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stage(f"compiling partitions for {', '.join(args.delegate)}")
             data, notes = save_partitions(data, args.delegate, args.delegate_option)
         output.write_bytes(data)
+        quantized = quantizing.report(data) if quantizing else []
     except (LiteError, OSError) as exc:
         print(f"lite-convert: error: {exc}", file=sys.stderr)
         return 1
     print(report.summary())
+    if quantized:
+        print("\n".join(quantized))
     if args.delegate:
         print("\n".join(notes))
     print(f"wrote {output} ({len(data):,} bytes)")
     return 0
+
+
+class Quantizing:
+    """lite-convert's ``--quantize``: the quantized ONNX model to convert, then the lines that say
+    how close the written model is to the float one."""
+
+    def __init__(self, args: argparse.Namespace, stage: Stages | None) -> None:
+        self.args, self.stage = args, stage or (lambda _: None)
+        self.float_model = self.samples = self.quantized = None
+
+    def model(self) -> onnx.ModelProto:
+        """The model quantized as ``--quantize`` says (the float model and samples are kept for ``report``)."""
+        args = self.args
+        self.stage("reading the ONNX model and the calibration samples")
+        self.float_model = load_onnx(args.model)
+        if args.calibration:
+            self.samples = load_calibration(args.calibration, self.float_model)
+        self.stage(f"quantizing ({args.quantize}) with onnxruntime")
+        self.quantized = quantize_model(self.float_model, args.quantize, self.samples,
+                                        method=args.calibration_method, per_channel=not args.per_tensor)
+        return self.quantized.model
+
+    def report(self, data: bytes) -> list[str]:
+        """The accuracy table (with --calibration) and the per-tensor CSV (with --quantize-report)."""
+        args = self.args
+        lines = [self.describe()]
+        if self.samples is not None:
+            self.stage("comparing the quantized model with the float one")
+            lines.append(accuracy_summary(self.float_model, data, self.samples).table())
+        else:
+            lines.append("no --calibration: the quantized model was not compared with the float one")
+        if args.quantize_report:
+            rows = tensor_report(self.quantized, self.samples)
+            write_report_csv(rows, args.quantize_report)
+            lines.append(f"wrote {args.quantize_report} ({len(rows)} quantized tensors)")
+        return lines
+
+    def describe(self) -> str:
+        args = self.args
+        weights = f"int8 weights per {'tensor' if args.per_tensor else 'channel'}"
+        what = {"static": f"{weights}, int8 activations calibrated ({args.calibration_method}) on "
+                          f"{_count(self.samples)} samples",
+                "dynamic": f"{weights}, uint8 activations quantized at run time",
+                "weight-only": f"{weights}, float activations"}[args.quantize]
+        return f"quantized ({args.quantize}): {what}"
+
+
+def _count(samples: dict | None) -> int:
+    return len(next(iter(samples.values()))) if samples else 0
 
 
 def save_partitions(data: bytes, names: list[str], options: list[str]) -> tuple[bytes, list[str]]:
