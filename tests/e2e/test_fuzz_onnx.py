@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import math
 import os
 import resource
 import shutil
@@ -49,6 +50,7 @@ import pytest
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 import lite
+import lite.conversion
 from tests.support import fuzz
 from tests.support.fuzz import (
     FLOATS,
@@ -61,6 +63,7 @@ from tests.support.fuzz import (
     small_cnn,
     time_limit,
 )
+from tests.support.quantized import qdq_op_model
 
 CASES_DEFAULT = 600
 CASES = int(os.environ.get("DELITE_FUZZ_ONNX_CASES", CASES_DEFAULT))
@@ -160,9 +163,19 @@ def local_function() -> onnx.ModelProto:
                   functions=[affine], opsets=(("", 17), ("local", 1)))
 
 
+def quantized_cnn() -> onnx.ModelProto:
+    """QuantizeLinear -> DequantizeLinear -> Conv (int8 per-channel weight, int32 bias) -> QuantizeLinear
+    -> DequantizeLinear: one quantized convolution, as onnxruntime's quantizer writes it."""
+    rng = np.random.default_rng(3)
+    return qdq_op_model("Conv", {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)},
+                        {"w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32)},
+                        bias=rng.standard_normal(4).astype(np.float32), pads=[1, 1, 1, 1])
+
+
 # name -> (the model, the input shape its free dims take, the outcome of the unmutated base)
 BASES: dict[str, tuple[Callable[[], onnx.ModelProto], tuple[int, ...], str]] = {
     "cnn": (small_cnn, (2, 3, 8, 8), "built+predicted"),
+    "quantized": (quantized_cnn, (2, 3, 8, 8), "built+predicted"),
     "transformer": (tiny_transformer, (2, 5), "built+predicted"),
     "shapes": (shape_ops, (3, 4), "built+predicted"),
     "function": (local_function, (2, 4), "build: UnsupportedOpError"),
@@ -511,6 +524,55 @@ def _raw_data(case: Case, rng: np.random.Generator) -> str:
     return f"initializer {tensor.name!r}: {len(tensor.raw_data)} raw bytes, {len(tensor.float_data)} floats"
 
 
+SCALES = (0.0, -1.0, math.nan, math.inf, -math.inf, 1e-45, 3e38)
+QUANT_TYPES = (TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT4,
+               TensorProto.UINT4, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT)
+
+
+def _quant_params(case: Case, rng: np.random.Generator) -> str:
+    """Hostile quantization parameters of a QuantizeLinear or DequantizeLinear: scales that are zero,
+    negative, NaN or infinite; zero points of another type or out of range; an axis out of range; a
+    per-axis scale one short; a scale claiming 2**31 elements; a weight of int4 with an odd length."""
+    nodes = [n for n in _nodes(case.model) if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    inits = {t.name: t for t in case.model.graph.initializer}
+    if not nodes:
+        return _raw_data(case, rng)
+    node, r = _pick(rng, nodes), rng.random()
+    scale = inits.get(node.input[1]) if len(node.input) > 1 else None
+    if r < 0.15:
+        helper_set = [a for a in node.attribute if a.name != "axis"]
+        del node.attribute[:]
+        node.attribute.extend([*helper_set, helper.make_attribute("axis", int(_pick(rng, (4, -5, 2**31, -1))))])
+        return f"{node.op_type}: axis {node.attribute[-1].i}"
+    if scale is None:
+        return _raw_data(case, rng)
+    value = np.ones([min(max(d, 1), 64) for d in scale.dims], np.float32)  # NOTE: an earlier mutation may have
+    with contextlib.suppress(ValueError, TypeError):                        # broken the stored values
+        if scale.data_location != TensorProto.EXTERNAL and value.size <= 64:
+            value = numpy_helper.to_array(scale).astype(np.float32)
+    if r < 0.55:
+        value = np.full(value.shape, _pick(rng, SCALES), np.float32)
+        scale.CopyFrom(numpy_helper.from_array(value, scale.name))
+        return f"{node.op_type} scale {scale.name!r}: {value.ravel()[:1].tolist()}"
+    if r < 0.65 and value.size > 1:
+        scale.CopyFrom(numpy_helper.from_array(value.ravel()[:-1].copy(), scale.name))
+        return f"{node.op_type} scale {scale.name!r}: one short ({value.size - 1})"
+    if r < 0.75:
+        scale.ClearField("raw_data")
+        scale.ClearField("external_data")
+        scale.data_location = TensorProto.DEFAULT
+        scale.dims[:] = [2**31]
+        return f"{node.op_type} scale {scale.name!r}: 2**31 elements claimed, none given"
+    target = inits.get(node.input[2 if r < 0.9 else 0]) if len(node.input) > 2 else None
+    if target is None:
+        return _raw_data(case, rng)
+    kind = _pick(rng, QUANT_TYPES)
+    target.data_type = kind
+    if kind in (TensorProto.INT4, TensorProto.UINT4):
+        target.dims[:] = [*target.dims[:-1], 3] if target.dims else [3]
+    return f"{node.op_type} {target.name!r}: type {TensorProto.DataType.Name(kind)}"
+
+
 SPARSE_DIMS = ((2**31, 2**31), (2**62,), (0,), (-1, 4), (4, 4), (2**20, 2**20), (3, 2**62, 2**62))
 
 
@@ -640,7 +702,7 @@ MUTATORS: tuple[Callable[[Case, np.random.Generator], str], ...] = (
     _onnx_bytes, _onnx_bytes, _onnx_bytes, _weights_file,
     _dims, _elem_type, _value_names, _node_io, _op_type, _domain, _attribute, _attribute, _opset, _ir_version,
     _functions, _raw_data, _sparse, _value_info, _huge_fill,
-    _location, _location, _location, _span, _span, _external_entries)
+    _location, _location, _location, _span, _span, _external_entries, _quant_params, _quant_params)
 
 
 def onnx_mutation(seed: int, workdir: Path) -> tuple[str, str, Case]:
@@ -784,8 +846,16 @@ def onnx_case(seed: int) -> str:
 
 
 def run_chunk(first: int, count: int, case: Callable[[int], str]) -> collections.Counter:
-    """``tests.support.fuzz.run_chunk``, then checks the canary is unchanged and the peak RSS is bounded."""
+    """``tests.support.fuzz.run_chunk``, then checks the canary is unchanged and the peak RSS is bounded.
+
+    Each base model is built and run once first, untimed: compiling the kernels it needs (once per
+    machine, cached on disk) is not a case's work."""
     _workdir()
+    for build_base, shape, _ in BASES.values():
+        warm = lite.Model()
+        with contextlib.suppress(lite.LiteError):
+            warm.build(lite.conversion.load_lite_bytes(build_base()), lite.ModelType.LITE, lite.Context(thread_num=1))
+            warm.predict([fuzz.valid_input(t, shape, np.random.default_rng(0)) for t in warm.get_inputs()])
     outcomes = fuzz.run_chunk(first, count, case)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"seeds {first}..{first + count - 1}: peak RSS {peak / 2**20:.0f} MiB")
