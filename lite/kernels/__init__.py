@@ -11,6 +11,7 @@ from lite.kernels import (  # noqa: F401
     pool,
     quant,
     quantized,
+    quantized_elementwise,
     reduce,
     registry,
     resize,

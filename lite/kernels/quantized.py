@@ -37,7 +37,7 @@ def quantized_kernel_class(op_type: str, dtype: np.dtype) -> type[NativeKernel] 
         return registered
     if op_type in _PRODUCTS:
         return QuantizedProduct
-    return QuantizedOp if _float_kernel_class(op_type) is not None else None
+    return QuantizedOp if float_kernel_class(op_type) is not None else None
 
 
 _PRODUCTS = ("Conv2DFusion", "MatMulFusion")
@@ -48,7 +48,7 @@ def _float_dtype(op_type: str) -> np.dtype:
     return np.dtype(np.float64 if wide else np.float32)
 
 
-def _float_kernel_class(op_type: str) -> type[NativeKernel] | None:
+def float_kernel_class(op_type: str) -> type[NativeKernel] | None:
     return find_kernel(op_type, _float_dtype(op_type))
 
 
@@ -71,7 +71,7 @@ class QuantizedOp(NativeKernel):
         self.float_dtype = _float_dtype(primitive.type)
         self.float_inputs = [_float_twin(t, self.float_dtype) for t in inputs]
         self.float_outputs = [_float_twin(t, self.float_dtype) for t in outputs]
-        float_class = _float_kernel_class(primitive.type)
+        float_class = float_kernel_class(primitive.type)
         self.inner = float_class(self.float_inputs, self.float_outputs, primitive, name)
         self.value_inputs = float_class.value_inputs
         super().__init__(inputs, outputs, primitive, name)
@@ -169,11 +169,27 @@ class QuantizedProduct(QuantizedOp):
         self.compiled = None if self.exact32 else compiled_product(self)
         if self.compiled is not None:
             return
+        self._prepare_float_path()
         if not self.float_inputs[0].is_const:
             self.float_inputs[0].data = np.empty(self.inputs[0].shape, self.float_dtype)
         out, twin = self.outputs[0], self.float_outputs[0]
         twin.shape, twin.data = out.shape, np.empty(out.shape, self.float_dtype)
         self.inner.resize()
+
+    def prepare(self) -> None:
+        if self.layout is None:
+            super().prepare()
+            return
+        self._share_context()  # NOTE: the float kernel is prepared only if resize chooses the float path
+
+    def _prepare_float_path(self) -> None:
+        """The float kernel's weight offsets and its own prepare, once (the compiled path needs neither)."""
+        if self.float_inputs[1].data is not None:
+            return
+        for twin, tensor in zip(self.float_inputs, self.inputs, strict=False):
+            if twin.is_const:
+                _fill_offsets(twin, tensor)
+        self.inner.prepare()
 
     def _plan_requantization(self) -> None:
         x, w, out = (t.quant_params for t in (self.inputs[0], self.inputs[1], self.outputs[0]))
@@ -266,12 +282,15 @@ def _integer_layout(inputs: list[Tensor | None], outputs: list[Tensor], primitiv
 
 
 def _offset_twin(tensor: Tensor, dtype: np.dtype) -> Tensor:
-    """``tensor - zero_point`` in ``dtype`` (computed now for a constant weight)."""
-    twin = Tensor(tensor.name, dtype, tensor.shape, tensor.format, is_const=tensor.is_const)
-    if tensor.is_const and tensor.data is not None:
-        params = tensor.quant_params
-        twin.data = dequantize_tensor(tensor.data, _unit_scale(params), np.float64).astype(dtype)
-    return twin
+    """The float tensor that holds ``tensor - zero_point`` in ``dtype`` (a constant's values are
+    computed by ``_fill_offsets`` when the float path is chosen: the compiled path never needs them)."""
+    return Tensor(tensor.name, dtype, tensor.shape, tensor.format, is_const=tensor.is_const)
+
+
+def _fill_offsets(twin: Tensor, tensor: Tensor) -> None:
+    if twin.data is None and tensor.data is not None:
+        offsets = dequantize_tensor(tensor.data, _unit_scale(tensor.quant_params), np.float64)
+        twin.data = offsets.astype(twin.dtype)
 
 
 def _unit_scale(params):

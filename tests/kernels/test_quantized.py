@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from onnx.reference import ReferenceEvaluator
 
+import lite
+from lite.kernels.quantized import QuantizedOp
 from lite.tools import converter
 from lite.tools.inspector import format_table
 from tests.support.e2e import build_lite, predict
@@ -76,3 +78,47 @@ def test_a_quantized_op_is_marked_quantized_for_delegates_and_reports():
     conv = next(k for k in lite_model._engine.kernels if k.type == "Conv2DFusion")
     assert conv.quantized and conv.inputs[1].quant_params.scale.size == 16
     assert "Conv2DFusion int8" in format_table(lite_model.partition_report())
+
+
+def _twin_run(kernel) -> np.ndarray:
+    """The output of ``QuantizedOp`` (dequantize, float op, quantize) on the kernel's current inputs."""
+    out = lite.Tensor(kernel.outputs[0].name, kernel.outputs[0].dtype, kernel.outputs[0].shape,
+                      quant_params=kernel.outputs[0].quant_params)
+    out.data = np.empty(out.shape, out.dtype)
+    general = QuantizedOp(kernel.inputs, [out], kernel.primitive, kernel.name)
+    general.infer_shapes()
+    general.prepare()
+    general.resize()
+    general.execute()
+    return out.data
+
+
+@pytest.mark.parametrize("case, kind", [("sigmoid", "QuantizedTable"), ("add", "QuantizedArithmetic"),
+                                        ("mul_broadcast", "QuantizedArithmetic"), ("maxpool", "QuantizedMovement"),
+                                        ("transpose", "QuantizedMovement")])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_the_copy_free_quantized_kernels_equal_the_general_one(case, kind, dtype):
+    op_type, inputs, weights, bias, attrs = CASES[case]
+    model = qdq_op_model(op_type, inputs, weights, dtype=dtype, bias=bias, output_like_input=kind.endswith("Movement"),
+                         **attrs)
+    lite_model = build_lite(converter.convert(model))
+    predict(lite_model, inputs)
+    kernel = next(k for k in lite_model._engine.kernels if k.quantized)
+    assert type(kernel).__name__ == kind and not isinstance(kernel.inner, QuantizedOp)
+    np.testing.assert_array_equal(kernel.outputs[0].data, _twin_run(kernel))
+
+
+def test_a_table_covers_every_int8_value():
+    model = qdq_op_model("Sigmoid", {"x": np.linspace(-6, 6, 256, dtype=np.float32).reshape(1, 256)}, {})
+    lite_model = build_lite(converter.convert(model))
+    kernel = next(k for k in lite_model._engine.kernels if k.quantized)
+    kernel.inputs[0].data[...] = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    kernel.execute()
+    np.testing.assert_array_equal(kernel.outputs[0].data, _twin_run(kernel))
+
+
+def test_concat_of_different_scales_requantizes_through_the_general_kernel():
+    op_type, inputs, weights, bias, attrs = CASES["concat_two_scales"]
+    lite_model = build_lite(converter.convert(qdq_op_model(op_type, inputs, weights, **attrs)))
+    kernel = next(k for k in lite_model._engine.kernels if k.quantized)
+    assert isinstance(kernel.inner, QuantizedOp)

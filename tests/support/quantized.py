@@ -129,11 +129,13 @@ def _scale_and_zero_point(values: np.ndarray, dtype: np.dtype) -> tuple[np.ndarr
 
 
 def qdq_op_model(op_type: str, inputs: dict[str, np.ndarray], weights: dict[str, np.ndarray],
-                 dtype: type = np.int8, bias: np.ndarray | None = None, opset: int = 19, **attrs) -> onnx.ModelProto:
+                 dtype: type = np.int8, bias: np.ndarray | None = None, opset: int = 19,
+                 output_like_input: bool = False, **attrs) -> onnx.ModelProto:
     """One ``op_type`` node in a QDQ group: each float graph input quantized (per tensor, in
     ``dtype``) and dequantized, each weight int8 per output channel (axis 0, symmetric), ``bias``
     int32 with scale x_scale * w_scale, the output quantized and dequantized again, with
-    parameters from the float op's own result on ``inputs``."""
+    parameters from the float op's own result on ``inputs`` (the first input's with
+    ``output_like_input``, as onnxruntime's quantizer gives MaxPool, Reshape and Transpose)."""
     from onnx import helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
@@ -173,7 +175,7 @@ def qdq_op_model(op_type: str, inputs: dict[str, np.ndarray], weights: dict[str,
 
     float_model = graph([helper.make_tensor_value_info("y_float", onnx.TensorProto.FLOAT, None)], [])
     y = ReferenceEvaluator(float_model).run(None, inputs)[0]
-    scale, zero_point = _scale_and_zero_point(y, dtype)
+    scale, zero_point = _scale_and_zero_point(next(iter(inputs.values())) if output_like_input else y, dtype)
     tail = [helper.make_node("QuantizeLinear", ["y_float", const("y_s", scale), const("y_z", zero_point)], ["y_q"]),
             helper.make_node("DequantizeLinear", ["y_q", "y_s", "y_z"], ["y"])]
     return graph([helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], tail)

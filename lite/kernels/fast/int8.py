@@ -176,13 +176,14 @@ def fill_phases(x, zero_point, phases, group, begin_h, begin_w, stride_h, stride
     """``x - zero_point`` of x (N, C, H, W) into phases (N, group, pairs, stride_h, stride_w, hq, wq)
     pair words: input position (h, w) of channel 2p + t of a group is phase (hp % stride_h,
     wp % stride_w), position (hp // stride_h, wp // stride_w) of the padded plane (hp = h + begin_h,
-    wp = w + begin_w). What it never writes (the pads, a missing last channel) stays as it is (zero)."""
+    wp = w + begin_w). The pads are written zero (the buffer is scratch other kernels share)."""
     n_count, c_count, h_count, w_count = x.shape
     cg = c_count // group
     pairs = phases.shape[2]
     for n in range(n_count):
         for g in range(group):
             for cp in range(pairs):
+                phases[n, g, cp] = 0
                 first, second = g * cg + 2 * cp, min(g * cg + 2 * cp + 1, c_count - 1)
                 both = 2 * cp + 1 < cg
                 for h in range(h_count):

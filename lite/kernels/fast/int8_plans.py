@@ -75,6 +75,9 @@ def requantization_terms(kernel, narrow: bool = False
     return bias, multiplier, np.float32(kernel.zero_point), np.float32(low), np.float32(high)
 
 
+PHASES_SLOT = 0x1D8  # the workspace slot of the convolutions' padded input (float kernels use low slots)
+
+
 def compiled_product(kernel) -> Callable[[], None] | None:
     """A call computing ``kernel``'s output on the compiled integer kernels, or None where they do
     not cover it."""
@@ -152,13 +155,13 @@ class ConvPlan:
         block = pairs // (w.shape[2] * w.shape[3]) * sh * sw * hq * wq
         panels = -(-(oh * wq) // int8.WIDTH)
         reach = max(block, int(self.offsets.max()) + panels * int8.WIDTH)
-        flat = np.zeros((n * group - 1) * block + reach, np.int32)
-        self.flat, self.block = flat, block
+        self.size, self.filled, self.block = (n * group - 1) * block + reach, n * group * block, block
+        self.phase_shape = (n, group, block // (sh * sw * hq * wq), sh, sw, hq, wq)
+        self.flat = self.phases = None
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
             crew.warm(int8.conv_job_int8, int8.conv_job_uint8)
-        self.phases = flat[:n * group * block].reshape(n, group, block // (sh * sw * hq * wq), sh, sw, hq, wq)
         self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw)
         self.kernel, self.wq, self.items = kernel, wq, n * group * panels
         self.grid = None if wq == ow else np.zeros((n, w.shape[0], oh * wq), kernel.outputs[0].dtype)
@@ -188,11 +191,15 @@ class ConvPlan:
     def __call__(self) -> None:
         from lite.kernels.fast import int8
 
+        flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
+        out = self.kernel.outputs[0].data
+        if self.flat is None or flat.ctypes.data != self.flat.ctypes.data or out is not self.out:
+            self.flat, self.out = flat, out
+            self.phases = flat[:self.filled].reshape(self.phase_shape)
+            self.steps = self._steps(out)
+        flat[self.filled:] = 0  # NOTE: past the last block: read by panels whose outputs are dropped
         int8.fill_phases(_compiled_array(self.kernel.inputs[0].data), np.int64(self.x_args[0]), self.phases,
                          *self.x_args[1:])
-        out = self.kernel.outputs[0].data
-        if out is not self.out:
-            self.out, self.steps = out, self._steps(out)
         self.steps()
 
 

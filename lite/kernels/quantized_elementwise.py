@@ -1,0 +1,148 @@
+"""Quantized ops that need no float copy of their tensors (``QuantizedOp``'s general form keeps one
+per input and output):
+
+- data movement (Reshape, Transpose, Concat, MaxPool...) where every quantized input has the
+  output's parameters: quantizing is monotonic and moving values changes none, so the op's own
+  integer kernel computes ``quantize(op(dequantize(x)))`` exactly;
+- one-input element-wise ops on 8-bit tensors (Activation, Erf...): the op takes 256 values at
+  most, so its result is a table made once from the float op, as onnxruntime's QLinearSigmoid
+  and QLinearLeakyRelu do;
+- Add, Sub and Mul: ``quantize(dequantize(a) op dequantize(b))`` in float32 on the fly, in the
+  order ``lite.ops.quant`` gives (bit-identical to ``QuantizedOp``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite.kernels.base import NativeKernel
+from lite.kernels.quantized import QuantizedOp, float_kernel_class
+from lite.kernels.registry import find_kernel, register_quantized
+from lite.ops.quant import dequantize_tensor, qrange, quantize_tensor, same_quantization
+from lite.primitive import Primitive
+from lite.tensor import Tensor
+
+BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
+MOVEMENT_OPS = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat", "StridedSlice", "Gather",
+                "Split", "MaxPoolFusion", "DepthToSpace", "SpaceToDepth", "Identity", "BroadcastTo", "TileFusion")
+TABLE_OPS = ("Activation", "Erf", "ExpFusion", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Sin", "Cos", "Floor",
+             "Ceil", "Round", "Sign")
+ARITHMETIC_OPS = {"AddFusion": np.add, "SubFusion": np.subtract, "MulFusion": np.multiply}
+
+
+class _Delegating(NativeKernel):
+    """A quantized op run by another kernel (``self.inner``) where its form allows; else by
+    ``QuantizedOp``. Subclasses say which in ``_inner``."""
+
+    def __init__(self, inputs: list[Tensor | None], outputs: list[Tensor], primitive: Primitive, name: str = ""):
+        self.inner = self._inner(inputs, outputs, primitive, name) or QuantizedOp(inputs, outputs, primitive, name)
+        self.value_inputs = self.inner.value_inputs
+        super().__init__(inputs, outputs, primitive, name)
+
+    def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
+        raise NotImplementedError
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        self.inner.runtime_shapes = self.runtime_shapes
+        return self.inner.infer_shapes()
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [t.dtype for t in self.outputs]
+
+    def prepare(self) -> None:
+        self.inner.workspace, self.inner.threads = self.workspace, self.threads
+        self.inner.prepare()
+
+    def resize(self) -> None:
+        self.inner.workspace, self.inner.threads = self.workspace, self.threads
+        self.inner.resize()
+
+    def execute(self) -> None:
+        self.inner.execute()
+
+
+def _register(ops, cls):
+    for op in ops:
+        register_quantized(op, BYTES)(cls)
+    return cls
+
+
+class QuantizedMovement(_Delegating):
+    """Data movement on quantized tensors of equal parameters: the op's integer kernel."""
+
+    def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
+        params = outputs[0].quant_params
+        quantized = [t for t in inputs if t is not None and t.quant_params is not None]
+        if not all(same_quantization(t.quant_params, params) and t.dtype == outputs[0].dtype for t in quantized):
+            return None
+        if not all(same_quantization(t.quant_params, params) for t in outputs):
+            return None
+        kernel = find_kernel(primitive.type, inputs[0].dtype)
+        return None if kernel is None else kernel(inputs, outputs, primitive, name)
+
+
+class QuantizedTable(_Delegating):
+    """A one-input element-wise op on an 8-bit tensor: a 256-entry table of
+    ``quantize(op(dequantize(q)))``, made at build by the op's float kernel."""
+
+    def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
+        present = [t for t in inputs if t is not None]
+        if len(present) != 1 or len(outputs) != 1 or float_kernel_class(primitive.type) is None:
+            return None
+        return _Table(inputs, outputs, primitive, name)
+
+
+class _Table(NativeKernel):
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        return [self.inputs[0].shape]
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [self.outputs[0].dtype]
+
+    def prepare(self) -> None:
+        x, y = self.inputs[0], self.outputs[0]
+        low, high = qrange(x.dtype)
+        values = np.arange(low, high + 1).astype(x.dtype)
+        real = Tensor("x", np.float32, values.shape, data=dequantize_tensor(values, x.quant_params))
+        out = Tensor("y", np.float32, values.shape, data=np.empty(values.shape, np.float32))
+        op = float_kernel_class(self.type)([real], [out], self.primitive, self.name)
+        op.resize()
+        with np.errstate(all="ignore"):
+            op.execute()
+        self.table = quantize_tensor(out.data, y.quant_params, y.dtype)
+        self.offset = -low
+
+    def execute(self) -> None:
+        x = self.inputs[0].data
+        index = x.view(np.uint8) ^ np.uint8(0x80) if self.offset else x  # NOTE: int8 -> 0..255 in order
+        np.take(self.table, index, out=self.outputs[0].data)
+
+
+class QuantizedArithmetic(_Delegating):
+    """Add, Sub, Mul of two quantized tensors (per-tensor parameters), no activation."""
+
+    def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
+        tensors = [*inputs, *outputs]
+        if (len(inputs) != 2 or None in inputs or primitive.attrs.get("activation_type", "NO_ACTIVATION")
+                != "NO_ACTIVATION" or not all(t.quant_params is not None and t.quant_params.per_tensor
+                                              for t in tensors)):
+            return None
+        return _Arithmetic(inputs, outputs, primitive, name)
+
+
+class _Arithmetic(NativeKernel):
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        return [tuple(np.broadcast_shapes(self.inputs[0].shape, self.inputs[1].shape))]
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [self.outputs[0].dtype]
+
+    def execute(self) -> None:
+        a, b = (dequantize_tensor(t.data, t.quant_params) for t in self.inputs)
+        y = self.outputs[0]
+        y.data[...] = quantize_tensor(ARITHMETIC_OPS[self.type](a, b), y.quant_params, y.dtype)
+
+
+_register(MOVEMENT_OPS, QuantizedMovement)
+_register(TABLE_OPS, QuantizedTable)
+_register(ARITHMETIC_OPS, QuantizedArithmetic)
