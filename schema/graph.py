@@ -14,7 +14,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: quantized tensors (QuantParams) and the quantization primitives
+OLDEST_FORMAT_VERSION = 1  # the oldest version this runtime still reads (the schema only grows)
 FILE_IDENTIFIER = b"DLIT"
 DATA_ALIGNMENT = 64
 

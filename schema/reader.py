@@ -22,6 +22,7 @@ from lite.schema.graph import (
     DTYPES,
     FILE_IDENTIFIER,
     FORMAT_VERSION,
+    OLDEST_FORMAT_VERSION,
     Format,
     GraphDef,
     NodeDef,
@@ -63,10 +64,10 @@ def read_model(buf: bytes | bytearray | memoryview | np.ndarray,
     with _context("model header"):
         root = FbModel.GetRootAs(data, 0)
         version = root.Version()
-    if version != FORMAT_VERSION:
+    if not OLDEST_FORMAT_VERSION <= version <= FORMAT_VERSION:
         raise ModelFormatError(
-            f"model format version {version} is not supported (this runtime reads version "
-            f"{FORMAT_VERSION}); convert the model again with this version's lite-convert")
+            f"model format version {version} is not supported (this runtime reads versions "
+            f"{OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}); convert the model again with this version's lite-convert")
     reader = _Reader(data, memory_limit)
     graph = reader.graph(root)
     _check_graph(graph)

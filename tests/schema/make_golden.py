@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import lite
-from lite.schema.graph import FORMAT_VERSION, GraphDef, NodeDef, TensorDef
+from lite.schema.graph import FORMAT_VERSION, GraphDef, NodeDef, QuantParams, TensorDef
 from lite.schema.writer import write_model
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -57,8 +57,43 @@ def golden_graph(rng: np.random.Generator) -> GraphDef:
         NodeDef("add", "AddFusion", {}, [9, 10], [11]),
         NodeDef("softmax", "Softmax", {"axis": (-1,)}, [11], [12]),
     ]
-    return GraphDef(tensors, nodes, inputs=[0], outputs=[12, 9], name="golden",
-                    description=f"golden model of .lite format version {FORMAT_VERSION}")
+    graph = GraphDef(tensors, nodes, inputs=[0], outputs=[12, 9], name="golden",
+                     description=f"golden model of .lite format version {FORMAT_VERSION}")
+    if FORMAT_VERSION >= 2:
+        _add_quantized_branch(graph, rng)
+    return graph
+
+
+def _add_quantized_branch(graph: GraphDef, rng: np.random.Generator) -> None:
+    """Version 2's quantized tensors: x -> QuantizeLinear (int8) -> a quantized 1x1 Conv2DFusion
+    (int8 weight per output channel, int32 bias) -> DequantizeLinear, a third output ``qy``."""
+    i8, i32 = np.dtype(np.int8), np.dtype(np.int32)
+    x_params = QuantParams(np.float32([0.05]), np.int64([-3]))
+    w_params = QuantParams(np.float32([0.01, 0.02, 0.015, 0.03]), np.int64([0, 0, 0, 0]), axis=0)
+    b_params = QuantParams(x_params.scale * w_params.scale, np.zeros(4, np.int64), axis=0, bits=32)
+    y_params = QuantParams(np.float32([0.04]), np.int64([5]))
+    base = len(graph.tensors)
+    graph.tensors += [
+        TensorDef("x_scale", F32, (), data=np.float32(0.05)),
+        TensorDef("x_zero_point", i8, (), data=np.int8(-3)),
+        TensorDef("xq", i8, (-1, 3, 8, 8), quant=x_params),
+        TensorDef("qconv_w", i8, (4, 3, 1, 1), data=rng.integers(-127, 128, (4, 3, 1, 1)).astype(i8), quant=w_params),
+        TensorDef("qconv_b", i32, (4,), data=rng.integers(-500, 500, 4).astype(i32), quant=b_params),
+        TensorDef("yq", i8, (-1, 4, 8, 8), quant=y_params),
+        TensorDef("y_scale", F32, (), data=np.float32(0.04)),
+        TensorDef("y_zero_point", i8, (), data=np.int8(5)),
+        TensorDef("qy", F32, (-1, 4, 8, 8)),
+    ]
+    conv = {"kernel_size": (1, 1), "stride": (1, 1), "dilation": (1, 1), "pad_list": (0, 0, 0, 0), "group": 1,
+            "in_channel": 3, "out_channel": 4, "activation_type": "RELU"}
+    linear = {"axis": 1, "block_size": 0}
+    graph.nodes += [
+        NodeDef("quantize", "QuantizeLinear", {**linear, "output_type": "INT8"}, [0, base, base + 1], [base + 2]),
+        NodeDef("qconv", "Conv2DFusion", conv, [base + 2, base + 3, base + 4], [base + 5]),
+        NodeDef("dequantize", "DequantizeLinear", {**linear, "output_type": "FLOAT32"}, [base + 5, base + 6, base + 7],
+                [base + 8]),
+    ]
+    graph.outputs.append(base + 8)
 
 
 def write_golden(folder: Path = GOLDEN, seed: int = FORMAT_VERSION) -> Path:

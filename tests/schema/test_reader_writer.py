@@ -6,8 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+import lite.schema.writer as writer_module
 from lite.errors import ModelFormatError
-from lite.schema.graph import DATA_ALIGNMENT, GraphDef, NodeDef, PartitionDef, TensorDef
+from lite.schema.graph import DATA_ALIGNMENT, FORMAT_VERSION, GraphDef, NodeDef, PartitionDef, TensorDef
 from lite.schema.primitives import default_attrs
 from lite.schema.reader import aligned_copy, read_model
 from lite.schema.writer import write_model
@@ -92,6 +93,14 @@ def test_wrong_identifier_and_version():
         read_model(bytes(data[:4]) + b"ONNX" + bytes(data[8:]))
     with pytest.raises(ModelFormatError, match="too short"):
         read_model(b"abc")
+
+
+@pytest.mark.parametrize("version", [0, FORMAT_VERSION + 1, 2**31 - 1])
+def test_a_version_this_runtime_does_not_read_is_refused(version, monkeypatch):
+    monkeypatch.setattr(writer_module, "FORMAT_VERSION", version)
+    data = write_model(conv_graph(np.random.default_rng(5)))
+    with pytest.raises(ModelFormatError, match=f"model format version {version} is not supported"):
+        read_model(data)
 
 
 def _mutations(data: bytes, rng: np.random.Generator, count: int):
