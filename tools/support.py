@@ -94,6 +94,7 @@ class OpRow:
 def support_rows(cases: Iterable | None = None) -> list[OpRow]:
     """Runs every single-op claimed case and gathers, per mapped ONNX op, what it showed."""
     rows = {op: OpRow(op, versions) for op, versions in REGISTRY.supported_ops().items()}
+    rows.update({op: OpRow(op, _onnx_versions(op)) for op in EXPANDED_OPS[""]})
     for case in node_cases().values() if cases is None else cases:
         ops = {n.op_type for n in case.model.graph.node}
         if len(ops) != 1 or not claimed(case):
@@ -109,6 +110,11 @@ def support_rows(cases: Iterable | None = None) -> list[OpRow]:
         row.passed += 1
         row.dtypes.update(_input_dtypes(case.model))
     return sorted(rows.values(), key=lambda r: r.op)
+
+
+def _onnx_versions(op: str) -> list[int]:
+    """The opsets where the standard op ``op`` (re)defined its schema."""
+    return sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and not s.domain})
 
 
 def _input_dtypes(model: onnx.ModelProto) -> set[str]:
@@ -149,7 +155,11 @@ def markdown(rows: Sequence[OpRow]) -> str:
              "them, *primitives* the .lite primitives the op became. ORT and TVM say whether those primitives",
              "have an ONNX Runtime emitter / a TVM lowering (a delegate still declines an instance it cannot",
              "run, with its reason in `Model.partition_report()`). Ops without single-op cases show `-`.", "",
-             f"{len(rows)} ONNX ops map to .lite primitives.", "",
+             f"{len(rows)} ONNX ops map to .lite primitives. QLinearConv and QLinearMatMul become their",
+             "DequantizeLinear -> op -> QuantizeLinear group, and that group one quantized op where the scales are",
+             "constants (the node cases feed scales as inputs, so they keep the three nodes). onnxruntime's",
+             f"`com.microsoft` quantized ops are taken the same way: {', '.join(sorted(EXPANDED_OPS['com.microsoft']))}.",
+             "",
              "| ONNX op | opsets | primitives | passed | dtypes (native) | ORT | TVM |",
              "|---|---|---|---|---|---|---|"]
     for row in rows:
