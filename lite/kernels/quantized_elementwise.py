@@ -137,10 +137,56 @@ class _Arithmetic(NativeKernel):
     def output_dtypes(self) -> list[np.dtype]:
         return [self.outputs[0].dtype]
 
+    def resize(self) -> None:
+        self.compiled = _compiled_arithmetic(self)
+
     def execute(self) -> None:
+        if self.compiled is not None:
+            self.compiled()
+            return
         a, b = (dequantize_tensor(t.data, t.quant_params) for t in self.inputs)
         y = self.outputs[0]
         y.data[...] = quantize_tensor(ARITHMETIC_OPS[self.type](a, b), y.quant_params, y.dtype)
+
+
+def _float_params(params) -> tuple[np.float32, np.float32]:
+    """(scale, zero point) of per-tensor parameters as float32."""
+    zero_point = params.zero_point.reshape(-1)[0] if params.zero_point.size else 0
+    return np.float32(params.scale.reshape(-1)[0]), np.float32(zero_point)
+
+
+def _compiled_arithmetic(kernel: _Arithmetic):
+    """A call computing the op on ``lite.kernels.fast.int8_elementwise`` (bit-identical), or None
+    where it does not apply: compiled kernels off, other shapes or types, scales not finite."""
+    from lite.kernels import fast
+
+    (a, b), y = kernel.inputs, kernel.outputs[0]
+    tensors = (a, b, y)
+    if not fast.enabled() or any(t.dtype not in BYTES for t in tensors) or not a.shape == b.shape == y.shape:
+        return None
+    scales = [float(t.quant_params.scale.reshape(-1)[0]) for t in tensors]
+    if not all(np.isfinite(s) and s != 0 for s in scales):
+        return None
+    from lite.kernels.fast import int8_elementwise
+
+    int8_elementwise.warm(np.dtype(a.dtype), np.dtype(b.dtype), np.dtype(y.dtype))
+    low, high = qrange(y.dtype, y.quant_params.bits)
+    terms = (*_float_params(a.quant_params), *_float_params(b.quant_params), *_float_params(y.quant_params),
+             np.float32(low), np.float32(high))
+    op = int8_elementwise.OPS[kernel.type]
+
+    def run() -> None:
+        a_data, b_data, out = a.data, b.data, y.data
+        if not fast.takes(a_data, b_data, out):
+            a_data, b_data = np.ascontiguousarray(a_data), np.ascontiguousarray(b_data)
+            result = np.empty(out.shape, out.dtype)
+            int8_elementwise.arithmetic(op, a_data.reshape(-1), *terms[:2], b_data.reshape(-1), *terms[2:],
+                                        result.reshape(-1))
+            out[...] = result
+            return
+        int8_elementwise.arithmetic(op, a_data.reshape(-1), *terms[:2], b_data.reshape(-1), *terms[2:],
+                                    out.reshape(-1))
+    return run
 
 
 _register(MOVEMENT_OPS, QuantizedMovement)

@@ -9,7 +9,7 @@ import pytest
 from lite.kernels import fast
 from lite.kernels.fast.int8_plans import ConvPlan, ProductPlan
 from lite.kernels.parallel import KernelThreads
-from tests.support.quantized_kernels import params, random_q, run_both
+from tests.support.quantized_kernels import params, random_q, run_arithmetic, run_both
 
 pytestmark = pytest.mark.skipif(not fast.enabled(), reason="compiled kernels are off")
 RNG = np.random.default_rng(8)
@@ -30,6 +30,8 @@ CONVS = {  # x shape, out channels, attrs
     "3x3_pad": ((1, 8, 9, 9), 16, _conv_attrs(3, pad=1)),
     "3x3_stride2_pad": ((2, 6, 11, 10), 12, _conv_attrs(3, stride=2, pad=1)),
     "1x1": ((1, 16, 5, 7), 24, _conv_attrs(1)),
+    "1x1_whole_tiles": ((1, 15, 12, 12), 40, _conv_attrs(1)),
+    "3x3_pad_whole_tiles": ((1, 6, 14, 20), 16, _conv_attrs(3, pad=1)),
     "1x1_stride2": ((1, 16, 8, 8), 20, _conv_attrs(1, stride=2)),
     "7x7_stride2": ((1, 3, 20, 20), 8, _conv_attrs(7, stride=2, pad=3)),
     "depthwise_3x3": ((1, 12, 8, 8), 12, _conv_attrs(3, pad=1, group=12)),
@@ -128,4 +130,21 @@ def test_threads_split_the_work_with_the_same_result(dynamic):
     x, w = random_q(RNG, (1, 8, 20, 20), np.uint8), random_q(RNG, (32, 8, 3, 3), np.int8)
     actual, expected, _ = run_both("Conv2DFusion", _conv_attrs(3, pad=1), x, params(0.03, 128), w,
                                    _weight_params(32, True, True), None, np.uint8, params(0.5, 128), threads)
+    np.testing.assert_array_equal(actual, expected)
+
+
+ARITHMETIC = {"AddFusion": np.add, "SubFusion": np.subtract, "MulFusion": np.multiply}
+
+
+@pytest.mark.parametrize("dtypes", [(np.int8, np.int8, np.int8), (np.uint8, np.int8, np.uint8)], ids=["int8", "mixed"])
+@pytest.mark.parametrize("op", sorted(ARITHMETIC))
+def test_compiled_quantized_arithmetic_is_bit_identical(op, dtypes):
+    """The compiled Add/Sub/Mul against the numpy path (``dequantize``, op, ``quantize`` in float32),
+    on values whose quotients land on rounding ties too."""
+    a, b = random_q(RNG, (2, 5, 7, 9), dtypes[0]), random_q(RNG, (2, 5, 7, 9), dtypes[1])
+    scales = {"AddFusion": (0.5, 0.25, 0.5), "SubFusion": (0.031, 0.017, 0.043), "MulFusion": (0.1, 0.07, 0.2)}[op]
+    zero_points = (3, -5, 1) if dtypes[2] == np.int8 else (128, -5, 120)
+    actual, expected, kernel = run_arithmetic(op, a, b, [params(s, z) for s, z in zip(scales, zero_points,
+                                                                                          strict=True)], dtypes[2])
+    assert kernel.compiled is not None
     np.testing.assert_array_equal(actual, expected)

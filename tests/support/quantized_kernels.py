@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 
 import lite
+from lite.kernels.base import NativeKernel
 from lite.kernels.quantized import QuantizedProduct
 from lite.ops.quant import qrange
 from lite.primitive import Primitive
@@ -74,4 +75,25 @@ def run_both(op_type: str, attrs: dict, x: np.ndarray, x_params, w: np.ndarray, 
             kernel = build(op_type, attrs, xt, wt, bt, out, threads)
             kernel.execute()
             results.append((out.data.copy(), kernel))
+    return results[0][0], results[1][0], results[0][1]
+
+
+def run_arithmetic(op_type: str, a: np.ndarray, b: np.ndarray, quant: list, out_dtype
+                   ) -> tuple[np.ndarray, np.ndarray, NativeKernel]:
+    """(compiled output, numpy output, the compiled kernel's inner kernel) of a quantized Add, Sub or
+    Mul of ``a`` and ``b`` (``quant``: the parameters of a, b and the output)."""
+    from lite.kernels.quantized_elementwise import QuantizedArithmetic
+
+    results = []
+    for on in (True, False):
+        with compiled_kernels(on):
+            tensors = [Tensor(name, data.dtype, data.shape, data=data) for name, data in (("a", a), ("b", b))]
+            out = Tensor("y", np.dtype(out_dtype), a.shape, data=np.zeros(a.shape, out_dtype))
+            for tensor, param in zip([*tensors, out], quant, strict=True):
+                tensor.quant_params = param
+            kernel = QuantizedArithmetic(tensors, [out], Primitive(op_type, default_attrs(op_type)), name="node")
+            kernel.prepare()
+            kernel.resize()
+            kernel.execute()
+            results.append((out.data.copy(), kernel.inner))
     return results[0][0], results[1][0], results[0][1]

@@ -6,8 +6,8 @@ offset lies in [-255, 255]), so pairs of them along the summed axis go through o
 first of a pair in the low half), the sum of a pair's two products (at most 2 * 255 * 255)
 is exact in int32, and so is the whole sum while the caller checks that it stays in range.
 
-The register tile (``pair_tile``) computes ``ROWS`` x ``WIDTH`` int32 sums
-(``lite.kernels.fast.tile``'s shape): ROWS pair words of the left operand, each broadcast, times
+The register tile (``requantized_tile_rows``, ``requantized_tile_columns``) computes ``ROWS`` x
+``WIDTH`` int32 sums (``lite.kernels.fast.tile``'s shape): ROWS pair words of the left operand, each broadcast, times
 one row of WIDTH pair words of the right one, whose rows lie at offsets a table gives. It is
 plain LLVM IR (sign extension, multiplication, the sum of even and odd lanes), which LLVM
 turns into ``vpdpwssd`` with AVX-512 VNNI or AVX-VNNI and into ``vpmaddwd`` with AVX2 or
@@ -22,26 +22,33 @@ AVX-512BW alone; elsewhere it is correct, only slower.
   (``fill_rows``) and the weight packed once into panels of WIDTH columns (``pack_product_weight``).
 
 Each tile's sums get the bias, the multiplier of their channel, the rounding (half to even),
-the zero point and the bounds (``requantize_run``) while they are in cache: the output is
-written once, as ``lite.ops.quant.requantize`` computes it.
+the zero point and the bounds in registers (``emit_requantize``: vector IR without fast-math) and
+are stored as bytes: the output is written once, as ``lite.ops.quant.requantize`` computes it.
+A tile that reaches past the output (the last rows or columns) is requantized into a spare and
+its inside copied (``copy_spare``).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import ir
 from numba import carray, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
 
-_I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+_I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+_F32 = ir.FloatType()
 SUMS = ir.VectorType(_I32, LANES)
 PAIRS = ir.VectorType(_I16, 2 * LANES)
+FLOATS = ir.VectorType(_F32, LANES)
+BYTES = ir.VectorType(_I8, LANES)
 _PRODUCTS = ir.VectorType(_I32, 2 * LANES)
 _EVEN = ir.Constant(ir.VectorType(_I32, LANES), list(range(0, 2 * LANES, 2)))
 _ODD = ir.Constant(ir.VectorType(_I32, LANES), list(range(1, 2 * LANES, 2)))
@@ -62,13 +69,13 @@ def multiply_pairs(builder: ir.IRBuilder, left: ir.Value, right: ir.Value, sums:
 
 def _broadcast(builder: ir.IRBuilder, word: ir.Value) -> ir.Value:
     """The int32 ``word`` in every lane, as 2 * LANES int16."""
-    lone = builder.insert_element(ir.Constant(SUMS, ir.Undefined), word, _I32(0))
-    return builder.bitcast(builder.shuffle_vector(lone, ir.Constant(SUMS, ir.Undefined), _SPLAT), PAIRS)
+    return builder.bitcast(_splat(builder, word, SUMS), PAIRS)
 
 
 def _emit_pair_tile(builder: ir.IRBuilder, a: ir.Value, a_stride: ir.Value, rows: ir.Value, offsets: ir.Value,
-                    count: ir.Value, out: ir.Value, out_stride: ir.Value) -> None:
-    """The tile's IR: pointers ``a``, ``rows`` and ``out`` to int32, ``offsets`` to int64."""
+                    count: ir.Value, finish: Callable[[ir.IRBuilder, int, int, ir.Value], None]) -> None:
+    """The tile's IR: pointers ``a`` and ``rows`` to int32, ``offsets`` to int64; ``finish(builder,
+    r, j, sums)`` emits what becomes of row r's vector j of final sums."""
     entry = builder.block
     loop, done = builder.append_basic_block("pairs"), builder.append_basic_block("pairs.done")
     zero = ir.Constant(SUMS, [0] * LANES)
@@ -93,26 +100,83 @@ def _emit_pair_tile(builder: ir.IRBuilder, a: ir.Value, a_stride: ir.Value, rows
     builder.position_at_end(done)
     finals = [builder.phi(SUMS) for _ in updated]
     for index, (final, value) in enumerate(zip(finals, updated, strict=True)):
-        r, j = divmod(index, VECTORS)
         final.add_incoming(zero, entry)
         final.add_incoming(value, end)
+        finish(builder, *divmod(index, VECTORS), final)
+
+
+def _splat(builder: ir.IRBuilder, value: ir.Value, vector: ir.VectorType) -> ir.Value:
+    """``value`` in every lane of ``vector``."""
+    lone = builder.insert_element(ir.Constant(vector, ir.Undefined), value, _I32(0))
+    return builder.shuffle_vector(lone, ir.Constant(vector, ir.Undefined), _SPLAT)
+
+
+def _round_even(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """``llvm.roundeven``: to the nearest integer, ties to even (``np.rint``), whatever the rounding mode."""
+    function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(FLOATS, [FLOATS]),
+                                              "llvm.roundeven.v16f32")
+    return builder.call(function, [value])
+
+
+def emit_requantize(builder: ir.IRBuilder, sums: ir.Value, bias: ir.Value, multiplier: ir.Value,
+                    bounds: tuple[ir.Value, ir.Value, ir.Value]) -> ir.Value:
+    """``lite.ops.quant.requantize`` of LANES int32 sums as LANES bytes: ``clip(roundeven(float32(sums
+    + bias) * multiplier) + zero_point, lo, hi)`` (``bias`` int32 and ``multiplier`` float vectors,
+    ``bounds`` (zero_point, lo, hi) float vectors), plain IEEE arithmetic (no fast-math)."""
+    zero_point, lo, hi = bounds
+    real = builder.fmul(builder.sitofp(builder.add(sums, bias), FLOATS), multiplier)
+    shifted = builder.fadd(_round_even(builder, real), zero_point)
+    low = builder.select(builder.fcmp_ordered("<", shifted, lo), lo, shifted)
+    clipped = builder.select(builder.fcmp_ordered(">", low, hi), hi, low)
+    return builder.trunc(builder.fptosi(clipped, SUMS), BYTES)
+
+
+def _requantizing_finish(builder: ir.IRBuilder, out: ir.Value, out_stride: ir.Value, bias: ir.Value,
+                         multiplier: ir.Value, bounds: tuple[ir.Value, ...], per_row: bool):
+    """A tile ``finish`` storing row r's requantized bytes at ``out + r * out_stride``: one bias and
+    multiplier per row (``per_row``: a convolution's output channels) or per column (a product's)."""
+    splats = [_splat(builder, value, FLOATS) for value in bounds]
+
+    def finish(builder: ir.IRBuilder, r: int, j: int, sums: ir.Value) -> None:
+        if per_row:
+            b = _splat(builder, builder.load(builder.gep(bias, [_I64(r)])), SUMS)
+            m = _splat(builder, builder.load(builder.gep(multiplier, [_I64(r)])), FLOATS)
+        else:
+            b = builder.load(builder.bitcast(builder.gep(bias, [_I64(j * LANES)]), SUMS.as_pointer()), align=4)
+            m = builder.load(builder.bitcast(builder.gep(multiplier, [_I64(j * LANES)]), FLOATS.as_pointer()),
+                             align=4)
         place = builder.gep(out, [builder.add(builder.mul(out_stride, _I64(r)), _I64(j * LANES))])
-        builder.store(final, builder.bitcast(place, SUMS.as_pointer()), align=4)
+        builder.store(emit_requantize(builder, sums, b, m, splats), builder.bitcast(place, BYTES.as_pointer()),
+                      align=1)
+    return finish
 
 
-@intrinsic
-def pair_tile(typingctx, a, a_stride, rows, offsets, count, out, out_stride):
-    """out[r * out_stride + j] = sum over k < count of the pair word a[r * a_stride + k] times the
-    pair word rows[offsets[k] + j], pair by pair, for ROWS rows r and WIDTH columns j (int32 words;
-    every argument an address or a count)."""
-    def codegen(context, builder, signature, args):
-        a_at, a_step, rows_at, offsets_at, count_, out_at, out_step = args
-        words = _I32.as_pointer()
-        _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
-                        builder.inttoptr(offsets_at, _I64.as_pointer()), count_, builder.inttoptr(out_at, words),
-                        out_step)
-        return context.get_dummy_value()
-    return types.void(*(types.int64,) * 7), codegen
+def _tile_intrinsic(per_row: bool):
+    """The requantizing pair tile (see ``requantized_tile_rows``) with bias and multiplier per row
+    or per column."""
+    def tile(typingctx, a, a_stride, rows, offsets, count, out, out_stride, bias, multiplier, zero_point, lo,
+             hi):
+        def codegen(context, builder, signature, args):
+            a_at, a_step, rows_at, offsets_at, count_, out_at, out_step, bias_at, multiplier_at, *bounds = args
+            words = _I32.as_pointer()
+            finish = _requantizing_finish(builder, builder.inttoptr(out_at, _I8.as_pointer()), out_step,
+                                          builder.inttoptr(bias_at, words),
+                                          builder.inttoptr(multiplier_at, _F32.as_pointer()), bounds, per_row)
+            _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
+                            builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish)
+            return context.get_dummy_value()
+        return types.void(*(types.int64,) * 9, *(types.float32,) * 3), codegen
+    return tile
+
+
+requantized_tile_rows = intrinsic(_tile_intrinsic(per_row=True))
+"""(a, a_stride, rows, offsets, count, out, out_stride, bias, multiplier, zero_point, lo, hi): the
+int32 sums of the ROWS x WIDTH tile (over ``count`` pairs: pair word
+a[r * a_stride + k] times pair words rows[offsets[k] + j]) plus bias[r], times multiplier[r],
+requantized (``emit_requantize``) into the bytes out[r * out_stride + j] (addresses as int64;
+bias int32, multiplier float32, one per row; zero_point, lo, hi float32)."""
+requantized_tile_columns = intrinsic(_tile_intrinsic(per_row=False))
+"""``requantized_tile_rows`` with bias[j] and multiplier[j] per column j."""
 
 
 @jit
@@ -123,34 +187,12 @@ def pair_word(first, second):
 
 
 @jit
-def requantize_run(sums, start, bias, multiplier, zero_point, lo, hi, out, at, count):
-    """out[at + i] = clip(rint(float32(sums[start + i] + bias) * multiplier) + zero_point, lo, hi) for
-    i < count (``lite.ops.quant.requantize``; floats float32, out an integer array)."""
-    for i in range(count):
-        y = np.rint(np.float32(sums[start + i] + bias) * multiplier) + zero_point
-        out[at + i] = min(max(y, lo), hi)
-
-
-@jit
-def requantize_width(sums, bias, multiplier, zero_point, lo, hi, out, at):
-    """``requantize_run`` of WIDTH sums from 0: a fixed count, so LLVM's vector loop covers it all
-    (for a count below its vector step it runs the scalar remainder only)."""
-    for i in range(WIDTH):
-        y = np.rint(np.float32(sums[i] + bias) * multiplier) + zero_point
-        out[at + i] = min(max(y, lo), hi)
-
-
-@jit
-def requantize_columns(sums, bias, multiplier, zero_point, lo, hi, out, at, column, count):
-    """``requantize_run`` of sums from 0 with one bias and multiplier per column (from ``column`` on)."""
-    if count == WIDTH:
-        for i in range(WIDTH):
-            y = np.rint(np.float32(sums[i] + bias[column + i]) * multiplier[column + i]) + zero_point
-            out[at + i] = min(max(y, lo), hi)
-        return
-    for i in range(count):
-        y = np.rint(np.float32(sums[i] + bias[column + i]) * multiplier[column + i]) + zero_point
-        out[at + i] = min(max(y, lo), hi)
+def copy_spare(spare, out, at, rows, count):
+    """out[r, at + i] = the byte spare[r * WIDTH + i] (a tile requantized into the spare) for r <
+    rows and i < count: the part of a tile that lies inside the output."""
+    for r in range(rows):
+        for i in range(count):
+            out[r, at + i] = spare[r * WIDTH + i]
 
 
 # ---- convolutions ---------------------------------------------------------------------------------
@@ -172,6 +214,22 @@ def pack_conv_weight(w, zero_point, packed):
 
 
 @jit
+def _pair_run(x, first, second, zero_point, out, at, step, count):
+    """out[at + i] = the pair word of (x[first + i * step] - zero_point, x[second + i * step] -
+    zero_point) for i < count, x and out flat (int32 arithmetic: both offsets fit int16); a
+    negative ``second``: zero in the high half (the last channel of an odd count)."""
+    low, target = x[first:first + (count - 1) * step + 1:step], out[at:at + count]
+    if second < 0:
+        for i in range(count):
+            target[i] = (np.int32(low[i]) - zero_point) & np.int32(0xFFFF)
+        return
+    high = x[second:second + (count - 1) * step + 1:step]
+    for i in range(count):
+        target[i] = ((np.int32(low[i]) - zero_point) & np.int32(0xFFFF)) | \
+            ((np.int32(high[i]) - zero_point) << np.int32(16))
+
+
+@jit
 def fill_phases(x, zero_point, phases, group, begin_h, begin_w, stride_h, stride_w):
     """``x - zero_point`` of x (N, C, H, W) into phases (N, group, pairs, stride_h, stride_w, hq, wq)
     pair words: input position (h, w) of channel 2p + t of a group is phase (hp % stride_h,
@@ -179,23 +237,32 @@ def fill_phases(x, zero_point, phases, group, begin_h, begin_w, stride_h, stride
     wp = w + begin_w). The pads are written zero (the buffer is scratch other kernels share)."""
     n_count, c_count, h_count, w_count = x.shape
     cg = c_count // group
-    pairs = phases.shape[2]
+    pairs, hq, wq = phases.shape[2], phases.shape[5], phases.shape[6]
+    plane = h_count * w_count
+    dense = begin_h == 0 and begin_w == 0 and stride_h == 1 and stride_w == 1 and wq == w_count
+    flat, out = x.reshape(-1), phases.reshape(-1)
+    zp = np.int32(zero_point)
     for n in range(n_count):
         for g in range(group):
             for cp in range(pairs):
-                phases[n, g, cp] = 0
-                first, second = g * cg + 2 * cp, min(g * cg + 2 * cp + 1, c_count - 1)
-                both = 2 * cp + 1 < cg
+                block = ((n * group + g) * pairs + cp) * stride_h * stride_w * hq * wq
+                first = (n * c_count + g * cg + 2 * cp) * plane
+                second = first + plane if 2 * cp + 1 < cg else -1
+                if dense:
+                    _pair_run(flat, first, second, zp, out, block, 1, plane)
+                    out[block + plane:block + hq * wq] = 0
+                    continue
+                out[block:block + stride_h * stride_w * hq * wq] = 0
                 for h in range(h_count):
                     hp = h + begin_h
-                    row = phases[n, g, cp, hp % stride_h, :, hp // stride_h]
                     for pw in range(stride_w):
                         w0 = (pw - begin_w) % stride_w
-                        q0 = (w0 + begin_w) // stride_w
-                        for w in range(w0, w_count, stride_w):
-                            low = np.int64(x[n, first, h, w]) - zero_point
-                            high = np.int64(x[n, second, h, w]) - zero_point if both else 0
-                            row[pw, q0 + (w - w0) // stride_w] = pair_word(low, high)
+                        count = max(0, -(-(w_count - w0) // stride_w))
+                        at = block + (((hp % stride_h) * stride_w + pw) * hq + hp // stride_h) * wq
+                        at += (w0 + begin_w) // stride_w
+                        shift = h * w_count + w0
+                        _pair_run(flat, first + shift, second + shift if second >= 0 else -1, zp, out, at,
+                                  stride_w, count)
 
 
 @jit
@@ -205,9 +272,11 @@ def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point
     positions): every output channel of the group at those positions, requantized into grid
     (N, O, OH * wq) (``compact`` drops its columns past OW). ``flat``: the phases
     (``fill_phases``), ``block`` pair words per (image, group); ``offsets``: each pair's start in
-    such a block; ``spare``: (ROWS, WIDTH) int32."""
+    such a block; ``bias`` and ``multiplier`` padded as ``packed``'s rows; ``spare``: (ROWS, WIDTH)
+    int32, for tiles that reach past the output."""
     o_group, pairs, positions = grid.shape[1] // group, packed.shape[1], grid.shape[2]
     panels = -(-positions // WIDTH)
+    bytes_ = carray(as_pointer(spare.ctypes.data), (ROWS * WIDTH,), np.uint8)
     for item in range(first, last):
         image, rest = divmod(item, group * panels)
         g, panel = divmod(rest, panels)
@@ -215,15 +284,16 @@ def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point
         count = min(WIDTH, positions - column)
         source = flat.ctypes.data + ((image * group + g) * block + column) * 4
         for top in range(0, o_group, ROWS):
-            pair_tile(packed.ctypes.data + (g * o_group + top) * pairs * 4, pairs, source, offsets.ctypes.data,
-                      pairs, spare.ctypes.data, WIDTH)
-            for r in range(min(ROWS, o_group - top)):
-                o = g * o_group + top + r
-                if count == WIDTH:
-                    requantize_width(spare[r], bias[o], multiplier[o], zero_point, lo, hi, grid[image, o], column)
-                else:
-                    requantize_run(spare[r], 0, bias[o], multiplier[o], zero_point, lo, hi, grid[image, o], column,
-                                   count)
+            o = g * o_group + top
+            rows = min(ROWS, o_group - top)
+            whole = count == WIDTH and rows == ROWS
+            out = grid[image, o:o + rows]
+            place = out.ctypes.data + column if whole else bytes_.ctypes.data
+            requantized_tile_rows(packed.ctypes.data + o * pairs * 4, pairs, source, offsets.ctypes.data, pairs,
+                                  place, positions if whole else WIDTH, bias.ctypes.data + o * 4,
+                                  multiplier.ctypes.data + o * 4, zero_point, lo, hi)
+            if not whole:
+                copy_spare(bytes_, out, column, rows, count)
 
 
 @jit
@@ -269,17 +339,24 @@ def fill_rows(x, zero_point, rows):
 @jit
 def product_panels(rows, panels, offsets, bias, multiplier, zero_point, lo, hi, out, spare, first, last):
     """Panels ``first`` to ``last - 1`` of out (M, N) = requantized rows (M padded to ROWS, pairs)
-    times panels (``pack_product_weight``); ``offsets``: pair k's row at k * WIDTH."""
+    times panels (``pack_product_weight``); ``offsets``: pair k's row at k * WIDTH; ``bias`` and
+    ``multiplier`` padded to the panels' columns; ``spare``: (ROWS, WIDTH) int32."""
     m_count, n_count = out.shape
     pairs = rows.shape[1]
+    bytes_ = carray(as_pointer(spare.ctypes.data), (ROWS * WIDTH,), np.uint8)
     for panel in range(first, last):
         column = panel * WIDTH
         count = min(WIDTH, n_count - column)
         for top in range(0, m_count, ROWS):
-            pair_tile(rows.ctypes.data + top * pairs * 4, pairs, panels[panel].ctypes.data, offsets.ctypes.data,
-                      pairs, spare.ctypes.data, WIDTH)
-            for r in range(min(ROWS, m_count - top)):
-                requantize_columns(spare[r], bias, multiplier, zero_point, lo, hi, out[top + r], column, column, count)
+            height = min(ROWS, m_count - top)
+            whole = count == WIDTH and height == ROWS
+            place = out[top].ctypes.data + column if whole else bytes_.ctypes.data
+            requantized_tile_columns(rows.ctypes.data + top * pairs * 4, pairs, panels[panel].ctypes.data,
+                                     offsets.ctypes.data, pairs, place, n_count if whole else WIDTH,
+                                     bias.ctypes.data + column * 4, multiplier.ctypes.data + column * 4,
+                                     zero_point, lo, hi)
+            if not whole:
+                copy_spare(bytes_, out[top:top + height], column, height, count)
 
 
 @jit
@@ -305,14 +382,14 @@ def warm(dtype: np.dtype) -> None:
     phases = np.zeros((1, 1, 1, 1, 1, 3, 3 + WIDTH), i32)
     compiled(fill_phases, x, i64(0), phases, 1, 0, 0, 1, 1)
     grid = np.zeros((1, 1, 9), dtype)
-    compiled(conv_items, phases.reshape(-1), 1, phases.size, packed, offsets, np.zeros(1, i32), np.ones(1, f32), zp,
-             lo, hi, grid, np.zeros((ROWS, WIDTH), i32), 0, 1)
+    compiled(conv_items, phases.reshape(-1), 1, phases.size, packed, offsets, np.zeros(ROWS, i32),
+             np.ones(ROWS, f32), zp, lo, hi, grid, np.zeros((ROWS, WIDTH), i32), 0, 1)
     compiled(compact, grid, np.zeros((1, 1, 3, 2), dtype), 3)
     panels = np.zeros((1, 1, WIDTH), i32)
     compiled(pack_product_weight, np.zeros((2, 1), np.int8), np.zeros(1, i64), panels)
     rows = np.zeros((ROWS, 1), i32)
     compiled(fill_rows, np.zeros((1, 2), dtype), i64(0), rows)
-    compiled(product_panels, rows, panels, offsets, np.zeros(1, i32), np.ones(1, f32), zp, lo, hi,
+    compiled(product_panels, rows, panels, offsets, np.zeros(WIDTH, i32), np.ones(WIDTH, f32), zp, lo, hi,
              np.zeros((1, 1), dtype), np.zeros((ROWS, WIDTH), i32), 0, 1)
     compiled(requantize_planes, np.zeros((1, 1, 1), f32), np.zeros(1, i64), np.ones(1, f32), zp, lo, hi,
              np.zeros((1, 1, 1), dtype))
@@ -334,7 +411,7 @@ def conv_crew_jobs(flat: np.ndarray, group: int, block_size: int, packed: np.nda
 
     block = pieces_block(_HEADER, bounds, [[spare] for spare in spares])
     block[:_ZERO] = (flat.ctypes.data, flat.size, group, block_size, packed.ctypes.data, packed.shape[0],
-                     packed.shape[1], offsets.ctypes.data, bias.ctypes.data, bias.size, multiplier.ctypes.data,
+                     packed.shape[1], offsets.ctypes.data, bias.ctypes.data, grid.shape[1], multiplier.ctypes.data,
                      grid.ctypes.data, grid.shape[0], grid.shape[2])
     block[_ZERO:_HEADER].view(np.float64)[:] = zero_point, lo, hi
     job = conv_job_int8 if grid.dtype == np.int8 else conv_job_uint8
@@ -349,8 +426,8 @@ def _conv_piece(index, data, grid):
     flat = carray(as_pointer(block[_FLAT]), (block[_FLAT_N],), np.int32)
     packed = carray(as_pointer(block[_PACKED]), (block[_PACKED_ROWS], block[_PAIRS]), np.int32)
     offsets = carray(as_pointer(block[_OFFSETS]), (block[_PAIRS],), np.int64)
-    bias = carray(as_pointer(block[_BIAS]), (block[_CHANNELS],), np.int32)
-    multiplier = carray(as_pointer(block[_MULTIPLIER]), (block[_CHANNELS],), np.float32)
+    bias = carray(as_pointer(block[_BIAS]), (block[_PACKED_ROWS],), np.int32)
+    multiplier = carray(as_pointer(block[_MULTIPLIER]), (block[_PACKED_ROWS],), np.float32)
     piece = _HEADER + 3 * index
     spare = carray(as_pointer(block[piece + 2]), (ROWS, WIDTH), np.int32)
     conv_items(flat, block[_GROUP], block[_BLOCK], packed, offsets, bias, multiplier, np.float32(floats[_ZERO]),

@@ -75,6 +75,15 @@ def requantization_terms(kernel, narrow: bool = False
     return bias, multiplier, np.float32(kernel.zero_point), np.float32(low), np.float32(high)
 
 
+def padded_terms(terms: tuple, length: int) -> tuple:
+    """``requantization_terms`` with bias and multiplier padded (zero, one) to ``length`` channels:
+    the register tiles read a whole tile's worth."""
+    bias, multiplier, *rest = terms
+    bias = np.concatenate([bias, np.zeros(length - bias.size, bias.dtype)])
+    multiplier = np.concatenate([multiplier, np.ones(length - multiplier.size, multiplier.dtype)])
+    return (bias, multiplier, *rest)
+
+
 PHASES_SLOT = 0x1D8  # the workspace slot of the convolutions' padded input (float kernels use low slots)
 
 
@@ -171,7 +180,8 @@ class ConvPlan:
     def _steps(self, out: np.ndarray) -> Callable[[], None]:
         from lite.kernels.fast import int8
 
-        threads, terms, items = self.kernel.threads, requantization_terms(self.kernel, narrow=True), self.items
+        threads, items = self.kernel.threads, self.items
+        terms = padded_terms(requantization_terms(self.kernel, narrow=True), self.weight.shape[0])
         grid = out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
 
         spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(items))]
@@ -255,7 +265,9 @@ class ProductPlan:
     def _steps(self, out: np.ndarray) -> Callable[[], None]:
         from lite.kernels.fast import int8
 
-        terms, out = requantization_terms(self.kernel, narrow=True), out.reshape(self.m, -1)
+        columns = self.panels.shape[0] * int8.WIDTH
+        terms = padded_terms(requantization_terms(self.kernel, narrow=True), columns)
+        out = out.reshape(self.m, -1)
 
         def piece(_: int, first: int, last: int) -> Callable[[], None]:
             spare = np.zeros((int8.ROWS, int8.WIDTH), np.int32)
@@ -272,3 +284,4 @@ class ProductPlan:
         if out is not self.out:
             self.out, self.steps = out, self._steps(out)
         self.steps()
+
