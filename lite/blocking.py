@@ -44,6 +44,7 @@ import numpy as np
 
 from lite.aligned import aligned_array
 from lite.errors import MemoryLimitError
+from lite.fusion_kernels import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite
 from lite.kernel import Kernel, charge
 from lite.kernels.fused import activation_code, compiled_terms
 from lite.tensor import Tensor
@@ -87,8 +88,6 @@ class Member:
 
 def member(kernel: Kernel) -> Member | None:
     """``kernel`` as a chain member, or None where a chain cannot run it."""
-    from lite.fusion import ScaledInput, SqueezeExcite
-
     if kernel.quantized:
         return None
     if isinstance(kernel, SqueezeExcite):
@@ -118,8 +117,6 @@ def _gated(mul: Kernel) -> Member | None:
 
 def _convolution(kernel: Kernel) -> Member | None:
     """A convolution, alone or fused with its residual Add or its Activation, as a member."""
-    from lite.fusion import ConvResidual, ProducerActivation
-
     if isinstance(kernel, ConvResidual):
         found = Member(kernel, kernel.conv, kernel.conv.inputs[0], kernel.residual, kernel.add.activation)
     elif isinstance(kernel, ProducerActivation):

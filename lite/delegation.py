@@ -8,10 +8,13 @@ runs those native kernels instead (``fall_back``); delegates never re-implement 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
+from lite.context import Context
 from lite.errors import DelegateError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
@@ -92,3 +95,34 @@ class DelegationLog:
             self.note(native, partition.delegate, f"graph kernel failed in {stage}(): {exc}")
             if native in self.blobs:
                 self.blobs[native] = f"not used: loaded, then its graph kernel failed in {stage}(): {exc}"
+
+
+class Program(Protocol):
+    """What the delegation build steps (priority and measured placement, loading and saving
+    partitions: ``lite.placement``, ``lite.embedded``) read and change of one build in progress.
+    ``lite.engine.Engine`` is one; the steps see this interface, not the Engine.
+    """
+
+    context: Context
+    kernels: list[Kernel]  # what runs, in order: native kernels and graph kernels
+    shape_kernels: list[NativeKernel]  # one native kernel per node, in topological order
+    node_kernels: dict[int, NativeKernel]  # the file's node index -> its native kernel
+    tensors: list[Tensor]
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    log: DelegationLog
+    embedded: Sequence  # the delegate partitions saved in the file (PartitionDef)
+    runtime_shaped: set[NativeKernel]  # kernels whose output shapes depend on input values
+    shapes_dirty: bool
+
+    def init_delegate(self, delegate: object) -> bool: ...
+
+    def build_delegate(self, delegate: object, view: object) -> None: ...
+
+    def prepare_native_once(self, kernel: NativeKernel) -> None: ...
+
+    def choose_threads(self) -> None: ...
+
+    def execute_graph_kernel(self, partition: Partition) -> None: ...
+
+    def graph_kernels(self) -> list[Kernel]: ...

@@ -12,34 +12,28 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from lite.context import Context
 from lite.delegate import Delegate, DelegateModel, read_from_outside, saves_graph_kernels
+from lite.delegation import Program
 from lite.errors import DelegateError, NotSupportedError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
-from lite.placement import contiguous_order
+from lite.scheduler import contiguous_order
 from lite.schema.graph import PartitionDef
-from lite.schema.reader import read_model
-from lite.schema.writer import write_model
-
-if TYPE_CHECKING:
-    from lite.engine import Engine
 
 
 class Unusable(Exception):
     """A blob this build cannot use; the message says why."""
 
 
-def load(engine: Engine, delegate: Delegate, view: DelegateModel) -> bool:
+def load(engine: Program, delegate: Delegate, view: DelegateModel) -> bool:
     """Loads the file's partitions of ``delegate``; True when it had some and every one loaded."""
     mine = [p for p in engine.embedded if p.delegate == type(delegate).__name__]
     loaded = [_load_one(engine, delegate, view, p) for p in mine]
     return bool(mine) and all(loaded)
 
 
-def note_unclaimed(engine: Engine, reason_for: Callable[[PartitionDef], str]) -> None:
+def note_unclaimed(engine: Program, reason_for: Callable[[PartitionDef], str]) -> None:
     """Marks the partitions no delegate looked at with ``reason_for(partition)``."""
     for partition in engine.embedded:
         covered = _covered(engine, partition)
@@ -52,7 +46,7 @@ def describe(partition: PartitionDef) -> str:
     return f"{partition.delegate} {partition.name or 'partition'} ({len(memoryview(partition.blob)) / 1e6:.1f} MB)"
 
 
-def _load_one(engine: Engine, delegate: Delegate, view: DelegateModel, partition: PartitionDef) -> bool:
+def _load_one(engine: Program, delegate: Delegate, view: DelegateModel, partition: PartitionDef) -> bool:
     covered = _covered(engine, partition)
     try:
         if not saves_graph_kernels(delegate):
@@ -73,7 +67,7 @@ def _load_one(engine: Engine, delegate: Delegate, view: DelegateModel, partition
     return True
 
 
-def _covered(engine: Engine, partition: PartitionDef) -> list[NativeKernel | None]:
+def _covered(engine: Program, partition: PartitionDef) -> list[NativeKernel | None]:
     by_node = engine.node_kernels
     return [by_node.get(i) for i in partition.nodes]
 
@@ -96,7 +90,7 @@ def _run(view: DelegateModel, covered: list[NativeKernel | None],
     return ordered, start, start + len(ordered)
 
 
-def _graph_kernel(engine: Engine, delegate: Delegate, view: DelegateModel, partition: PartitionDef,
+def _graph_kernel(engine: Program, delegate: Delegate, view: DelegateModel, partition: PartitionDef,
                   kernels: list[Kernel], start: int, end: int) -> Kernel:
     inputs = [engine.tensors[i] for i in partition.inputs]
     outputs = [engine.tensors[i] for i in partition.outputs]
@@ -111,13 +105,13 @@ def _graph_kernel(engine: Engine, delegate: Delegate, view: DelegateModel, parti
     return graph_kernel
 
 
-def _note(engine: Engine, covered: list[NativeKernel | None], text: str) -> None:
+def _note(engine: Program, covered: list[NativeKernel | None], text: str) -> None:
     for kernel in covered:
         if kernel is not None:
             engine.log.blobs[kernel] = text
 
 
-def save(engine: Engine) -> tuple[list[PartitionDef], list[str]]:
+def save(engine: Program) -> tuple[list[PartitionDef], list[str]]:
     """The saved form of every graph kernel whose delegate saves them, and a line per kernel not saved."""
     index = {t: i for i, t in enumerate(engine.tensors)}
     saved, skipped = [], []
@@ -139,18 +133,3 @@ def save(engine: Engine) -> tuple[list[PartitionDef], list[str]]:
     return saved, skipped
 
 
-def compile_into(data: bytes, context: Context) -> tuple[bytes, list[PartitionDef], list[str]]:
-    """Builds the ``.lite`` ``data`` with ``context``'s delegates and returns the file with their graph
-    kernels saved in it (replacing any it had), the partitions saved and a line per graph kernel not saved.
-
-    Raises:
-        LiteError: the model does not build with ``context``.
-    """
-    from lite.model import Model
-
-    model = Model()
-    model.build(data, context=context)
-    partitions, skipped = save(model._checked_engine())
-    graph = read_model(data, context.memory_limit)
-    graph.partitions = partitions
-    return write_model(graph), partitions, skipped

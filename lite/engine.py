@@ -18,7 +18,7 @@ from lite.delegate import Delegate, DelegateModel
 from lite.delegation import DelegationLog, Partition, logger
 from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
 from lite.fusion import fuse
-from lite.kernel import Kernel, charge
+from lite.kernel import Kernel, charge, execute_charged
 from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.parallel import KernelThreads
 from lite.memory import MemoryPlan
@@ -370,16 +370,6 @@ class Engine:
 
     def graph_kernels(self) -> list[Kernel]:
         return [k for k in self.kernels if k in self.log.partitions]
-
-
-def execute_charged(kernel: Kernel, profile: dict[Kernel, float], start: float) -> None:
-    """Runs a native kernel and charges its seconds since ``start`` to the profile; a kernel that
-    charges its parts itself (``charges_parts``: a blocked chain) is given the profile instead."""
-    if getattr(kernel, "charges_parts", False):
-        kernel.execute(profile)
-    else:
-        kernel.execute()
-        charge(profile, kernel, time.perf_counter() - start)
 
 
 def _weak_callback(method) -> Callable[[Tensor], None]:

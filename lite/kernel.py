@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from lite.primitive import Primitive
@@ -85,3 +86,13 @@ def charge(profile: dict[Kernel, float], kernel: Kernel, seconds: float) -> None
     profile[first] = profile.get(first, 0.0) + seconds
     for part in rest:
         profile.setdefault(part, 0.0)
+
+
+def execute_charged(kernel: Kernel, profile: dict[Kernel, float], start: float) -> None:
+    """Runs a native kernel and charges its seconds since ``start`` to the profile; a kernel that
+    charges its parts itself (``charges_parts``: a blocked chain) is given the profile instead."""
+    if getattr(kernel, "charges_parts", False):
+        kernel.execute(profile)
+    else:
+        kernel.execute()
+        charge(profile, kernel, time.perf_counter() - start)

@@ -15,13 +15,16 @@ import numpy as np
 from lite.arguments import dims_of, model_bytes, sequence_of
 from lite.context import Context
 from lite.conversion import load_lite_bytes
+from lite.embedded import save
 from lite.engine import Engine
 from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFormatError
 from lite.kernel import Kernel
 from lite.kernels import fast
 from lite.loader import ModelSource, ModelType, model_type_of, read_lite_file
 from lite.placement import PlacementRow, node_placements, report_rows
+from lite.schema.graph import PartitionDef
 from lite.schema.reader import read_model
+from lite.schema.writer import write_model
 from lite.tensor import Tensor
 
 
@@ -370,3 +373,18 @@ class _StageTimer:
             yield
         finally:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+
+def compile_into(data: bytes, context: Context) -> tuple[bytes, list[PartitionDef], list[str]]:
+    """Builds the ``.lite`` ``data`` with ``context``'s delegates and returns the file with their graph
+    kernels saved in it (replacing any it had), the partitions saved and a line per graph kernel not saved.
+
+    Raises:
+        LiteError: the model does not build with ``context``.
+    """
+    model = Model()
+    model.build(data, context=context)
+    partitions, skipped = save(model._checked_engine())
+    graph = read_model(data, context.memory_limit)
+    graph.partitions = partitions
+    return write_model(graph), partitions, skipped

@@ -45,14 +45,13 @@ from pathlib import Path
 import numpy as np
 
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate, read_from_outside, takes_build_argument
-from lite.delegation import DelegationLog, Partition
-from lite.engine import Engine, execute_charged
+from lite.delegation import DelegationLog, Partition, Program
 from lite.errors import LiteError, MemoryLimitError, ModelFileError
+from lite.files import read_regular_file
 from lite.fusion import fuse
-from lite.kernel import Kernel
+from lite.kernel import Kernel, execute_charged
 from lite.kernels.base import NativeKernel
-from lite.loader import read_regular_file
-from lite.scheduler import kahn_order
+from lite.scheduler import contiguous_order
 from lite.shapes import infer_at_run
 from lite.tensor import Tensor
 
@@ -125,7 +124,7 @@ class PlacementRow:
 class Placer:
     """Carries out one measured placement on an engine whose delegates have not built yet."""
 
-    def __init__(self, engine: Engine, model_digest: str) -> None:
+    def __init__(self, engine: Program, model_digest: str) -> None:
         self.engine = engine
         self.context = engine.context
         self.digest = model_digest
@@ -489,27 +488,6 @@ def group_io(group: list[Kernel], kernels: list[Kernel], model_outputs: list[Ten
     return read_from_outside(group), [t for k in group for t in k.outputs if t in wanted]
 
 
-def contiguous_order(kernels: list[Kernel], groups: list[list[Kernel]]) -> list[Kernel] | None:
-    """A topological order of ``kernels`` in which each group's kernels are contiguous (each
-    group keeps its kernels' relative order); None when no such order exists (a cycle)."""
-    position = {k: i for i, k in enumerate(kernels)}
-    unit_of = {k: i for i, k in enumerate(kernels)}
-    units: list[list[Kernel]] = [[k] for k in kernels]
-    for group in groups:
-        index = len(units)
-        units.append(sorted(group, key=position.__getitem__))
-        for kernel in group:
-            units[unit_of[kernel]] = []
-            unit_of[kernel] = index
-    producer = {t: unit_of[k] for k in kernels for t in k.outputs}
-    deps = [{producer[t] for k in unit for t in k.inputs if t in producer} - {u} for u, unit in enumerate(units)]
-    first = [min((position[k] for k in unit), default=-1) for unit in units]
-    order = kahn_order(deps, lambda u: first[u])
-    if len(order) < len(units):
-        return None
-    return [k for u in order for k in units[u]]
-
-
 class DecisionCache:
     """Candidate times on disk, one JSON file per cache key (a folder of small files).
 
@@ -667,7 +645,7 @@ def _cpu_model() -> str:
     return ""
 
 
-def check_measurable(engine: Engine) -> str:
+def check_measurable(engine: Program) -> str:
     """Why measured placement cannot run on this engine ("" when it can)."""
     if engine.shapes_dirty:
         return ("measured placement needs static input shapes, and this model has dynamic dims (fix them with "

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lite.errors import ModelFormatError, UnsupportedOpError
+from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
 from lite.kernels.registry import find_kernel, kernel_key, quantized_kernel, supported_dtypes
 from lite.ops.quant import BOUNDARY_OPS
@@ -149,3 +150,24 @@ def _live_nodes(graph: GraphDef) -> set[int]:
         live.add(n)
         stack.extend(producer[t] for t in graph.nodes[n].inputs if t in producer)
     return live
+
+
+def contiguous_order(kernels: list[Kernel], groups: list[list[Kernel]]) -> list[Kernel] | None:
+    """A topological order of ``kernels`` in which each group's kernels are contiguous (each
+    group keeps its kernels' relative order); None when no such order exists (a cycle)."""
+    position = {k: i for i, k in enumerate(kernels)}
+    unit_of = {k: i for i, k in enumerate(kernels)}
+    units: list[list[Kernel]] = [[k] for k in kernels]
+    for group in groups:
+        index = len(units)
+        units.append(sorted(group, key=position.__getitem__))
+        for kernel in group:
+            units[unit_of[kernel]] = []
+            unit_of[kernel] = index
+    producer = {t: unit_of[k] for k in kernels for t in k.outputs}
+    deps = [{producer[t] for k in unit for t in k.inputs if t in producer} - {u} for u, unit in enumerate(units)]
+    first = [min((position[k] for k in unit), default=-1) for unit in units]
+    order = kahn_order(deps, lambda u: first[u])
+    if len(order) < len(units):
+        return None
+    return [k for u in order for k in units[u]]

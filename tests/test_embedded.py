@@ -16,7 +16,7 @@ import pytest
 import lite
 from lite.blob import pack
 from lite.delegates.example_npu import ExampleNPUDelegate, NPUGraphKernel
-from lite.embedded import compile_into
+from lite.model import compile_into
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tools import zoo

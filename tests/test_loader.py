@@ -219,11 +219,11 @@ def test_a_small_model_loads_from_its_path_in_less_memory_than_the_limit(externa
 @pytest.mark.parametrize("change", ["grows", "shrinks"])
 @pytest.mark.parametrize("read", ["bytes", "aligned"])
 def test_a_file_that_changes_size_while_it_is_read_is_refused(tmp_path, monkeypatch, change, read):
-    from lite import loader
+    from lite import files, loader
 
     path = tmp_path / "m.lite"
     path.write_bytes(load_lite_bytes(matmul_model()))
-    measured = loader._size_within
+    measured = files._size_within
 
     def then_changed(*args):
         size = measured(*args)
@@ -234,7 +234,7 @@ def test_a_file_that_changes_size_while_it_is_read_is_refused(tmp_path, monkeypa
             os.truncate(path, size // 2)
         return size
 
-    monkeypatch.setattr(loader, "_size_within", then_changed)
+    monkeypatch.setattr(files, "_size_within", then_changed)
     with pytest.raises(lite.ModelFileError, match="changed size while it was read"):
         (read_model_file if read == "bytes" else loader.read_lite_file)(path)
 

@@ -32,7 +32,7 @@ import onnx
 
 import lite
 from lite.delegates import load_delegate, parse_options
-from lite.embedded import compile_into
+from lite.model import compile_into
 from lite.tools import zoo
 from lite.tools.converter import convert
 

@@ -114,7 +114,8 @@ def support_rows(cases: Iterable | None = None) -> list[OpRow]:
 
 def _onnx_versions(op: str) -> list[int]:
     """The opsets where the standard op ``op`` (re)defined its schema."""
-    return sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and not s.domain})
+    schemas = onnx.defs.get_all_schemas_with_history()
+    return sorted({s.since_version for s in schemas if s.name == op and not s.domain})
 
 
 def _input_dtypes(model: onnx.ModelProto) -> set[str]:
@@ -158,7 +159,8 @@ def markdown(rows: Sequence[OpRow]) -> str:
              f"{len(rows)} ONNX ops map to .lite primitives. QLinearConv and QLinearMatMul become their",
              "DequantizeLinear -> op -> QuantizeLinear group, and that group one quantized op where the scales are",
              "constants (the node cases feed scales as inputs, so they keep the three nodes). onnxruntime's",
-             f"`com.microsoft` quantized ops are taken the same way: {', '.join(sorted(EXPANDED_OPS['com.microsoft']))}.",
+             "`com.microsoft` quantized ops are taken the same way: "
+             f"{', '.join(sorted(EXPANDED_OPS['com.microsoft']))}.",
              "",
              "| ONNX op | opsets | primitives | passed | dtypes (native) | ORT | TVM |",
              "|---|---|---|---|---|---|---|"]

@@ -25,7 +25,7 @@ from pathlib import Path
 import tvm
 
 from lite.errors import LiteError
-from lite.loader import read_regular_file
+from lite.files import read_regular_file
 
 try:
     import fcntl

@@ -6,7 +6,6 @@ import logging
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm
@@ -16,11 +15,9 @@ from lite.delegates.tvm.cache import cache_key
 from lite.delegates.tvm.compiler import compile_module, database_fingerprint
 from lite.delegates.tvm.lowering import Lowered, lower
 from lite.delegates.tvm.runtime import VMCalls
+from lite.delegates.tvm.settings import TVMSettings
 from lite.kernel import Kernel
 from lite.tensor import Tensor
-
-if TYPE_CHECKING:
-    from lite.delegates.tvm.delegate import TVMDelegate
 
 logger = logging.getLogger("lite")
 
@@ -55,7 +52,7 @@ class TVMGraphKernel(VMCalls, Kernel):
             "cache" or "memory".
     """
 
-    def __init__(self, delegate: TVMDelegate, kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor],
+    def __init__(self, delegate: TVMSettings, kernels: list[Kernel], inputs: list[Tensor], outputs: list[Tensor],
                  name: str):
         # NOTE: the model keeps the weights named in ``constants``: a resize that changes more than the batch
         # lowers the partition again and needs them (and the runtime's fallback does too).

@@ -37,9 +37,9 @@ from lite.kernel import Kernel
 from lite.tensor import Tensor
 
 if TYPE_CHECKING:
-    from lite.delegates.tvm.delegate import TVMDelegate
     from lite.delegates.tvm.kernel import TVMGraphKernel
     from lite.delegates.tvm.lowering import Lowered
+    from lite.delegates.tvm.settings import TVMSettings
 
 LAYOUT = 1  # bump when what a blob holds changes
 POOLED_ALLOCATOR = 2
@@ -52,7 +52,7 @@ Dims = list[Any]  # per dim: an int, "batch", or [operator, a, b]
 
 # ---- ahead of time (needs TVM's compiler) -------------------------------------------------------
 
-def describe_target(delegate: TVMDelegate) -> str:
+def describe_target(delegate: TVMSettings) -> str:
     """What a saved partition needs to run: TVM's version, the target and (CPU) the instruction set."""
     target = delegate.target
     text = {"layout": LAYOUT, "tvm": runtime.tvm_version(), "kind": delegate.kind, "target": str(target)}
@@ -139,7 +139,7 @@ def _baked_positions(kernels: list[Kernel], baked: dict[Tensor, np.ndarray]) -> 
 
 # ---- on the device (the runtime alone) ----------------------------------------------------------
 
-def check_target(delegate: TVMDelegate, target: str) -> None:
+def check_target(delegate: TVMSettings, target: str) -> None:
     """Raises NotSupportedError unless a partition saved for ``target`` can run with ``delegate`` here."""
     try:
         saved = load_json(target)
@@ -171,7 +171,7 @@ def _check_cpu(saved: Any) -> None:
         raise NotSupportedError(f"compiled for a CPU with {', '.join(missing[:8])}, which this one lacks")
 
 
-def _device_arch(delegate: TVMDelegate) -> str:
+def _device_arch(delegate: TVMSettings) -> str:
     return "sm_" + runtime.compute_version(delegate.device).replace(".", "")
 
 
@@ -187,7 +187,7 @@ class SavedTVMKernel(runtime.VMCalls, Kernel):
         ModelFormatError: the blob is malformed (checked when the kernel is made).
     """
 
-    def __init__(self, delegate: TVMDelegate, blob: memoryview, kernels: list[Kernel], inputs: list[Tensor],
+    def __init__(self, delegate: TVMSettings, blob: memoryview, kernels: list[Kernel], inputs: list[Tensor],
                  outputs: list[Tensor], name: str):
         super().__init__(inputs, outputs, name=name, constants=[t for k in kernels for t in k.inputs])
         self.delegate, self.kernels = delegate, kernels

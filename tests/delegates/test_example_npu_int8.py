@@ -24,7 +24,7 @@ from lite.delegates.example_npu import (
     FixedPoint,
     Int8GraphKernel,
 )
-from lite.embedded import compile_into
+from lite.model import compile_into
 from lite.tools.converter import convert
 from tests.support.quantized import output_step, qdq_op_model, quantized_zoo
 

@@ -24,7 +24,7 @@ import pytest
 
 import lite
 from lite.blob import pack
-from lite.embedded import compile_into
+from lite.model import compile_into
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model
 from lite.tools import zoo

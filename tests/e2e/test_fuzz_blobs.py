@@ -52,7 +52,7 @@ def plain_cnn() -> bytes:
 def npu_ort_base() -> bytes:
     from lite.delegates.example_npu import ExampleNPUDelegate
     from lite.delegates.onnxruntime import ORTDelegate
-    from lite.embedded import compile_into
+    from lite.model import compile_into
 
     data, partitions, _ = compile_into(plain_cnn(), lite.Context(delegates=[ExampleNPUDelegate(), ORTDelegate()]))
     assert {p.delegate for p in partitions} == {"ExampleNPUDelegate", "ORTDelegate"}, partitions
@@ -61,7 +61,7 @@ def npu_ort_base() -> bytes:
 
 def tvm_base() -> bytes:
     from lite.delegates.tvm import TVMDelegate
-    from lite.embedded import compile_into
+    from lite.model import compile_into
 
     data, partitions, _ = compile_into(plain_cnn(), lite.Context(delegates=[TVMDelegate(cache_dir=None)]))
     assert [p.delegate for p in partitions] == ["TVMDelegate"]

@@ -124,7 +124,7 @@ def write_saved_golden(folder: Path = GOLDEN, seed: int = FORMAT_VERSION) -> Pat
         FileExistsError: it exists (it is never overwritten).
     """
     from lite.delegates.example_npu import ExampleNPUDelegate
-    from lite.embedded import compile_into
+    from lite.model import compile_into
 
     path = folder / f"saved-v{FORMAT_VERSION}.lite"
     if path.exists() or path.with_suffix(".npz").exists():

@@ -108,7 +108,7 @@ def test_measured_placement_in_the_table_and_the_page(inception_file, tmp_path, 
 def test_saved_partitions_are_listed_with_what_the_build_did(tmp_path, capsys):
     import lite
     from lite.delegates.example_npu import ExampleNPUDelegate
-    from lite.embedded import compile_into
+    from lite.model import compile_into
 
     path = tmp_path / "saved.lite"
     path.write_bytes(compile_into(convert(inception_block()), lite.Context(delegates=[ExampleNPUDelegate()]))[0])
@@ -130,7 +130,7 @@ def hostile_file(path):
 
     import lite
     from lite.delegates.example_npu import ExampleNPUDelegate
-    from lite.embedded import compile_into
+    from lite.model import compile_into
     from lite.schema.reader import read_model
     from lite.schema.writer import write_model
     from lite.tools import zoo

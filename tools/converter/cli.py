@@ -13,9 +13,9 @@ import onnx
 
 from lite.context import Context
 from lite.delegates import load_delegate, parse_options
-from lite.embedded import compile_into
 from lite.errors import LiteError
 from lite.loader import load_onnx
+from lite.model import compile_into
 from lite.schema.writer import write_model
 from lite.tools import add_version
 from lite.tools.converter import convert_to_graph

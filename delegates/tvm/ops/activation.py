@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from tvm import relax
 
-from lite.delegates.tvm.ops import Node, activate, clip, emitter
+from lite.delegates.tvm.ops.common import Node, activate, clip, emitter
 from lite.ops.activation import FUSED_ACTIVATIONS
 
 Lower = Callable[[Node, relax.Expr], relax.Expr]

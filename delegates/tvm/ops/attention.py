@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvm import relax
 
-from lite.delegates.tvm.ops import Node, emitter
+from lite.delegates.tvm.ops.common import Node, emitter
 
 
 @emitter("Attention")

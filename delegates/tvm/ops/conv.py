@@ -12,7 +12,7 @@ from typing import Any
 
 from tvm import relax
 
-from lite.delegates.tvm.ops import Node, activate, emitter, fused_activation
+from lite.delegates.tvm.ops.common import Node, activate, emitter, fused_activation
 from lite.kernel import Kernel
 from lite.ops.geometry import per_axis, transposed_pads, window_pads
 

@@ -10,7 +10,7 @@ import functools
 
 from tvm import relax
 
-from lite.delegates.tvm.ops import UNSUPPORTED, Node, activate, emitter, fused_activation
+from lite.delegates.tvm.ops.common import UNSUPPORTED, Node, activate, emitter, fused_activation
 
 BINARY = {"AddFusion": relax.op.add, "SubFusion": relax.op.subtract, "MulFusion": relax.op.multiply,
           "DivFusion": relax.op.divide}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax
 
-from lite.delegates.tvm.ops import UNSUPPORTED, Node, emitter
+from lite.delegates.tvm.ops.common import UNSUPPORTED, Node, emitter
 
 
 @emitter("GatherElements", values=(1,))

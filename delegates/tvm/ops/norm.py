@@ -8,7 +8,7 @@ from typing import Any
 
 from tvm import relax
 
-from lite.delegates.tvm.ops import Node, emitter
+from lite.delegates.tvm.ops.common import Node, emitter
 from lite.kernel import Kernel
 from lite.ops.norm import batchnorm_affine, lrn_window, norm_axis
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tvm import relax
 
-from lite.delegates.tvm.ops import Node, emitter
+from lite.delegates.tvm.ops.common import Node, emitter
 from lite.kernel import Kernel
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from tvm import relax
 
-from lite.delegates.tvm.ops import Node, emitter
+from lite.delegates.tvm.ops.common import Node, emitter
 from lite.kernel import Kernel
 from lite.ops.resize import resize_scale, resized_dim
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from tvm import relax, tirx, topi
 
-from lite.delegates.tvm.ops import Dim, Node, emitter
+from lite.delegates.tvm.ops.common import Dim, Node, emitter
 from lite.kernel import Kernel
 from lite.ops.broadcast import expand_shape
 from lite.ops.padding import begins_ends, kept

@@ -1,0 +1,216 @@
+"""The kernels runtime CPU fusion makes (``lite.fusion`` decides where; ``lite.blocking`` runs
+chains of them on channel blocks): a convolution with its residual Add (``ConvResidual``), a
+producer with the Activation it absorbs (``ProducerActivation``), a gate's Mul with the 1x1
+convolution reading its product (``ScaledInput``), a squeeze-and-excitation gate as one call
+(``SqueezeExcite``). Each keeps its parts, runs them one after the other where its fused form
+does not fit, and gives them back (``unfuse``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from lite.aligned import aligned_array
+from lite.kernel import Kernel
+from lite.kernels import fast
+from lite.kernels.base import NativeKernel
+from lite.kernels.fused import compiled_terms
+from lite.tensor import Tensor
+
+
+class ConvResidual(Kernel):
+    """A Conv2DFusion and the AddFusion that adds ``residual`` to its output, run as one kernel.
+
+    ``parts`` are the two native kernels (a profile charges the time to the convolution). When
+    the shapes or the convolution's plan do not allow the fused epilogue, the two run one after
+    the other, the convolution into an array of its own.
+    """
+
+    def __init__(self, conv: NativeKernel, add: NativeKernel, residual: Tensor):
+        super().__init__([*conv.inputs, residual], list(add.outputs), name=f"{conv.name}+{add.name}")
+        self.conv, self.add, self.residual = conv, add, residual
+        self.producer, self.parts = conv, (conv, add)
+        self.fused = False
+
+    @property
+    def type(self) -> str:
+        return f"{self.conv.type}+{self.add.type}"
+
+    def resize(self) -> None:
+        conv, inner, out = self.conv, self.conv.outputs[0], self.outputs[0]
+        self.fused = inner.shape == self.residual.shape == out.shape
+        conv.set_epilogue(replace(conv.epilogue, residual=self.residual if self.fused else None,
+                                  residual_activation=self.add.activation))
+        conv.resize()
+        if self.fused and not conv.plan.takes_residual:
+            self.fused = False
+            conv.set_epilogue(replace(conv.epilogue, residual=None))
+        if not self.fused:
+            inner.data = aligned_array(inner.shape, inner.dtype)
+        self.add.resize()
+
+    def unfuse(self) -> None:
+        """Gives the convolution back its own epilogue (when the build does not fuse the pair after all)."""
+        self.conv.set_epilogue(replace(self.conv.epilogue, residual=None))
+        self.conv.resize()
+
+    def execute(self) -> None:
+        if self.fused:
+            self.conv.outputs[0].data = self.outputs[0].data
+            self.conv.execute()
+        else:
+            self.conv.execute()
+            self.add.execute()
+
+
+class ProducerActivation(Kernel):
+    """A Conv2DFusion or MatMulFusion and the Activation that alone reads its output, run as one
+    kernel (``parts``: a profile charges the time to the producer)."""
+
+    def __init__(self, producer: NativeKernel, activation: NativeKernel):
+        super().__init__(list(producer.inputs), list(activation.outputs), name=f"{producer.name}+{activation.name}")
+        self.producer, self.activation = producer, activation
+        self.parts = (producer, activation)
+
+    @property
+    def type(self) -> str:
+        return f"{self.producer.type}+{self.activation.type}"
+
+    def resize(self) -> None:
+        absorbed = (self.activation.attrs["activation_type"], float(self.activation.alpha))
+        self.producer.set_epilogue(replace(self.producer.epilogue, absorbed=absorbed))
+        self.producer.resize()
+
+    def unfuse(self) -> None:
+        """Gives the producer back its own epilogue (when the build does not fuse the pair after all)."""
+        self.producer.set_epilogue(replace(self.producer.epilogue, absorbed=None))
+        self.producer.resize()
+
+    def execute(self) -> None:
+        self.producer.outputs[0].data = self.outputs[0].data
+        self.producer.execute()
+
+
+class ScaledInput(Kernel):
+    """``MulFusion(x, gate)`` and the 1x1 convolution that alone reads the product (``consumer``: the
+    Conv2DFusion, or the fused kernel whose producer it is), run as one kernel.
+
+    Where the gate has one image, (1, C, 1, 1), and the convolution's output channels are fewer
+    than x's plane has positions, each run scales the weight's columns by the gate into a buffer
+    the convolution multiplies by x itself; else the Mul and the convolution run one after the
+    other. MobileNetV3's and EfficientNet's projections after their gates: O x C multiplies (24 x
+    144 up to 112 x 672) against the Mul's C x H x W (144 x 56 x 56 down to 672 x 14 x 14).
+    """
+
+    def __init__(self, mul: NativeKernel, consumer: Kernel, x: Tensor, gate: Tensor):
+        super().__init__([x, gate, *consumer.inputs[1:]], list(consumer.outputs), name=f"{mul.name}+{consumer.name}")
+        self.mul, self.consumer, self.x, self.gate = mul, consumer, x, gate
+        self.conv = getattr(consumer, "producer", consumer)
+        self.product = mul.outputs[0]
+        self.parts = (*getattr(consumer, "parts", (consumer,)), mul)
+        self.fused = False
+        self.weight: np.ndarray | None = None  # the convolution's own arranged weight
+        self.scaled: np.ndarray | None = None
+
+    @property
+    def type(self) -> str:
+        return f"{self.mul.type}+{self.consumer.type}"
+
+    def resize(self) -> None:
+        n, c, h, w = self.x.shape
+        conv = self.conv
+        self.weight = conv.weights  # NOTE: its own, which prepare may have made again since the last resize
+        self.fused = (n == 1 and self.gate.shape == (1, c, 1, 1) and self.weight is not None
+                      and self.weight.shape[:1] == (1,) and self.weight.shape[1] < h * w)
+        if self.fused:
+            if self.scaled is None or self.scaled.shape != self.weight.shape:
+                self.scaled = np.empty_like(self.weight)
+            conv.read_weights(self.scaled)
+        else:
+            self._restore()
+            self.product.data = aligned_array(self.product.shape, self.product.dtype)
+            self.mul.resize()
+        self.consumer.resize()
+
+    def _restore(self) -> None:
+        self.conv.read_weights(None)
+
+    def unfuse(self) -> None:
+        """Gives the convolution back its own weight (when the build does not fuse after all)."""
+        self._restore()
+        unfuse = getattr(self.consumer, "unfuse", None)
+        if unfuse is not None:
+            unfuse()
+        else:
+            self.conv.resize()
+
+    def execute(self) -> None:
+        if self.fused:
+            np.multiply(self.weight, self.gate.data.reshape(1, 1, -1), out=self.scaled)
+            self.product.data = self.x.data
+        else:
+            self.mul.execute()
+        self.consumer.execute()
+
+
+class SqueezeExcite(Kernel):
+    """A squeeze-and-excitation gate's kernels (``parts``: the global average pool, the first 1x1
+    convolution, its Activation if any, the second, its Activation if any) run as one compiled
+    call; a profile charges the time to the pool."""
+
+    def __init__(self, parts: list[NativeKernel]):
+        pool, *rest = parts
+        convs = [k for k in rest if k.type == "Conv2DFusion"]
+        inputs = [pool.inputs[0], *(t for conv in convs for t in conv.inputs[1:])]
+        super().__init__(inputs, list(parts[-1].outputs), name="+".join(k.name for k in parts))
+        self.parts = tuple(parts)
+        self.layers = [(conv, self._activation(conv, rest)) for conv in convs]
+        self.terms: list = []
+
+    @property
+    def type(self) -> str:
+        return "+".join(k.type for k in self.parts)
+
+    @staticmethod
+    def _activation(conv: NativeKernel, rest: list[NativeKernel]) -> NativeKernel | None:
+        """The Activation that reads the convolution's output, if it is one of the parts."""
+        return next((k for k in rest if k.type == "Activation" and k.inputs[0] is conv.outputs[0]), None)
+
+    def resize(self) -> None:
+        from lite.kernels.fast import gate
+
+        gate.warm()
+        self.terms = [term for conv, activation in self.layers for term in self._layer_terms(conv, activation)]
+        channels = self.inputs[0].shape[1]
+        self.pooled = np.empty(channels, np.float32)
+        self.hidden = np.empty(self.layers[0][0].outputs[0].shape[1], np.float32)
+
+    def _layer_terms(self, conv: NativeKernel, activation: NativeKernel | None) -> tuple:
+        """(weight, bias, lo, hi, code, alpha, beta) of one product as ``gate`` takes them (the
+        second's weight transposed)."""
+        from lite.kernels.fast.gate import GATE_CODES, IDENTITY
+
+        weight = conv.inputs[1].data.reshape(conv.inputs[1].shape[0], -1)
+        weight = np.ascontiguousarray(weight.T if conv is self.layers[1][0] else weight, np.float32)
+        bias = conv.bias()
+        kind = "NO_ACTIVATION" if activation is None else activation.attrs["activation_type"]
+        clip = conv.activation if kind in ("NO_ACTIVATION", *GATE_CODES) else kind
+        shift, lo, hi = compiled_terms(None if bias is None else bias.data, conv.inputs[1].shape[0], clip,
+                                       np.dtype(np.float32))
+        if kind not in GATE_CODES:
+            return weight, shift, lo, hi, IDENTITY, np.float32(1), np.float32(0)
+        return weight, shift, lo, hi, GATE_CODES[kind], np.float32(activation.alpha), np.float32(activation.beta)
+
+    def unfuse(self) -> None:
+        """Nothing to give back: the parts keep their own state."""
+
+    def execute(self) -> None:
+        from lite.kernels.fast import gate
+
+        x, out = self.inputs[0].data, self.outputs[0].data
+        x, copies = fast.compiled_input(x.reshape(*x.shape[:2], -1))
+        for copy in copies:
+            copy()
+        gate.gate(x, *self.terms, self.pooled, self.hidden, out.reshape(out.shape[:2]))
