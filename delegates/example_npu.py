@@ -331,8 +331,12 @@ class Conv(NPUOp):
             for i, j, tap in self.window.taps(x):
                 cols[:, :, :, :, i, j] = tap.reshape(*tap.shape[:3], self.groups, -1)
         m = cols.shape[0] * cols.shape[1] * cols.shape[2]
-        acc = np.matmul(cols.reshape(m, self.groups, -1).transpose(1, 0, 2), self.mac_weights)
-        return acc.transpose(1, 0, 2)
+        return self.multiply(cols.reshape(m, self.groups, -1).transpose(1, 0, 2), self.mac_weights).transpose(1, 0, 2)
+
+    @staticmethod
+    def multiply(columns: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """(G, M, K) @ (G, K, O/G)."""
+        return np.matmul(columns, weights)
 
     def depthwise_taps(self, x: np.ndarray) -> np.ndarray:
         """Sum over the KH*KW taps of tap (N, OH, OW, C, 1) * weight (C, multiplier): no channel loop."""
@@ -863,16 +867,11 @@ class Int8Conv(Conv):
         acc = acc.reshape(-1, self.bias.size) + self.bias
         requantize_into(acc, self.unit, self.y_zero, self.bounds, out)
 
-    def gemm(self, x: np.ndarray) -> np.ndarray:
-        """im2col in NHWC, then per group (M, K) times (O/G, K) summed over K in int32."""
-        cols = x if self.window.pointwise else self.cols
-        if not self.window.pointwise:
-            for i, j, tap in self.window.taps(x):
-                cols[:, :, :, :, i, j] = tap.reshape(*tap.shape[:3], self.groups, -1)
-        m = cols.shape[0] * cols.shape[1] * cols.shape[2]
-        # NOTE: einsum, not matmul: numpy's integer matmul has no fast path
-        acc = np.einsum("gmk,gnk->gmn", cols.reshape(m, self.groups, -1).transpose(1, 0, 2), self.mac_weights)
-        return acc.transpose(1, 0, 2)
+    @staticmethod
+    def multiply(columns: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """(G, M, K) times (G, O/G, K) summed over K in int32 (einsum: numpy's integer matmul has no
+        fast path)."""
+        return np.einsum("gmk,gnk->gmn", columns, weights)
 
 
 class Int8Add(Add):
