@@ -25,11 +25,20 @@ against ONNX's reference evaluator in tests/kernels/test_quantized.py.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 
 from lite.tools import converter
 from tests.support.e2e import build_lite, predict
-from tests.support.quantized import ZOO_SIZES, Agreement, output_step, quantized_zoo, random_feeds, run_onnxruntime
+from tests.support.quantized import (
+    ZOO_SIZES,
+    Agreement,
+    output_step,
+    quantize,
+    quantized_zoo,
+    random_feeds,
+    run_onnxruntime,
+)
 
 SMALL = ("bert_encoder", "inception_block", "mobilenet_v2", "resnet18", "squeezenet")
 ALL = sorted(ZOO_SIZES)
@@ -138,3 +147,30 @@ def test_both_static_forms_convert_to_the_same_ops():
     qdq = converter.convert_to_graph(_quantized("squeezenet", "qdq")[1])[0]
     qoperator = converter.convert_to_graph(_quantized("squeezenet", "qoperator")[1])[0]
     assert [n.op_type for n in qdq.nodes] == [n.op_type for n in qoperator.nodes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["qdq", "qoperator", "dynamic"])
+@pytest.mark.parametrize("name", ["bert", "vit"])
+def test_a_hugging_face_model_quantized_by_onnxruntime_agrees_with_it(name, form, tmp_path):
+    """Hugging Face BERT and ViT from small configs, exported by torch, quantized in each form."""
+    from tests.support.torch_models import LastHidden, export, hf
+
+    if (name, form) == ("bert", "qoperator"):
+        pytest.skip("onnxruntime's quantizer writes a QGemm reading the embeddings' LayerNorm bias as uint8, "
+                    "a graph onnxruntime itself refuses (INVALID_GRAPH), so there is no reference to agree with")
+    rng = np.random.default_rng(0)
+
+    def draw() -> np.ndarray:
+        if name == "bert":
+            return rng.integers(0, 100, (1, 32)).astype(np.int64)
+        return rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+
+    model = onnx.load(export(LastHidden(hf(name).eval()).eval(), draw(), False, tmp_path, dynamic=False))
+    quantized = quantize(model, form, [{"x": draw()} for _ in range(8)])
+    lite_model = build_lite(converter.convert(quantized))
+    agreement = Agreement()
+    for _ in range(16):
+        feeds = {"x": draw()}
+        agreement.add(predict(lite_model, feeds)[0], run_onnxruntime(quantized, feeds)[0])
+    assert agreement.cosine >= 0.999, agreement
