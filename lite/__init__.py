@@ -6,6 +6,7 @@ then predict. Whatever no delegate takes runs on the native numpy kernels.
 
 from lite.context import Context
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate
+from lite.delegate.placement import PlacementRow
 from lite.delegates import available_delegates
 from lite.errors import (
     DelegateError,
@@ -29,7 +30,6 @@ from lite.kernels.registry import register_custom_kernel, unregister_custom_kern
 from lite.loader import ModelType
 from lite.model import Model, PartitionRow
 from lite.pipeline import PipelineConfig, PipelineExecutor, split_model
-from lite.placement import PlacementRow
 from lite.primitive import Primitive
 from lite.runner import ModelParallelRunner
 from lite.schema.graph import Format, QuantParams

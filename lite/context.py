@@ -32,7 +32,7 @@ class Context:
         placement: "priority" (default): delegates take what they support in priority order.
             "measured": every partition any delegate claims is timed at build against the
             native kernels it covers (and against other delegates claiming the same kernels),
-            and runs where it is fastest (``lite.placement``; ``Model.placement_report()``).
+            and runs where it is fastest (``lite.delegate.placement``; ``Model.placement_report()``).
         placement_budget: seconds measured placement may spend timing (what is not timed
             in time runs natively).
         placement_cache: where measured times are cached ("default": ``$DELITE_PLACEMENT_CACHE``

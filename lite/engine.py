@@ -15,7 +15,7 @@ import numpy as np
 
 from lite.context import Context
 from lite.delegate import Delegate, DelegateModel
-from lite.delegation import DelegationLog, Partition, logger
+from lite.delegate.partition import DelegationLog, Partition, logger
 from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
 from lite.fusion import fuse
 from lite.kernel import Kernel, charge, execute_charged
@@ -54,7 +54,7 @@ class Engine:
         self.outputs = [self.tensors[i] for i in graph.outputs]
         self.shape_kernels = schedule(graph, self.tensors)
         self.node_kernels = {k.node_index: k for k in self.shape_kernels}
-        self.embedded = graph.partitions  # delegate partitions compiled ahead of time (lite.embedded)
+        self.embedded = graph.partitions  # delegate partitions compiled ahead of time (lite.delegate.saved)
         workspace = Workspace(context.memory_limit)  # kernels run one at a time: one scratch pool
         self.threads = KernelThreads(context.thread_num)
         for kernel in self.shape_kernels:
@@ -63,7 +63,7 @@ class Engine:
         self.folded, self.runtime_shaped = set(folded), set(runtime_shaped)
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
-        self.placement: list = []  # measured placement's candidates (lite.placement.Candidate)
+        self.placement: list = []  # measured placement's candidates (lite.delegate.placement.Candidate)
         self.measured = False  # measured placement ran (it builds delegates itself: saved partitions are not loaded)
         self.ready: set[Kernel] = set()  # native kernels prepared before the build's prepare
         self.memory = MemoryPlan()
@@ -77,8 +77,8 @@ class Engine:
 
     def delegate(self, delegate: Delegate) -> None:
         """Lets ``delegate`` replace runs of kernels: its ``init()``, then its partitions saved in the
-        file (``lite.embedded``) or, when it has none or one could not be used, its ``build()``."""
-        from lite import embedded
+        file (``lite.delegate.saved``) or, when it has none or one could not be used, its ``build()``."""
+        from lite.delegate import saved as embedded
 
         if self.init_delegate(delegate):
             view = DelegateModel(self.kernels, self.inputs, self.outputs, delegate, self.log, self.context)
@@ -87,7 +87,7 @@ class Engine:
 
     def note_unused_blobs(self) -> None:
         """Gives every saved partition no delegate loaded its reason (after all delegates built)."""
-        from lite import embedded
+        from lite.delegate import saved as embedded
 
         names = {type(d).__name__ for d in self.context.delegates}
 
@@ -102,8 +102,8 @@ class Engine:
         embedded.note_unclaimed(self, reason)
 
     def place_measured(self, model_digest: str) -> None:
-        """Measured placement (``lite.placement``): each claimed partition runs where it timed fastest."""
-        from lite.placement import Placer, check_measurable
+        """Measured placement (``lite.delegate.placement``): each claimed partition runs where it timed fastest."""
+        from lite.delegate.placement import Placer, check_measurable
 
         why_not = check_measurable(self)
         if why_not:

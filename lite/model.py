@@ -15,13 +15,13 @@ import numpy as np
 from lite.arguments import dims_of, model_bytes, sequence_of
 from lite.context import Context
 from lite.conversion import load_lite_bytes
-from lite.embedded import save
+from lite.delegate.placement import PlacementRow, node_placements, report_rows
+from lite.delegate.saved import save
 from lite.engine import Engine
 from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFormatError
 from lite.kernel import Kernel
 from lite.kernels import fast
 from lite.loader import ModelSource, ModelType, model_type_of, read_lite_file
-from lite.placement import PlacementRow, node_placements, report_rows
 from lite.schema.graph import PartitionDef
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model

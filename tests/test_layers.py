@@ -30,7 +30,7 @@ LAYERS = {
     # 3 native backend
     "lite.kernels": 3, "lite.fusion": 3, "lite.fusion_kernels": 3, "lite.blocking": 3,
     # 4 delegation
-    "lite.delegate": 4, "lite.delegation": 4, "lite.blob": 4, "lite.embedded": 4, "lite.placement": 4,
+    "lite.delegate": 4,  # the package: API, partition, blob, saved (partitions in the file), placement
     # 5 runtime
     "lite.engine": 5, "lite.loader": 5, "lite.conversion": 5, "lite.tools.converter": 5,
     # 6 Model

@@ -1,4 +1,4 @@
-"""Measured placement with the bundled delegates on real models (``lite.placement``).
+"""Measured placement with the bundled delegates on real models (``lite.delegate.placement``).
 
 The default run decides by injected costs (``injected``: a delegate's graph kernels run for real,
 but their time is a set multiple of the native time they replace), so a loaded machine cannot
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lite
-from lite import placement
+from lite.delegate import placement
 from lite.delegates.example_npu import ExampleNPUDelegate
 from lite.delegates.onnxruntime import ORTDelegate
 from lite.delegates.tvm import TVMDelegate

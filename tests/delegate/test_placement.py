@@ -18,7 +18,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
-from lite.placement import MAX_CACHE_BYTES, Candidate, DecisionCache, contiguous_order, placement_cache_directory
+from lite.delegate.placement import (
+    MAX_CACHE_BYTES,
+    Candidate,
+    DecisionCache,
+    placement_cache_directory,
+)
+from lite.scheduler import contiguous_order
 from lite.tools.converter import convert
 from tests.support.delegates import NativeGraphKernel, assert_matches_onnxruntime, build, chain_model
 from tests.support.oracle import relative_l2, run_onnxruntime

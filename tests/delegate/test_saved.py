@@ -1,4 +1,4 @@
-"""Delegate partitions saved in the .lite file (lite.embedded): loaded, or why not, per node.
+"""Delegate partitions saved in the .lite file (lite.delegate.saved): loaded, or why not, per node.
 
 The example NPU delegate (whose blobs are its converted float16 weights) carries the runtime's
 part: loading, every reason a saved partition is not used, the fallback to the file's own
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lite
-from lite.blob import pack
+from lite.delegate.blob import pack
 from lite.delegates.example_npu import ExampleNPUDelegate, NPUGraphKernel
 from lite.model import compile_into
 from lite.schema.reader import read_model

@@ -64,7 +64,7 @@ class Partition:
 @dataclass
 class DelegationLog:
     """What the delegates did in one build: partitions, reasons for saying no, and what happened to
-    the blobs saved in the file (``lite.embedded``), per covered node."""
+    the blobs saved in the file (``lite.delegate.saved``), per covered node."""
 
     partitions: dict[Kernel, Partition] = field(default_factory=dict)
     reasons: dict[NativeKernel, list[str]] = field(default_factory=dict)
@@ -99,7 +99,7 @@ class DelegationLog:
 
 class Program(Protocol):
     """What the delegation build steps (priority and measured placement, loading and saving
-    partitions: ``lite.placement``, ``lite.embedded``) read and change of one build in progress.
+    partitions: ``lite.delegate.placement``, ``lite.delegate.saved``) read and change of one build in progress.
     ``lite.engine.Engine`` is one; the steps see this interface, not the Engine.
     """
 

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Callable
 
 from lite.delegate import Delegate, DelegateModel, read_from_outside, saves_graph_kernels
-from lite.delegation import Program
+from lite.delegate.partition import Program
 from lite.errors import DelegateError, NotSupportedError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel

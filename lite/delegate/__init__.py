@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from lite.arguments import DELEGATE_TYPES
 from lite.context import Context
-from lite.delegation import DelegationLog, Partition
+from lite.delegate.partition import DelegationLog, Partition
 from lite.errors import DelegateError, NotSupportedError
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate, read_from_outside, takes_build_argument
-from lite.delegation import DelegationLog, Partition, Program
+from lite.delegate.partition import DelegationLog, Partition, Program
 from lite.errors import LiteError, MemoryLimitError, ModelFileError
 from lite.files import read_regular_file
 from lite.fusion import fuse
