@@ -284,14 +284,15 @@ def shell_commands(page: Path) -> list[str]:
     parts = [part.strip() for line in lines for part in line.split("&&")]
     parts += [" ".join(c.split()) for c in re.findall(r"`(lite-[^`]*)`", text)]
     parts = [re.sub(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)+", "", p) for p in parts]
-    return sorted({p for p in parts if re.match(r"lite-[a-z]+ \S", p) and not re.search(r"[\[|]|\.\.\.", p)})
+    return sorted({p for p in parts if re.match(r"lite-[a-z-]+ \S", p) and not re.search(r"[\[|]|\.\.\.", p)})
 
 
 def parser_of(tool: str):
-    from lite.tools import benchmark, inspector, tune
+    from lite.tools import benchmark, delegate_test, inspector, tune
     from lite.tools.converter import cli
 
     return {"lite-benchmark": benchmark.parse_args, "lite-inspect": inspector.parse_args,
+            "lite-delegate-test": delegate_test.parse_args,
             "lite-tune": tune.parse_args, "lite-convert": lambda argv: cli._parser().parse_args(argv)}[tool]
 
 
