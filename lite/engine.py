@@ -17,7 +17,7 @@ from lite.context import Context
 from lite.delegate import Delegate, DelegateModel
 from lite.delegate.partition import DelegationLog, Partition, logger
 from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
-from lite.fusion import fuse
+from lite.fusion import FusionPlan, fuse
 from lite.kernel import Kernel, charge, execute_charged
 from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.parallel import KernelThreads
@@ -64,6 +64,7 @@ class Engine:
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
         self.placement: list = []  # measured placement's candidates (lite.delegate.placement.Candidate)
+        self.fusion: FusionPlan | None = None  # what CPU fusion did (lite.fusion), to revert before fusing again
         self.measured = False  # measured placement ran (it builds delegates itself: saved partitions are not loaded)
         self.ready: set[Kernel] = set()  # native kernels prepared before the build's prepare
         self.memory = MemoryPlan()
@@ -164,7 +165,10 @@ class Engine:
         """Fuses native kernels that only native kernels read (``lite.fusion``), resized when shapes are known."""
         native = {k for k in self.kernels if k not in self.log.partitions and k not in self.runtime_shaped}
         before = set(self.kernels)
-        self.kernels = fuse(self.kernels, self.shape_kernels, self.outputs, native)
+        if self.fusion is not None:
+            self.fusion.revert()
+        self.fusion = fuse(self.kernels, self.shape_kernels, self.outputs, native)
+        self.kernels = self.fusion.running
         if not self.shapes_dirty:
             for kernel in self.kernels:
                 if kernel not in before:

@@ -27,13 +27,16 @@
 
 The epilogues are compiled (``lite.kernels.fast``); scaling the weight is one numpy multiply.
 Delegates never see this: it runs after they built, on the native kernels they left, and
-``partition_report()`` still lists every node.
+``partition_report()`` still lists every node. ``fuse`` returns a ``FusionPlan``, applied: what
+runs, the fused kernels it made and the epilogues it handed over; ``FusionPlan.revert`` undoes it
+all (measured placement times the fused kernels, then reverts; the build fuses again).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -46,9 +49,29 @@ from lite.ops.activation import FUSED_CLIPS
 from lite.tensor import Tensor
 
 
+@dataclass
+class FusionPlan:
+    """What one ``fuse`` did, applied: what runs in place of the kernels given (``running``), the
+    fused kernels it made (``made``: each holds its parts) and the expansions that left their
+    epilogue to a depthwise reader (``handed``). ``revert`` gives every part its own state back,
+    so a build that fuses again (or does not fuse at all) starts from the kernels as they were."""
+
+    running: list[Kernel]
+    made: list[Kernel] = field(default_factory=list)
+    handed: list[NativeKernel] = field(default_factory=list)
+
+    def revert(self) -> None:
+        """Undoes the plan: each fused kernel gives its parts back, each handed epilogue returns."""
+        for kernel in self.made:
+            kernel.unfuse()
+        for expansion in self.handed:
+            expansion.hand_epilogue(None)
+        self.made, self.handed = [], []
+
+
 def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list[Tensor],
-         native: set[Kernel]) -> list[Kernel]:
-    """``kernels`` with each squeeze-and-excitation gate's kernels replaced by a SqueezeExcite, each
+         native: set[Kernel]) -> FusionPlan:
+    """The plan running ``kernels`` with each squeeze-and-excitation gate's kernels replaced by a SqueezeExcite, each
     fusable convolution + residual Add pair by a ConvResidual, each convolution or linear layer +
     Activation pair by a ProducerActivation and each gate's Mul + the 1x1 convolution reading its
     product by a ScaledInput, at the place of the last part (the first parts' inputs are still
@@ -60,12 +83,9 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
         outputs: the model's outputs (a convolution's output that is one is never fused away).
         native: the kernels of ``kernels`` that run natively, with static output shapes.
     """
-    for kernel in shape_kernels:  # NOTE: an earlier fuse (measured placement's) may have handed epilogues over
-        if getattr(kernel, "epilogue_reader", None) is not None:
-            kernel.hand_epilogue(None)
     native = {k for k in native if not k.quantized}  # NOTE: the epilogues compute in float
     if not native or not fast.enabled():  # NOTE: nothing native (a whole delegated model): numba stays unloaded
-        return kernels
+        return FusionPlan(list(kernels))
     readers = Counter(t for k in shape_kernels for t in k.inputs if t is not None)
     producer = {t: k for k in kernels if k in native for t in k.outputs}
     reader = {t: k for k in kernels if k in native for t in k.inputs if t is not None and readers[t] == 1}
@@ -91,12 +111,14 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
     last = {fused.get(k, k): i for i, k in enumerate(kernels)}  # NOTE: each runs where its last part did
     running = [kernel for i, k in enumerate(kernels) if last[kernel := fused.get(k, k)] == i]
     running, chained = _chain(running, shape_kernels, outputs)
+    plan = FusionPlan(running, list(dict.fromkeys(fused.values())))
     for expansion in kernels:
         if (expansion not in chained
                 and (depthwise := _epilogue_reader(expansion, fused, reader, outputs, native)) is not None
                 and depthwise not in chained):
             expansion.hand_epilogue(depthwise)
-    return running
+            plan.handed.append(expansion)
+    return plan
 
 
 def _chain(running: list[Kernel], shape_kernels: list[NativeKernel],

@@ -465,13 +465,15 @@ def test_a_build_after_measured_placement_hands_over_only_what_stays_native(no_c
     assert_matches(model, onnx_model, batch=1)
 
 
-def test_fusing_again_takes_back_an_epilogue_whose_reader_no_longer_runs_natively(no_chains):
+def test_reverting_the_plan_takes_back_a_handed_epilogue_and_fusing_again_does_not_hand_it(no_chains):
     model = build(expansion("relu6"))
     engine = model._engine
     [(first, second)] = handed(model)
-    kernels = [k for k in engine.kernels if k is not second]
-    fuse(kernels, engine.shape_kernels, engine.outputs, set(kernels))
+    engine.fusion.revert()
     assert first.epilogue_reader is None and second.prologue_source is None and not handed(model)
+    kernels = [k for k in engine.kernels if k is not second]
+    plan = fuse(kernels, engine.shape_kernels, engine.outputs, set(kernels))
+    assert plan.handed == [] and first.epilogue_reader is None
 
 
 def test_a_depthwise_convolution_on_the_numpy_kernel_leaves_the_expansion_its_epilogue(monkeypatch, no_chains):

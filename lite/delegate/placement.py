@@ -250,15 +250,14 @@ class Placer:
             engine.prepare_native_once(kernel)
         self._give_arrays(natives)
         static = {k for k in natives if k not in engine.runtime_shaped}
-        running = fuse(natives, engine.shape_kernels, engine.outputs, static)
-        fused = [k for k in running if k not in static and k not in engine.runtime_shaped]
+        fusion = fuse(natives, engine.shape_kernels, engine.outputs, static)
         try:
-            for kernel in fused:
-                kernel.resize()
-            samples = self._timed_native_runs(running)
+            for kernel in fusion.running:
+                if kernel not in static and kernel not in engine.runtime_shaped:
+                    kernel.resize()
+            samples = self._timed_native_runs(fusion.running)
         finally:
-            for kernel in fused:  # NOTE: the build fuses again, where the pair stays native
-                kernel.unfuse()
+            fusion.revert()  # NOTE: the build fuses again, where the kernels stay native
         self.native_times = {k: min(s) for k, s in samples.items()}
         for candidate in self.candidates:
             candidate.native_seconds = self._native_cost(candidate)
