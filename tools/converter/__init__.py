@@ -34,6 +34,7 @@ from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 from lite.schema.writer import write_model
 from lite.shapes import validate_graph
 from lite.tools.converter import mappers  # noqa: F401  (registers every mapper)
+from lite.tools.converter.canonical import canonicalize
 from lite.tools.converter.context import GraphBuilder, NodeContext, Unsupported
 from lite.tools.converter.fusions import (
     fuse_attention,
@@ -129,6 +130,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
         raise ModelFormatError(f"the model's shapes do not agree (ONNX strict shape inference): {g.shape_error}")
     if fusion:
         stage("fusing LayerNorm, GELU, attention, MatMul + bias and activations")
+        canonicalize(graph, report)
         fuse_layer_norm(graph, report)
         fuse_gelu(graph, report)
         fuse_attention(graph, report)

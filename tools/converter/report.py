@@ -18,6 +18,7 @@ class ConversionReport:
     bn_folded: list[str] = field(default_factory=list)  # BatchNormalization folded into Conv/Gemm
     fused: list[str] = field(default_factory=list)  # activations fused into their producer
     fused_blocks: list[str] = field(default_factory=list)  # LayerNorm, GELU, attention, MatMul+bias blocks
+    canonical: list[str] = field(default_factory=list)  # nodes rewritten to the one spelling (canonical.py)
     quantized_ops: list[str] = field(default_factory=list)  # DequantizeLinear -> op -> QuantizeLinear groups
     expanded_quantized_ops: int = 0  # QLinearConv, QGemm... rewritten into their QDQ groups
     pruned_tensors: int = 0
@@ -29,6 +30,7 @@ class ConversionReport:
             f"  constant-folded nodes:      {len(self.folded)}",
             f"  Dropout/Identity removed:   {len(self.removed)}",
             f"  BatchNormalization folded:  {len(self.bn_folded)}",
+            f"  respelled canonically:      {len(self.canonical)} (Sum as Add, Max(x, 0) as Relu, full-plane pools)",
             f"  activations fused:          {len(self.fused)}",
             f"  blocks fused:               {len(self.fused_blocks)} (LayerNorm, GELU, attention, MatMul+bias)",
             f"  quantized ops:              {len(self.quantized_ops)} (QDQ groups; {self.expanded_quantized_ops} "
