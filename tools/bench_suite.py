@@ -34,26 +34,50 @@ INT8_DELEGATES = ("native", "ort")  # the delegates that run quantized ops
 CAPPED_RUNS = {("bert_encoder", "tvm"): 3}
 
 _RSS_SCRIPT = """
-import sys, numpy as np
-from lite.tools.benchmark import peak_rss_mib
-path, engine, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
-if engine == "lite":
+import json, resource, sys
+import numpy as np
+
+spec = json.loads(sys.argv[1])
+rng = np.random.default_rng(0)
+
+
+def feed(shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.random(shape) < 0.5 if dtype.kind == "b" else rng.integers(0, 10, shape).astype(dtype)
+
+
+if spec["engine"] == "lite":
     import lite
+    from lite.delegates import load_delegate
+
+    delegates = [d for d in (load_delegate(s, spec["options"]) for s in spec["delegates"]) if d is not None]
     model = lite.Model()
-    model.build_from_file(path, context=lite.Context(thread_num=threads))
-    feeds = [np.random.default_rng(0).standard_normal(t.shape).astype(t.dtype) for t in model.get_inputs()]
-    for _ in range(3):
-        model.predict(feeds)
+    model.build_from_file(spec["path"], context=lite.Context(thread_num=spec["threads"], delegates=delegates))
+    if spec["shapes"]:
+        model.resize(model.get_inputs(), [spec["shapes"].get(t.name, list(t.shape)) for t in model.get_inputs()])
+    feeds = [feed(t.shape, t.dtype) for t in model.get_inputs()]
+    run = lambda: model.predict(feeds)
 else:
-    import onnxruntime as ort
+    import onnxruntime as ort  # NOTE: lite is not imported: its modules are no part of onnxruntime's footprint
+
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    feeds = {i.name: np.random.default_rng(0).standard_normal(i.shape).astype(np.float32)
+    options.intra_op_num_threads = spec["threads"]
+    if spec["ort_log_level"] >= 0:
+        options.log_severity_level = spec["ort_log_level"]
+    session = ort.InferenceSession(spec["path"], options, providers=["CPUExecutionProvider"])
+    types = {"float": "float32", "double": "float64"}
+    feeds = {i.name: feed(spec["shapes"].get(i.name, i.shape), types.get(i.type[7:-1], i.type[7:-1]))
              for i in session.get_inputs()}
-    for _ in range(3):
-        session.run(None, feeds)
-print(peak_rss_mib())
+    run = lambda: session.run(None, feeds)
+for _ in range(3):
+    run()
+try:
+    with open("/proc/self/status") as status:  # VmHWM: ru_maxrss would include a forking parent's
+        print(next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")))
+except (OSError, StopIteration):
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
@@ -96,7 +120,8 @@ def bench(lite_path: Path, onnx_path: Path, delegate: str, args: argparse.Namesp
     loops, warmup = (min(args.loop_count, cap), min(args.warmup, 1)) if cap else (args.loop_count, args.warmup)
     command = [sys.executable, "-m", "lite.tools.benchmark", "--model", str(lite_path), "--onnx", str(onnx_path),
                "--delegate", delegate, "--thread-num", str(args.thread_num),
-               "--loop-count", str(loops), "--warmup", str(warmup), "--json", str(out)]
+               "--loop-count", str(loops), "--warmup", str(warmup), "--json", str(out),
+               "--no-memory"]  # NOTE: the suite measures memory itself, for RSS_MODELS
     if has_onnxruntime():
         command += ["--compare", "onnxruntime"]
     if delegate == "native" and not lite_path.stem.endswith("_int8"):  # NOTE: the floor times float products
@@ -112,8 +137,21 @@ def has_onnxruntime() -> bool:
     return importlib.util.find_spec("onnxruntime") is not None
 
 
-def peak_rss(path: Path, engine: str, threads: int) -> float:
-    result = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(path), engine, str(threads)],
+def peak_rss(path: Path, engine: str, threads: int, delegates: list[str] | None = None,
+             options: dict | None = None, shapes: dict[str, list[int]] | None = None) -> float:
+    """Peak resident memory (MiB) of ``engine`` ("lite", with ``delegates``, or "onnxruntime") alone in
+    a child process: the model at ``path`` built and run 3 times on random inputs of ``shapes``.
+
+    Raises:
+        subprocess.CalledProcessError: the child failed (its stderr says why).
+    """
+    spec = {"path": str(path), "engine": engine, "threads": threads, "delegates": delegates or [],
+            "options": options or {}, "shapes": shapes or {}, "ort_log_level": -1}
+    if engine == "onnxruntime":
+        from lite.extras import ort_session_options
+
+        spec["ort_log_level"] = ort_session_options().log_severity_level
+    result = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, json.dumps(spec)],
                             capture_output=True, text=True, check=True)
     return float(result.stdout.strip().splitlines()[-1])
 

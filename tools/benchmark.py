@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from tqdm import tqdm
 
 import lite
 from lite.delegates import load_delegate, parse_options
+from lite.extras import ort_session_options
 from lite.tools import add_placement, add_version, placement_options, placement_table
 from lite.tools.inspector import clipped, idle_delegates, summary
 from lite.tools.sources import load_source
@@ -43,11 +45,14 @@ class Latency:
     median: float
     p90: float
     max: float
+    p10: float = 0.0
+    spread: float = 0.0  # (p90 - p10) / median
 
     @classmethod
     def of(cls, seconds: list[float]) -> Latency:
         ms = np.asarray(seconds) * 1e3
-        return cls(float(ms.min()), float(np.median(ms)), float(np.percentile(ms, 90)), float(ms.max()))
+        p10, median, p90 = (float(np.percentile(ms, q)) for q in (10, 50, 90))
+        return cls(float(ms.min()), median, p90, float(ms.max()), p10, (p90 - p10) / median if median else 0.0)
 
     def row(self) -> str:
         return f"min {self.min:.3f}  median {self.median:.3f}  p90 {self.p90:.3f}  max {self.max:.3f} ms"
@@ -88,7 +93,12 @@ class Report:
     idle_delegates: list[str] = field(default_factory=list)
     pause_ms: float = 0.0
     partition_summary: str = ""
-    peak_rss_mib: float = 0.0
+    loop_count: int = 0
+    warmup: int = 0
+    kernel_compile_seconds: float = 0.0  # the part of build_seconds["prepare"] compiling kernels (first build)
+    kernel_cache: str = ""  # where compiled kernels are cached ("" when compiled kernels are off)
+    peak_memory_mib: dict[str, float | None] = field(default_factory=dict)  # per engine, each alone in a process
+    noisy: list[str] = field(default_factory=list)  # engines whose latency spread exceeds NOISE_LIMIT
     matmul_count: int = 0
     matmul_floor_ms: float | None = None
     placement: list[dict[str, Any]] = field(default_factory=list)  # measured placement's candidates
@@ -152,8 +162,9 @@ def accuracy(name: str, actual: np.ndarray, expected: np.ndarray) -> OutputAccur
     diff = np.abs(a - e)
     scale = np.abs(e).mean() if e.size else 0.0
     norms = np.linalg.norm(a) * np.linalg.norm(e)
+    mean = float(diff.mean()) if diff.size else 0.0
     return OutputAccuracy(
-        name, float(diff.max(initial=0.0)), float(diff.mean() / scale) if scale else float(diff.mean(initial=0.0)),
+        name, float(diff.max(initial=0.0)), float(mean / scale) if scale else mean,
         float(a @ e / norms) if norms else float(np.array_equal(a, e)), finite)
 
 
@@ -166,7 +177,7 @@ class OnnxRuntimeEngine:
         except ImportError as exc:
             raise lite.InputError('--compare onnxruntime needs onnxruntime: pip install "delite[ort]"') from exc
 
-        options = ort.SessionOptions()
+        options = ort_session_options(ort.SessionOptions())
         options.intra_op_num_threads = thread_num
         options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(onnx_model.SerializeToString(), options,
@@ -250,16 +261,44 @@ def by_op_type(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(groups.values(), key=lambda g: -g["total_ms"])
 
 
-def peak_rss_mib() -> float:
-    """This process's peak resident memory (VmHWM; ru_maxrss would include a forking parent's)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+NOISE_LIMIT = 0.10
+"""Latency spread, (p90 - p10) / median, above which the report warns that the ratio is noisy."""
+
+
+def compile_cache() -> Path | None:
+    """The folder compiled (numba) kernels are cached in; None where compiled kernels are off."""
+    from lite.kernels import fast
+
+    return Path(fast.numba_module().config.CACHE_DIR) if fast.enabled() else None
+
+
+def cached_kernels(folder: Path | None) -> int:
+    """How many compiled kernels ``folder`` caches (numba's ``.nbc`` files)."""
+    return sum(1 for _ in folder.rglob("*.nbc")) if folder is not None and folder.is_dir() else 0
+
+
+def engine_memory(args: argparse.Namespace, data: bytes, onnx_model: Any,
+                  shapes: dict[str, list[int]]) -> dict[str, float | None]:
+    """Peak memory (MiB) of each engine measured alone in a child process (None: it failed there)."""
+    from lite.tools.bench_suite import peak_rss
+
+    options = parse_options(args.delegate_option)
+    with tempfile.TemporaryDirectory() as folder:
+        lite_path, onnx_path = Path(folder) / "model.lite", Path(folder) / "model.onnx"
+        lite_path.write_bytes(data)
+        engines = {"lite": ("lite", lite_path, args.delegate)}
+        if args.compare == "onnxruntime":
+            onnx_path.write_bytes(onnx_model.SerializeToString())
+            engines["onnxruntime"] = ("onnxruntime", onnx_path, [])
+        elif args.compare == "native":
+            engines["native"] = ("lite", lite_path, [])
+        memory: dict[str, float | None] = {}
+        for name, (engine, path, delegates) in engines.items():
+            try:
+                memory[name] = peak_rss(path, engine, args.thread_num, delegates, options, shapes)
+            except subprocess.CalledProcessError:
+                memory[name] = None
+        return memory
 
 
 # ---- the run ------------------------------------------------------------------------
@@ -313,6 +352,8 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
         onnx_model = load_onnx(args.onnx)
     options = parse_options(args.delegate_option)
     delegates = [d for d in (load_delegate(s, options) for s in args.delegate) if d is not None]
+    cache = compile_cache()
+    kernels_before = cached_kernels(cache)
     model = build_model(data, args, delegates)
     feeds = prepare_inputs(model, args)
     ordered = [feeds[t.name] for t in model.get_inputs()]
@@ -320,7 +361,10 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
     names = [t.name for t in model.get_outputs()]
     report = Report(args.model, args.delegate or ["native"], args.thread_num,
                     {t.name: list(t.shape) for t in model.get_inputs()},
-                    {"convert": convert_seconds, **model.build_timings})
+                    {"convert": convert_seconds, **model.build_timings}, loop_count=args.loop_count,
+                    warmup=args.warmup, kernel_cache=str(cache or ""))
+    if cached_kernels(cache) > kernels_before:  # NOTE: else "jit" only loaded kernels compiled earlier
+        report.kernel_compile_seconds = model.build_timings.get("jit", 0.0)
     engine = (OnnxRuntimeEngine(onnx_model, args.thread_num) if args.compare == "onnxruntime"
               else NativeEngine(data, args.thread_num) if args.compare == "native" else None)
     expected, report.accuracy_reference = reference_outputs(args, engine, feeds, names)
@@ -332,13 +376,7 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
     report.pause_ms = args.pause_ms if engine is not None else 0.0  # NOTE: only interleaving needs a pause
     lite_times, ort_times = measure(model, ordered, engine, feeds, args.loop_count, args.warmup,
                                     report.pause_ms / 1e3)
-    report.latency = Latency.of(lite_times)
-    if ort_times and isinstance(engine, NativeEngine):
-        report.native_latency = Latency.of(ort_times)
-        report.ratio_to_native = report.latency.median / report.native_latency.median
-    elif ort_times:
-        report.onnxruntime_latency = Latency.of(ort_times)
-        report.ratio_of_medians = report.latency.median / report.onnxruntime_latency.median
+    record_latencies(report, lite_times, ort_times, "native" if isinstance(engine, NativeEngine) else "onnxruntime")
     if args.time_profiling:
         report.profile_loops = max(args.loop_count, 1)
         report.profile = profile_rows(model, ordered, report.profile_loops)
@@ -349,8 +387,23 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
     rows = model.partition_report()
     report.partition_summary, report.idle_delegates = summary(rows), idle_delegates(delegates, rows)
     report.placement = [asdict(r) for r in model.placement_report()]
-    report.peak_rss_mib = peak_rss_mib()
+    if not args.no_memory:
+        report.peak_memory_mib = engine_memory(args, data, onnx_model, report.input_shapes)
     return report, all(a.passes(args.accuracy_threshold) for a in report.accuracy)
+
+
+def record_latencies(report: Report, lite_times: list[float], other_times: list[float], other: str) -> None:
+    """Latency statistics of Delite and of the ``other`` engine ("onnxruntime" or "native", when it
+    ran), their ratio, and which of them spread more than NOISE_LIMIT."""
+    report.latency = Latency.of(lite_times)
+    latencies = {"lite": report.latency}
+    if other_times and other == "native":
+        report.native_latency = latencies[other] = Latency.of(other_times)
+        report.ratio_to_native = report.latency.median / report.native_latency.median
+    elif other_times:
+        report.onnxruntime_latency = latencies[other] = Latency.of(other_times)
+        report.ratio_of_medians = report.latency.median / report.onnxruntime_latency.median
+    report.noisy = [name for name, latency in latencies.items() if latency.spread > NOISE_LIMIT]
 
 
 def print_report(report: Report, out=None) -> None:
@@ -359,16 +412,16 @@ def print_report(report: Report, out=None) -> None:
     w(f"inputs: {report.input_shapes}\n{report.partition_summary}\n")
     if report.placement:
         w(placement_table([lite.PlacementRow(**row) for row in report.placement]) + "\n")
-    w("build: " + "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in report.build_seconds.items()) + "\n")
+    w(build_lines(report))
+    w(loops_line(report))
     w(f"latency (lite):        {report.latency.row()}\n")
     if report.onnxruntime_latency:
         w(f"latency (onnxruntime): {report.onnxruntime_latency.row()}\n")
-        w(f"ratio of medians (lite / onnxruntime): {report.ratio_of_medians:.2f}  (interleaved run by run, "
-          f"{report.pause_ms:g} ms pause before each so the other engine's spinning threads go idle)\n")
+        w(f"ratio of medians (lite / onnxruntime): {report.ratio_of_medians:.2f}\n")
     if report.native_latency:
         w(f"latency (native):      {report.native_latency.row()}\n")
-        w(f"ratio of medians (lite / native): {report.ratio_to_native:.2f}  (interleaved run by run, "
-          f"{report.pause_ms:g} ms pause before each)\n")
+        w(f"ratio of medians (lite / native): {report.ratio_to_native:.2f}\n")
+    w(noise_lines(report))
     if report.matmul_floor_ms is not None:
         w(f"matmul floor: the native kernels' {report.matmul_count} matmuls alone (warm): "
           f"{report.matmul_floor_ms:.3f} ms")
@@ -388,7 +441,51 @@ def print_report(report: Report, out=None) -> None:
             w(f"  {acc.name}: {'finite' if acc.finite else 'NaN/Inf in output!'}\n")
     if report.profile:
         _print_profile(report.profile, w, report.profile_loops)
-    w(f"peak RSS: {report.peak_rss_mib:.1f} MiB\n")
+    w(memory_line(report.peak_memory_mib))
+
+
+def build_lines(report: Report) -> str:
+    """Build time by stage, the one-time kernel compilation apart from the build it happened in."""
+    stages = {k: v for k, v in report.build_seconds.items() if k != "jit"}
+    compiled = report.kernel_compile_seconds
+    if compiled:
+        stages["prepare"] = stages.get("prepare", 0.0) - compiled
+    text = "build: " + "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in stages.items()) + "\n"
+    if compiled:
+        return text + (f"first build: compiling kernels {compiled * 1e3:.1f} ms more, once per machine and version "
+                       f"(cached in {report.kernel_cache}; later builds load them)\n")
+    if "jit" in report.build_seconds:
+        return text + f"kernels: compiled by an earlier build, loaded from {report.kernel_cache} (within prepare)\n"
+    return text
+
+
+def loops_line(report: Report) -> str:
+    """How the latencies were taken: loop count, warmup and, with a second engine, the interleaving."""
+    text = f"loops: {report.loop_count} timed predicts per engine after {report.warmup} warmup"
+    if report.onnxruntime_latency or report.native_latency:
+        text += (f", interleaved run by run with a {report.pause_ms:g} ms pause before each so the other engine's "
+                 "spinning threads go idle")
+    return text + "\n"
+
+
+def noise_lines(report: Report) -> str:
+    """A warning naming the engines whose times spread more than NOISE_LIMIT of their median."""
+    if not report.noisy:
+        return ""
+    latencies = {"lite": report.latency, "onnxruntime": report.onnxruntime_latency, "native": report.native_latency}
+    spreads = ", ".join(f"{name} {latencies[name].spread:.0%}" for name in report.noisy)
+    return (f"warning: times spread more than {NOISE_LIMIT:.0%} of their median ((p90 - p10) / median: {spreads}), "
+            f"so these latencies and the ratio are noisy: rerun with more loops (--loop-count "
+            f"{max(100, 5 * report.loop_count)}) on an idle machine\n")
+
+
+def memory_line(memory: dict[str, float | None]) -> str:
+    """Peak memory per engine, each measured alone in a child process."""
+    if not memory:
+        return ""
+    shown = ", ".join(f"{name} {mib:.1f} MiB" if mib is not None else f"{name} not measured (its child process "
+                      "failed)" for name, mib in memory.items())
+    return f"peak memory, each engine alone in a child process (build and 3 predicts): {shown}\n"
 
 
 def _print_profile(rows: list[dict[str, Any]], w, loops: int) -> None:
@@ -437,6 +534,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="with --compare onnxruntime: pause before each timed run, because on a small machine the "
                         "other engine's thread pool keeps spinning after its run and slows the next one 2-3x "
                         "(default: %(default)s)")
+    p.add_argument("--no-memory", action="store_true",
+                   help="skip the peak memory of each engine (measured alone in a child process)")
     p.add_argument("--json", type=Path, metavar="OUT.json",
                    help="write the report: latency samples and statistics, accuracy, versions, machine")
     p.add_argument("--suite", action="store_true", help="run the fixed model suite (see lite.tools.bench_suite)")

@@ -32,6 +32,7 @@ import onnx
 
 import lite
 from lite.delegates import load_delegate, parse_options
+from lite.extras import ort_session_options
 from lite.model import compile_into
 from lite.tools import zoo
 from lite.tools.converter import convert
@@ -93,7 +94,8 @@ def measure(name: str, onnx_model: onnx.ModelProto, delegate: str, options: dict
         for kind, path in paths.items():
             report = child(path, feed_path, delegate, options, kind, threads)
             times[kind].append(report["seconds"])
-    session = onnxruntime.InferenceSession(onnx_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(onnx_model.SerializeToString(), ort_session_options(),
+                                           providers=["CPUExecutionProvider"])
     expected = session.run(None, {value.name: np.load(feed_path)})[0]
     got = np.load(str(feed_path) + ".out.npy")
     error = float(np.linalg.norm(got - expected) / np.linalg.norm(expected))

@@ -12,7 +12,7 @@ import lite
 from lite.delegates.onnxruntime.builder import OPSET, why_not
 from lite.delegates.onnxruntime.emitters.registry import REGISTRY
 from lite.delegates.onnxruntime.graph_kernel import ORTGraphKernel, SessionFactory
-from lite.extras import require
+from lite.extras import ort_session_options, require
 
 logger = logging.getLogger("lite")
 
@@ -44,7 +44,9 @@ class ORTDelegate(lite.SimpleDelegate):
             Unavailable ones are skipped; ``init()`` declines when none is available.
         session_options: an ``onnxruntime.SessionOptions`` for every session (graph optimisation
             level, profiling, ...). Its ``intra_op_num_threads``, if left at 0, is set to the
-            Context's ``thread_num``. Default: thread_num intra-op threads, 1 inter-op thread.
+            Context's ``thread_num``; its ``log_severity_level``, if left unset, to errors only
+            (``DELITE_LOG=debug`` keeps onnxruntime's warnings). Default: thread_num intra-op
+            threads, 1 inter-op thread, errors only.
         ops: primitive types to take (default: every type with an emitter).
         min_nodes_per_partition: smaller runs of supported kernels stay native.
 
@@ -138,6 +140,7 @@ class ORTDelegate(lite.SimpleDelegate):
         if options is None:
             options = onnxruntime.SessionOptions()
             options.inter_op_num_threads = 1
+        options = ort_session_options(options)  # NOTE: a level the user set stays
         if options.intra_op_num_threads == 0:
             options.intra_op_num_threads = thread_num
         return options

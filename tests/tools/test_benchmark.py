@@ -1,5 +1,6 @@
 """lite-benchmark: every flag, accuracy failures, profiling, JSON, and the suite."""
 
+import io
 import json
 import sys
 
@@ -7,7 +8,16 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from lite.tools.benchmark import main, parse_input_shapes
+from lite.tools.benchmark import (
+    Latency,
+    Report,
+    build_lines,
+    cached_kernels,
+    main,
+    parse_input_shapes,
+    print_report,
+    record_latencies,
+)
 from lite.tools.converter import convert
 
 
@@ -31,7 +41,7 @@ def files(tmp_path_factory):
     return folder
 
 
-FAST = ["--loop-count", "2", "--warmup", "1", "--pause-ms", "0", "--input-shapes", "x:2,3,8,8"]
+FAST = ["--loop-count", "2", "--warmup", "1", "--pause-ms", "0", "--input-shapes", "x:2,3,8,8", "--no-memory"]
 
 
 def test_compare_with_onnxruntime_profile_and_json(files, capsys):
@@ -212,3 +222,59 @@ def test_the_model_is_positional_as_in_the_other_tools(files, capsys):
     with pytest.raises(SystemExit):
         main([str(files / "cnn.lite"), "--model", str(files / "cnn.lite")])
     assert "give the model once" in capsys.readouterr().err
+
+
+def test_loops_warmup_and_each_engines_memory_alone(files, capsys):
+    out = files / "memory.json"
+    argv = ["--model", str(files / "cnn.onnx"), "--compare", "onnxruntime", "--json", str(out), *FAST[:-1]]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert ("loops: 2 timed predicts per engine after 1 warmup, interleaved run by run with a 0 ms pause before "
+            "each") in text
+    assert "peak memory, each engine alone in a child process (build and 3 predicts): lite " in text
+    assert "peak RSS" not in text
+    report = json.loads(out.read_text())
+    assert report["loop_count"] == 2 and report["warmup"] == 1
+    assert set(report["peak_memory_mib"]) == {"lite", "onnxruntime"}
+    assert all(10 < mib < 4096 for mib in report["peak_memory_mib"].values())
+    assert {"p10", "spread"} <= set(report["latency"]) and isinstance(report["noisy"], list)
+
+
+def report_with(**fields) -> Report:
+    base = {"model": "m", "delegates": ["native"], "thread_num": 1, "input_shapes": {}, "loop_count": 20,
+            "warmup": 3, "kernel_cache": "/cache/jit-x",
+            "build_seconds": {"convert": 0.1, "parse": 0.01, "prepare": 23.0, "jit": 22.5}}
+    return Report(**{**base, **fields})
+
+
+def test_first_build_compile_is_apart_from_the_build():
+    text = build_lines(report_with(kernel_compile_seconds=22.5))
+    assert "prepare 500.0 ms" in text and "jit " not in text
+    assert ("first build: compiling kernels 22500.0 ms more, once per machine and version (cached in /cache/jit-x; "
+            "later builds load them)") in text
+    loaded = build_lines(report_with(build_seconds={"parse": 0.01, "prepare": 0.7, "jit": 0.3}))
+    assert "prepare 700.0 ms" in loaded and "loaded from /cache/jit-x (within prepare)" in loaded
+    assert "kernels" not in build_lines(report_with(build_seconds={"prepare": 0.1}))
+
+
+def test_compiled_kernels_are_counted_in_the_cache(tmp_path):
+    assert cached_kernels(None) == cached_kernels(tmp_path / "absent") == 0
+    (tmp_path / "sub").mkdir()
+    for name in ("a.nbi", "a-1.nbc", "sub/b-2.nbc"):
+        (tmp_path / name).write_bytes(b"")
+    assert cached_kernels(tmp_path) == 2
+
+
+def test_a_spread_over_ten_percent_warns_that_the_ratio_is_noisy():
+    report = report_with()
+    record_latencies(report, [0.010, 0.0101, 0.0102, 0.0100, 0.0101], [0.010, 0.012, 0.016, 0.011, 0.010],
+                     "onnxruntime")
+    assert report.noisy == ["onnxruntime"] and report.latency.spread < 0.1 < report.onnxruntime_latency.spread
+    out = io.StringIO()
+    print_report(report, out)
+    text = out.getvalue()
+    assert "warning: times spread more than 10% of their median ((p90 - p10) / median: onnxruntime " in text
+    assert "the ratio are noisy: rerun with more loops (--loop-count 100) on an idle machine" in text
+    record_latencies(report, [0.010] * 5, [0.020] * 5, "native")
+    assert report.noisy == [] and report.ratio_to_native == 0.5
+    assert Latency.of([0.001, 0.002]).p10 == pytest.approx(1.1)

@@ -42,7 +42,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from lite.errors import InputError, LiteError, MemoryLimitError
-from lite.extras import require
+from lite.extras import ort_session_options, require
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 
 __all__ = ["MODES", "METHODS", "AccuracySummary", "OutputAccuracy", "QuantizedModel", "TensorRow",
@@ -433,7 +433,8 @@ def accuracy_summary(float_model: onnx.ModelProto, lite_data: bytes, samples: Sa
 
 def _session(model: onnx.ModelProto):
     ort = require("onnxruntime", "the quantization report")
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model.SerializeToString(), ort_session_options(),
+                                providers=["CPUExecutionProvider"])
 
 
 def _lite_model(data: bytes):
