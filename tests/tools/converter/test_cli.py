@@ -21,7 +21,7 @@ def test_convert_prints_summary_and_writes_file(model_path, tmp_path, capsys):
     assert main([str(model_path), "-o", str(output)]) == 0
     out = capsys.readouterr().out
     assert "ONNX nodes: 20 (opset 9) -> lite nodes: 11" in out
-    assert "constant-folded nodes:      7" in out and "activations fused:          1" in out
+    assert "constant-folded nodes:      7" in out and "activations fused:          2" in out
     assert f"wrote {output} ({output.stat().st_size:,} bytes)" in out
     assert len(read_model(output.read_bytes()).nodes) == 11
 
