@@ -3,10 +3,12 @@ every tensor passed between nodes as an arrow, and a legend of the delegates and
 
 The layout comes from graphviz's ``dot`` program, through the ``graphviz`` package, when
 ``dot`` is installed (``apt install graphviz``, ``brew install graphviz``). Without it a
-built-in layered layout draws the same boxes, arrows, ids and legend, less tidily.
+built-in layered layout draws the same boxes, arrows, frames, ids and legend, less tidily.
+Tests force the built-in one by replacing ``dot_svg`` with a function that returns None.
 
-Every box is an SVG group ``<g id="n_K">`` (``in_K``/``out_K`` for graph inputs and
-outputs) and every arrow ``<g id="e_K">``, so a page script or a test finds them by id.
+Every box is an SVG group ``<g class="node" id="n_K">`` (``in_K``/``out_K`` for graph inputs
+and outputs), every arrow ``<g class="edge" id="e_K">`` and every partition's frame
+``<g class="cluster" id="partition_K">``, so a page script or a test finds them by id.
 """
 
 from __future__ import annotations
@@ -187,7 +189,8 @@ def _digraph(graphviz, drawn: Scene):
         graph_attr={"rankdir": "TB", "nodesep": "0.3", "ranksep": "0.4", "fontname": FONT, "fontsize": "11"},
         node_attr={"shape": "box", "style": "rounded,filled", "fontname": FONT, "fontsize": "10", "penwidth": "0.8"},
         edge_attr={"color": "#555555", "arrowsize": "0.6", "penwidth": "0.9"})
-    digraph.node("legend", _legend_label(drawn.legend), shape="plaintext", style="", id="legend")
+    if drawn.legend:  # graphviz rejects an empty table
+        digraph.node("legend", _legend_label(drawn.legend), shape="plaintext", style="", id="legend")
     clusters: dict[str, list[Box]] = {}
     for box in drawn.boxes:
         if box.kind == "node" and box.place not in ("native", "folded"):
@@ -234,20 +237,23 @@ def _legend_label(legend: list[tuple[str, str]]) -> str:
 
 # ---- built-in layout --------------------------------------------------------------------------
 
-BOX_W, BOX_H, DUMMY_W, GAP_X, GAP_Y, MARGIN = 150, 46, 16, 18, 34, 12
+BOX_W, BOX_H, DUMMY_W, GAP_X, GAP_Y, MARGIN, FRAME_PAD = 150, 46, 16, 24, 34, 12, 6
 
 
 def builtin_svg(drawn: Scene) -> str:
     """The scene as SVG with a simple layered layout (used when graphviz's ``dot`` is missing).
 
-    Boxes sit in layers by longest path from the inputs; an arrow spanning several layers
-    passes through a reserved slot in each, so it never crosses a box; each layer is
-    ordered by the mean position of its neighbours to keep arrows short.
+    Boxes sit in layers by longest path from the inputs. An arrow spanning several layers runs
+    straight down through a reserved slot in each layer between, and bends only in the gaps
+    between layers, so it never crosses a box. Each layer is ordered by the mean position of its
+    neighbours, keeping a partition's slots side by side, and each partition is framed by an
+    outline around its slots, layer by layer.
     """
     layers, routes = _layers(drawn)
-    _order(layers, routes)
+    group = _groups(drawn, routes)
+    _order(layers, routes, group)
     x, y = _coordinates(layers)
-    top = MARGIN + 18 * len(drawn.legend) + 10
+    top = MARGIN + 18 * len(drawn.legend) + 24
     width = int(max(x.values(), default=0) + BOX_W / 2 + MARGIN)
     height = int(top + len(layers) * (BOX_H + GAP_Y) + MARGIN)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -255,6 +261,8 @@ def builtin_svg(drawn: Scene) -> str:
              '<defs><marker id="arrowhead" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
              'orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555555"/></marker></defs>',
              _builtin_legend(drawn.legend)]
+    parts += [_builtin_frame(k, name, _frame_outline(layers, group, name, x, y, top))
+              for k, name in enumerate(dict.fromkeys(group[b.id] for b in drawn.boxes if b.id in group))]
     parts += [_builtin_arrow(arrow, routes[arrow.id], x, y, top) for arrow in drawn.arrows]
     parts += [_builtin_box(box, x[box.id], y[box.id] + top) for box in drawn.boxes]
     return "\n".join(parts + ["</svg>"])
@@ -281,14 +289,27 @@ def _layers(drawn: Scene) -> tuple[list[list[str]], dict[str, list[str]]]:
     return layers, routes
 
 
-def _order(layers: list[list[str]], routes: dict[str, list[str]], sweeps: int = 4) -> None:
-    """Reorders each layer by the barycentre of its neighbours, down then up, ``sweeps`` times."""
+def _groups(drawn: Scene, routes: dict[str, list[str]]) -> dict[str, str]:
+    """The partition (graph kernel) of each slot in one: its delegated boxes, and the dummy slots of
+    arrows between two of them."""
+    group = {b.id: b.place for b in drawn.boxes if b.kind == "node" and b.place not in ("native", "folded")}
+    for chain in routes.values():
+        if chain[0] in group and group[chain[0]] == group.get(chain[-1]):
+            group.update({slot: group[chain[0]] for slot in chain[1:-1]})
+    return group
+
+
+def _order(layers: list[list[str]], routes: dict[str, list[str]], group: dict[str, str], sweeps: int = 4) -> None:
+    """Reorders each layer by the barycentre of its neighbours, down then up, ``sweeps`` times,
+    keeping the slots of one partition side by side."""
     up: dict[str, list[str]] = {}
     down: dict[str, list[str]] = {}
     for chain in routes.values():
         for a, b in zip(chain, chain[1:], strict=False):
             up.setdefault(b, []).append(a)
             down.setdefault(a, []).append(b)
+    for layer in layers:
+        layer[:] = _grouped(layer, group)
     for sweep in range(sweeps):
         neighbours, order = (up, range(1, len(layers))) if sweep % 2 == 0 else (down, range(len(layers) - 2, -1, -1))
         position = {slot: i for layer in layers for i, slot in enumerate(layer)}
@@ -297,22 +318,57 @@ def _order(layers: list[list[str]], routes: dict[str, list[str]], sweeps: int = 
                 near = nb.get(slot, [])
                 return sum(pos[s] for s in near) / len(near) if near else pos[slot]
             layers[level].sort(key=centre)
+            layers[level][:] = _grouped(layers[level], group)
             position.update({slot: i for i, slot in enumerate(layers[level])})
 
 
-def _coordinates(layers: list[list[str]]) -> tuple[dict[str, float], dict[str, float]]:
-    def width(slot: str) -> int:
-        return DUMMY_W if "~" in slot else BOX_W
+def _grouped(layer: list[str], group: dict[str, str]) -> list[str]:
+    """``layer`` with the slots of each partition side by side, where their mean position was."""
+    runs: dict[str, list[int]] = {}
+    for i, slot in enumerate(layer):
+        runs.setdefault(group.get(slot, slot), []).append(i)
+    ranked = sorted(runs.values(), key=lambda run: sum(run) / len(run))
+    return [layer[i] for run in ranked for i in run]
 
-    widest = max((sum(width(s) + GAP_X for s in layer) for layer in layers), default=0)
+
+def _width(slot: str) -> int:
+    return DUMMY_W if "~" in slot else BOX_W
+
+
+def _coordinates(layers: list[list[str]]) -> tuple[dict[str, float], dict[str, float]]:
+    widest = max((sum(_width(s) + GAP_X for s in layer) for layer in layers), default=0)
     x: dict[str, float] = {}
     y: dict[str, float] = {}
     for level, layer in enumerate(layers):
-        left = MARGIN + (widest - sum(width(s) + GAP_X for s in layer)) / 2
+        left = MARGIN + (widest - sum(_width(s) + GAP_X for s in layer)) / 2
         for slot in layer:
-            x[slot], y[slot] = left + width(slot) / 2, level * (BOX_H + GAP_Y)
-            left += width(slot) + GAP_X
+            x[slot], y[slot] = left + _width(slot) / 2, level * (BOX_H + GAP_Y)
+            left += _width(slot) + GAP_X
     return x, y
+
+
+def _frame_outline(layers: list[list[str]], group: dict[str, str], name: str, x: dict[str, float],
+                   y: dict[str, float], top: float) -> list[tuple[float, float]]:
+    """The outline around partition ``name``'s slots: in each layer it spans them (padded), and
+    between layers its sides run straight across the gap, where no box is."""
+    spans = []
+    for layer in layers:
+        slots = [s for s in layer if group.get(s) == name]
+        if slots:
+            left = min(x[s] - _width(s) / 2 for s in slots) - FRAME_PAD
+            right = max(x[s] + _width(s) / 2 for s in slots) + FRAME_PAD
+            spans.append((left, right, y[slots[0]] + top - FRAME_PAD, y[slots[0]] + top + BOX_H + FRAME_PAD))
+    right_side = [(r, y_) for _, r, y0, y1 in spans for y_ in (y0, y1)]
+    left_side = [(left, y_) for left, _, y0, y1 in reversed(spans) for y_ in (y1, y0)]
+    return right_side + left_side
+
+
+def _builtin_frame(k: int, name: str, outline: list[tuple[float, float]]) -> str:
+    points = " ".join(f"{px:.1f},{py:.1f}" for px, py in outline + outline[:1])
+    left, top = outline[-1]
+    return (f'<g id="partition_{k}" class="cluster"><title>{html.escape(name)}</title>'
+            f'<polygon points="{points}" fill="none" stroke="#777777" stroke-dasharray="5 2"/>'
+            f'<text x="{left:.1f}" y="{top - 3:.1f}" font-size="9" fill="#555555">{html.escape(name)}</text></g>')
 
 
 def _builtin_legend(legend: list[tuple[str, str]]) -> str:
@@ -323,11 +379,14 @@ def _builtin_legend(legend: list[tuple[str, str]]) -> str:
 
 
 def _builtin_arrow(arrow: Arrow, chain: list[str], x: dict[str, float], y: dict[str, float], top: float) -> str:
+    """An arrow from the bottom of its source to the top of its target, straight down through each
+    dummy slot between (it bends only in the gaps between layers)."""
     points = [(x[chain[0]], y[chain[0]] + top + BOX_H)]
-    points += [(x[slot], y[slot] + top + BOX_H / 2) for slot in chain[1:-1]]
+    points += [(x[slot], y[slot] + top + dy) for slot in chain[1:-1] for dy in (0, BOX_H)]
     points.append((x[chain[-1]], y[chain[-1]] + top))
     path = "M" + " L".join(f"{px:.1f},{py:.1f}" for px, py in points)
-    return (f'<g id="{arrow.id}" class="edge"><title>{html.escape(arrow.tensor)} [{arrow.shape}]</title>'
+    ends = f'data-source="{arrow.source}" data-target="{arrow.target}"'
+    return (f'<g id="{arrow.id}" class="edge" {ends}><title>{html.escape(arrow.tensor)} [{arrow.shape}]</title>'
             f'<path d="{path}" fill="none" stroke="#555555" marker-end="url(#arrowhead)"/></g>')
 
 
