@@ -24,6 +24,7 @@ from lite.errors import (
     UnsupportedOpError,
     WorkerError,
 )
+from lite.generate import DecoderNames, Generator
 from lite.kernel import Kernel
 from lite.kernels.base import NativeKernel
 from lite.kernels.registry import register_custom_kernel, unregister_custom_kernel
@@ -37,7 +38,8 @@ from lite.tensor import Tensor
 from lite.version import __version__ as __version__  # NOTE: re-exported
 
 __all__ = [
-    "Context", "Delegate", "DelegateError", "DelegateModel", "Format", "InputError", "Kernel", "KernelError",
+    "Context", "DecoderNames", "Delegate", "DelegateError", "DelegateModel", "Format", "Generator", "InputError",
+    "Kernel", "KernelError",
     "LiteError", "MemoryLimitError", "MissingPackageError", "Model", "ModelFileError", "ModelFormatError",
     "ModelParallelRunner", "ModelType", "NativeKernel", "NotSupportedError", "OutOfMemoryError", "PartitionRow",
     "PipelineConfig", "PlacementRow", "PipelineExecutor", "Primitive", "QuantParams", "SimpleDelegate", "StageError",

@@ -34,7 +34,7 @@ LAYERS = {
     # 5 runtime
     "lite.engine": 5, "lite.loader": 5, "lite.conversion": 5, "lite.tools.converter": 5,
     # 6 Model
-    "lite.model": 6,
+    "lite.model": 6, "lite.generate": 6,
     # 7 runner, pipeline, integrations, bundled delegates, tools
     "lite.runner": 7, "lite.pipeline": 7, "lite.integrations": 7, "lite.delegates": 7, "lite.tools": 7,
     "lite.tools.converter.cli": 7, "lite.tools.converter.quantize": 7,  # tools that run models

@@ -1,0 +1,138 @@
+"""lite.Generator: greedy tokens equal onnxruntime's own loop on the same file, seeded sampling repeats, stop
+tokens stop, the callback sees every token, the stats are filled; decoders exported from Hugging Face
+transformers (tiny configs, random weights) with their cache as graph inputs and outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lite
+from lite.tools.converter import convert
+
+pytest.importorskip("onnxruntime")
+decoders = pytest.importorskip("tests.support.decoders")
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]])
+
+
+@pytest.fixture(scope="module")
+def gpt2_path(tmp_path_factory) -> Path:
+    decoders.torch.manual_seed(0)
+    return decoders.export_decoder(decoders.gpt2(), tmp_path_factory.mktemp("gpt2") / "gpt2.onnx")
+
+
+@pytest.fixture(scope="module")
+def generator(gpt2_path) -> lite.Generator:
+    return lite.Generator(gpt2_path, context=lite.Context(thread_num=2))
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_greedy_tokens_equal_onnxruntimes_loop(generator, gpt2_path, batch):
+    expected = decoders.greedy_onnxruntime(gpt2_path, PROMPT[:batch], 16)
+    assert len(set(expected.ravel().tolist())) > 3  # NOTE: the random model does not just repeat a token
+    result = generator.generate(PROMPT[:batch], max_new_tokens=16)
+    np.testing.assert_array_equal(np.array(result.tokens), expected)
+
+
+def test_a_lite_file_as_bytes_and_a_copied_cache_give_the_same_tokens(generator, gpt2_path):
+    expected = generator.generate(PROMPT[:2], max_new_tokens=8).tokens
+    copying = lite.Generator(convert(str(gpt2_path)), bind_cache=False)
+    assert copying.generate(PROMPT[:2], max_new_tokens=8).tokens == expected
+
+
+def test_a_one_dimensional_prompt_is_one_row(generator):
+    assert generator.generate([1, 2, 3, 4], 4).tokens == generator.generate(PROMPT[:1], 4).tokens
+
+
+def test_sampling_with_a_seed_repeats(generator):
+    options = {"max_new_tokens": 12, "temperature": 1.5, "top_k": 50, "top_p": 0.95}
+    first = generator.generate(PROMPT[:2], seed=7, **options).tokens
+    assert generator.generate(PROMPT[:2], seed=7, **options).tokens == first
+    others = [generator.generate(PROMPT[:2], seed=seed, **options).tokens for seed in (8, 9)]
+    assert any(tokens != first for tokens in others)
+
+
+def test_top_k_of_one_is_greedy(generator):
+    greedy = generator.generate(PROMPT[:2], 8).tokens
+    assert generator.generate(PROMPT[:2], 8, temperature=0.7, top_k=1, seed=3).tokens == greedy
+    assert generator.generate(PROMPT[:2], 8, temperature=0.7, top_p=1e-6, seed=3).tokens == greedy
+
+
+def test_a_stop_token_stops_its_row_and_the_callback_sees_every_token(generator):
+    greedy = generator.generate(PROMPT[:2], 10).tokens
+    stop = greedy[0][2]
+    cut = [row[:row.index(stop) + 1] if stop in row else row for row in greedy]
+    seen = []
+    result = generator.generate(PROMPT[:2], 10, stop_tokens=[stop], on_token=lambda t: seen.append(t.copy()))
+    assert result.tokens == cut and len(cut[0]) <= 3
+    steps = max(len(row) for row in cut)
+    assert np.array(seen).T.tolist() == [row + [-1] * (steps - len(row)) for row in cut]
+
+
+def test_generation_ends_when_every_row_stopped(generator):
+    greedy = generator.generate(PROMPT[:1], 10).tokens[0]
+    result = generator.generate(PROMPT[:1], 10, stop_tokens=[greedy[1]])
+    assert result.tokens == [greedy[:greedy.index(greedy[1]) + 1]]
+    assert result.stats.generated_tokens == len(result.tokens[0])
+
+
+def test_the_stats_are_filled(generator):
+    stats = generator.generate(PROMPT[:2], 8).stats
+    assert (stats.batch, stats.prompt_tokens, stats.generated_tokens) == (2, 4, 8)
+    for name in ("time_to_first_token_s", "prefill_tokens_per_s", "decode_tokens_per_s", "token_latency_p50_ms",
+                 "token_latency_p90_ms", "peak_rss_mb", "load_s"):
+        assert getattr(stats, name) > 0, name
+    assert stats.token_latency_p90_ms >= stats.token_latency_p50_ms
+    one = generator.generate(PROMPT[:1], 1).stats
+    assert one.generated_tokens == 1 and one.decode_tokens_per_s == 0.0 and one.token_latency_p50_ms == 0.0
+
+
+@pytest.mark.parametrize("options", [
+    {"max_new_tokens": 0}, {"temperature": -1.0}, {"top_k": -2}, {"top_p": 0.0}, {"top_p": 1.5},
+    {"prompt": [[1, 2], [3]]}, {"prompt": []}, {"prompt": [0.5, 1.5]},
+])
+def test_bad_options_are_refused(generator, options):
+    call = {"prompt": [1, 2, 3], "max_new_tokens": 4, **options}
+    with pytest.raises(lite.InputError):
+        generator.generate(call.pop("prompt"), **call)
+
+
+def test_names_that_the_model_lacks_are_refused(generator):
+    with pytest.raises(lite.InputError, match="missing"):
+        lite.Generator(generator.model, names=lite.DecoderNames(past_key="cache.{}.k"))
+    with pytest.raises(lite.InputError, match="present.0.k"):
+        lite.Generator(generator.model, names=lite.DecoderNames(present_key="present.{}.k"))
+
+
+def test_the_docs_page_runs(tmp_path, monkeypatch):
+    """docs/generate.md's python blocks (marked no-test there: they need torch), in order, in one namespace."""
+    from tests.test_readme import blocks
+
+    monkeypatch.chdir(tmp_path)
+    names: dict = {}
+    code = [b for b in blocks(ROOT / "docs" / "generate.md") if b.language == "python"]
+    assert len(code) >= 2
+    for block in code:
+        exec(compile(block.code, block.where, "exec"), names)
+    assert len(names["result"].tokens[0]) == 16
+
+
+# ---- heavier: a Llama-style decoder, longer runs, batch 4 --------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_64_greedy_tokens_equal_onnxruntimes_loop(name, batch, tmp_path):
+    decoders.torch.manual_seed(1)
+    model = getattr(decoders, name)()
+    in_torch = decoders.greedy_torch(model, PROMPT[:batch], 16)
+    path = decoders.export_decoder(model, tmp_path / f"{name}.onnx")
+    expected = decoders.greedy_onnxruntime(path, PROMPT[:batch], 64)
+    np.testing.assert_array_equal(expected[:, :16], in_torch)  # the export computes what the model does
+    result = lite.Generator(path, context=lite.Context(thread_num=2)).generate(PROMPT[:batch], 64)
+    np.testing.assert_array_equal(np.array(result.tokens), expected)
