@@ -383,11 +383,18 @@ def test_a_squeeze_and_excitation_gate_runs_as_one_kernel(first, second, parts):
     ("the first product has another reader", squeeze(readers=[helper.make_node("Neg", ["q"], ["n"])],
                                                      outputs=("y", "n"))),
     ("an activation the gate does not apply", squeeze(first="LeakyRelu")),
-    ("a windowed pool, not a global one", squeeze(pool="window")),
 ])
 def test_chains_that_are_not_a_whole_gate_are_not_fused(case, onnx_model):
     model = build(onnx_model)
     assert not gates(model), case
+    assert_squeeze_matches(model, onnx_model, batch=1)
+
+
+def test_a_windowed_pool_over_the_whole_plane_is_the_global_one_and_its_gate_fuses():
+    """The converter writes AveragePool over the whole plane as the global pool (tools/converter/canonical.py)."""
+    onnx_model = squeeze(pool="window")
+    model = build(onnx_model)
+    assert gates(model)
     assert_squeeze_matches(model, onnx_model, batch=1)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import lite
 from lite.tools.converter import convert
+from tests.support.docs import blocks
 
 pytest.importorskip("onnxruntime")
 decoders = pytest.importorskip("tests.support.decoders")
@@ -110,8 +111,6 @@ def test_names_that_the_model_lacks_are_refused(generator):
 
 def test_the_docs_page_runs(tmp_path, monkeypatch):
     """docs/generate.md's python blocks (marked no-test there: they need torch), in order, in one namespace."""
-    from tests.test_readme import blocks
-
     monkeypatch.chdir(tmp_path)
     names: dict = {}
     code = [b for b in blocks(ROOT / "docs" / "generate.md") if b.language == "python"]

@@ -14,7 +14,6 @@ import io
 import re
 import shlex
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +24,11 @@ from onnx import TensorProto, helper
 import lite
 from lite.tools import zoo
 from lite.tools.converter import convert
+from tests.support.docs import NO_TEST, ROOT, Block, blocks  # noqa: F401  (Block: the type of blocks())
 from tests.support.oracle import relative_l2, run_onnxruntime
 
-ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
-NO_TEST = re.compile(r"<!--\s*no-test:\s*(.*?)\s*-->")
 HELP = re.compile(r"<!--\s*help:\s*(lite-[a-z-]+)\s*-->")
 HELP_COLUMNS = "100"
 
@@ -47,43 +45,6 @@ SETUP = {  # page -> the commands (from the page itself) that make the files its
     "docs/delegates/ahead_of_time.md": ["lite-convert model.onnx -o model_npu.lite --delegate example_npu"],
 }
 NEEDS = {"ORTDelegate": "onnxruntime", "TVMDelegate": "tvm", "import ray": "ray"}  # a name in a block -> its package
-
-
-@dataclass(frozen=True)
-class Block:
-    """A fenced code block of a page: its language, code, the heading above it and its no-test reason."""
-
-    page: Path
-    line: int
-    heading: str
-    language: str
-    code: str
-    skip: str | None
-
-    @property
-    def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
-
-
-def blocks(page: Path) -> list[Block]:
-    """Every fenced block of ``page``, in order."""
-    found, heading, lines = [], "", page.read_text().splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("#"):
-            heading = line.strip()
-        elif line.startswith("```"):
-            start, language = i, line[3:].strip()
-            i += 1
-            while i < len(lines) and not lines[i].startswith("```"):
-                i += 1
-            before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
-            marked = NO_TEST.fullmatch(before.strip())
-            found.append(Block(page, start + 1, heading, language, "\n".join(lines[start + 1:i]) + "\n",
-                               marked.group(1) if marked else None))
-        i += 1
-    return found
 
 
 def relative(page: Path) -> str:
