@@ -28,7 +28,8 @@ LAYERS = {
     # 2 graph algorithms
     "lite.memory": 2,
     # 3 native backend (the scheduler makes one native kernel per node; shape propagation asks them)
-    "lite.scheduler": 3, "lite.shapes": 3, "lite.kernels": 3, "lite.fusion": 3, "lite.fusion_kernels": 3, "lite.blocking": 3,
+    "lite.scheduler": 3, "lite.shapes": 3, "lite.kernels": 3,
+    "lite.fusion": 3, "lite.fusion_kernels": 3, "lite.blocking": 3,
     # 4 delegation
     "lite.delegate": 4,  # the package: API, partition, blob, saved (partitions in the file), placement
     # 5 runtime
