@@ -166,7 +166,7 @@ class QuantizedProduct(QuantizedOp):
         self._share_context()
         self._sync_inputs()
         self._plan_requantization()
-        self.compiled = None if self.exact32 else compiled_product(self)
+        self.compiled = compiled_product(self)  # NOTE: exact32 layers: the depthwise plan, or None
         if self.compiled is not None:
             return
         self._prepare_float_path()

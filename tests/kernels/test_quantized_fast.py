@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from lite.kernels import fast
-from lite.kernels.fast.int8_plans import ConvPlan, ProductPlan
+from lite.kernels.fast import int8_quads
+from lite.kernels.fast.int8_plans import ConvPlan, DepthwiseInt8Plan, ProductPlan
 from lite.kernels.parallel import KernelThreads
 from tests.support.quantized_kernels import params, random_q, run_arithmetic, run_both
 
@@ -36,6 +37,14 @@ CONVS = {  # x shape, out channels, attrs
     "7x7_stride2": ((1, 3, 20, 20), 8, _conv_attrs(7, stride=2, pad=3)),
     "depthwise_3x3": ((1, 12, 8, 8), 12, _conv_attrs(3, pad=1, group=12)),
     "depthwise_5x5_stride2": ((1, 10, 13, 13), 10, _conv_attrs(5, stride=2, pad=2, group=10)),
+    "depthwise_3x3_stride2": ((2, 6, 14, 15), 6, _conv_attrs(3, stride=2, pad=1, group=6)),
+    "depthwise_5x5_flat": ((1, 4, 9, 11), 4, _conv_attrs(5, pad=2, group=4)),
+    "depthwise_3x3_unpadded": ((1, 5, 9, 9), 5, _conv_attrs(3, group=5)),
+    "depthwise_3x3_7x7_plane": ((2, 20, 7, 7), 20, _conv_attrs(3, pad=1, group=20)),
+    "depthwise_multiplier_2": ((1, 3, 8, 8), 6, _conv_attrs(3, pad=1, group=3)),
+    "depthwise_dilated_stride3": ((1, 4, 17, 17), 4, _conv_attrs(3, stride=3, pad=2, group=4, dilation=2)),
+    "1x1_7x7_plane": ((1, 20, 7, 7), 24, _conv_attrs(1)),
+    "1x1_two_vector_tail": ((1, 17, 8, 10), 9, _conv_attrs(1)),
     "grouped": ((1, 8, 7, 7), 8, _conv_attrs(3, pad=1, group=2)),
     "dilated": ((1, 5, 11, 11), 9, _conv_attrs(3, dilation=2, pad=2)),
 }
@@ -54,7 +63,7 @@ def test_a_quantized_convolution_is_bit_identical(case, dtype, per_channel, zero
     actual, expected, kernel = run_both("Conv2DFusion", attrs, x, params(0.03, x_zp), w,
                                         _weight_params(out_c, per_channel, zero_point), bias, dtype,
                                         params(0.4, 3 if dtype == np.int8 else 125))
-    assert kernel.compiled is not None or kernel.exact32
+    assert isinstance(kernel.compiled, DepthwiseInt8Plan if case.startswith("depthwise") else ConvPlan)
     np.testing.assert_array_equal(actual, expected)
 
 
@@ -78,6 +87,7 @@ PRODUCTS = {  # rows, K, N, transpose_b
     "rows_64": (64, 33, 70, False),
     "rows_64_transposed": (64, 50, 49, True),
     "batched_rows": ((3, 5), 16, 9, False),
+    "rows_11_wide": (11, 40, 130, False),
 }
 
 
@@ -123,13 +133,62 @@ def test_the_worst_case_convolution_sum_is_exact():
     assert -128 < expected.min() < 0
 
 
+@pytest.mark.skipif(not int8_quads.available(), reason="byte quads need AVX-512 VNNI")
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_byte_quads_run_where_every_weight_offset_fits_int8(dtype):
+    """The quads (vpdpbusd) take the layer when w - w_zero_point fits int8, the pairs otherwise;
+    both bit-identical, the pads (offset zero) and a channel count that is no multiple of four too."""
+    x = random_q(RNG, (1, 7, 9, 10), dtype)
+    for zero_point, quads in ((0, True), (60, False)):
+        w = RNG.integers(-128, 128, (12, 7, 3, 3)).astype(np.int8)
+        w_params = params(np.full(12, 0.01), np.full(12, zero_point))
+        actual, expected, kernel = run_both("Conv2DFusion", _conv_attrs(3, stride=2, pad=1), x,
+                                            params(0.05, 100 if dtype == np.uint8 else -100), w, w_params,
+                                            RNG.integers(-5000, 5000, 12).astype(np.int32), dtype, params(0.5, 2))
+        assert (kernel.compiled.quad_bias is not None) == quads
+        np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.skipif(not int8_quads.available(), reason="byte quads need AVX-512 VNNI")
+def test_byte_quads_sum_the_worst_case_exactly():
+    """Every term 255 * -128 over 4608 terms (uint8 255, zero point 0; int8 -128): -150 million,
+    the lanes' unsigned-by-signed products at their extremes."""
+    x, w = np.full((1, 512, 3, 3), 255, np.uint8), np.full((4, 512, 3, 3), -128, np.int8)
+    actual, expected, kernel = run_both("Conv2DFusion", _conv_attrs(3, pad=1), x, params(1.0, 0), w,
+                                        params(np.full(4, 0.001), np.zeros(4)), None, np.int8, params(5000.0, 0))
+    assert kernel.compiled.quad_bias is not None
+    np.testing.assert_array_equal(actual, expected)
+    assert expected.min() < -20
+
+
+THREADED = {  # x shape, w shape, attrs (None: a product), w zero points (0: the quads where they run)
+    "conv": ((1, 8, 20, 20), (32, 8, 3, 3), _conv_attrs(3, pad=1), True),
+    "conv_shared_fill": ((1, 8, 64, 66), (16, 8, 3, 3), _conv_attrs(3, stride=2, pad=1), True),
+    "conv_quads": ((1, 8, 20, 20), (32, 8, 3, 3), _conv_attrs(3, pad=1), False),
+    "conv_quads_shared_fill": ((1, 9, 64, 60), (16, 9, 1, 1), _conv_attrs(1), False),
+    "depthwise": ((1, 24, 15, 15), (24, 1, 3, 3), _conv_attrs(3, pad=1, group=24), True),
+    "depthwise_stride2": ((2, 16, 15, 15), (16, 1, 3, 3), _conv_attrs(3, stride=2, pad=1, group=16), True),
+    "product": ((5, 70), (70, 300), None, True),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("case", sorted(THREADED))
 @pytest.mark.parametrize("dynamic", [False, True], ids=["crew", "python_threads"])
-def test_threads_split_the_work_with_the_same_result(dynamic):
+def test_threads_split_the_work_with_the_same_result(dynamic, case, dtype):
+    """Two threads (the crew's jobs, or Python threads) split the input copy, the convolution's
+    items, the depthwise planes and the product's panels: the output is the one thread's."""
     threads = KernelThreads(2)
     threads.dynamic = dynamic
-    x, w = random_q(RNG, (1, 8, 20, 20), np.uint8), random_q(RNG, (32, 8, 3, 3), np.int8)
-    actual, expected, _ = run_both("Conv2DFusion", _conv_attrs(3, pad=1), x, params(0.03, 128), w,
-                                   _weight_params(32, True, True), None, np.uint8, params(0.5, 128), threads)
+    x_shape, w_shape, attrs, zero_points = THREADED[case]
+    x, w = random_q(RNG, x_shape, dtype), random_q(RNG, w_shape, np.int8)
+    op, channels = ("MatMulFusion", w_shape[1]) if attrs is None else ("Conv2DFusion", w_shape[0])
+    axis = 1 if attrs is None else 0
+    zero = 128 if dtype == np.uint8 else 3
+    actual, expected, kernel = run_both(op, attrs or {}, x, params(0.03, zero), w,
+                                        _weight_params(channels, True, zero_points, axis), None, dtype,
+                                        params(0.5, zero), threads)
+    assert kernel.compiled is not None
     np.testing.assert_array_equal(actual, expected)
 
 

@@ -17,9 +17,21 @@ AVX-512BW alone; elsewhere it is correct, only slower.
   each run: ``x - x_zero_point`` per pair of channels of a group, padded with zeros and split
   into ``stride x stride`` phases of ``hq x wq`` positions, so that each tap of the window reads
   a contiguous run of positions (the output computed on the ``wq``-wide grid, its last columns
-  discarded). The weight is packed once (``pack_conv_weight``) as (out channels, pairs).
+  discarded). The weight is packed once (``pack_conv_weight``) as (out channels, pairs). Only
+  the phases some tap reads are written (a 1x1 stride-2 layer reads one of four), and a stride-2
+  row's two column phases are written in one pass of contiguous loads (``_pair_run2``).
 - A product (``product_panels``) reads the rows of ``x - x_zero_point`` as pair words
   (``fill_rows``) and the weight packed once into panels of WIDTH columns (``pack_product_weight``).
+- On the model's crew (``lite.kernels.fast.crew``), the convolution's items, the pair planes of
+  its input copy (``fill_job``, inputs of ``int8_plans.SPLIT_FILL`` values and more) and the
+  product's panels (``product_job``) are shared out among the threads.
+
+A panel's last columns, where they are one or two vectors, run on a narrow tile of that width
+(``requantized_tile_rows_1``, ``_2``: a 7 x 7 plane is 48 + 1 positions, so a whole second tile
+wasted two thirds of its work), and a product's rows short of ROWS one row at a time
+(``requantized_row_columns``: the classifier's single row). With AVX-512 VNNI, convolutions
+whose weight offsets fit int8 run on byte quads instead (``lite.kernels.fast.int8_quads``:
+``vpdpbusd``, twice the terms an instruction), on the same items and tiles.
 
 Each tile's sums get the bias, the multiplier of their channel, the rounding (half to even),
 the zero point and the bounds in registers (``emit_requantize``: vector IR without fast-math) and
@@ -67,29 +79,34 @@ def multiply_pairs(builder: ir.IRBuilder, left: ir.Value, right: ir.Value, sums:
     return builder.add(sums, builder.add(even, odd))
 
 
-def _broadcast(builder: ir.IRBuilder, word: ir.Value) -> ir.Value:
-    """The int32 ``word`` in every lane, as 2 * LANES int16."""
-    return builder.bitcast(_splat(builder, word, SUMS), PAIRS)
+def multiply_words(builder: ir.IRBuilder, left: ir.Value, right: ir.Value, sums: ir.Value) -> ir.Value:
+    """``multiply_pairs`` of LANES int32 words each (two int16 a word)."""
+    return multiply_pairs(builder, builder.bitcast(left, PAIRS), builder.bitcast(right, PAIRS), sums)
 
 
 def _emit_pair_tile(builder: ir.IRBuilder, a: ir.Value, a_stride: ir.Value, rows: ir.Value, offsets: ir.Value,
-                    count: ir.Value, finish: Callable[[ir.IRBuilder, int, int, ir.Value], None]) -> None:
+                    count: ir.Value, finish: Callable[[ir.IRBuilder, int, int, ir.Value], None],
+                    shape: tuple[int, int] = (ROWS, VECTORS), multiply=multiply_words) -> None:
     """The tile's IR: pointers ``a`` and ``rows`` to int32, ``offsets`` to int64; ``finish(builder,
-    r, j, sums)`` emits what becomes of row r's vector j of final sums."""
+    r, j, sums)`` emits what becomes of row r's vector j of final sums; ``shape``: (rows, vectors),
+    ``(ROWS, VECTORS)`` or a narrow variant for the last rows or columns; ``multiply(builder,
+    left, right, sums)``: the sums plus the products of a's broadcast word and a row's words
+    (``multiply_words``: int16 pairs; ``lite.kernels.fast.int8_quads``: byte quads)."""
+    height, vectors = shape
     entry = builder.block
     loop, done = builder.append_basic_block("pairs"), builder.append_basic_block("pairs.done")
     zero = ir.Constant(SUMS, [0] * LANES)
     builder.cbranch(builder.icmp_signed(">", count, _I64(0)), loop, done)
     builder.position_at_end(loop)
     k = builder.phi(_I64)
-    sums = [builder.phi(SUMS) for _ in range(ROWS * VECTORS)]
+    sums = [builder.phi(SUMS) for _ in range(height * vectors)]
     start = builder.gep(rows, [builder.load(builder.gep(offsets, [k]))])
-    right = [builder.load(builder.bitcast(builder.gep(start, [_I64(j * LANES)]), PAIRS.as_pointer()), align=4)
-             for j in range(VECTORS)]
+    right = [builder.load(builder.bitcast(builder.gep(start, [_I64(j * LANES)]), SUMS.as_pointer()), align=4)
+             for j in range(vectors)]
     updated = []
-    for r in range(ROWS):
-        left = _broadcast(builder, builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, _I64(r)), k)])))
-        updated += [multiply_pairs(builder, left, right[j], sums[r * VECTORS + j]) for j in range(VECTORS)]
+    for r in range(height):
+        left = _splat(builder, builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, _I64(r)), k)])), SUMS)
+        updated += [multiply(builder, left, right[j], sums[r * vectors + j]) for j in range(vectors)]
     following, end = builder.add(k, _I64(1)), builder.block
     k.add_incoming(_I64(0), entry)
     k.add_incoming(following, end)
@@ -102,7 +119,7 @@ def _emit_pair_tile(builder: ir.IRBuilder, a: ir.Value, a_stride: ir.Value, rows
     for index, (final, value) in enumerate(zip(finals, updated, strict=True)):
         final.add_incoming(zero, entry)
         final.add_incoming(value, end)
-        finish(builder, *divmod(index, VECTORS), final)
+        finish(builder, *divmod(index, vectors), final)
 
 
 def _splat(builder: ir.IRBuilder, value: ir.Value, vector: ir.VectorType) -> ir.Value:
@@ -151,9 +168,9 @@ def _requantizing_finish(builder: ir.IRBuilder, out: ir.Value, out_stride: ir.Va
     return finish
 
 
-def _tile_intrinsic(per_row: bool):
+def _tile_intrinsic(per_row: bool, shape: tuple[int, int] = (ROWS, VECTORS), multiply=multiply_words):
     """The requantizing pair tile (see ``requantized_tile_rows``) with bias and multiplier per row
-    or per column."""
+    or per column, of ``shape`` (rows, vectors), its products by ``multiply``."""
     def tile(typingctx, a, a_stride, rows, offsets, count, out, out_stride, bias, multiplier, zero_point, lo,
              hi):
         def codegen(context, builder, signature, args):
@@ -163,7 +180,7 @@ def _tile_intrinsic(per_row: bool):
                                           builder.inttoptr(bias_at, words),
                                           builder.inttoptr(multiplier_at, _F32.as_pointer()), bounds, per_row)
             _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
-                            builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish)
+                            builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish, shape, multiply)
             return context.get_dummy_value()
         return types.void(*(types.int64,) * 9, *(types.float32,) * 3), codegen
     return tile
@@ -177,6 +194,13 @@ requantized (``emit_requantize``) into the bytes out[r * out_stride + j] (addres
 bias int32, multiplier float32, one per row; zero_point, lo, hi float32)."""
 requantized_tile_columns = intrinsic(_tile_intrinsic(per_row=False))
 """``requantized_tile_rows`` with bias[j] and multiplier[j] per column j."""
+requantized_tile_rows_1 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, 1)))
+"""``requantized_tile_rows`` one vector wide (LANES columns): a panel's last columns, where they
+are LANES or fewer (7 x 7 planes: 49 = 48 + 1)."""
+requantized_tile_rows_2 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, min(2, VECTORS))))
+"""``requantized_tile_rows`` two vectors wide (one where the whole tile is)."""
+requantized_row_columns = intrinsic(_tile_intrinsic(per_row=False, shape=(1, VECTORS)))
+"""``requantized_tile_columns`` of one row: a product's rows one at a time where they are fewer than ROWS."""
 
 
 @jit
@@ -230,39 +254,123 @@ def _pair_run(x, first, second, zero_point, out, at, step, count):
 
 
 @jit
+def _pair_run2(x, first, second, zero_point, out, even, odd, count):
+    """``_pair_run`` of ``count`` columns from ``first`` (and ``second``) split by column parity: the
+    even columns' pair words to out[even:], the odd ones' to out[odd:]."""
+    half, low = count // 2, x[first:first + count]
+    evens, odds = out[even:even + count - half], out[odd:odd + half]
+    mask = np.int32(0xFFFF)
+    if second < 0:
+        for j in range(half):
+            evens[j] = (np.int32(low[2 * j]) - zero_point) & mask
+            odds[j] = (np.int32(low[2 * j + 1]) - zero_point) & mask
+        if count % 2:
+            evens[half] = (np.int32(low[count - 1]) - zero_point) & mask
+        return
+    high = x[second:second + count]
+    for j in range(half):
+        evens[j] = ((np.int32(low[2 * j]) - zero_point) & mask) | ((np.int32(high[2 * j]) - zero_point) << 16)
+        odds[j] = ((np.int32(low[2 * j + 1]) - zero_point) & mask) | \
+            ((np.int32(high[2 * j + 1]) - zero_point) << 16)
+    if count % 2:
+        evens[half] = ((np.int32(low[count - 1]) - zero_point) & mask) | \
+            ((np.int32(high[count - 1]) - zero_point) << 16)
+
+
+@jit
 def fill_phases(x, zero_point, phases, group, begin_h, begin_w, stride_h, stride_w):
     """``x - zero_point`` of x (N, C, H, W) into phases (N, group, pairs, stride_h, stride_w, hq, wq)
     pair words: input position (h, w) of channel 2p + t of a group is phase (hp % stride_h,
     wp % stride_w), position (hp // stride_h, wp // stride_w) of the padded plane (hp = h + begin_h,
     wp = w + begin_w). The pads are written zero (the buffer is scratch other kernels share)."""
-    n_count, c_count, h_count, w_count = x.shape
+    items = x.shape[0] * group * phases.shape[2]
+    fill_phase_items(x, zero_point, phases, group, begin_h, begin_w, stride_h, stride_w, -1, 0, items)
+
+
+@jit
+def fill_phase_items(x, zero_point, phases, group, begin_h, begin_w, stride_h, stride_w, used, first, last):
+    """``fill_phases`` of the pair planes ``first`` to ``last - 1`` (item = (image, group, pair));
+    ``used``: bit ``ph * stride_w + pw`` set for each phase a tap reads (the others are left as
+    pads: a 1x1 stride-2 layer reads one phase of four)."""
+    c_count, h_count, w_count = x.shape[1], x.shape[2], x.shape[3]
     cg = c_count // group
     pairs, hq, wq = phases.shape[2], phases.shape[5], phases.shape[6]
     plane = h_count * w_count
     dense = begin_h == 0 and begin_w == 0 and stride_h == 1 and stride_w == 1 and wq == w_count
     flat, out = x.reshape(-1), phases.reshape(-1)
     zp = np.int32(zero_point)
-    for n in range(n_count):
-        for g in range(group):
-            for cp in range(pairs):
-                block = ((n * group + g) * pairs + cp) * stride_h * stride_w * hq * wq
-                first = (n * c_count + g * cg + 2 * cp) * plane
-                second = first + plane if 2 * cp + 1 < cg else -1
-                if dense:
-                    _pair_run(flat, first, second, zp, out, block, 1, plane)
-                    out[block + plane:block + hq * wq] = 0
+    for item in range(first, last):
+        n, rest = divmod(item, group * pairs)
+        g, cp = divmod(rest, pairs)
+        block = item * stride_h * stride_w * hq * wq
+        first_at = (n * c_count + g * cg + 2 * cp) * plane
+        second = first_at + plane if 2 * cp + 1 < cg else -1
+        if dense:
+            _pair_run(flat, first_at, second, zp, out, block, 1, plane)
+            out[block + plane:block + hq * wq] = 0
+            continue
+        out[block:block + stride_h * stride_w * hq * wq] = 0
+        for h in range(h_count):
+            hp = h + begin_h
+            row_used = (used >> ((hp % stride_h) * stride_w)) & ((1 << stride_w) - 1)
+            if row_used == 0:
+                continue
+            if stride_w == 2 and row_used == 3:  # NOTE: both column phases in one pass: contiguous loads
+                rows = block + ((hp % stride_h) * 2 * hq + hp // stride_h) * wq
+                even, odd = rows + (begin_w % 2) * hq * wq, rows + ((1 + begin_w) % 2) * hq * wq
+                _pair_run2(flat, first_at + h * w_count, second + h * w_count if second >= 0 else -1, zp, out,
+                           even + begin_w // 2, odd + (1 + begin_w) // 2, w_count)
+                continue
+            for pw in range(stride_w):
+                if not (row_used >> pw) & 1:
                     continue
-                out[block:block + stride_h * stride_w * hq * wq] = 0
-                for h in range(h_count):
-                    hp = h + begin_h
-                    for pw in range(stride_w):
-                        w0 = (pw - begin_w) % stride_w
-                        count = max(0, -(-(w_count - w0) // stride_w))
-                        at = block + (((hp % stride_h) * stride_w + pw) * hq + hp // stride_h) * wq
-                        at += (w0 + begin_w) // stride_w
-                        shift = h * w_count + w0
-                        _pair_run(flat, first + shift, second + shift if second >= 0 else -1, zp, out, at,
-                                  stride_w, count)
+                w0 = (pw - begin_w) % stride_w
+                count = max(0, -(-(w_count - w0) // stride_w))
+                at = block + (((hp % stride_h) * stride_w + pw) * hq + hp // stride_h) * wq
+                at += (w0 + begin_w) // stride_w
+                shift = h * w_count + w0
+                _pair_run(flat, first_at + shift, second + shift if second >= 0 else -1, zp, out, at, stride_w,
+                          count)
+
+
+# The block of a phases fill on the crew (``lite.kernels.fast.crew.Jobs``), then per piece (first, last):
+(_FX, _FN, _FC, _FH, _FW, _FSIGNED, _FZERO, _FPHASES, _FPAIRS, _FHQ, _FWQ, _FGROUP, _FBH, _FBW, _FSH,
+ _FSW, _FUSED) = range(17)
+_FILL_HEADER = 17
+
+
+def fill_crew_jobs(x: np.ndarray, zero_point: int, phases: np.ndarray, group: int, begin_h: int, begin_w: int,
+                   stride_h: int, stride_w: int, used: int, bounds: list[tuple[int, int]], job=None):
+    """``fill_phase_items`` of each piece of ``bounds`` as jobs for the crew (``job``: another job
+    function reading the same block, default ``fill_job``)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_FILL_HEADER, bounds)
+    block[:_FILL_HEADER] = (x.ctypes.data, *x.shape, x.dtype == np.int8, zero_point, phases.ctypes.data,
+                            phases.shape[2], phases.shape[5], phases.shape[6], group, begin_h, begin_w, stride_h,
+                            stride_w, used)
+    return Jobs(job or fill_job, block, len(bounds), (x, phases))
+
+
+@jit
+def _fill_piece(index, data, x):
+    block = carray(data, (_FILL_HEADER + 2 * (index + 1),), np.int64)
+    sh, sw = block[_FSH], block[_FSW]
+    shape = (block[_FN], block[_FGROUP], block[_FPAIRS], sh, sw, block[_FHQ], block[_FWQ])
+    phases = carray(as_pointer(block[_FPHASES]), shape, np.int32)
+    piece = _FILL_HEADER + 2 * index
+    fill_phase_items(x, block[_FZERO], phases, block[_FGROUP], block[_FBH], block[_FBW], sh, sw, block[_FUSED],
+                     block[piece], block[piece + 1])
+
+
+def fill_job(index, data, extra):
+    """A crew job: piece ``index`` of the phases fill the block at ``data`` describes."""
+    block = carray(data, (_FILL_HEADER,), np.int64)
+    shape = (block[_FN], block[_FC], block[_FH], block[_FW])
+    if block[_FSIGNED]:
+        _fill_piece(index, data, carray(as_pointer(block[_FX]), shape, np.int8))
+    else:
+        _fill_piece(index, data, carray(as_pointer(block[_FX]), shape, np.uint8))
 
 
 @jit
@@ -283,15 +391,24 @@ def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point
         column = panel * WIDTH
         count = min(WIDTH, positions - column)
         source = flat.ctypes.data + ((image * group + g) * block + column) * 4
+        vectors = min(VECTORS, -(-count // LANES))  # NOTE: a narrow tile for a panel's last columns
         for top in range(0, o_group, ROWS):
             o = g * o_group + top
             rows = min(ROWS, o_group - top)
-            whole = count == WIDTH and rows == ROWS
+            whole = count == vectors * LANES and rows == ROWS
             out = grid[image, o:o + rows]
-            place = out.ctypes.data + column if whole else bytes_.ctypes.data
-            requantized_tile_rows(packed.ctypes.data + o * pairs * 4, pairs, source, offsets.ctypes.data, pairs,
-                                  place, positions if whole else WIDTH, bias.ctypes.data + o * 4,
-                                  multiplier.ctypes.data + o * 4, zero_point, lo, hi)
+            place, stride = (out.ctypes.data + column, positions) if whole else (bytes_.ctypes.data, WIDTH)
+            weights, bias_at, multiplier_at = packed.ctypes.data + o * pairs * 4, bias.ctypes.data + o * 4, \
+                multiplier.ctypes.data + o * 4
+            if vectors == VECTORS:
+                requantized_tile_rows(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
+                                      multiplier_at, zero_point, lo, hi)
+            elif vectors == 1:
+                requantized_tile_rows_1(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
+                                        multiplier_at, zero_point, lo, hi)
+            else:
+                requantized_tile_rows_2(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
+                                        multiplier_at, zero_point, lo, hi)
             if not whole:
                 copy_spare(bytes_, out, column, rows, count)
 
@@ -351,10 +468,17 @@ def product_panels(rows, panels, offsets, bias, multiplier, zero_point, lo, hi, 
             height = min(ROWS, m_count - top)
             whole = count == WIDTH and height == ROWS
             place = out[top].ctypes.data + column if whole else bytes_.ctypes.data
-            requantized_tile_columns(rows.ctypes.data + top * pairs * 4, pairs, panels[panel].ctypes.data,
-                                     offsets.ctypes.data, pairs, place, n_count if whole else WIDTH,
-                                     bias.ctypes.data + column * 4, multiplier.ctypes.data + column * 4,
-                                     zero_point, lo, hi)
+            if height < ROWS:  # NOTE: the last rows one at a time (a single row: a vector times a matrix)
+                for r in range(height):
+                    requantized_row_columns(rows.ctypes.data + (top + r) * pairs * 4, pairs,
+                                            panels[panel].ctypes.data, offsets.ctypes.data, pairs,
+                                            bytes_.ctypes.data + r * WIDTH, WIDTH, bias.ctypes.data + column * 4,
+                                            multiplier.ctypes.data + column * 4, zero_point, lo, hi)
+            else:
+                requantized_tile_columns(rows.ctypes.data + top * pairs * 4, pairs, panels[panel].ctypes.data,
+                                         offsets.ctypes.data, pairs, place, n_count if whole else WIDTH,
+                                         bias.ctypes.data + column * 4, multiplier.ctypes.data + column * 4,
+                                         zero_point, lo, hi)
             if not whole:
                 copy_spare(bytes_, out[top:top + height], column, height, count)
 
@@ -404,9 +528,10 @@ _HEADER = 17
 
 def conv_crew_jobs(flat: np.ndarray, group: int, block_size: int, packed: np.ndarray, offsets: np.ndarray,
                    bias: np.ndarray, multiplier: np.ndarray, zero_point, lo, hi, grid: np.ndarray,
-                   spares: list[np.ndarray], bounds: list[tuple[int, int]]):
+                   spares: list[np.ndarray], bounds: list[tuple[int, int]], job=None):
     """The convolution's items as jobs for the crew, one per piece of ``bounds`` with its own spare
-    (``conv_items``'s arguments otherwise)."""
+    (``conv_items``'s arguments otherwise); ``job``: another job function reading the same block
+    (default the pair jobs of grid's dtype)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_HEADER, bounds, [[spare] for spare in spares])
@@ -414,7 +539,7 @@ def conv_crew_jobs(flat: np.ndarray, group: int, block_size: int, packed: np.nda
                      packed.shape[1], offsets.ctypes.data, bias.ctypes.data, grid.shape[1], multiplier.ctypes.data,
                      grid.ctypes.data, grid.shape[0], grid.shape[2])
     block[_ZERO:_HEADER].view(np.float64)[:] = zero_point, lo, hi
-    job = conv_job_int8 if grid.dtype == np.int8 else conv_job_uint8
+    job = job or (conv_job_int8 if grid.dtype == np.int8 else conv_job_uint8)
     return Jobs(job, block, len(bounds), (flat, packed, offsets, bias, multiplier, grid, *spares))
 
 
@@ -446,3 +571,40 @@ def conv_job_uint8(index, data, extra):
     block = carray(data, (_HEADER,), np.int64)
     shape = (block[_IMAGES], block[_CHANNELS], block[_POSITIONS])
     _conv_piece(index, data, carray(as_pointer(block[_GRID]), shape, np.uint8))
+
+
+# The block of a product on the crew (``lite.kernels.fast.crew.Jobs``), then per piece (first, last, spare):
+(_PROWS, _PROWS_M, _PPAIRS, _PPANELS, _PPANELS_N, _POFFSETS, _PBIAS, _PMULTIPLIER, _POUT, _PM, _PN, _PZERO, _PLO,
+ _PHI) = range(14)
+_PRODUCT_HEADER = 14
+
+
+def product_crew_jobs(rows: np.ndarray, panels: np.ndarray, offsets: np.ndarray, bias: np.ndarray,
+                      multiplier: np.ndarray, zero_point, lo, hi, out: np.ndarray, spares: list[np.ndarray],
+                      bounds: list[tuple[int, int]]):
+    """``product_panels``'s panels as jobs for the crew, one per piece of ``bounds`` with its own
+    spare (``out`` viewed as bytes)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    view = out.view(np.uint8)
+    block = pieces_block(_PRODUCT_HEADER, bounds, [[spare] for spare in spares])
+    block[:_PZERO] = (rows.ctypes.data, *rows.shape, panels.ctypes.data, panels.shape[0], offsets.ctypes.data,
+                      bias.ctypes.data, multiplier.ctypes.data, view.ctypes.data, *view.shape)
+    block[_PZERO:_PRODUCT_HEADER].view(np.float64)[:] = zero_point, lo, hi
+    return Jobs(product_job, block, len(bounds), (rows, panels, offsets, bias, multiplier, view, *spares))
+
+
+def product_job(index, data, extra):
+    """A crew job: piece ``index`` of the product the block at ``data`` describes."""
+    block = carray(data, (_PRODUCT_HEADER + 3 * (index + 1),), np.int64)
+    floats = carray(data, (_PRODUCT_HEADER,), np.float64)
+    pairs, columns = block[_PPAIRS], block[_PPANELS_N] * WIDTH
+    piece = _PRODUCT_HEADER + 3 * index
+    product_panels(carray(as_pointer(block[_PROWS]), (block[_PROWS_M], pairs), np.int32),
+                   carray(as_pointer(block[_PPANELS]), (block[_PPANELS_N], pairs, WIDTH), np.int32),
+                   carray(as_pointer(block[_POFFSETS]), (pairs,), np.int64),
+                   carray(as_pointer(block[_PBIAS]), (columns,), np.int32),
+                   carray(as_pointer(block[_PMULTIPLIER]), (columns,), np.float32), np.float32(floats[_PZERO]),
+                   np.float32(floats[_PLO]), np.float32(floats[_PHI]),
+                   carray(as_pointer(block[_POUT]), (block[_PM], block[_PN]), np.uint8),
+                   carray(as_pointer(block[piece + 2]), (ROWS, WIDTH), np.int32), block[piece], block[piece + 1])

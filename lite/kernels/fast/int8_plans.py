@@ -3,10 +3,14 @@ compiled integer kernels of ``lite.kernels.fast.int8``, chosen once per input sh
 
 - ``compiled_product``: the int16-pair kernels for 2-D convolutions (any stride, dilation, pads,
   groups) and for products of rows by a constant 2-D weight; None where the layer is another
-  form, compiled kernels are off, or its sums could leave int32.
+  form, compiled kernels are off, or its sums could leave int32. A convolution runs on byte
+  quads (``int8_quads``, ``vpdpbusd``) where the machine has AVX-512 VNNI and every weight
+  offset fits int8 (``_quad_bias``: the input's zero point folded into the bias).
 - ``exact_in_float32``: depthwise convolutions, whose sums of a few terms (at most
-  ``FLOAT32_EXACT`` in magnitude, every one an integer) are exact in float32, run on the float32
-  convolution kernels (their compiled depthwise plans and threads) and are requantized after.
+  ``FLOAT32_EXACT`` in magnitude, every one an integer) are exact in float32, run on
+  ``lite.kernels.fast.int8_depthwise`` (``DepthwiseInt8Plan``: 8-bit planes copied into float32
+  phases, the float32 depthwise kernel's taps, requantized while in cache), else on the float32
+  convolution kernels, requantized after.
 
 Nothing here imports the compiler unless compiled kernels run.
 """
@@ -84,6 +88,8 @@ def padded_terms(terms: tuple, length: int) -> tuple:
     return (bias, multiplier, *rest)
 
 
+SPLIT_FILL = 1 << 15
+"""Inputs of at least this many values are copied into the phases by the crew's threads."""
 PHASES_SLOT = 0x1D8  # the workspace slot of the convolutions' padded input (float kernels use low slots)
 
 
@@ -94,6 +100,8 @@ def compiled_product(kernel) -> Callable[[], None] | None:
     if not fast.enabled() or x.dtype not in INT8_TYPES or w.dtype not in INT8_TYPES or kernel.outputs[0].dtype \
             not in INT8_TYPES or w.data is None:
         return None
+    if getattr(kernel, "exact32", False):
+        return _depthwise_plan(kernel)
     plan = _conv_plan(kernel) if kernel.primitive.type == "Conv2DFusion" else _product_plan(kernel)
     if plan is None:
         return None
@@ -146,6 +154,49 @@ def _conv_weight(kernel, w: np.ndarray, rows: int) -> np.ndarray:
     return cached
 
 
+def _quad_bias(kernel, w: np.ndarray) -> np.ndarray | None:
+    """The bias (int32, one per output channel) of the byte-quad form (``int8_quads``): the bias
+    minus ``p * sum of the channel's weight offsets``, p the input's pad byte; None where that
+    form does not run: no VNNI, a weight offset outside int8, or that bias outside int32."""
+    from lite.kernels.fast import int8_quads
+
+    if not int8_quads.available():
+        return None
+    zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
+    offsets = w.reshape(w.shape[0], -1).astype(np.int64) - zero_point[:, None]
+    if offsets.min(initial=0) < -128 or offsets.max(initial=0) > 127:
+        return None
+    pad = kernel.layout.x_zero_point + (128 if kernel.inputs[0].dtype == np.int8 else 0)
+    bias = requantization_terms(kernel)[0] - pad * offsets.sum(axis=1)
+    if np.abs(bias).max(initial=0) > INT32_LIMIT:
+        return None
+    return bias.astype(np.int32)
+
+
+def _quad_weight(kernel, w: np.ndarray, rows: int) -> np.ndarray:
+    """The weight as ``int8_quads.pack_conv_quads`` packs it (once per kernel)."""
+    from lite.kernels.fast import int8_quads
+
+    cached = getattr(kernel, "int8_quads", None)
+    if cached is None:
+        cached = np.zeros((rows, (w.shape[1] + 3) // 4 * w.shape[2] * w.shape[3]), np.int32)
+        int8_quads.pack_conv_quads(np.ascontiguousarray(w), _per_channel(kernel.inputs[1].quant_params.zero_point,
+                                                                          w.shape[0]), cached)
+        kernel.int8_quads = cached
+    return cached
+
+
+def _conv_jobs(quads: bool) -> tuple:
+    """The crew's job functions of a convolution on pairs or on quads."""
+    from lite.kernels.fast import int8
+
+    if not quads:
+        return int8.conv_job_int8, int8.conv_job_uint8, int8.fill_job
+    from lite.kernels.fast import int8_quads
+
+    return int8_quads.conv_quad_job, int8_quads.fill_quad_job
+
+
 class ConvPlan:
     """A quantized 2-D convolution on ``int8.fill_phases`` and ``int8.conv_items``, its items
     (image, group, panel) shared out among the model's threads."""
@@ -159,9 +210,16 @@ class ConvPlan:
         hq, wq = -(-(h + top + bottom) // sh), -(-(width + left + right) // sw)
         o_group = w.shape[0] // group
         rows = group * o_group + (-o_group) % int8.ROWS
-        self.weight = _conv_weight(kernel, w, rows)
-        self.offsets = _tap_offsets(pairs // (w.shape[2] * w.shape[3]), w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
-        block = pairs // (w.shape[2] * w.shape[3]) * sh * sw * hq * wq
+        self.quad_bias = _quad_bias(kernel, w)
+        if self.quad_bias is None:
+            self.weight, words = _conv_weight(kernel, w, rows), (w.shape[1] + 1) // 2
+        else:
+            from lite.kernels.fast import int8_quads
+
+            int8_quads.warm()
+            self.weight, words = _quad_weight(kernel, w, rows), (w.shape[1] + 3) // 4
+        self.offsets = _tap_offsets(words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
+        block = words * sh * sw * hq * wq
         panels = -(-(oh * wq) // int8.WIDTH)
         reach = max(block, int(self.offsets.max()) + panels * int8.WIDTH)
         self.size, self.filled, self.block = (n * group - 1) * block + reach, n * group * block, block
@@ -170,28 +228,66 @@ class ConvPlan:
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
-            crew.warm(int8.conv_job_int8, int8.conv_job_uint8)
-        self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw)
+            crew.warm(*_conv_jobs(self.quad_bias is not None))
+        used = {((i * dh) % sh) * sw + (j * dw) % sw for i in range(w.shape[2]) for j in range(w.shape[3])}
+        self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw, sum(1 << bit for bit in used))
         self.kernel, self.wq, self.items = kernel, wq, n * group * panels
         self.grid = None if wq == ow else np.zeros((n, w.shape[0], oh * wq), kernel.outputs[0].dtype)
         self.out: np.ndarray | None = None
+        self.x: np.ndarray | None = None
+        self.fill: Callable[[], None] | None = None
         self.steps: Callable[[], None] | None = None
+
+    def _fill_step(self, x: np.ndarray) -> Callable[[], None]:
+        """The input copy into the phases: its pair planes shared out on the crew where the input is
+        large enough to pay for a dispatch, else one call."""
+        from lite.kernels.fast import int8
+
+        zero_point, *rest = self.x_args
+        items = self.phases.shape[0] * self.phases.shape[1] * self.phases.shape[2]
+        quads, job = self.quad_bias is not None, None
+        if quads:
+            from lite.kernels.fast import int8_quads
+
+            flip = np.uint8(0x80 if x.dtype == np.int8 else 0)
+            zero_point, job = (int(zero_point) ^ int(flip)) & 0xFF, int8_quads.fill_quad_job  # NOTE: the pad byte
+            fill_items, args = int8_quads.fill_quad_items, (x.view(np.uint8), flip, np.int64(zero_point), self.phases,
+                                                            *rest)
+        else:
+            fill_items, args = int8.fill_phase_items, (x, np.int64(zero_point), self.phases, *rest)
+        if x.size < SPLIT_FILL or self.kernel.threads.crew() is None:
+            return partial(fill_items, *args, 0, items)
+
+        def piece(_: int, first: int, last: int) -> Callable[[], None]:
+            return partial(fill_items, *args, first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return int8.fill_crew_jobs(x, zero_point, self.phases, *rest, bounds, job)
+
+        return self.kernel.threads.crew_loop(items, piece, jobs, per_thread=1)
 
     def _steps(self, out: np.ndarray) -> Callable[[], None]:
         from lite.kernels.fast import int8
 
         threads, items = self.kernel.threads, self.items
-        terms = padded_terms(requantization_terms(self.kernel, narrow=True), self.weight.shape[0])
+        bias, *terms = requantization_terms(self.kernel, narrow=True)
+        quads = self.quad_bias is not None
+        terms = padded_terms((self.quad_bias if quads else bias, *terms), self.weight.shape[0])
         grid = out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
+        items_call, job = int8.conv_items, None
+        if quads:
+            from lite.kernels.fast import int8_quads
+
+            grid, items_call, job = grid.view(np.uint8), int8_quads.conv_quad_items, int8_quads.conv_quad_job
 
         spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(items))]
         shared = (self.flat, self.phases.shape[1], self.block, self.weight, self.offsets, *terms, grid)
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
-            return partial(int8.conv_items, *shared, spares[index], first, last)
+            return partial(items_call, *shared, spares[index], first, last)
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            return int8.conv_crew_jobs(*shared, spares, bounds)
+            return int8.conv_crew_jobs(*shared, spares, bounds, job)
 
         step = threads.crew_loop(items, piece, jobs)
         if self.grid is None:
@@ -199,17 +295,15 @@ class ConvPlan:
         return _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
 
     def __call__(self) -> None:
-        from lite.kernels.fast import int8
-
         flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
         out = self.kernel.outputs[0].data
-        if self.flat is None or flat.ctypes.data != self.flat.ctypes.data or out is not self.out:
-            self.flat, self.out = flat, out
+        x = _compiled_array(self.kernel.inputs[0].data)
+        if self.flat is None or flat.ctypes.data != self.flat.ctypes.data or out is not self.out or x is not self.x:
+            self.flat, self.out, self.x = flat, out, x
             self.phases = flat[:self.filled].reshape(self.phase_shape)
-            self.steps = self._steps(out)
+            self.steps, self.fill = self._steps(out), self._fill_step(x)
         flat[self.filled:] = 0  # NOTE: past the last block: read by panels whose outputs are dropped
-        int8.fill_phases(_compiled_array(self.kernel.inputs[0].data), np.int64(self.x_args[0]), self.phases,
-                         *self.x_args[1:])
+        self.fill()
         self.steps()
 
 
@@ -259,6 +353,10 @@ class ProductPlan:
         self.rows = np.zeros((m + (-m) % int8.ROWS, pairs), np.int32)
         self.offsets = np.arange(pairs, dtype=np.int64) * int8.WIDTH
         self.kernel, self.m, self.k = kernel, m, k
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast import crew
+
+            crew.warm(int8.product_job)
         self.out: np.ndarray | None = None
         self.steps: Callable[[], None] | None = None
 
@@ -269,11 +367,17 @@ class ProductPlan:
         terms = padded_terms(requantization_terms(self.kernel, narrow=True), columns)
         out = out.reshape(self.m, -1)
 
-        def piece(_: int, first: int, last: int) -> Callable[[], None]:
-            spare = np.zeros((int8.ROWS, int8.WIDTH), np.int32)
-            return partial(int8.product_panels, self.rows, self.panels, self.offsets, *terms, out, spare, first, last)
+        threads, count = self.kernel.threads, self.panels.shape[0]
+        spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(count))]
+        shared = (self.rows, self.panels, self.offsets, *terms, out)
 
-        return self.kernel.threads.loop_step(self.panels.shape[0], piece)
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(int8.product_panels, *shared, spares[index], first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return int8.product_crew_jobs(*shared, spares, bounds)
+
+        return threads.crew_loop(count, piece, jobs, per_thread=1)
 
     def __call__(self) -> None:
         from lite.kernels.fast import int8
@@ -285,3 +389,80 @@ class ProductPlan:
             self.out, self.steps = out, self._steps(out)
         self.steps()
 
+
+def _depthwise_plan(kernel) -> Callable[[], None] | None:
+    """The compiled plan of a depthwise convolution whose sums are exact in float32
+    (``exact_in_float32``), else None: x not 4-D, or sums plus bias that could reach
+    ``FLOAT32_EXACT`` (the bias joins the float32 sums)."""
+    x_shape, w = kernel.inputs[0].shape, kernel.inputs[1].data
+    if len(x_shape) != 4 or w.ndim != 4 or w.shape[0] % x_shape[1] or kernel.inner.group != x_shape[1]:
+        return None
+    bias = 0 if kernel.bias_acc is None else int(np.abs(kernel.bias_acc).max(initial=0))
+    taps = w.shape[2] * w.shape[3]
+    if taps * offset_bound(kernel.inputs[0].dtype, kernel.layout.x_zero_point) * _weight_bound(kernel.inputs[1]) \
+            + bias >= FLOAT32_EXACT:
+        return None
+    from lite.kernels.fast import int8_depthwise
+
+    plan = DepthwiseInt8Plan(kernel, x_shape, w)
+    if kernel.threads.crew() is not None:
+        from lite.kernels.fast import crew
+
+        crew.warm(int8_depthwise.depthwise_job)
+    return plan
+
+
+class DepthwiseInt8Plan:
+    """A quantized depthwise convolution on ``int8_depthwise`` (``Int8Depthwise``), its output
+    planes shared out among the model's threads (the crew's jobs on idle cores)."""
+
+    def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray):
+        from lite.kernels.fast.int8_depthwise import Int8Depthwise
+        from lite.kernels.window import Geometry
+
+        inner = kernel.inner
+        begins, ends, out = inner.geometry(x_shape, w.shape)
+        geometry = Geometry(tuple(x_shape), w.shape[2:], inner.strides, inner.dilations, begins, ends, out)
+        self.loop = Int8Depthwise(geometry)
+        zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
+        self.weight = np.ascontiguousarray(w.reshape(w.shape[0], -1).astype(np.int64) - zero_point[:, None],
+                                           np.float32)
+        bias, self.multiplier, zp, lo, hi = requantization_terms(kernel)
+        self.bias = bias.astype(np.float32)  # NOTE: exact: checked below FLOAT32_EXACT
+        self.floats = (float(kernel.layout.x_zero_point), float(zp), float(lo), float(hi))
+        self.kernel, self.items = kernel, x_shape[0] * w.shape[0]
+        self.loop.warm(np.dtype(kernel.inputs[0].dtype))
+        self.x: np.ndarray | None = None
+        self.out: np.ndarray | None = None
+        self.steps: Callable[[], None] | None = None
+
+    def _steps(self, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8_depthwise
+
+        threads, loop = self.kernel.threads, self.loop
+        view = out.view(np.uint8)
+        scratch = [[np.zeros(shape, dtype) for shape, dtype in zip(loop.scratch, (np.float32, np.float32, np.uint8),
+                                                                     strict=True)]
+                   for _ in range(threads.loop_pieces(self.items))]
+        f32 = np.float32
+        shared = (x, f32(self.floats[0]), self.weight, self.bias, self.multiplier, *map(f32, self.floats[1:]), view)
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(loop.items, *shared, *scratch[index], first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            from lite.kernels.fast.crew import Jobs
+
+            block = int8_depthwise.crew_block(loop, x, self.weight, self.bias, self.multiplier, self.floats, view,
+                                              scratch, bounds)
+            return Jobs(int8_depthwise.depthwise_job, block, len(bounds),
+                        (x, self.weight, self.bias, self.multiplier, view, loop.plan.taps, loop.table,
+                         *(a for arrays in scratch for a in arrays)))
+
+        return threads.crew_loop(self.items, piece, jobs)
+
+    def __call__(self) -> None:
+        x, out = _compiled_array(self.kernel.inputs[0].data), self.kernel.outputs[0].data
+        if x is not self.x or out is not self.out:
+            self.x, self.out, self.steps = x, out, self._steps(x, out)
+        self.steps()

@@ -1,0 +1,288 @@
+"""Quantized convolutions on byte quads: ``vpdpbusd`` (AVX-512 VNNI), four products a lane.
+
+Where every weight offset ``w - w_zero_point`` fits int8, a convolution's terms go in quads of
+four input channels: one int32 word holds four bytes, and ``vpdpbusd`` adds to each int32 lane
+the four products of unsigned bytes (the input) by signed bytes (the weight), without
+saturation, twice the terms of the int16 pairs' ``vpdpwssd`` (``lite.kernels.fast.int8``) per
+instruction.
+
+The input byte is ``u = x`` for uint8 x and ``u = x + 128`` (``x ^ 0x80``) for int8 x, so
+``x - x_zero_point = u - p`` with ``p = x_zero_point (+ 128)``, a byte too; the pads hold ``p``
+(an offset of zero). Hence ``sum (x - zx)(w') = sum u w' - p * sum w'``: the second term is one
+constant per output channel, folded into the bias by the plan. The int32 lanes wrap, but the
+sum plus bias is the exact value wherever the plan checked that it fits int32 (modular
+arithmetic). Only with AVX-512 VNNI: the intrinsic exists nowhere else, so these kernels are
+compiled only there (``available``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from llvmlite import ir
+from numba import carray
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from lite.kernels import fast
+from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.int8 import (
+    _BIAS,
+    _BLOCK,
+    _CHANNELS,
+    _FBH,
+    _FBW,
+    _FC,
+    _FGROUP,
+    _FH,
+    _FHQ,
+    _FILL_HEADER,
+    _FLAT,
+    _FLAT_N,
+    _FN,
+    _FPAIRS,
+    _FPHASES,
+    _FSH,
+    _FSIGNED,
+    _FSW,
+    _FUSED,
+    _FW,
+    _FWQ,
+    _FX,
+    _FZERO,
+    _GRID,
+    _GROUP,
+    _HEADER,
+    _HI,
+    _IMAGES,
+    _LO,
+    _MULTIPLIER,
+    _OFFSETS,
+    _PACKED,
+    _PACKED_ROWS,
+    _PAIRS,
+    _POSITIONS,
+    _ZERO,
+    SUMS,
+    _tile_intrinsic,
+    copy_spare,
+)
+from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
+
+
+def available() -> bool:
+    """Whether compiled code targets AVX-512 VNNI with the wide register tile."""
+    numba = fast.numba_module()
+    return fast.wide_registers() and numba is not None and "+avx512vnni" in (numba.config.CPU_FEATURES or "")
+
+
+def multiply_quads(builder: ir.IRBuilder, left: ir.Value, right: ir.Value, sums: ir.Value) -> ir.Value:
+    """``sums`` plus, per int32 lane, the four products of right's unsigned bytes by left's signed
+    bytes (``vpdpbusd``)."""
+    function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(SUMS, [SUMS, SUMS, SUMS]),
+                                              "llvm.x86.avx512.vpdpbusd.512")
+    return builder.call(function, [sums, right, left])
+
+
+quad_tile = intrinsic(_tile_intrinsic(per_row=True, multiply=multiply_quads))
+"""``int8.requantized_tile_rows`` on byte quads (a's words signed, the rows' words unsigned)."""
+quad_tile_1 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, 1), multiply=multiply_quads))
+quad_tile_2 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, min(2, VECTORS)), multiply=multiply_quads))
+
+
+@jit
+def pack_conv_quads(w, zero_point, packed):
+    """The weight (O, C, KH, KW) minus its zero point (one per output channel, every offset in
+    int8) into packed (O padded, quads * KH * KW): word (quad, i, j) holds the bytes of channels
+    4 * quad to 4 * quad + 3 (zero past C), the first in the low byte."""
+    o_count, c_count, kh, kw = w.shape
+    quads = (c_count + 3) // 4
+    packed[:] = 0
+    for o in range(o_count):
+        for q in range(quads):
+            for i in range(kh):
+                for j in range(kw):
+                    word = np.int64(0)
+                    for t in range(min(4, c_count - 4 * q)):
+                        word |= ((np.int64(w[o, 4 * q + t, i, j]) - zero_point[o]) & 0xFF) << (8 * t)
+                    packed[o, (q * kh + i) * kw + j] = np.int32(np.uint32(word))
+
+
+@jit
+def _quad_run(x, starts, flip, keep, pad, out, at, step, count):
+    """out[at + i] = the word of bytes ``x[starts[t] + i * step] ^ flip`` (t < 4, the first low) for
+    i < count, each byte where ``keep`` is zero replaced by ``pad``'s."""
+    s0, s1, s2, s3 = starts[0], starts[1], starts[2], starts[3]
+    end = (count - 1) * step + 1
+    b0, b1, b2, b3 = x[s0:s0 + end:step], x[s1:s1 + end:step], x[s2:s2 + end:step], x[s3:s3 + end:step]
+    target = out[at:at + count]
+    other = pad & ~keep
+    for i in range(count):
+        word = (np.int32(b0[i] ^ flip) | (np.int32(b1[i] ^ flip) << 8) | (np.int32(b2[i] ^ flip) << 16)
+                | (np.int32(b3[i] ^ flip) << 24))
+        target[i] = (word & keep) | other
+
+
+@jit
+def _quad_run2(x, starts, flip, keep, pad, out, even, odd, count):
+    """``_quad_run`` of ``count`` columns from ``starts`` split by column parity: the even columns'
+    words to out[even:], the odd ones' to out[odd:] (contiguous loads)."""
+    s0, s1, s2, s3 = starts[0], starts[1], starts[2], starts[3]
+    b0, b1, b2, b3 = x[s0:s0 + count], x[s1:s1 + count], x[s2:s2 + count], x[s3:s3 + count]
+    half = count // 2
+    evens, odds = out[even:even + count - half], out[odd:odd + half]
+    other = pad & ~keep
+    for j in range(count - half):
+        i = 2 * j
+        word = (np.int32(b0[i] ^ flip) | (np.int32(b1[i] ^ flip) << 8) | (np.int32(b2[i] ^ flip) << 16)
+                | (np.int32(b3[i] ^ flip) << 24))
+        evens[j] = (word & keep) | other
+    for j in range(half):
+        i = 2 * j + 1
+        word = (np.int32(b0[i] ^ flip) | (np.int32(b1[i] ^ flip) << 8) | (np.int32(b2[i] ^ flip) << 16)
+                | (np.int32(b3[i] ^ flip) << 24))
+        odds[j] = (word & keep) | other
+
+
+@jit
+def fill_quad_items(x, flip, pad, phases, group, begin_h, begin_w, stride_h, stride_w, used, first, last):
+    """The quad planes ``first`` to ``last - 1`` (item = (image, group, quad)) of x (N, C, H, W) into
+    phases (N, group, quads, stride_h, stride_w, hq, wq) of int32 words, as ``int8.fill_phases``
+    lays out pairs: four bytes ``x ^ flip`` a word, the pads (and missing channels) the byte ``pad``;
+    ``used``: the phases a tap reads (``int8.fill_phase_items``)."""
+    c_count, h_count, w_count = x.shape[1], x.shape[2], x.shape[3]
+    cg = c_count // group
+    quads, hq, wq = phases.shape[2], phases.shape[5], phases.shape[6]
+    plane, size = h_count * w_count, stride_h * stride_w * hq * wq
+    flat, out = x.reshape(-1), phases.reshape(-1)
+    pad_word = np.int32(np.uint32(np.int64(pad) * 0x01010101))
+    starts = np.empty(4, np.int64)
+    dense = begin_h == 0 and begin_w == 0 and stride_h == 1 and stride_w == 1 and size == plane
+    for item in range(first, last):
+        n, rest = divmod(item, group * quads)
+        g, q = divmod(rest, quads)
+        block = item * size
+        base = (n * c_count + g * cg + 4 * q) * plane
+        present = min(4, cg - 4 * q)
+        keep = np.int32(np.uint32((1 << (8 * present)) - 1)) if present < 4 else np.int32(-1)
+        if dense:
+            for t in range(4):
+                starts[t] = base + min(t, present - 1) * plane
+            _quad_run(flat, starts, flip, keep, pad_word, out, block, 1, plane)
+            continue
+        out[block:block + size] = pad_word
+        for h in range(h_count):
+            hp = h + begin_h
+            row_used = (used >> ((hp % stride_h) * stride_w)) & ((1 << stride_w) - 1)
+            if stride_w == 2 and row_used == 3:  # NOTE: both column phases in one pass: contiguous loads
+                rows = block + ((hp % stride_h) * 2 * hq + hp // stride_h) * wq
+                for t in range(4):
+                    starts[t] = base + min(t, present - 1) * plane + h * w_count
+                _quad_run2(flat, starts, flip, keep, pad_word, out, rows + (begin_w % 2) * hq * wq + begin_w // 2,
+                           rows + ((1 + begin_w) % 2) * hq * wq + (1 + begin_w) // 2, w_count)
+                continue
+            for pw in range(stride_w):
+                if not (row_used >> pw) & 1:
+                    continue
+                w0 = (pw - begin_w) % stride_w
+                count = max(0, -(-(w_count - w0) // stride_w))
+                if count == 0:
+                    continue
+                at = block + (((hp % stride_h) * stride_w + pw) * hq + hp // stride_h) * wq + (w0 + begin_w) // stride_w
+                for t in range(4):
+                    starts[t] = base + min(t, present - 1) * plane + h * w_count + w0
+                _quad_run(flat, starts, flip, keep, pad_word, out, at, stride_w, count)
+
+
+@jit
+def conv_quad_items(flat, group, block, packed, offsets, bias, multiplier, zero_point, lo, hi, grid, spare, first,
+                    last):
+    """``int8.conv_items`` on byte quads (``quad_tile``): the same items, arguments and layout, one
+    quad word for each pair word there."""
+    o_group, words, positions = grid.shape[1] // group, packed.shape[1], grid.shape[2]
+    panels = -(-positions // WIDTH)
+    bytes_ = carray(as_pointer(spare.ctypes.data), (ROWS * WIDTH,), np.uint8)
+    for item in range(first, last):
+        image, rest = divmod(item, group * panels)
+        g, panel = divmod(rest, panels)
+        column = panel * WIDTH
+        count = min(WIDTH, positions - column)
+        source = flat.ctypes.data + ((image * group + g) * block + column) * 4
+        vectors = min(VECTORS, -(-count // LANES))
+        for top in range(0, o_group, ROWS):
+            o = g * o_group + top
+            rows = min(ROWS, o_group - top)
+            whole = count == vectors * LANES and rows == ROWS
+            out = grid[image, o:o + rows]
+            place, stride = (out.ctypes.data + column, positions) if whole else (bytes_.ctypes.data, WIDTH)
+            weights, bias_at, multiplier_at = packed.ctypes.data + o * words * 4, bias.ctypes.data + o * 4, \
+                multiplier.ctypes.data + o * 4
+            if vectors == VECTORS:
+                quad_tile(weights, words, source, offsets.ctypes.data, words, place, stride, bias_at, multiplier_at,
+                          zero_point, lo, hi)
+            elif vectors == 1:
+                quad_tile_1(weights, words, source, offsets.ctypes.data, words, place, stride, bias_at,
+                            multiplier_at, zero_point, lo, hi)
+            else:
+                quad_tile_2(weights, words, source, offsets.ctypes.data, words, place, stride, bias_at,
+                            multiplier_at, zero_point, lo, hi)
+            if not whole:
+                copy_spare(bytes_, out, column, rows, count)
+
+
+@functools.cache
+def warm() -> None:
+    """Compiles the quad kernels now, at build (their inputs and outputs are read as bytes)."""
+    i32, i64, f32 = np.int32, np.int64, np.float32
+    packed, offsets = np.zeros((ROWS, 1), i32), np.zeros(1, i64)
+    compiled(pack_conv_quads, np.zeros((1, 2, 1, 1), np.int8), np.zeros(1, i64), packed)
+    phases = np.zeros((1, 1, 1, 1, 1, 3, 3 + WIDTH), i32)
+    compiled(fill_quad_items, np.zeros((1, 2, 3, 3), np.uint8), np.uint8(0), i64(0), phases, 1, 0, 0, 1, 1, 1, 0, 1)
+    compiled(conv_quad_items, phases.reshape(-1), 1, phases.size, packed, offsets, np.zeros(ROWS, i32),
+             np.ones(ROWS, f32), f32(0), f32(-1), f32(1), np.zeros((1, 1, 9), np.uint8),
+             np.zeros((ROWS, WIDTH), i32), 0, 1)
+
+
+@jit
+def _conv_piece(index, data, grid):
+    """Piece ``index`` of the quad convolution the block at ``data`` (``int8.conv_crew_jobs``'s) describes."""
+    block = carray(data, (_HEADER + 3 * (index + 1),), np.int64)
+    floats = carray(data, (_HEADER,), np.float64)
+    flat = carray(as_pointer(block[_FLAT]), (block[_FLAT_N],), np.int32)
+    packed = carray(as_pointer(block[_PACKED]), (block[_PACKED_ROWS], block[_PAIRS]), np.int32)
+    offsets = carray(as_pointer(block[_OFFSETS]), (block[_PAIRS],), np.int64)
+    bias = carray(as_pointer(block[_BIAS]), (block[_PACKED_ROWS],), np.int32)
+    multiplier = carray(as_pointer(block[_MULTIPLIER]), (block[_PACKED_ROWS],), np.float32)
+    piece = _HEADER + 3 * index
+    spare = carray(as_pointer(block[piece + 2]), (ROWS, WIDTH), np.int32)
+    conv_quad_items(flat, block[_GROUP], block[_BLOCK], packed, offsets, bias, multiplier, np.float32(floats[_ZERO]),
+                    np.float32(floats[_LO]), np.float32(floats[_HI]), grid, spare, block[piece], block[piece + 1])
+
+
+def conv_quad_job(index, data, extra):
+    """A crew job of a quad convolution (its output viewed as bytes)."""
+    block = carray(data, (_HEADER,), np.int64)
+    shape = (block[_IMAGES], block[_CHANNELS], block[_POSITIONS])
+    _conv_piece(index, data, carray(as_pointer(block[_GRID]), shape, np.uint8))
+
+
+@jit
+def _fill_piece(index, data, x):
+    block = carray(data, (_FILL_HEADER + 2 * (index + 1),), np.int64)
+    sh, sw = block[_FSH], block[_FSW]
+    shape = (block[_FN], block[_FGROUP], block[_FPAIRS], sh, sw, block[_FHQ], block[_FWQ])
+    phases = carray(as_pointer(block[_FPHASES]), shape, np.int32)
+    piece = _FILL_HEADER + 2 * index
+    flip = np.uint8(0x80) if block[_FSIGNED] else np.uint8(0)
+    fill_quad_items(x, flip, block[_FZERO], phases, block[_FGROUP], block[_FBH], block[_FBW], sh, sw, block[_FUSED],
+                    block[piece], block[piece + 1])
+
+
+def fill_quad_job(index, data, extra):
+    """A crew job: piece ``index`` of the quad fill the block at ``data`` (``int8.fill_crew_jobs``'s,
+    its zero point word the pad byte) describes; x read as bytes."""
+    block = carray(data, (_FILL_HEADER,), np.int64)
+    shape = (block[_FN], block[_FC], block[_FH], block[_FW])
+    _fill_piece(index, data, carray(as_pointer(block[_FX]), shape, np.uint8))
