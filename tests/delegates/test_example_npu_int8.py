@@ -126,7 +126,7 @@ def conv_weight(*shape: int) -> np.ndarray:
 
 # ---- whole quantized models ------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["resnet18", pytest.param("mobilenet_v2", marks=pytest.mark.slow)])
 def test_the_int8_mode_takes_the_quantized_blocks_within_one_step_of_native(name):
     _, quantized = quantized_zoo(name, "qdq")
     data = convert(quantized)
@@ -144,7 +144,7 @@ def test_the_int8_mode_takes_the_quantized_blocks_within_one_step_of_native(name
     assert steps_apart(quantized, npu, native).max() <= 1
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["resnet18", pytest.param("mobilenet_v2", marks=pytest.mark.slow)])
 def test_fixed_point_requantization_takes_the_same_ops_and_agrees_closely(name):
     _, quantized = quantized_zoo(name, "qdq")
     data = convert(quantized)
@@ -160,6 +160,7 @@ def test_fixed_point_requantization_takes_the_same_ops_and_agrees_closely(name):
         assert got @ want / (np.linalg.norm(got) * np.linalg.norm(want)) > 0.95
 
 
+@pytest.mark.slow
 def test_the_uint8_qoperator_form_is_declined_with_the_reason():
     _, quantized = quantized_zoo("mobilenet_v2", "qoperator")
     model = build(convert(quantized), int8_npu())
@@ -171,6 +172,7 @@ def test_the_uint8_qoperator_form_is_declined_with_the_reason():
             assert "QuantType.QInt8" in row.reason
 
 
+@pytest.mark.slow
 def test_a_float_model_in_int8_mode_declines_everything_with_the_reason():
     float_model, _ = quantized_zoo("mobilenet_v2", "qdq")
     model = build(convert(float_model), int8_npu())

@@ -189,6 +189,7 @@ def test_the_pytest_plugin_makes_an_item_per_case_failing_with_the_category(tmp_
     assert "3 failed, 10 passed" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_turns_listed_failures_into_xfails(tmp_path):
     (tmp_path / "expected.txt").write_text("op:test_relu  adds one\n")
     done = run_pytest(tmp_path, "--lite-delegate", BROKEN, "--lite-delegate-ops", "Relu,Add",

@@ -23,8 +23,11 @@ def plan(model) -> list[tuple]:
             for k in model._engine.kernels]
 
 
+NAMES = ["resnet18", *(pytest.param(name, marks=pytest.mark.slow) for name in ("squeezenet", "mobilenet_v2"))]
+
+
 @pytest.mark.parametrize("spelling", sorted(SPELLINGS))
-@pytest.mark.parametrize("name", ["resnet18", "squeezenet", "mobilenet_v2"])
+@pytest.mark.parametrize("name", NAMES)
 def test_a_respelled_zoo_model_runs_the_same_kernels_and_outputs(name, spelling):
     original = zoo.MODELS[name](**ZOO_SIZES[name])
     respelled = SPELLINGS[spelling](original)
