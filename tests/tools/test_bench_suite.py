@@ -63,6 +63,7 @@ def test_the_table_gives_the_native_rows_matmul_floor_against_onnxruntime():
     assert ort.endswith("| 1.50 | - | 2.0e-06 |")
 
 
+@pytest.mark.slow
 def test_an_int8_row_runs_the_quantized_model_native_and_on_onnxruntime(tmp_path):
     args = argparse.Namespace(suite_dir=tmp_path, suite_models="inception_block:int8", thread_num=1, loop_count=2,
                               warmup=0)

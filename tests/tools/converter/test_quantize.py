@@ -69,7 +69,7 @@ def test_static_resnet_builds_runs_and_agrees_with_float_on_other_inputs(resnet,
     assert out.cosine >= 0.99 and out.max_abs_error > 0 and out.top1_agreement >= 0.8
 
 
-@pytest.mark.parametrize("mode", ["dynamic", "weight-only"])
+@pytest.mark.parametrize("mode", ["dynamic", pytest.param("weight-only", marks=pytest.mark.slow)])
 def test_dynamic_and_weight_only_build_run_and_agree(mode, resnet, other_inputs):
     quantized = q8.quantize_onnx(resnet, mode)  # no calibration: neither needs one
     data = convert(quantized)
@@ -228,6 +228,7 @@ def test_quantization_options_without_quantize_are_a_usage_error(files, capsys):
     assert info.value.code == 2 and "go with --quantize" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["entropy", "percentile"])
 def test_histogram_calibration_and_per_tensor_weights(method, resnet, calibration, other_inputs):
     quantized = q8.quantize_onnx(resnet, "static", calibration, method=method, per_channel=False)
