@@ -77,6 +77,8 @@ def arithmetic(ctx: NodeContext) -> None:
 @emitter("IsNaN", FLOATS)
 def same(ctx: NodeContext) -> None:
     """Ops with ONNX's meaning under another name (or the same one)."""
+    if ctx.kernel.type == "PowFusion" and ctx.in_dtype(1).kind == "u":
+        ctx.unsupported("onnxruntime's CPU provider has no Pow with an unsigned exponent")
     ctx.op(_SAME[ctx.kernel.type], ctx.inputs(), ctx.output())
 
 

@@ -121,6 +121,8 @@ def constant_of_shape(ctx: NodeContext) -> None:
 
 @emitter("Cast", ALL)
 def cast(ctx: NodeContext) -> None:
+    if "bfloat16" in (ctx.in_dtype(0).name, ctx.out_dtype().name):
+        ctx.unsupported("onnxruntime's Python binding makes no OrtValue from a bfloat16 array")
     ctx.op("Cast", [ctx.input(0)], ctx.output(), to=ONNX_TYPES[DTYPES[ctx.attrs["to"]]])
 
 
