@@ -544,8 +544,9 @@ def conv_crew_jobs(flat: np.ndarray, group: int, block_size: int, packed: np.nda
 
 
 @jit
-def _conv_piece(index, data, grid):
-    """Piece ``index`` of the convolution that the block at ``data`` describes, into ``grid``."""
+def conv_piece_args(index, data):
+    """What piece ``index`` of the convolution that the block at ``data`` describes computes with:
+    (flat, group, block, packed, offsets, bias, multiplier, zero point, lo, hi, spare, first, last)."""
     block = carray(data, (_HEADER + 3 * (index + 1),), np.int64)
     floats = carray(data, (_HEADER,), np.float64)
     flat = carray(as_pointer(block[_FLAT]), (block[_FLAT_N],), np.int32)
@@ -555,8 +556,15 @@ def _conv_piece(index, data, grid):
     multiplier = carray(as_pointer(block[_MULTIPLIER]), (block[_PACKED_ROWS],), np.float32)
     piece = _HEADER + 3 * index
     spare = carray(as_pointer(block[piece + 2]), (ROWS, WIDTH), np.int32)
-    conv_items(flat, block[_GROUP], block[_BLOCK], packed, offsets, bias, multiplier, np.float32(floats[_ZERO]),
-               np.float32(floats[_LO]), np.float32(floats[_HI]), grid, spare, block[piece], block[piece + 1])
+    return (flat, block[_GROUP], block[_BLOCK], packed, offsets, bias, multiplier, np.float32(floats[_ZERO]),
+            np.float32(floats[_LO]), np.float32(floats[_HI]), spare, block[piece], block[piece + 1])
+
+
+@jit
+def _conv_piece(index, data, grid):
+    """Piece ``index`` of the convolution that the block at ``data`` describes, into ``grid``."""
+    a = conv_piece_args(index, data)
+    conv_items(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], grid, a[10], a[11], a[12])
 
 
 def conv_job_int8(index, data, extra):

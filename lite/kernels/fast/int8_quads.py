@@ -29,8 +29,6 @@ from lite.kernels import fast
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.int8 import (
-    _BIAS,
-    _BLOCK,
     _CHANNELS,
     _FBH,
     _FBW,
@@ -39,8 +37,6 @@ from lite.kernels.fast.int8 import (
     _FH,
     _FHQ,
     _FILL_HEADER,
-    _FLAT,
-    _FLAT_N,
     _FN,
     _FPAIRS,
     _FPHASES,
@@ -53,20 +49,12 @@ from lite.kernels.fast.int8 import (
     _FX,
     _FZERO,
     _GRID,
-    _GROUP,
     _HEADER,
-    _HI,
     _IMAGES,
-    _LO,
-    _MULTIPLIER,
-    _OFFSETS,
-    _PACKED,
-    _PACKED_ROWS,
-    _PAIRS,
     _POSITIONS,
-    _ZERO,
     SUMS,
     _tile_intrinsic,
+    conv_piece_args,
     copy_spare,
 )
 from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
@@ -248,17 +236,8 @@ def warm() -> None:
 @jit
 def _conv_piece(index, data, grid):
     """Piece ``index`` of the quad convolution the block at ``data`` (``int8.conv_crew_jobs``'s) describes."""
-    block = carray(data, (_HEADER + 3 * (index + 1),), np.int64)
-    floats = carray(data, (_HEADER,), np.float64)
-    flat = carray(as_pointer(block[_FLAT]), (block[_FLAT_N],), np.int32)
-    packed = carray(as_pointer(block[_PACKED]), (block[_PACKED_ROWS], block[_PAIRS]), np.int32)
-    offsets = carray(as_pointer(block[_OFFSETS]), (block[_PAIRS],), np.int64)
-    bias = carray(as_pointer(block[_BIAS]), (block[_PACKED_ROWS],), np.int32)
-    multiplier = carray(as_pointer(block[_MULTIPLIER]), (block[_PACKED_ROWS],), np.float32)
-    piece = _HEADER + 3 * index
-    spare = carray(as_pointer(block[piece + 2]), (ROWS, WIDTH), np.int32)
-    conv_quad_items(flat, block[_GROUP], block[_BLOCK], packed, offsets, bias, multiplier, np.float32(floats[_ZERO]),
-                    np.float32(floats[_LO]), np.float32(floats[_HI]), grid, spare, block[piece], block[piece + 1])
+    a = conv_piece_args(index, data)
+    conv_quad_items(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], grid, a[10], a[11], a[12])
 
 
 def conv_quad_job(index, data, extra):
