@@ -296,8 +296,10 @@ def engine_memory(args: argparse.Namespace, data: bytes, onnx_model: Any,
         for name, (engine, path, delegates) in engines.items():
             try:
                 memory[name] = peak_rss(path, engine, args.thread_num, delegates, options, shapes)
-            except subprocess.CalledProcessError:
+            except subprocess.CalledProcessError as exc:
                 memory[name] = None
+                why = (exc.stderr or "").strip().splitlines()[-1:] or [f"exit status {exc.returncode}"]
+                print(f"note: measuring {name}'s peak memory in a child process failed: {why[0]}", file=sys.stderr)
         return memory
 
 
