@@ -56,7 +56,7 @@ The steps, in the order Delite calls them
 
 Ahead of time (optional): ``save_graph_kernel`` and ``load_graph_kernel`` let ``lite-convert
 model.onnx -o model.lite --delegate example_npu`` store each partition's converted weights (step 4's
-work) in the ``.lite`` file, in ``lite.delegate.blob``'s layout; a build on the device then loads them
+work) in the ``.lite`` file, in ``lite.blob``'s layout; a build on the device then loads them
 instead of converting. A real NPU delegate would store its compiled device program there too.
 
 See docs/delegates/example_npu.md for what to replace with real device calls.
@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 
 import lite
-from lite.delegate.blob import pack, unpack
+from lite.blob import pack, unpack
 from lite.ops.activation import FUSED_ACTIVATIONS, FUSED_CLIPS
 from lite.ops.geometry import output_size, per_axis, window_counts, window_pads
 from lite.ops.quant import activation_bounds, requantize_multiplier

@@ -31,7 +31,7 @@ LAYERS = {
     "lite.scheduler": 3, "lite.shapes": 3, "lite.kernels": 3,
     "lite.fusion": 3, "lite.fusion_kernels": 3, "lite.blocking": 3,
     # 4 delegation
-    "lite.delegate": 4,  # the package: API, partition, blob, saved (partitions in the file), placement
+    "lite.delegate": 4, "lite.blob": 4,  # the package (API, partition, saved, placement); blob's layout
     # 5 runtime
     "lite.engine": 5, "lite.loader": 5, "lite.conversion": 5, "lite.tools.converter": 5,
     # 6 Model

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 import lite
-from lite.delegate.blob import pack, position
+from lite.blob import pack, position
 from lite.delegates.onnxruntime.builder import emit_partition
 from lite.delegates.onnxruntime.saved import CONSTANT_LOCATION, load_graph
 from lite.delegates.onnxruntime.sizes import SMALL_INITIALIZER, check_activations, skeleton

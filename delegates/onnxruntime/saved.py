@@ -4,7 +4,7 @@
 A saved graph comes from a file, so it is treated as hostile. It loads only when it:
 
 - reads no files: no external data but the model's own constants, which the file names by the
-  kernel and input that read them (``lite.delegate.blob.position``) and which must match them;
+  kernel and input that read them (``lite.blob.position``) and which must match them;
 - runs only what ``ORTDelegate`` itself emits: op types of ``builder.EMITTED_OPS`` in the default
   domain, no graph attributes (control flow: ``Loop``, ``Scan``, ``If``), no model-local
   functions, no sparse initializers;
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from lite.delegate.blob import tensor_at, unpack
+from lite.blob import tensor_at, unpack
 from lite.delegates.onnxruntime.builder import EMITTED_OPS
 from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
 from lite.delegates.onnxruntime.sizes import SIZE_FROM_VALUES, fully_inferred, inferred_types, skeleton, value_bytes

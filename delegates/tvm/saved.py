@@ -2,7 +2,7 @@
 
 ``lite-convert model.onnx -o model.lite --delegate tvm`` builds the model, then saves each
 compiled partition (``save``): the exported library (its weights compiled in), the shapes it
-serves (the batch dim symbolic or not) and the values it baked in, in ``lite.delegate.blob``'s layout.
+serves (the batch dim symbolic or not) and the values it baked in, in ``lite.blob``'s layout.
 Beside the blob the file records what it was compiled for (``describe_target``): the TVM
 version, the target, and for a CPU its architecture and instruction-set features.
 
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lite.delegate.blob import load_json, pack, position, tensor_at, unpack
+from lite.blob import load_json, pack, position, tensor_at, unpack
 from lite.delegates.tvm import runtime
 from lite.errors import ModelFormatError, NotSupportedError
 from lite.kernel import Kernel

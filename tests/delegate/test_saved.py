@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lite
-from lite.delegate.blob import pack
+from lite.blob import pack
 from lite.delegates.example_npu import ExampleNPUDelegate, NPUGraphKernel
 from lite.model import compile_into
 from lite.schema.reader import read_model

@@ -23,7 +23,7 @@ import onnx
 import pytest
 
 import lite
-from lite.delegate.blob import pack
+from lite.blob import pack
 from lite.model import compile_into
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model
@@ -142,7 +142,7 @@ def hostile_graph(kind: str, original: onnx.ModelProto) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("kind", ["external data", "subgraph", "other boundary", "constant map"])
 def test_ort_refuses_a_hostile_saved_graph(ort_case, kind):
-    from lite.delegate.blob import unpack
+    from lite.blob import unpack
     from lite.delegates.onnxruntime import ORTDelegate
 
     onnx_model, data = ort_case
@@ -171,7 +171,7 @@ def difference_case():
 
 
 def saved_graph(data: bytes) -> tuple[dict, onnx.ModelProto]:
-    from lite.delegate.blob import unpack
+    from lite.blob import unpack
 
     header, arrays = unpack(read_model(data).partitions[0].blob)
     return header, onnx.load_from_string(arrays["onnx"].tobytes())

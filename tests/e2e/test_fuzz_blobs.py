@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import lite
-from lite.delegate.blob import MAGIC
+from lite.blob import MAGIC
 from lite.schema.graph import PartitionDef
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model

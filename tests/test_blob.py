@@ -1,4 +1,4 @@
-"""lite.delegate.blob: a delegate blob's JSON header and named arrays, read back as checked read-only views."""
+"""lite.blob: a delegate blob's JSON header and named arrays, read back as checked read-only views."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from lite.delegate.blob import MAGIC, MAX_DEPTH, pack, unpack
+from lite.blob import MAGIC, MAX_DEPTH, pack, unpack
 from lite.errors import ModelFormatError
 
 

@@ -12,7 +12,7 @@ The header JSON holds the delegate's own header under "header" and, under "array
 
 Example:
     >>> import numpy as np
-    >>> from lite.delegate import blob
+    >>> from lite import blob
     >>> data = blob.pack({"target": "npu-v1"}, {"w": np.ones((2, 3), np.float16)})
     >>> header, arrays = blob.unpack(data)
     >>> header["target"], arrays["w"].shape, arrays["w"].dtype.name
