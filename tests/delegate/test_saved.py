@@ -70,12 +70,19 @@ def rewritten(data: bytes, **changes) -> bytes:
     return write_model(graph)
 
 
+def assert_same_npu_outputs(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Two builds on the example NPU agree to float16's last bit, not bit for bit: its float16 products
+    run on BLAS, whose thread count the runtime sets by the machine's load at each predict, and a
+    last-bit difference there can round to the neighbouring float16."""
+    np.testing.assert_allclose(actual, expected, rtol=2e-3, atol=2e-3)
+
+
 def test_the_saved_partition_loads_and_computes_what_the_delegate_builds(saved, plain, onnx_model, feeds):
     loaded, built = build(saved, ExampleNPUDelegate()), build(plain, ExampleNPUDelegate())
     assert blobs(loaded) == {f"loaded: {NPU} example_npu_0 (0.3 MB)"}
     assert [r.runs_on for r in loaded.partition_report()] == [r.runs_on for r in built.partition_report()]
     assert isinstance(loaded.graph_kernels()[0], NPUGraphKernel) and loaded.graph_kernels()[0].saved is not None
-    np.testing.assert_array_equal(predict(loaded, feeds), predict(built, feeds))
+    assert_same_npu_outputs(predict(loaded, feeds), predict(built, feeds))
     expected = run_onnxruntime(onnx_model, feeds)[0]
     assert relative_l2(predict(loaded, feeds), expected) < 2e-3  # float16 inside the NPU
 
@@ -103,7 +110,7 @@ def test_an_unusable_partition_builds_from_the_nodes_with_the_reason(saved, plai
     assert len(blobs(model)) == 1 and reason in blobs(model).pop()
     built = build(plain, ExampleNPUDelegate())  # the delegate took the nodes itself, as without a blob
     assert [r.runs_on for r in model.partition_report()] == [r.runs_on for r in built.partition_report()]
-    np.testing.assert_array_equal(predict(model, feeds), predict(built, feeds))
+    assert_same_npu_outputs(predict(model, feeds), predict(built, feeds))
 
 
 def test_a_corrupt_blob_is_a_fallback_or_a_delegate_error(saved, plain, feeds):
@@ -111,7 +118,7 @@ def test_a_corrupt_blob_is_a_fallback_or_a_delegate_error(saved, plain, feeds):
     data = rewritten(saved, blob=garbage, digest=hashlib.sha256(garbage).hexdigest())
     model = build(data, ExampleNPUDelegate())
     assert "not used: the blob failed to load (ModelFormatError" in blobs(model).pop()
-    np.testing.assert_array_equal(predict(model, feeds), predict(build(plain, ExampleNPUDelegate()), feeds))
+    assert_same_npu_outputs(predict(model, feeds), predict(build(plain, ExampleNPUDelegate()), feeds))
     with pytest.raises(lite.DelegateError, match="saved graph kernel 'example_npu_0' failed to load"):
         build(data, ExampleNPUDelegate(), fallback=False)
 
