@@ -40,8 +40,9 @@ def _delegated(quantized: onnx.ModelProto) -> lite.Model:
     return model
 
 
-@pytest.mark.parametrize("name, form", [("resnet18", "qdq"), ("resnet18", "qoperator"), ("bert_encoder", "qdq"),
-                                        ("mobilenet_v2", "qoperator")])
+@pytest.mark.parametrize("name, form", [("resnet18", "qdq"), ("resnet18", "qoperator"),
+                                        pytest.param("bert_encoder", "qdq", marks=pytest.mark.slow),
+                                        pytest.param("mobilenet_v2", "qoperator", marks=pytest.mark.slow)])
 def test_every_node_of_a_quantized_model_is_delegated_and_gives_onnxruntimes_outputs(name, form):
     float_model, quantized = quantized_zoo(name, form)
     model = _delegated(quantized)
