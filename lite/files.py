@@ -72,7 +72,9 @@ def _opened(path: Path, size_limit: int, what: str, limit_name: str = "Context.m
         with open_regular(path, what, follow_links) as f:
             yield f
     except OSError as exc:
-        raise ModelFileError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from exc
+        hint = ("; zoo:NAME works in the tools (lite-benchmark zoo:resnet18); in Python, build a zoo model with "
+                "lite.tools.zoo.MODELS[NAME]() and load its bytes" if str(path).startswith("zoo:") else "")
+        raise ModelFileError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}{hint}") from exc
 
 
 def open_regular(path: Path, what: str, follow_links: bool = True):

@@ -269,3 +269,8 @@ def test_a_string_that_is_not_utf8_is_a_format_error(external, text):
         lite.Model().build_from_file(path)
     with pytest.raises(lite.ModelFormatError, match="is not UTF-8 text"):
         load_onnx(path.read_bytes())
+
+
+def test_a_zoo_name_given_to_the_runtime_says_where_zoo_names_work():
+    with pytest.raises(lite.ModelFileError, match=r"lite.tools.zoo.MODELS\[NAME\]"):
+        lite.Model().build_from_file("zoo:resnet18")

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 import lite
 from lite.delegates import load_delegate, parse_options
-from lite.extras import ort_session_options
+from lite.extras import ort_session_options, require
 from lite.tools import add_placement, add_version, placement_options, placement_table
 from lite.tools.inspector import clipped, idle_delegates, summary
 from lite.tools.sources import load_source
@@ -345,6 +345,8 @@ def reference_outputs(args, engine: OnnxRuntimeEngine | NativeEngine | None, fee
 
 def run(args: argparse.Namespace) -> tuple[Report, bool]:
     """Builds, checks accuracy, times and profiles; returns the report and whether accuracy passed."""
+    if args.compare == "onnxruntime":
+        require("onnxruntime", "lite-benchmark --compare onnxruntime")  # NOTE: before the build, not after it
     data, onnx_model, convert_seconds = load_source(args.model)
     if args.compare == "onnxruntime" and onnx_model is None:
         if not args.onnx:
@@ -411,6 +413,9 @@ def record_latencies(report: Report, lite_times: list[float], other_times: list[
 def print_report(report: Report, out=None) -> None:
     w = (out or sys.stdout).write
     w(f"model: {report.model}  delegates: {', '.join(report.delegates)}  threads: {report.thread_num}\n")
+    if report.model.startswith("zoo:"):
+        w("weights: random (the zoo builds its models with random weights: speed and agreement hold, the "
+          "predictions mean nothing)\n")
     w(f"inputs: {report.input_shapes}\n{report.partition_summary}\n")
     if report.placement:
         w(placement_table([lite.PlacementRow(**row) for row in report.placement]) + "\n")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import lite
 from lite.tools.benchmark import (
     Latency,
     Report,
@@ -278,3 +279,23 @@ def test_a_spread_over_ten_percent_warns_that_the_ratio_is_noisy():
     record_latencies(report, [0.010] * 5, [0.020] * 5, "native")
     assert report.noisy == [] and report.ratio_to_native == 0.5
     assert Latency.of([0.001, 0.002]).p10 == pytest.approx(1.1)
+
+
+def test_a_zoo_model_says_its_weights_are_random(capsys):
+    assert main(["zoo:add_chain", "--loop-count", "2", "--warmup", "0", "--pause-ms", "0", "--no-memory"]) == 0
+    assert "weights: random (the zoo builds its models with random weights" in capsys.readouterr().out
+
+
+def test_compare_onnxruntime_without_onnxruntime_says_so_before_building(monkeypatch, capsys):
+    from lite.tools import benchmark
+
+    def missing(package, feature):
+        raise lite.MissingPackageError(f"{feature} needs {package}: pip install \"delite[ort]\"")
+
+    def no_build(*_):
+        raise AssertionError("built before it said onnxruntime is missing")
+
+    monkeypatch.setattr(benchmark, "require", missing)
+    monkeypatch.setattr(benchmark, "load_source", no_build)
+    assert main(["zoo:add_chain", "--compare", "onnxruntime"]) == 1
+    assert 'pip install "delite[ort]"' in capsys.readouterr().err

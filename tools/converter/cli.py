@@ -84,7 +84,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="list the ONNX ops that convert, with the opsets where their meaning changed, and exit")
     parser.add_argument("-o", "--output", help="the .lite file to write (default: the model path with .lite)")
     parser.add_argument("--no-fusion", action="store_true",
-                        help="keep BatchNormalization and activations as separate nodes")
+                        help="turn off every converter fusion: BatchNormalization folding, activations, LayerNorm, "
+                             "GELU, attention and MatMul + bias blocks, canonical spellings, quantized groups "
+                             "(which then stay as QuantizeLinear/DequantizeLinear around float ops)")
     parser.add_argument("--input-shapes", "--input-shape", dest="input_shape", action="append", default=[],
                         metavar="NAME:DIMS;...",
                         help="set graph inputs' shapes, e.g. input:1,3,224,224 (';'-separated or repeatable; the "

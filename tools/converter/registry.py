@@ -64,8 +64,9 @@ class MapperRegistry:
         if versions:
             return (f"{op_type} converts from opset {versions[0]}; this model imports opset {opset}: "
                     f"upgrade it with onnx.version_converter.convert_version(model, {versions[0]})")
-        return (f"no converter mapping for {op_type}; lite.tools.converter.registry.supported_ops() "
-                "lists the ops that convert (replace the op in the source model or add a mapper)")
+        return (f"no converter mapping for {op_type}; `lite-convert --list-ops` (in Python "
+                "lite.tools.converter.registry.supported_ops()) lists the ops that convert (replace the op in the "
+                "source model or add a mapper)")
 
 
 REGISTRY = MapperRegistry()

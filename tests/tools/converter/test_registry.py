@@ -77,3 +77,8 @@ def test_global_registry_covers_the_issue_op_set():
     assert ops["Clip"] == [1, 11]
     assert ops["Unsqueeze"] == [1, 13]
     assert ops["Resize"] == [10, 11]
+
+
+def test_an_op_with_no_mapping_points_to_the_list_of_ops():
+    reason = registry.REGISTRY.why_missing("NoSuchOp", 17)
+    assert "lite-convert --list-ops" in reason and "supported_ops()" in reason
