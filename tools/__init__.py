@@ -24,6 +24,21 @@ def add_version(parser) -> None:
     parser.add_argument("--version", action="version", version=f"%(prog)s (delite) {__version__}")
 
 
+def add_model(parser) -> None:
+    """Gives a tool's parser its model, positional or ``--model`` (the tools take either)."""
+    parser.add_argument("model", nargs="?", help=".lite, .onnx or zoo:NAME (positional, or --model)")
+    parser.add_argument("--model", dest="model_option", metavar="MODEL", help="the same, as an option")
+
+
+def chosen_model(parser, args, required: bool = True) -> None:
+    """Sets ``args.model`` from the positional or ``--model`` (refused when both, or neither while required)."""
+    if args.model and args.model_option:
+        parser.error("give the model once: positional or --model")
+    args.model = args.model or args.model_option
+    if required and not args.model:
+        parser.error("a model is required")
+
+
 def add_placement(parser) -> None:
     """Gives a tool's parser the measured-placement options (``lite.Context``'s placement ones)."""
     parser.add_argument("--placement", choices=("priority", "measured"), default="priority",

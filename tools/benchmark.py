@@ -18,7 +18,7 @@ from tqdm import tqdm
 import lite
 from lite.delegates import load_delegate, parse_options
 from lite.extras import ort_session_options, require
-from lite.tools import add_placement, add_version, placement_options, placement_table
+from lite.tools import add_model, add_placement, add_version, chosen_model, placement_options, placement_table
 from lite.tools.inspector import clipped, idle_delegates, summary
 from lite.tools.sources import load_source
 
@@ -508,8 +508,7 @@ def _print_profile(rows: list[dict[str, Any]], w, loops: int) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="lite-benchmark", description="Measure latency, accuracy and per-kernel time.",
                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", nargs="?", help=".lite, .onnx or zoo:NAME (positional, as in the other tools)")
-    p.add_argument("--model", dest="model_option", metavar="MODEL", help="the same, as an option")
+    add_model(p)
     add_version(p)
     add_placement(p)
     p.add_argument("--delegate", action="append", default=[],
@@ -550,9 +549,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="where --suite writes suite.md, suite.json and suite.png (default: %(default)s)")
     p.add_argument("--suite-models", help="comma-separated subset of the suite's models")
     args = p.parse_args(argv)
-    if args.model and args.model_option:
-        p.error("give the model once: positional or --model")
-    args.model = args.model or args.model_option
+    chosen_model(p, args, required=False)
     if not args.suite and not args.model:
         p.error("a model is required (or --suite)")
     if args.thread_num < 1 or args.loop_count < 1 or args.warmup < 0:

@@ -13,8 +13,10 @@ from lite.delegates import load_delegate, parse_options
 from lite.model import PartitionRow
 from lite.schema.reader import read_model
 from lite.tools import (
+    add_model,
     add_placement,
     add_version,
+    chosen_model,
     placement_options,
     placement_table,
     printable,
@@ -108,7 +110,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="lite-inspect", description="Show where each node of a model runs and why.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help=".lite, .onnx or zoo:NAME")
+    add_model(parser)
     add_version(parser)
     parser.add_argument("--delegate", action="append", default=[],
                         help="native, example_npu, tvm, ort or module:Class (repeatable, priority order)")
@@ -124,7 +126,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="write what each graph kernel runs (for ort: <graph kernel>.onnx) into DIR")
     parser.add_argument("--require-delegate", action="store_true",
                         help="exit 3 when a delegate given with --delegate runs no node")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    chosen_model(parser, args)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

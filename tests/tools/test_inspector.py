@@ -166,3 +166,12 @@ def test_printable_escapes_only_what_a_terminal_would_act_on():
     assert printable("conv_1/Relu:0 Ünïcødé 卷积 😀") == "conv_1/Relu:0 Ünïcødé 卷积 😀"
     assert printable("a\x1b[2Jb\tc\rd\x00e\u202ef") == "a\\x1b[2Jb\\tc\\rd\\x00e\\u202ef"
     assert printable_lines("two\nlines\x07") == "two\nlines\\x07"
+
+
+def test_the_model_may_be_given_as_an_option_as_in_lite_benchmark(capsys):
+    from lite.tools.inspector import parse_args
+
+    assert parse_args(["--model", "zoo:inception_block"]).model == "zoo:inception_block"
+    with pytest.raises(SystemExit):
+        parse_args(["zoo:inception_block", "--model", "zoo:resnet18"])
+    assert "give the model once" in capsys.readouterr().err
