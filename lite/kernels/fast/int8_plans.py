@@ -142,15 +142,20 @@ def _product_plan(kernel) -> Callable[[], None] | None:
 
 
 def _conv_weight(kernel, w: np.ndarray, rows: int) -> np.ndarray:
-    """The weight as ``int8.pack_conv_weight`` packs it (once per kernel)."""
+    """The weight as ``int8.pack_conv_weight`` packs it: int16 pairs (once per kernel)."""
     from lite.kernels.fast import int8
 
-    cached = getattr(kernel, "int8_weight", None)
+    return _packed_weight(kernel, w, rows, 2, int8.pack_conv_weight, "int8_weight")
+
+
+def _packed_weight(kernel, w: np.ndarray, rows: int, per_word: int, pack, cache: str) -> np.ndarray:
+    """``w`` packed by ``pack`` into int32 words of ``per_word`` input channels each, kept on the kernel
+    as its attribute ``cache`` (packed once per kernel)."""
+    cached = getattr(kernel, cache, None)
     if cached is None:
-        cached = np.zeros((rows, (w.shape[1] + 1) // 2 * w.shape[2] * w.shape[3]), np.int32)
-        int8.pack_conv_weight(np.ascontiguousarray(w), _per_channel(kernel.inputs[1].quant_params.zero_point,
-                                                                     w.shape[0]), cached)
-        kernel.int8_weight = cached
+        cached = np.zeros((rows, (w.shape[1] + per_word - 1) // per_word * w.shape[2] * w.shape[3]), np.int32)
+        pack(np.ascontiguousarray(w), _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0]), cached)
+        setattr(kernel, cache, cached)
     return cached
 
 
@@ -174,16 +179,10 @@ def _quad_bias(kernel, w: np.ndarray) -> np.ndarray | None:
 
 
 def _quad_weight(kernel, w: np.ndarray, rows: int) -> np.ndarray:
-    """The weight as ``int8_quads.pack_conv_quads`` packs it (once per kernel)."""
+    """The weight as ``int8_quads.pack_conv_quads`` packs it: byte quads (once per kernel)."""
     from lite.kernels.fast import int8_quads
 
-    cached = getattr(kernel, "int8_quads", None)
-    if cached is None:
-        cached = np.zeros((rows, (w.shape[1] + 3) // 4 * w.shape[2] * w.shape[3]), np.int32)
-        int8_quads.pack_conv_quads(np.ascontiguousarray(w), _per_channel(kernel.inputs[1].quant_params.zero_point,
-                                                                          w.shape[0]), cached)
-        kernel.int8_quads = cached
-    return cached
+    return _packed_weight(kernel, w, rows, 4, int8_quads.pack_conv_quads, "int8_quads")
 
 
 def _conv_jobs(quads: bool) -> tuple:
