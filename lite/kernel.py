@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from lite.ops.quant import BOUNDARY_OPS
 from lite.primitive import Primitive
 from lite.tensor import Tensor
 
@@ -62,9 +63,8 @@ class Kernel:
         """Whether this is a quantized op: its first input and first output carry quantization
         parameters (``Tensor.quant_params``), so it computes ``quantize(op(dequantize(inputs)))``."""
         first = next((t for t in self.inputs if t is not None), None)
-        boundary = self.type in ("QuantizeLinear", "DequantizeLinear")
-        return (not boundary and first is not None and first.quant_params is not None and bool(self.outputs)
-                and self.outputs[0].quant_params is not None)
+        return (self.type not in BOUNDARY_OPS and first is not None and first.quant_params is not None
+                and bool(self.outputs) and self.outputs[0].quant_params is not None)
 
     def prepare(self) -> None:
         """Called once at build, after every delegate has built."""
