@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lite.aligned import aligned_array
 from lite.context import Context
 from lite.delegate import Delegate, DelegateModel
 from lite.delegate.partition import DelegationLog, Partition, logger
@@ -68,6 +69,7 @@ class Engine:
         self.measured = False  # measured placement ran (it builds delegates itself: saved partitions are not loaded)
         self.ready: set[Kernel] = set()  # native kernels prepared before the build's prepare
         self.memory = MemoryPlan()
+        self.borrowing: frozenset[Tensor] = frozenset()  # inputs only graph kernels read (``feed``)
         for tensor in self.inputs:
             tensor._on_reshape = _weak_callback(self._input_reshaped)  # NOTE: inputs must not keep the model alive
         self.shapes_dirty = any(-1 in t.shape for t in self.inputs)
@@ -223,6 +225,30 @@ class Engine:
         unplanned = frozenset(t for k in self.runtime_shaped for t in k.outputs)
         keep = {t for t in self.outputs if not t.value_known and t not in self.inputs and t not in unplanned}
         self.memory.apply(self.kernels, keep, self.context.memory_limit, unplanned)
+        self.borrowing = self._read_by_graph_kernels_only()
+        for tensor in self.inputs:  # NOTE: a view borrowed while a graph kernel read it, now read natively
+            data = tensor.data
+            if tensor not in self.borrowing and data is not None and not data.flags.writeable \
+                    and data.shape == tensor.shape:
+                tensor.data = aligned_array(tensor.shape, tensor.dtype)
+                np.copyto(tensor.data, data)
+
+    def _read_by_graph_kernels_only(self) -> frozenset[Tensor]:
+        """The graph inputs that only graph kernels read (and that are not graph outputs)."""
+        native_readers = {t for k in self.kernels if k not in self.log.partitions for t in k.inputs}
+        read = {t for k in self.kernels for t in k.inputs}
+        return frozenset(t for t in self.inputs if t in read and t not in native_readers and t not in self.outputs)
+
+    def feed(self, tensor: Tensor, array: np.ndarray) -> None:
+        """Gives the input ``tensor`` the data of ``array``: a read-only view of it (no copy) where only
+        graph kernels read the input and ``array`` fits it exactly, else a copy (``set_data_from_numpy``).
+
+        Graph kernels read their inputs read-only (``execute_graph_kernel``), so onnxruntime or a
+        device reads the caller's array as onnxruntime's own ``run`` does. Native kernels get a copy:
+        the compiled kernels are specialized for writable arrays.
+        """
+        if tensor not in self.borrowing or not tensor.borrow(array):
+            tensor.set_data_from_numpy(array)
 
     def apply_shapes(self) -> None:
         """Propagates the input shapes, re-plans memory and resizes every kernel.

@@ -334,7 +334,7 @@ class Model:
             array = given.data if isinstance(given, Tensor) else given
             if array is None:
                 raise InputError(f"input tensor {getattr(given, 'name', own.name)!r} has no data")
-            own.set_data_from_numpy(array)
+            engine.feed(own, array)
 
     @staticmethod
     def _by_name(engine: Engine, inputs: Mapping) -> list:

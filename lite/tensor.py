@@ -72,6 +72,24 @@ class Tensor:
         else:
             np.copyto(self.data, array)
 
+    def borrow(self, array: np.ndarray) -> bool:
+        """Holds a read-only view of ``array`` instead of a copy, when ``array`` has this tensor's dtype
+        and shape and is C-contiguous; returns whether it did (if not, nothing changed).
+
+        The caller's array then is the tensor's data until the next one is set: the runtime reads it
+        (a later ``predict(None)`` sees its current values) and never writes it.
+
+        Raises:
+            InputError: ``array`` is not a numpy array or does not fit the tensor (as ``set_data_from_numpy``).
+        """
+        array = self._checked(array)
+        if array.shape != self.shape or not array.flags.c_contiguous:
+            return False
+        view = array.view()
+        view.flags.writeable = False
+        self.data = view
+        return True
+
     @classmethod
     def from_def(cls, tensor: TensorDef) -> Tensor:
         """The runtime tensor of a model file's tensor (constants keep viewing the file's data)."""

@@ -109,10 +109,23 @@ def emit_partition(kernels: Sequence[Kernel], inputs: Sequence[Tensor], outputs:
     batch = not builder.specialized
     graph_inputs = [value_info(builder.name_of(t), t, batch) for t in inputs]
     graph_outputs = [value_info(builder.name_of(t), t, batch) for t in outputs]
-    graph = helper.make_graph(builder.nodes, name, graph_inputs, graph_outputs, builder.initializers)
+    nodes = constant_nodes_first(builder.nodes, {t.name for t in builder.initializers})
+    graph = helper.make_graph(nodes, name, graph_inputs, graph_outputs, builder.initializers)
     model = helper.make_model_gen_version(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                                           producer_name=PRODUCER)
     return model, builder.specialized, builder.constants
+
+
+def constant_nodes_first(nodes: Sequence[onnx.NodeProto], initializers: set[str]) -> list[onnx.NodeProto]:
+    """``nodes`` with those reading only initializers (a weight's DequantizeLinear) moved to the front,
+    as onnxruntime's quantizer writes them.
+
+    # NOTE: onnxruntime orders its optimized graph from the node order it is given. With each weight's
+    # DequantizeLinear beside its Conv, it ran every one of them (and kept their float weights alive)
+    # before the first Conv, which measured slower than the same graph in the quantizer's order.
+    """
+    first = [all(name in initializers or not name for name in node.input) for node in nodes]
+    return [n for n, f in zip(nodes, first, strict=True) if f] + [n for n, f in zip(nodes, first, strict=True) if not f]
 
 
 def value_info(name: str, tensor: Tensor, symbolic_batch: bool) -> onnx.ValueInfoProto:

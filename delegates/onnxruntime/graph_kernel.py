@@ -105,10 +105,15 @@ class ORTGraphKernel(lite.Kernel):
             self._check_memory()
 
     def execute(self) -> None:
-        """Runs the session; rebinds first if the runtime gave a tensor a new array (after a resize)."""
+        """Runs the session; first rebinds the tensors whose arrays changed (after a resize, or an input
+        the runtime views in the caller's array)."""
         arrays = [t.data for t in self.inputs] + [t.data for t in self.outputs]
-        if self._binding is None or any(a is not b for a, b in zip(arrays, self._bound, strict=True)):
+        if self._binding is None:
             self._bind(arrays)
+        else:
+            changed = [k for k, (a, b) in enumerate(zip(arrays, self._bound, strict=True)) if not _same_buffer(a, b)]
+            if changed:
+                self._rebind(arrays, changed)
         self.session.run_with_iobinding(self._binding)
 
     def dump(self, directory: str | os.PathLike) -> list[Path]:
@@ -159,15 +164,32 @@ class ORTGraphKernel(lite.Kernel):
         return True
 
     def _bind(self, arrays: list[np.ndarray | None]) -> None:
+        self._binding = self.session.io_binding()
+        self._bound = list(arrays)
+        self._rebind(arrays, range(len(arrays)))
+
+    def _rebind(self, arrays: list[np.ndarray | None], indices: Sequence[int]) -> None:
+        """Binds ``arrays[k]`` for each k in ``indices`` (a name bound again replaces its earlier array)."""
         from onnxruntime import OrtValue
 
-        binding = self.session.io_binding()
         count = len(self.inputs)
-        for k, (name, array) in enumerate(zip(self._names, arrays, strict=True)):
+        for k in indices:
             # NOTE: an OrtValue made from a numpy array on the CPU wraps its buffer: no copy.
-            value = OrtValue.ortvalue_from_numpy(array)
-            (binding.bind_ortvalue_input if k < count else binding.bind_ortvalue_output)(name, value)
-        self._binding, self._bound = binding, arrays
+            value = OrtValue.ortvalue_from_numpy(arrays[k])
+            bind = self._binding.bind_ortvalue_input if k < count else self._binding.bind_ortvalue_output
+            bind(self._names[k], value)
+            self._bound[k] = arrays[k]
+
+
+def _same_buffer(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Whether ``a`` is ``b`` or views the same memory as it, with the same dtype and shape (``b`` is
+    still referenced, so its memory cannot have been reused for another array)."""
+    if a is b:
+        return True
+    if a is None or b is None:
+        return False
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+            and a.dtype == b.dtype and a.strides == b.strides)
 
 
 def _planned_dims(info: onnx.ValueInfoProto) -> list[int | None]:

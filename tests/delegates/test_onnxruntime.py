@@ -31,6 +31,7 @@ from lite.threads import capped_threads
 from lite.tools import zoo
 from lite.tools.converter import convert, convert_to_graph
 from lite.tools.inspector import main as inspect_main
+from tests.support.oracle import run_onnxruntime
 from tests.support.ort_delegate import (
     ORT,
     RNG,
@@ -47,6 +48,7 @@ from tests.support.ort_delegate import (
     small_cnn,
     weight,
 )
+from tests.support.quantized import quantized_zoo
 
 # ---- helpers -------------------------------------------------------------------------------
 
@@ -429,6 +431,70 @@ def test_a_failing_session_falls_back_to_native_kernels(caplog):
     assert "failed in prepare()" in caplog.text
     assert_matches(model, original, {"x": normal(1, 3, 12, 12)})
 
+
+
+# ---- inputs: the caller's array lent to the graph kernel, not copied ---------------------------------
+
+def test_an_input_only_the_graph_kernel_reads_is_lent_not_copied():
+    original = small_cnn(batch=1)
+    model = build(original, ORTDelegate())
+    (tensor,) = model.get_inputs()
+    for _ in range(2):  # a new array each time: the kernel binds it again
+        x = normal(1, 3, 12, 12)
+        before = x.copy()
+        [y] = model.predict({"x": x})
+        assert np.shares_memory(tensor.data, x) and not tensor.data.flags.writeable
+        np.testing.assert_array_equal(x, before)
+        np.testing.assert_allclose(y.data, run_onnxruntime(original, {"x": x})[0], rtol=1e-4, atol=1e-6)
+    x[...] = normal(1, 3, 12, 12)  # the lent array, changed in place, is what predict(None) reads
+    np.testing.assert_allclose(model.predict()[0].data, run_onnxruntime(original, {"x": x})[0], rtol=1e-4, atol=1e-6)
+    strided = normal(1, 3, 12, 24)[..., ::2]  # not contiguous: copied
+    [y] = model.predict([strided])
+    assert not np.shares_memory(tensor.data, strided) and tensor.data.flags.writeable
+    np.testing.assert_allclose(y.data, run_onnxruntime(original, {"x": np.ascontiguousarray(strided)})[0],
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_an_input_a_native_kernel_reads_is_copied():
+    original = small_cnn(batch=1)
+    model = build(original, ORTDelegate(ops=["Softmax"]))
+    assert model.graph_kernels() and model.partition_report()[0].runs_on == "native"
+    x = normal(1, 3, 12, 12)
+    assert_matches(model, original, {"x": x})
+    (tensor,) = model.get_inputs()
+    assert not np.shares_memory(tensor.data, x) and tensor.data.flags.writeable
+
+
+def test_a_lent_input_is_copied_when_its_graph_kernel_falls_back():
+    class FailsInResize(ORTDelegate):
+        def create_graph_kernel(self, kernels, inputs, outputs, model):
+            kernel = super().create_graph_kernel(kernels, inputs, outputs, model)
+            kernel.resize = lambda: (_ for _ in ()).throw(RuntimeError("resize refused"))
+            return kernel
+
+    original = onnx_model([node("Relu", ["x"], "r"), node("Add", ["r", "s"])], {"x": normal(2, 4), "s": normal(1, 4)})
+    model = build(original, FailsInResize())
+    x, s = normal(2, 4), normal(1, 4)
+    model.predict({"x": x, "s": s})
+    inputs = model.get_inputs()
+    assert np.shares_memory(inputs[0].data, x)
+    model.resize([inputs[1]], [[2, 4]])  # the graph kernel refuses: its native kernels read x now
+    assert model.graph_kernels() == []
+    assert not np.shares_memory(inputs[0].data, x) and inputs[0].data.flags.writeable
+    s2 = normal(2, 4)
+    [y] = model.predict([inputs[0], s2])
+    np.testing.assert_allclose(y.data, np.maximum(x, 0) + s2, rtol=1e-6)
+
+
+def test_weight_dequantizations_come_first_in_the_emitted_graph():
+    """As onnxruntime's quantizer writes them: onnxruntime then runs each one beside its Conv."""
+    original = quantized_zoo("mobilenet_v2", "qdq")[1]
+    model = build(original, ORTDelegate())
+    (kernel,) = model.graph_kernels()
+    initializers = {t.name for t in kernel.onnx_model.graph.initializer}
+    reads_constants = [all(n in initializers or not n for n in node.input) for node in kernel.onnx_model.graph.node]
+    assert sum(reads_constants) > 50
+    assert reads_constants == sorted(reads_constants, reverse=True)  # all of them before any other node
 
 # ---- memory: Context.memory_limit counts what onnxruntime allocates ----------------------------------
 

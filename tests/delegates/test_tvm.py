@@ -26,6 +26,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
+from lite.aligned import aligned_array
 from lite.threads import capped_threads
 from lite.tools import zoo
 from lite.tools.converter import convert, convert_to_graph
@@ -766,9 +767,12 @@ def test_aligned_inputs_cross_without_a_copy():
     onnx_model = onnx_graph([node("Relu", ["x"])], {"x": [2, 16]}, ["y"])
     delegate = tvm_delegate()
     model = build(onnx_model, delegate)
-    model.predict([feeds_for(onnx_model)["x"]])
+    x = aligned_array((2, 16), np.float32)
+    x[...] = feeds_for(onnx_model)["x"]
+    model.predict([x])
     (kernel,) = model.graph_kernels()
     tensor = kernel.arguments[0]
+    assert tensor.data.ctypes.data == x.ctypes.data  # lent, not copied: only graph kernels read it
     assert not kernel._staging  # predict ran it on read-only inputs (the runtime locks them): no copy either
     tensor.data.flags.writeable = False
     assert np.from_dlpack(kernel._argument(tensor)).ctypes.data == tensor.data.ctypes.data
