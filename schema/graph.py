@@ -14,7 +14,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-FORMAT_VERSION = 2  # 2: quantized tensors (QuantParams) and the quantization primitives
+FORMAT_VERSION = 3  # 2: quantized tensors (QuantParams) and the quantization primitives; 3: int4/uint4,
+# int2/uint2, float8 and float4 data types (the 4- and 2-bit ones packed in the file)
 OLDEST_FORMAT_VERSION = 1  # the oldest version this runtime still reads (the schema only grows)
 FILE_IDENTIFIER = b"DLIT"
 DATA_ALIGNMENT = 64
@@ -34,8 +35,39 @@ DTYPES: dict[str, np.dtype] = {
     "UINT32": np.dtype(np.uint32),
     "UINT64": np.dtype(np.uint64),
     "BFLOAT16": np.dtype(ml_dtypes.bfloat16),
+    "INT4": np.dtype(ml_dtypes.int4),
+    "UINT4": np.dtype(ml_dtypes.uint4),
+    "INT2": np.dtype(ml_dtypes.int2),
+    "UINT2": np.dtype(ml_dtypes.uint2),
+    "FLOAT8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
+    "FLOAT8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "FLOAT4E2M1": np.dtype(ml_dtypes.float4_e2m1fn),
 }
 DTYPE_NAMES: dict[np.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
+# The narrow integers ml_dtypes gives numpy (dtype.kind "V", so they need naming): signed?, bits.
+NARROW_INTS: dict[np.dtype, tuple[bool, int]] = {
+    np.dtype(ml_dtypes.int4): (True, 4),
+    np.dtype(ml_dtypes.uint4): (False, 4),
+    np.dtype(ml_dtypes.int2): (True, 2),
+    np.dtype(ml_dtypes.uint2): (False, 2),
+}
+# The float8/float4 types (ml_dtypes; float8_e5m2 has kind "f", the others "V").
+NARROW_FLOATS = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2),
+                 np.dtype(ml_dtypes.float4_e2m1fn))
+
+
+def integer_kind(dtype: np.dtype | type) -> str:
+    """``"i"`` for a signed integer dtype (int4 and int2 included), ``"u"`` for an unsigned one, else ``""``."""
+    dtype = np.dtype(dtype)
+    if dtype in NARROW_INTS:
+        return "i" if NARROW_INTS[dtype][0] else "u"
+    return dtype.kind if dtype.kind in "iu" else ""
+
+
+def integer_bits(dtype: np.dtype | type) -> int:
+    """The width in bits of an integer dtype's values (4 for int4, 8 for int8, ...)."""
+    dtype = np.dtype(dtype)
+    return NARROW_INTS[dtype][1] if dtype in NARROW_INTS else dtype.itemsize * 8
 
 
 class Format(enum.IntEnum):
@@ -56,7 +88,7 @@ class QuantParams:
             ``ceil(shape[axis] / block_size)``). Finite and positive.
         zero_point: int64, as many as ``scale``; within the range of ``bits``.
         axis: the quantized axis (0 <= axis < rank; 0 for a scalar).
-        bits: significant bits of each value (8 for int8/uint8, 4 for int4 held in an int8).
+        bits: significant bits of each value (8 for int8/uint8, 4 for int4/uint4 or int4 held in an int8).
         block_size: 0, or the block length of blocked quantization.
     """
 
@@ -88,17 +120,18 @@ class QuantParams:
 def quant_params_error(quant: QuantParams, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
     """Why ``quant`` cannot describe a tensor of ``dtype`` and ``shape`` (-1: dynamic dim), or None."""
     dtype = np.dtype(dtype)
-    if dtype.kind not in "iu":
+    kind, width = integer_kind(dtype), integer_bits(dtype)
+    if not kind:
         return f"quantization parameters on a {dtype.name} tensor (only integer tensors are quantized)"
-    if not 1 <= quant.bits <= dtype.itemsize * 8:
-        return f"bits={quant.bits} does not fit its {dtype.name} values (1 to {dtype.itemsize * 8})"
+    if not 1 <= quant.bits <= width:
+        return f"bits={quant.bits} does not fit its {dtype.name} values (1 to {width})"
     scale, zero_point = quant.scale, quant.zero_point
     if scale.size == 0 or not np.all(np.isfinite(scale)) or not np.all(scale >= np.finfo(np.float32).tiny):
         return f"its scales must be finite, positive and normal float32 numbers, got {_summary(scale)}"
     if zero_point.size not in (0, scale.size):
         return f"it has {zero_point.size} zero points for {scale.size} scales"
     bits = quant.bits
-    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dtype.kind == "i" else (0, (1 << bits) - 1)
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if kind == "i" else (0, (1 << bits) - 1)
     if zero_point.size and (zero_point.min() < low or zero_point.max() > high):
         return f"its zero points {_summary(zero_point)} are outside [{low}, {high}] of {quant.bits}-bit {dtype.name}"
     rank = len(shape)

@@ -38,6 +38,7 @@ from lite.schema.fb.ResizeMethod import ResizeMethod
 from lite.schema.fb.RoundMode import RoundMode
 from lite.schema.fb.ScatterReduction import ScatterReduction
 from lite.schema.graph import DTYPE_NAMES, DTYPES
+from lite.schema.packed import pack, storage_nbytes, unpack
 
 
 def enum_names(enum_class: type) -> dict[int, str]:
@@ -227,7 +228,7 @@ def _encode_tensor(obj: CustomAttributeT, value: np.ndarray) -> None:
     obj.dataType = getattr(DataType, DTYPE_NAMES[value.dtype])
     _bounded(value.ndim, MAX_RANK, "tensor attribute dim")
     obj.dims = list(value.shape)
-    obj.data = np.frombuffer(np.ascontiguousarray(value, value.dtype.newbyteorder("<")).tobytes(), np.uint8)
+    obj.data = pack(value)
 
 
 def _encode_list(field: str, item: type) -> Callable[[CustomAttributeT, Any], None]:
@@ -284,12 +285,14 @@ def _decode_tensor(attr: CustomAttribute) -> np.ndarray:
     dims = _numbers(attr.DimsLength(), attr.DimsAsNumpy, MAX_RANK, "tensor attribute dim")
     if any(d < 0 for d in dims):
         raise ValueError(f"a custom tensor attribute has invalid dims {dims}")
-    nbytes = math.prod(dims) * dtype.itemsize
+    nbytes = storage_nbytes(dtype, math.prod(dims))
     if attr.DataLength() != nbytes:
         raise ValueError(f"a custom tensor attribute has {attr.DataLength()} bytes of data, but dims {dims} "
                          f"of {dtype.name} need {nbytes}")
     raw = attr.DataAsNumpy().tobytes() if nbytes else b""
-    return np.frombuffer(raw, dtype.newbyteorder("<")).reshape(dims)
+    array = unpack(np.frombuffer(raw, np.uint8), dtype, dims)
+    array.flags.writeable = False
+    return array
 
 
 def _decode_strings(attr: CustomAttribute) -> tuple[str, ...]:

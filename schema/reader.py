@@ -31,6 +31,7 @@ from lite.schema.graph import (
     TensorDef,
     quant_params_error,
 )
+from lite.schema.packed import PACKED_BITS, storage_nbytes, unpack
 from lite.schema.primitives import PRIMITIVE_NAMES, decode_attrs, enum_names
 
 DEFAULT_MEMORY_LIMIT = 4 << 30  # bytes one tensor may need, unless the caller says otherwise
@@ -178,15 +179,16 @@ class _Reader:
         if -1 in shape:
             raise ModelFormatError(f"const tensor {name!r} has dynamic dims {shape}")
         count = int(np.prod(shape, dtype=np.int64))
-        length = t.DataLength()
-        if length != count * dtype.itemsize:
+        length, need = t.DataLength(), storage_nbytes(dtype, count)
+        if length != need:
+            packed = f" (packed, {8 // PACKED_BITS[dtype]} per byte)" if dtype in PACKED_BITS else ""
             raise ModelFormatError(
                 f"const tensor {name!r}: data has {length} bytes, but dims {shape} of "
-                f"{dtype.name} need {count * dtype.itemsize}")
+                f"{dtype.name}{packed} need {need}")
         raw = t.DataAsNumpy()  # a view into the buffer; frombuffer checks the bounds
         if raw.ctypes.data % dtype.itemsize:
             raise ModelFormatError(f"const tensor {name!r}: data is misaligned for {dtype.name}")
-        array = raw.view(dtype.newbyteorder("<")).reshape(shape)
+        array = unpack(raw, dtype, shape)  # a view, or (packed types) a copy of at most 4 x length bytes
         array.flags.writeable = False
         return array
 
@@ -240,7 +242,9 @@ def _text(raw: bytes | None) -> str:
 def _dtype(tag: int, name: str) -> np.dtype:
     type_name = _DATA_TYPE_NAMES.get(tag)
     if type_name not in DTYPES:
-        raise ModelFormatError(f"tensor {name!r} has unknown data type {tag}")
+        raise ModelFormatError(
+            f"tensor {name!r} has unknown data type {tag} (this runtime reads {', '.join(DTYPES)}); "
+            "a newer lite-convert may have written it: update Delite, or convert the model with this version")
     return DTYPES[type_name]
 
 

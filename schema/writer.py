@@ -22,6 +22,7 @@ from lite.schema.graph import (
     QuantParams,
     TensorDef,
 )
+from lite.schema.packed import pack
 from lite.schema.primitives import PRIMITIVE_TYPES, encode_attrs
 
 
@@ -73,8 +74,7 @@ def _write_tensor(builder: flatbuffers.Builder, tensor: TensorDef) -> int:
     dims = builder.CreateNumpyVector(np.asarray(tensor.shape, dtype=np.int64))
     data = None
     if tensor.data is not None:
-        array = np.ascontiguousarray(tensor.data, dtype=tensor.dtype.newbyteorder("<"))
-        data = _aligned_bytes(builder, array.tobytes())
+        data = _aligned_bytes(builder, pack(np.asarray(tensor.data, dtype=tensor.dtype)).tobytes())
     quant = None if tensor.quant is None else _write_quant(builder, tensor.quant)
     fb_tensor.Start(builder)
     fb_tensor.AddName(builder, name)

@@ -40,7 +40,8 @@ class _Linear(NativeKernel):
 
 @register("QuantizeLinear", FLOATS + (np.dtype(np.int32),))
 class QuantizeLinear(_Linear):
-    """y = saturate(round_half_even(x / y_scale) + y_zero_point) in ``output_type``."""
+    """y = saturate(round_half_even(x / y_scale) + y_zero_point) in ``output_type`` (to float8/float4:
+    x / y_scale + y_zero_point cast, clipped to the largest finite value where ``saturate``)."""
 
     def check_attrs(self) -> None:
         super().check_attrs()
@@ -57,7 +58,7 @@ class QuantizeLinear(_Linear):
     def execute(self) -> None:
         a = self.attrs
         self.outputs[0].data[...] = quantize(self.inputs[0].data, self.inputs[1].data, self.zero_point(),
-                                             self.outputs[0].dtype, a["axis"], a["block_size"])
+                                             self.outputs[0].dtype, a["axis"], a["block_size"], a["saturate"])
 
 
 @register("DequantizeLinear", DEQUANT_DTYPES)
@@ -67,8 +68,8 @@ class DequantizeLinear(_Linear):
     def check_attrs(self) -> None:
         super().check_attrs()
         out = DTYPES[self.attrs["output_type"]]
-        if out.kind != "f":
-            self.fail(f"output_type must be a float type, got {out.name}")
+        if out not in FLOATS:
+            self.fail(f"output_type must be one of {[d.name for d in FLOATS]}, got {out.name}")
         zero_point = self.inputs[2] if len(self.inputs) > 2 else None
         if zero_point is not None and zero_point.dtype != self.inputs[0].dtype:
             self.fail(f"x_zero_point {zero_point.name!r} is {zero_point.dtype.name}, but x is "

@@ -11,7 +11,7 @@ import numpy as np
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
-from lite.ops.dtypes import ALL, BFLOAT16
+from lite.ops.dtypes import ALL, BFLOAT16, NARROW_FLOATS, NARROW_INTS, saturating_cast
 from lite.ops.padding import PADDING_MODES, begins_ends, full_rank_pads, kept
 from lite.ops.slicing import clamped_slice
 from lite.ops.split import split_offsets, split_sizes
@@ -441,9 +441,10 @@ class ConstantOfShape(DataMovement):
         self.outputs[0].data.fill(self.fill)
 
 
-@register("Cast", ALL + (BFLOAT16,))
+@register("Cast", ALL + (BFLOAT16,) + NARROW_INTS + NARROW_FLOATS)
 class Cast(DataMovement):
-    """Converts to ``to`` (float to integer truncates toward zero; to bfloat16 rounds to nearest even)."""
+    """Converts to ``to`` (float to integer truncates toward zero, to int4/int2 wraps around; to
+    bfloat16, float8 and float4 rounds to nearest even, float8/float4 clipped where ``saturate``)."""
 
     def check_attrs(self) -> None:
         super().check_attrs()
@@ -457,4 +458,8 @@ class Cast(DataMovement):
         return [self.inputs[0].shape]
 
     def execute(self) -> None:
-        np.copyto(self.outputs[0].data, self.inputs[0].data, casting="unsafe")
+        out = self.outputs[0]
+        if out.dtype in NARROW_FLOATS:
+            out.data[...] = saturating_cast(self.inputs[0].data, out.dtype, self.attrs["saturate"])
+        else:
+            np.copyto(out.data, self.inputs[0].data, casting="unsafe")

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import numpy as np
 
-# The integer types ONNX quantizes to (int4/uint4 need packed storage, which .lite lacks yet).
-QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.uint16))
+from lite.ops.dtypes import NARROW_FLOATS, NARROW_INTS, saturating_cast
+from lite.schema.graph import integer_bits, integer_kind
+
+# The integer types ONNX quantizes to (int4/uint4 and int2/uint2 are packed in the file).
+INT_QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.uint16)) + NARROW_INTS
+# Every type QuantizeLinear writes: the integers and the float8/float4 types (scaled, then cast).
+QUANT_DTYPES = INT_QUANT_DTYPES + NARROW_FLOATS
 # What DequantizeLinear takes: the quantized types and int32 (bias).
 DEQUANT_DTYPES = QUANT_DTYPES + (np.dtype(np.int32),)
 
 
 def qrange(dtype: np.dtype | type, bits: int | None = None) -> tuple[int, int]:
-    """The least and greatest value of ``bits``-bit (default: the whole) integer ``dtype``."""
+    """The least and greatest value of ``bits``-bit (default: the whole) integer ``dtype``
+    (int4 is [-8, 7], uint2 [0, 3], ...)."""
     dtype = np.dtype(dtype)
-    bits = dtype.itemsize * 8 if bits is None else bits
-    if dtype.kind == "i":
+    bits = integer_bits(dtype) if bits is None else bits
+    if integer_kind(dtype) == "i":
         return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     return 0, (1 << bits) - 1
 
@@ -56,20 +62,32 @@ def broadcast_param(value: np.ndarray, shape: tuple[int, ...], axis: int, block_
 
 
 def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, dtype: np.dtype | type,
-             axis: int = 1, block_size: int = 0) -> np.ndarray:
+             axis: int = 1, block_size: int = 0, saturate: bool = True) -> np.ndarray:
     """ONNX QuantizeLinear: ``saturate(round_half_even(x / scale) + zero_point)`` as ``dtype``.
 
     The division is in the scale's float type (int32 ``x`` divides in float64, as ONNX's
-    reference does); rounding ties go to even; values outside ``dtype``'s range saturate.
+    reference does); rounding ties go to even; values outside an integer ``dtype``'s range
+    saturate. To a float8 or float4 type, ``x / scale + zero_point`` is cast as ONNX's Cast does
+    (``saturate`` as its attribute; ``lite.ops.dtypes.saturating_cast``).
     """
     dtype = np.dtype(dtype)
     scale = broadcast_param(scale, x.shape, axis, block_size)
+    if dtype in NARROW_FLOATS:
+        return _quantize_float(x / scale, zero_point, dtype, axis, block_size, saturate)
     y = np.rint(x / scale)
     y = y.astype(np.promote_types(y.dtype, np.float32), copy=False)  # float16 cannot hold 65535
     if zero_point is not None:
         y = y + broadcast_param(zero_point, x.shape, axis, block_size).astype(y.dtype)
     low, high = qrange(dtype)
     return np.clip(y, low, high).astype(dtype)
+
+
+def _quantize_float(y: np.ndarray, zero_point: np.ndarray | None, dtype: np.dtype, axis: int, block_size: int,
+                    saturate: bool) -> np.ndarray:
+    y = y.astype(np.promote_types(y.dtype, np.float32), copy=False)
+    if zero_point is not None:
+        y = y + broadcast_param(zero_point, y.shape, axis, block_size).astype(y.dtype)
+    return saturating_cast(y, dtype, saturate)
 
 
 def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int = 1,

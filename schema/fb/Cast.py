@@ -31,12 +31,22 @@ class Cast(object):
             return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
         return 0
 
-def CastStart(builder): builder.StartObject(1)
+    # Cast
+    def Saturate(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+def CastStart(builder): builder.StartObject(2)
 def Start(builder):
     return CastStart(builder)
 def CastAddTo(builder, to): builder.PrependInt8Slot(0, to, 0)
 def AddTo(builder, to):
     return CastAddTo(builder, to)
+def CastAddSaturate(builder, saturate): builder.PrependBoolSlot(1, saturate, 1)
+def AddSaturate(builder, saturate):
+    return CastAddSaturate(builder, saturate)
 def CastEnd(builder): return builder.EndObject()
 def End(builder):
     return CastEnd(builder)
@@ -46,6 +56,7 @@ class CastT(object):
     # CastT
     def __init__(self):
         self.to = 0  # type: int
+        self.saturate = True  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -64,10 +75,12 @@ class CastT(object):
         if cast is None:
             return
         self.to = cast.To()
+        self.saturate = cast.Saturate()
 
     # CastT
     def Pack(self, builder):
         CastStart(builder)
         CastAddTo(builder, self.to)
+        CastAddSaturate(builder, self.saturate)
         cast = CastEnd(builder)
         return cast

@@ -17,3 +17,10 @@ class DataType(object):
     UINT32 = 11
     UINT64 = 12
     BFLOAT16 = 13
+    INT4 = 14
+    UINT4 = 15
+    INT2 = 16
+    UINT2 = 17
+    FLOAT8E4M3FN = 18
+    FLOAT8E5M2 = 19
+    FLOAT4E2M1 = 20

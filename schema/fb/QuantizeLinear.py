@@ -45,7 +45,14 @@ class QuantizeLinear(object):
             return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
         return 5
 
-def QuantizeLinearStart(builder): builder.StartObject(3)
+    # QuantizeLinear
+    def Saturate(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+def QuantizeLinearStart(builder): builder.StartObject(4)
 def Start(builder):
     return QuantizeLinearStart(builder)
 def QuantizeLinearAddAxis(builder, axis): builder.PrependInt64Slot(0, axis, 1)
@@ -57,6 +64,9 @@ def AddBlockSize(builder, blockSize):
 def QuantizeLinearAddOutputType(builder, outputType): builder.PrependInt8Slot(2, outputType, 5)
 def AddOutputType(builder, outputType):
     return QuantizeLinearAddOutputType(builder, outputType)
+def QuantizeLinearAddSaturate(builder, saturate): builder.PrependBoolSlot(3, saturate, 1)
+def AddSaturate(builder, saturate):
+    return QuantizeLinearAddSaturate(builder, saturate)
 def QuantizeLinearEnd(builder): return builder.EndObject()
 def End(builder):
     return QuantizeLinearEnd(builder)
@@ -68,6 +78,7 @@ class QuantizeLinearT(object):
         self.axis = 1  # type: int
         self.blockSize = 0  # type: int
         self.outputType = 5  # type: int
+        self.saturate = True  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -88,6 +99,7 @@ class QuantizeLinearT(object):
         self.axis = quantizeLinear.Axis()
         self.blockSize = quantizeLinear.BlockSize()
         self.outputType = quantizeLinear.OutputType()
+        self.saturate = quantizeLinear.Saturate()
 
     # QuantizeLinearT
     def Pack(self, builder):
@@ -95,5 +107,6 @@ class QuantizeLinearT(object):
         QuantizeLinearAddAxis(builder, self.axis)
         QuantizeLinearAddBlockSize(builder, self.blockSize)
         QuantizeLinearAddOutputType(builder, self.outputType)
+        QuantizeLinearAddSaturate(builder, self.saturate)
         quantizeLinear = QuantizeLinearEnd(builder)
         return quantizeLinear

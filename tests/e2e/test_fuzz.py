@@ -23,11 +23,14 @@ import copy
 import functools
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import lite
+from lite.ops.dtypes import NARROW_FLOATS
 from lite.schema.graph import DTYPES, GraphDef, NodeDef, TensorDef
+from lite.schema.packed import PACKED_BITS
 from lite.schema.primitives import ENUM_FIELDS, enum_names
 from lite.schema.reader import read_model
 from lite.schema.writer import write_model
@@ -163,19 +166,39 @@ def _mutate_const(g: GraphDef, rng: np.random.Generator) -> str:
     tensor = _pick(rng, small)
     data = np.array(tensor.data, copy=True)
     flat, at = data.reshape(-1), int(rng.integers(data.size))
-    if data.dtype.kind == "f":
+    if data.dtype.kind == "f" or data.dtype in NARROW_FLOATS:
         flat[at] = _pick(rng, FLOATS)
     elif data.dtype.kind == "b":
         flat[at] = not flat[at]
     else:
-        info = np.iinfo(data.dtype)
-        flat[at] = min(max(_pick(rng, INTS), info.min), info.max)
+        info = ml_dtypes.iinfo(data.dtype)
+        flat[at] = min(max(_pick(rng, INTS), int(info.min)), int(info.max))
     tensor.data = data
     return f"const {tensor.name}[{at}]={flat[at]}"
 
 
+PACKED_DTYPES = tuple(PACKED_BITS)
+
+
+def _mutate_packed(g: GraphDef, rng: np.random.Generator) -> str:
+    """Hostile packed data: a small constant (quantization parameters and all) becomes int4, uint4,
+    int2, uint2 or float4, and half the time its dims disagree with its packed byte count."""
+    small = [t for t in g.tensors if t.data is not None and 0 < t.data.size < 64]
+    if not small:
+        return "packed (none)"
+    tensor, dtype = _pick(rng, small), _pick(rng, PACKED_DTYPES)
+    tensor.data = np.asarray(tensor.data).astype(np.float32).astype(dtype)
+    tensor.dtype = dtype
+    shape = list(tensor.data.shape)
+    if shape and rng.random() < 0.5:
+        at = int(rng.integers(len(shape)))
+        shape[at] = max(0, shape[at] + _pick(rng, (-1, 1, 2, 1 << 40)))
+    tensor.shape = tuple(shape)
+    return f"packed {tensor.name}={dtype.name}{tensor.shape} from {tensor.data.size} values"
+
+
 MUTATORS: tuple[Callable[[GraphDef, np.random.Generator], str], ...] = (
-    _mutate_attr, _mutate_attr, _mutate_tensor, _mutate_wiring, _mutate_const)
+    _mutate_attr, _mutate_attr, _mutate_tensor, _mutate_wiring, _mutate_const, _mutate_packed)
 
 
 def structured_mutation(seed: int) -> tuple[str, str, bytes | None]:

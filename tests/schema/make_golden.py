@@ -18,6 +18,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 import lite
@@ -61,7 +62,35 @@ def golden_graph(rng: np.random.Generator) -> GraphDef:
                      description=f"golden model of .lite format version {FORMAT_VERSION}")
     if FORMAT_VERSION >= 2:
         _add_quantized_branch(graph, rng)
+    if FORMAT_VERSION >= 3:
+        _add_narrow_branch(graph, rng)
     return graph
+
+
+def _add_narrow_branch(graph: GraphDef, rng: np.random.Generator) -> None:
+    """Version 3's narrow types: flat -> MatMulFusion with a packed int4 weight (blocks of 32 along K,
+    DequantizeLinear) -> output ``wy``; t -> Cast to float8 e4m3fn (saturating) -> Cast to float32,
+    output ``t8``."""
+    i4, f8 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.float8_e4m3fn)
+    scale = (rng.random((2, 10)) / 20 + 0.01).astype(F32)
+    base = len(graph.tensors)
+    graph.tensors += [
+        TensorDef("w4", i4, (64, 10), data=rng.integers(-8, 8, (64, 10)).astype(i4),
+                  quant=QuantParams(scale.ravel(), np.zeros(0, np.int64), axis=0, bits=4, block_size=32)),
+        TensorDef("w4_scale", F32, (2, 10), data=scale),
+        TensorDef("w4_float", F32, (64, 10)),
+        TensorDef("wy", F32, (-1, 10)),
+        TensorDef("t_f8", f8, (-1, 10)),
+        TensorDef("t8", F32, (-1, 10)),
+    ]
+    graph.nodes += [
+        NodeDef("dequantize_w4", "DequantizeLinear", {"axis": 0, "block_size": 32, "output_type": "FLOAT32"},
+                [base, base + 1], [base + 2]),
+        NodeDef("fc4", "MatMulFusion", {}, [5, base + 2], [base + 3]),
+        NodeDef("to_float8", "Cast", {"to": "FLOAT8E4M3FN", "saturate": True}, [9], [base + 4]),
+        NodeDef("from_float8", "Cast", {"to": "FLOAT32"}, [base + 4], [base + 5]),
+    ]
+    graph.outputs += [base + 3, base + 5]
 
 
 def _add_quantized_branch(graph: GraphDef, rng: np.random.Generator) -> None:

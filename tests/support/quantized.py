@@ -78,9 +78,43 @@ def quantize(model: onnx.ModelProto, form: str, calibration: list[dict[str, np.n
         return onnx.load(out)
 
 
-def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], optimized: bool = True) -> list[np.ndarray]:
-    """onnxruntime on the CPU, with its graph optimizations (its int8 kernels) or without."""
+def weight_only(model: onnx.ModelProto, form: str, symmetric: bool, block_size: int = 32) -> onnx.ModelProto:
+    """``model``'s MatMul weights quantized to 4 bits in blocks along K by onnxruntime's
+    ``MatMulNBitsQuantizer``: "matmulnbits" its default form (com.microsoft MatMulNBits), "qdq" a
+    blocked uint4/int4 DequantizeLinear before each MatMul. Transposes of weights are folded first
+    (the quantizer takes only MatMuls that read an initializer)."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    config = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=symmetric,
+                                          quant_format=QuantFormat.QDQ if form == "qdq" else QuantFormat.QOperator)
+    quantizer = MatMulNBitsQuantizer(_fold_weight_transposes(model), algo_config=config)
+    quantizer.process()
+    return quantizer.model.model
+
+
+def _fold_weight_transposes(model: onnx.ModelProto) -> onnx.ModelProto:
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    weights = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    kept = []
+    for node in model.graph.node:
+        if node.op_type == "Transpose" and node.input[0] in weights:
+            perm = next(list(a.ints) for a in node.attribute if a.name == "perm")
+            model.graph.initializer.append(onnx.numpy_helper.from_array(weights[node.input[0]].transpose(perm),
+                                                                        node.output[0]))
+        else:
+            kept.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    return model
+
+
+def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], optimized: bool = True,
+                    config: dict[str, str] | None = None) -> list[np.ndarray]:
+    """onnxruntime on the CPU, with its graph optimizations (its int8 kernels) or without;
+    ``config``: session configuration entries."""
     options = ort.SessionOptions()
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])

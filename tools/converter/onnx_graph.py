@@ -37,6 +37,13 @@ LITE_DTYPES: dict[int, np.dtype] = {
     TensorProto.UINT32: np.dtype(np.uint32),
     TensorProto.UINT64: np.dtype(np.uint64),
     TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    TensorProto.INT4: np.dtype(ml_dtypes.int4),  # numpy_helper unpacks ONNX's packed raw_data/int32_data
+    TensorProto.UINT4: np.dtype(ml_dtypes.uint4),
+    TensorProto.INT2: np.dtype(ml_dtypes.int2),
+    TensorProto.UINT2: np.dtype(ml_dtypes.uint2),
+    TensorProto.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    TensorProto.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    TensorProto.FLOAT4E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
 }
 ONNX_TYPE_NAMES: dict[str, int] = dict(TensorProto.DataType.items())  # "FLOAT" -> 1, ...
 _BOOL_OUTPUTS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",

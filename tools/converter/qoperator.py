@@ -6,7 +6,9 @@ points as inputs: ONNX's QLinearConv and QLinearMatMul, and ``com.microsoft``'s 
 QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearAveragePool,
 QLinearGlobalAveragePool, QLinearConcat and QGemm. Each of those is rewritten into its QDQ
 group here, so both forms reach the converter's one QDQ grouping (``qdq.group_quantized_ops``)
-and end as the same quantized op.
+and end as the same quantized op. ``com.microsoft``'s MatMulNBits (weight-only 4- or 8-bit block
+quantization) becomes a DequantizeLinear of its constant weight, as the QDQ form writes it,
+before a float MatMul.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import helper
@@ -160,6 +163,90 @@ def _qlinear_softmax(r: _Rewrite) -> None:
     r.quantize(y, r.input(3), r.input(4), r.node.output[0])
 
 
+def _matmul_nbits(r: _Rewrite) -> None:
+    """com.microsoft MatMulNBits (onnxruntime's weight-only block quantization): Y = A @ W^T + bias.
+
+    Inputs: A (float, [..., K]); B (uint8 [N, n_blocks, blob_size], constant: each column's
+    ``bits``-bit codes along K, packed low bits first, blob_size = block_size * bits / 8); scales
+    ([N * n_blocks] or [N, n_blocks], A's type); zero_points optional (uint8: for 4 bits packed two
+    per byte, [N * ceil(n_blocks / 2)]; default 2^(bits - 1)); g_idx (refused); bias ([N]).
+    Becomes MatMul(A, DequantizeLinear(W)) (+ Add bias), W the constant [K, N] uint4 (uint8 for
+    8 bits) with blocked scales and zero points along axis 0: the same weights, exactly.
+    """
+    spec = _nbits_spec(r)
+    weight, scale, zero_point = _nbits_weight(r, spec)
+    names = [r.g.unique_name(f"{r.node.name}_{part}") for part in ("weight", "scale", "zero_point")]
+    for name, value in zip(names, (weight, scale, zero_point), strict=True):
+        r.g.consts[name] = value
+    w = r.g.unique_name(f"{r.node.name}_weight_dequantized")
+    r.add("DequantizeLinear", names, [w], axis=0, block_size=spec["block_size"])
+    if not r.input(5):
+        r.add("MatMul", [r.input(0), w], [r.node.output[0]])
+        return
+    y = r.float_out()
+    r.add("MatMul", [r.input(0), w], [y])
+    r.add("Add", [y, r.input(5)], [r.node.output[0]])
+
+
+def _nbits_spec(r: _Rewrite) -> dict[str, int]:
+    """MatMulNBits' attributes, checked: K, N, bits (4 or 8), block_size (a power of 2, >= 16)."""
+    attrs = r.attrs()
+    missing = [name for name in ("K", "N", "block_size") if name not in attrs]
+    if missing:
+        raise Unsupported(f"MatMulNBits lacks the attributes {missing}")
+    spec = {name: int(attrs[name]) for name in ("K", "N", "block_size")} | {"bits": int(attrs.get("bits", 4))}
+    if spec["bits"] not in (4, 8):
+        raise Unsupported(f"MatMulNBits with bits={spec['bits']}: only 4 and 8 bits are supported")
+    block = spec["block_size"]
+    if block < 16 or block & (block - 1) or spec["K"] < 1 or spec["N"] < 1:
+        raise Unsupported(f"MatMulNBits with K={spec['K']}, N={spec['N']}, block_size={block}: K and N must be "
+                          "positive and block_size a power of 2 of at least 16")
+    if r.input(4):
+        raise Unsupported("MatMulNBits with g_idx (act-order column groups) is not supported; quantize without it")
+    return spec
+
+
+def _nbits_weight(r: _Rewrite, spec: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(W [K, N] uint4 or uint8, scales [n_blocks, N], zero points [n_blocks, N] of W's type)."""
+    k, n, bits, block = spec["K"], spec["N"], spec["bits"], spec["block_size"]
+    blocks = -(-k // block)
+    b, scale = r.g.consts.get(r.input(1)), r.g.consts.get(r.input(2))
+    if b is None or scale is None:
+        raise Unsupported("MatMulNBits with a B or scales that is not a constant: only constant weights convert")
+    if b.dtype != np.uint8 or b.shape != (n, blocks, block * bits // 8):
+        raise Unsupported(f"MatMulNBits B is {b.dtype} {list(b.shape)}; for K={k}, N={n}, bits={bits}, "
+                          f"block_size={block} the layout is uint8 {[n, blocks, block * bits // 8]}")
+    if scale.dtype.kind != "f" or scale.size != n * blocks:
+        raise Unsupported(f"MatMulNBits scales are {scale.dtype} {list(scale.shape)}; expected {n * blocks} floats "
+                          f"([N * n_blocks] or [N, n_blocks])")
+    codes = _unpack_codes(b.reshape(n, -1), bits)[:, :k]
+    zero_point = _nbits_zero_point(r, n, blocks, bits)
+    dtype = np.dtype(ml_dtypes.uint4) if bits == 4 else np.dtype(np.uint8)
+    return (np.ascontiguousarray(codes.T).astype(dtype), np.ascontiguousarray(scale.reshape(n, blocks).T),
+            np.ascontiguousarray(zero_point.T).astype(dtype))
+
+
+def _unpack_codes(packed: np.ndarray, bits: int) -> np.ndarray:
+    """uint8 rows of ``bits``-bit codes packed low bits first -> one code per byte."""
+    if bits == 8:
+        return packed
+    shifts = np.arange(0, 8, bits, dtype=np.uint8)
+    return ((packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)).reshape(packed.shape[0], -1)
+
+
+def _nbits_zero_point(r: _Rewrite, n: int, blocks: int, bits: int) -> np.ndarray:
+    """Zero points [N, n_blocks]: the default 2^(bits - 1), or unpacked from zero_points."""
+    if not r.input(3):
+        return np.full((n, blocks), 1 << (bits - 1), np.uint8)
+    zero_point = r.g.consts.get(r.input(3))
+    per_row = -(-blocks * bits // 8)
+    if zero_point is None or zero_point.dtype != np.uint8 or zero_point.size != n * per_row:
+        found = "not a constant" if zero_point is None else f"{zero_point.dtype} {list(zero_point.shape)}"
+        raise Unsupported(f"MatMulNBits zero_points are {found}; only constant uint8 zero points, {n * per_row} "
+                          "of them (packed as B), are supported")
+    return _unpack_codes(zero_point.reshape(n, per_row), bits)[:, :blocks]
+
+
 def _channels_first(rewrite: Callable[[_Rewrite], None]) -> Callable[[_Rewrite], None]:
     def checked(r: _Rewrite) -> None:
         if int(r.attrs().get("channels_last", 0)):
@@ -183,6 +270,7 @@ _MICROSOFT: dict[str, Callable[[_Rewrite], None]] = {
     "QLinearGlobalAveragePool": _channels_first(_unary("GlobalAveragePool", "channels_last")),
     "QLinearConcat": _qlinear_concat,
     "QGemm": _qgemm,
+    "MatMulNBits": _matmul_nbits,
 }
 EXPANDED_OPS.update({"": frozenset(_STANDARD), MICROSOFT: frozenset(_MICROSOFT)})
 

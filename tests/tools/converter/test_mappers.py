@@ -615,12 +615,18 @@ def test_gather_expand_shape_constant_of_shape():
                                                        (19, TensorProto.BOOL, "BOOL")])
 def test_cast(opset, to, expected):
     graph = convert_node("Cast", {"x": random(2)}, opset, to=to)
-    assert only_node(graph).attrs == {"to": expected}
+    assert only_node(graph).attrs == {"to": expected, "saturate": True}
+
+
+@pytest.mark.parametrize(("to", "expected"), [(TensorProto.FLOAT8E5M2, "FLOAT8E5M2"), (TensorProto.INT4, "INT4")])
+def test_cast_to_a_narrow_type_keeps_saturate(to, expected):
+    graph = convert_node("Cast", {"x": random(2)}, 21, to=to, saturate=0)
+    assert only_node(graph).attrs == {"to": expected, "saturate": False}
 
 
 def test_cast_like_takes_the_second_inputs_type():
     graph = convert_node("CastLike", {"x": random(2), "like": np.array([1], np.int32)}, 15)
-    assert only_node(graph).op_type == "Cast" and only_node(graph).attrs == {"to": "INT32"}
+    assert only_node(graph).op_type == "Cast" and only_node(graph).attrs == {"to": "INT32", "saturate": True}
 
 
 def test_cast_to_string_is_unsupported():

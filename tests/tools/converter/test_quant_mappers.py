@@ -47,7 +47,24 @@ def test_runtime_scales_stay_inputs_without_quant_params():
     assert len(node.inputs) == 3 and graph.tensors[node.outputs[0]].quant is None
 
 
-def test_int4_is_unsupported_with_a_reason():
-    with pytest.raises(UnsupportedOpError, match="int4"):
+@pytest.mark.parametrize(("output_dtype", "name", "bits"), [(22, "INT4", 4), (21, "UINT4", 4), (26, "INT2", 2),
+                                                           (25, "UINT2", 2)])
+def test_narrow_integer_outputs_carry_their_bits(output_dtype, name, bits):
+    graph = convert_node("QuantizeLinear", {"x": random(4)}, opset=21, initializers={"s": np.float32(0.1)},
+                         input_names=["x", "s"], output_dtype=output_dtype)
+    node = only_node(graph)
+    assert node.attrs["output_type"] == name and graph.tensors[node.outputs[0]].quant.bits == bits
+
+
+def test_float8_outputs_keep_saturate_and_carry_no_quant_params():
+    graph = convert_node("QuantizeLinear", {"x": random(4)}, opset=21, initializers={"s": np.float32(0.1)},
+                         input_names=["x", "s"], output_dtype=17, saturate=0)  # FLOAT8E4M3FN
+    node = only_node(graph)
+    assert (node.attrs["output_type"], node.attrs["saturate"]) == ("FLOAT8E4M3FN", False)
+    assert graph.tensors[node.outputs[0]].quant is None
+
+
+def test_float8_fnuz_is_unsupported_with_a_reason():
+    with pytest.raises(UnsupportedOpError, match="fnuz"):
         convert_node("QuantizeLinear", {"x": random(4)}, opset=21, initializers={"s": np.float32(0.1)},
-                     input_names=["x", "s"], output_dtype=22)  # INT4
+                     input_names=["x", "s"], output_dtype=18)  # FLOAT8E4M3FNUZ

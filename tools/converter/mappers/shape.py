@@ -227,21 +227,37 @@ def cast_v6(ctx: NodeContext) -> None:
     _cast(ctx, int(ctx.attr("to")))
 
 
+@mapper("Cast", since=19)
+def cast_v19(ctx: NodeContext) -> None:
+    """Adds ``saturate`` (casts to float8; from 23 float4 too)."""
+    _cast(ctx, int(ctx.attr("to")), bool(ctx.attr("saturate", 1)))
+
+
 @mapper("CastLike", since=15)
 def cast_like_v15(ctx: NodeContext) -> None:
     """Cast to the element type of the second input."""
+    _cast_like(ctx, saturate=True)
+
+
+@mapper("CastLike", since=19)
+def cast_like_v19(ctx: NodeContext) -> None:
+    """Adds ``saturate``, as Cast's."""
+    _cast_like(ctx, bool(ctx.attr("saturate", 1)))
+
+
+def _cast_like(ctx: NodeContext, saturate: bool) -> None:
     dtype = ctx.dtype(1)
     if dtype is None:
         ctx.unsupported("the element type of the target input is unknown or not storable")
-    ctx.emit("Cast", {"to": DTYPE_NAMES[dtype]}, [ctx.input(0)])
+    ctx.emit("Cast", {"to": DTYPE_NAMES[dtype], "saturate": saturate}, [ctx.input(0)])
 
 
-def _cast(ctx: NodeContext, to: int) -> None:
+def _cast(ctx: NodeContext, to: int, saturate: bool = True) -> None:
     if to not in LITE_DTYPES:
         type_name = next((k for k, v in ONNX_TYPE_NAMES.items() if v == to), str(to))
-        ctx.unsupported(f"Cast to {type_name} is not supported; .lite stores float16/32/64, (u)int8, "
-                        "int16/32/64 and bool")
-    ctx.emit("Cast", {"to": DTYPE_NAMES[LITE_DTYPES[to]]}, [ctx.input(0)])
+        stored = ", ".join(k for k, v in ONNX_TYPE_NAMES.items() if v in LITE_DTYPES)
+        ctx.unsupported(f"Cast to {type_name} is not supported; .lite stores {stored}")
+    ctx.emit("Cast", {"to": DTYPE_NAMES[LITE_DTYPES[to]], "saturate": saturate}, [ctx.input(0)])
 
 
 @mapper("Identity", since=1)
