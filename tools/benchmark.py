@@ -18,7 +18,15 @@ from tqdm import tqdm
 import lite
 from lite.delegates import load_delegate, parse_options
 from lite.extras import ort_session_options, require
-from lite.tools import add_model, add_placement, add_version, chosen_model, placement_options, placement_table
+from lite.tools import add_model, add_placement, add_version, chosen_model, placement_table
+from lite.tools.bench_inputs import (  # noqa: F401  (named here too: other tools import them from here)
+    build_model,
+    cached_kernels,
+    compile_cache,
+    load_npz,
+    parse_input_shapes,
+    random_inputs,
+)
 from lite.tools.inspector import clipped, idle_delegates, summary
 from lite.tools.sources import load_source
 
@@ -29,6 +37,8 @@ EXAMPLES = """examples:
   lite-benchmark model.lite --benchmark-data expected.npz --accuracy-threshold 0.001
   lite-benchmark model.lite --delegate ort --compare native --require-delegate
   lite-benchmark --suite --suite-dir bench_out
+  lite-benchmark zoo:resnet50 --cold --compare onnxruntime
+  lite-benchmark decoder.onnx --generate --prompt-length 64 --new-tokens 64 --thread-num 1
 
 The model (positional, or --model) is a .lite or .onnx file, or zoo:NAME for a deterministic
 model from lite.tools.zoo (resnet18, resnet50, mobilenet_v2, mobilenet_v3_large,
@@ -107,47 +117,6 @@ class Report:
 
 
 # ---- model loading ----------------------------------------------------------------
-
-
-def parse_input_shapes(text: str | None) -> dict[str, list[int]]:
-    """``"x:1,3,224,224;y:1,10"`` -> ``{"x": [1, 3, 224, 224], "y": [1, 10]}``."""
-    shapes: dict[str, list[int]] = {}
-    for item in filter(None, (text or "").split(";")):
-        name, sep, dims = item.rpartition(":")
-        try:
-            shapes[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
-            sep = ""
-        if not sep or not name:
-            raise lite.InputError(f"--input-shapes entry {item!r} must look like name:1,3,224,224")
-    return shapes
-
-
-def random_inputs(tensors: list[lite.Tensor], seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random data of the right dtype and shape for every input."""
-    rng = np.random.default_rng(seed)
-    arrays = {}
-    for tensor in tensors:
-        if -1 in tensor.shape:
-            raise lite.InputError(f"input {tensor.name!r} has a dynamic shape {tensor.shape}: give --input-shapes")
-        if tensor.dtype.kind == "f":
-            arrays[tensor.name] = rng.standard_normal(tensor.shape).astype(tensor.dtype)
-        elif tensor.dtype.kind == "b":
-            arrays[tensor.name] = rng.random(tensor.shape) < 0.5
-        else:
-            arrays[tensor.name] = rng.integers(0, 10, tensor.shape).astype(tensor.dtype)
-    return arrays
-
-
-def load_npz(path: str, names: list[str]) -> dict[str, np.ndarray]:
-    """Arrays by name from an .npz (arrays saved positionally as arr_0, ... map in order)."""
-    with np.load(path) as npz:
-        stored = dict(npz.items())
-    if all(n in stored for n in names):
-        return {n: stored[n] for n in names}
-    if len(stored) == len(names):
-        return dict(zip(names, stored.values(), strict=True))
-    raise lite.InputError(f"{path}: holds {sorted(stored)}, expected arrays named {names}")
 
 
 # ---- measuring ----------------------------------------------------------------------
@@ -265,18 +234,6 @@ NOISE_LIMIT = 0.10
 """Latency spread, (p90 - p10) / median, above which the report warns that the ratio is noisy."""
 
 
-def compile_cache() -> Path | None:
-    """The folder compiled (numba) kernels are cached in; None where compiled kernels are off."""
-    from lite.kernels import fast
-
-    return Path(fast.numba_module().config.CACHE_DIR) if fast.enabled() else None
-
-
-def cached_kernels(folder: Path | None) -> int:
-    """How many compiled kernels ``folder`` caches (numba's ``.nbc`` files)."""
-    return sum(1 for _ in folder.rglob("*.nbc")) if folder is not None and folder.is_dir() else 0
-
-
 def engine_memory(args: argparse.Namespace, data: bytes, onnx_model: Any,
                   shapes: dict[str, list[int]]) -> dict[str, float | None]:
     """Peak memory (MiB) of each engine measured alone in a child process (None: it failed there)."""
@@ -304,15 +261,6 @@ def engine_memory(args: argparse.Namespace, data: bytes, onnx_model: Any,
 
 
 # ---- the run ------------------------------------------------------------------------
-
-
-def build_model(data: bytes, args: argparse.Namespace, delegates: list) -> lite.Model:
-    model = lite.Model()
-    with tqdm(total=1, desc="build", disable=None, leave=False, file=sys.stderr) as bar:
-        model.build(data, lite.ModelType.LITE, lite.Context(thread_num=args.thread_num, delegates=delegates,
-                                                            **placement_options(args)))
-        bar.update()
-    return model
 
 
 def prepare_inputs(model: lite.Model, args: argparse.Namespace) -> dict[str, np.ndarray]:
@@ -517,8 +465,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="constructor option for the delegates, e.g. target=llvm or tuning_db=DIR (repeatable)")
     p.add_argument("--thread-num", type=int, default=2,
                    help="threads for Delite's native kernels and for onnxruntime (default: %(default)s)")
-    p.add_argument("--loop-count", type=int, default=20, help="timed predicts per engine (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed predicts first (default: %(default)s)")
+    p.add_argument("--loop-count", type=int, default=20,
+                   help="timed predicts per engine (--generate: timed generations) (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="untimed predicts first (--generate: generations) (default: %(default)s)")
     p.add_argument("--input-shapes", metavar="NAME:D,D,...;...",
                    help="shapes for the random inputs, needed where an input has dynamic dims")
     p.add_argument("--in-data", metavar="FILE.npz", help="inputs by name (else seeded random inputs)")
@@ -537,13 +487,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--require-delegate", action="store_true",
                    help="exit 3 when a delegate given with --delegate runs no node")
     p.add_argument("--pause-ms", type=float, default=200.0,
-                   help="with --compare onnxruntime: pause before each timed run, because on a small machine the "
-                        "other engine's thread pool keeps spinning after its run and slows the next one 2-3x "
-                        "(default: %(default)s)")
+                   help="with --compare onnxruntime or --generate: pause before each timed run, because on a small "
+                        "machine the other engine's thread pool keeps spinning after its run and slows the next one "
+                        "2-3x (default: %(default)s)")
     p.add_argument("--no-memory", action="store_true",
                    help="skip the peak memory of each engine (measured alone in a child process)")
     p.add_argument("--json", type=Path, metavar="OUT.json",
                    help="write the report: latency samples and statistics, accuracy, versions, machine")
+    p.add_argument("--cold", action="store_true",
+                   help="start-up time, each in a fresh process: a build with every Delite cache empty (compiling "
+                        "the kernels), one reusing that cache, and with --compare onnxruntime its session creation")
+    p.add_argument("--generate", action="store_true",
+                   help="the model is a decoder with a KV cache (docs/generate.md): lite.Generator against "
+                        "onnxruntime's own greedy loop, tokens/s and the token check")
+    p.add_argument("--prompt-length", type=int, default=64, help="--generate: prompt tokens (default: %(default)s)")
+    p.add_argument("--new-tokens", type=int, default=64, help="--generate: tokens to generate (default: %(default)s)")
     p.add_argument("--suite", action="store_true", help="run the fixed model suite (see lite.tools.bench_suite)")
     p.add_argument("--suite-dir", type=Path, default=Path("bench_out"),
                    help="where --suite writes suite.md, suite.json and suite.png (default: %(default)s)")
@@ -554,6 +512,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("a model is required (or --suite)")
     if args.thread_num < 1 or args.loop_count < 1 or args.warmup < 0:
         p.error("--thread-num and --loop-count must be >= 1, --warmup >= 0")
+    if args.prompt_length < 1 or args.new_tokens < 1:
+        p.error("--prompt-length and --new-tokens must be >= 1")
+    if sum((args.suite, args.cold, args.generate)) > 1:
+        p.error("--suite, --cold and --generate are different runs: give one")
+    if (args.cold or args.generate) and args.compare == "native":
+        p.error("--cold and --generate compare with onnxruntime, not --compare native")
     return args
 
 
@@ -564,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
         from lite.tools.bench_suite import run_suite
 
         return run_suite(args)
+    if args.cold or args.generate:
+        return run_mode(args)
     try:
         report, passed = run(args)
     except (lite.LiteError, OSError) as exc:
@@ -583,6 +549,22 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 3
     return 0 if passed else 1
+
+
+def run_mode(args: argparse.Namespace) -> int:
+    """``--cold`` or ``--generate``: its run, its report, its --json and its exit status."""
+    from lite.tools import cold_start, generate_bench
+
+    mode = cold_start if args.cold else generate_bench
+    try:
+        report = mode.run(args)
+    except (lite.LiteError, OSError) as exc:
+        print(f"lite-benchmark: {exc}", file=sys.stderr)
+        return 1
+    mode.print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(asdict(report), indent=2))
+    return mode.exit_status(report)
 
 
 if __name__ == "__main__":
