@@ -144,15 +144,20 @@ class Generator:
         model: a ``.lite`` or ``.onnx`` path, the bytes of either, or a built ``lite.Model``.
         context: threads and delegates for the build (ignored for a built Model).
         names: the model's input and output names (Hugging Face's export naming by default).
-        bind_cache: True: each step's ``present`` arrays become the next step's ``past`` inputs as they are;
-            False: they are copied in with ``Tensor.set_data_from_numpy`` (to measure what that copy costs).
+        cache: "static" (where the model has ``attention_mask`` and ``position_ids`` inputs): after the
+            prefill, one buffer per layer and kind holds the whole generation's cache, the decode steps read
+            it with the unfilled positions masked out and one fixed shape, and each step's new entry is written
+            into its slot; "dynamic": each step reads the step before's ``present`` arrays, one position longer
+            every token (the model is resized per token). ``cache_mode`` tells which one runs.
+        bind_cache: (dynamic cache) True: each step's ``present`` arrays become the next step's ``past`` inputs
+            as they are; False: they are copied in with ``Tensor.set_data_from_numpy`` (to measure that copy).
 
     Raises:
-        InputError: the model lacks an input or output the names give.
+        InputError: the model lacks an input or output the names give, or ``cache`` is not a known mode.
     """
 
     def __init__(self, model: str | os.PathLike | bytes | Model, context: Context | None = None,
-                 names: DecoderNames | None = None, *, bind_cache: bool = True) -> None:
+                 names: DecoderNames | None = None, *, cache: str = "static", bind_cache: bool = True) -> None:
         if isinstance(model, Model):
             self.model = model
         else:
@@ -164,6 +169,18 @@ class Generator:
         self._inputs = {t.name: t for t in self.model.get_inputs()}
         self._outputs = {t.name: t for t in self.model.get_outputs()}
         self.layers = self._count_layers()
+        self.cache_mode = self._cache_mode(cache)
+        self._static: _StaticCache | None = None
+
+    def _cache_mode(self, cache: str) -> str:
+        """``cache`` where the model allows it: a static cache needs the mask and the positions as inputs
+        (the decode step's query then sits past every slot, and only the mask says which are filled)."""
+        if cache not in ("static", "dynamic"):
+            raise InputError(f"cache must be 'static' or 'dynamic', got {cache!r}")
+        n = self.names
+        if cache == "static" and not {n.attention_mask, n.position_ids} <= set(self._inputs):
+            return "dynamic"
+        return cache
 
     def _count_layers(self) -> int:
         n = self.names
@@ -208,6 +225,8 @@ class Generator:
         run.take(sampler(logits))
         first = time.perf_counter() - start
         total = ids.shape[1]
+        if self.cache_mode == "static" and max_new_tokens > 1:
+            self._static = _StaticCache.after_prefill(self, total + max_new_tokens - 1)
         while len(run.steps) + 1 < max_new_tokens and not run.done.all():
             began = time.perf_counter()
             logits = self._decode(np.array([row[-1] if row else 0 for row in run.tokens]), total)
@@ -229,6 +248,8 @@ class Generator:
 
     def _decode(self, last: np.ndarray, past: int) -> np.ndarray:
         """Runs one token per row on the cache of ``past`` positions; the logits [batch, vocab]."""
+        if self.cache_mode == "static":
+            return self._static.step(last[:, None].astype(np.int64), past)
         small = self._small_feed(last[:, None].astype(np.int64), past, past + 1)
         present = self._present_arrays()
         if not self.bind_cache:
@@ -286,6 +307,62 @@ class Generator:
             token_latency_p50_ms=float(np.percentile(steps, 50) * 1e3) if len(steps) else 0.0,
             token_latency_p90_ms=float(np.percentile(steps, 90) * 1e3) if len(steps) else 0.0,
             peak_rss_mb=_peak_rss_mb(), load_s=self.load_s)
+
+
+class _StaticCache:
+    """The decode steps' cache: per layer and kind one buffer of ``capacity`` positions, bound as the past input.
+
+    A step feeds the whole buffer with ``attention_mask`` 1 on the filled slots and on the new token (which the
+    model appends after the last slot) and 0 elsewhere, and ``position_ids`` the true position, so every step
+    has the same shapes (one resize after the prefill, none per token) and masked slots weigh exactly 0. The
+    new token's key and value (the present outputs' last position) are then written into the next slot.
+    """
+
+    def __init__(self, generator: Generator, buffers: dict[str, np.ndarray], capacity: int) -> None:
+        self.generator, self.buffers, self.capacity = generator, buffers, capacity
+        n, inputs = generator.names, generator._inputs
+        batch = next(iter(buffers.values())).shape[0]
+        self.mask = np.zeros((batch, capacity + 1), inputs[n.attention_mask].dtype)
+        self.mask[:, capacity] = 1
+        self.ids = np.zeros((batch, 1), inputs[n.input_ids].dtype)
+        self.positions = np.zeros((batch, 1), inputs[n.position_ids].dtype)
+        pairs = [(n.past_key, n.present_key), (n.past_value, n.present_value)]
+        self.sources = [(buffers[past.format(i)], generator._outputs[present.format(i)])
+                        for i in range(generator.layers) for past, present in pairs]
+
+    @classmethod
+    def after_prefill(cls, generator: Generator, capacity: int) -> _StaticCache:
+        """Copies the prefill's present arrays into new buffers of ``capacity`` positions, resizes the model to
+        the decode step's shapes once and binds the buffers as its past inputs."""
+        present = generator._present_arrays()
+        filled = next(iter(present.values())).shape[2]
+        buffers = {}
+        for name, array in present.items():
+            buffer = np.zeros((*array.shape[:2], capacity, *array.shape[3:]), array.dtype)
+            buffer[:, :, :filled] = array
+            buffers[name] = buffer
+        cache = cls(generator, buffers, capacity)
+        cache.mask[:, :filled] = 1
+        cache._resize()
+        return cache
+
+    def _resize(self) -> None:
+        n, model, inputs = self.generator.names, self.generator.model, self.generator._inputs
+        feeds = {n.input_ids: self.ids, n.attention_mask: self.mask, n.position_ids: self.positions, **self.buffers}
+        tensors = [t for t in inputs.values() if t.name in feeds]
+        model.resize(tensors, [list(feeds[t.name].shape) for t in tensors])
+        for tensor in tensors:
+            tensor.data = feeds[tensor.name]  # NOTE: the step's arrays, bound once; each step writes into them
+
+    def step(self, ids: np.ndarray, filled: int) -> np.ndarray:
+        """Runs one token per row at position ``filled`` (the slots before it hold the cache); the logits."""
+        self.ids[...] = ids
+        self.positions[...] = filled
+        self.generator.model.predict(None, output_names=[])
+        for buffer, present in self.sources:
+            buffer[:, :, filled] = present.data[:, :, self.capacity]
+        self.mask[:, filled] = 1
+        return self.generator._last_logits()
 
 
 def _bind(tensor: Tensor, array: np.ndarray, outputs: dict[str, Tensor]) -> None:

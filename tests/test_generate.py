@@ -4,6 +4,7 @@ transformers (tiny configs, random weights) with their cache as graph inputs and
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,46 @@ def test_a_lite_file_as_bytes_and_a_copied_cache_give_the_same_tokens(generator,
     expected = generator.generate(PROMPT[:2], max_new_tokens=8).tokens
     copying = lite.Generator(convert(str(gpt2_path)), bind_cache=False)
     assert copying.generate(PROMPT[:2], max_new_tokens=8).tokens == expected
+
+
+def test_a_dynamic_cache_gives_the_same_tokens_resizing_per_token(generator, gpt2_path, monkeypatch):
+    """The static cache resizes the model once per call (after the prefill); the dynamic one per token."""
+    expected = decoders.greedy_onnxruntime(gpt2_path, PROMPT[:2], 12)
+    resizes = []
+    resize = generator.model.resize
+    monkeypatch.setattr(generator.model, "resize", lambda *args: (resizes.append(args), resize(*args)))
+    assert generator.cache_mode == "static"
+    np.testing.assert_array_equal(np.array(generator.generate(PROMPT[:2], max_new_tokens=12).tokens), expected)
+    assert len(resizes) == 1
+    dynamic = lite.Generator(generator.model, cache="dynamic")
+    assert dynamic.cache_mode == "dynamic"
+    np.testing.assert_array_equal(np.array(dynamic.generate(PROMPT[:2], max_new_tokens=12).tokens), expected)
+    assert len(resizes) == 1 + 11
+
+
+def test_memory_stays_flat_while_tokens_are_generated(generator):
+    """tracemalloc (numpy's arrays included) after each token of a second call (the first fills Python's
+    free lists): what grows per token is the result's own record, a token and its step time (a dynamic
+    cache grows by its new positions and a larger arena, about 1.2 KB per token here)."""
+    traced = np.zeros(240, np.int64)
+    step = iter(range(10 ** 6))
+
+    def sample(_):
+        traced[next(step) % len(traced)] = tracemalloc.get_traced_memory()[0]
+
+    tracemalloc.start()
+    try:
+        for _ in range(2):
+            generator.generate(PROMPT[:1], len(traced), on_token=sample)
+    finally:
+        tracemalloc.stop()
+    per_token = (traced[-1] - traced[8]) / (len(traced) - 9)
+    assert per_token < 64, f"{per_token:.0f} bytes more per token"
+
+
+def test_an_unknown_cache_mode_is_refused(generator):
+    with pytest.raises(lite.InputError, match="cache must be"):
+        lite.Generator(generator.model, cache="paged")
 
 
 def test_a_one_dimensional_prompt_is_one_row(generator):
