@@ -20,17 +20,24 @@ def aligned_empty(nbytes: int) -> np.ndarray:
     Raises:
         OutOfMemoryError: the system refused the allocation.
     """
-    try:
-        storage = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-    except MemoryError as exc:
-        raise OutOfMemoryError(f"could not allocate {nbytes} bytes; use smaller input shapes, or a lower "
-                               "Context.memory_limit to refuse such models up front") from exc
-    start = -storage.ctypes.data % ALIGNMENT
-    return storage[start : start + nbytes]
+    return _aligned_in(_storage(nbytes), (nbytes,), np.dtype(np.uint8))
 
 
 def aligned_array(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
-    """An uninitialised C-contiguous array of ``shape`` and ``dtype``, 64-byte aligned."""
+    """An uninitialised C-contiguous array of ``shape`` and ``dtype``, 64-byte aligned (an empty one too)."""
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
-    return aligned_empty(count * dtype.itemsize).view(dtype).reshape(shape)
+    return _aligned_in(_storage(count * dtype.itemsize), tuple(shape), dtype)
+
+
+def _storage(nbytes: int) -> np.ndarray:
+    try:
+        return np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    except MemoryError as exc:
+        raise OutOfMemoryError(f"could not allocate {nbytes} bytes; use smaller input shapes, or a lower "
+                               "Context.memory_limit to refuse such models up front") from exc
+
+
+def _aligned_in(storage: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    # NOTE: built at an offset, not sliced: numpy gives an empty slice the address of its base
+    return np.ndarray(shape, dtype, buffer=storage, offset=-storage.ctypes.data % ALIGNMENT)

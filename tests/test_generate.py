@@ -86,6 +86,27 @@ def test_an_unknown_cache_mode_is_refused(generator):
         lite.Generator(generator.model, cache="paged")
 
 
+def test_the_ort_delegate_generates_the_same_tokens(gpt2_path):
+    from lite.delegates.onnxruntime import ORTDelegate
+
+    expected = decoders.greedy_onnxruntime(gpt2_path, PROMPT[:2], 12)
+    delegated = lite.Generator(gpt2_path, context=lite.Context(thread_num=2, delegates=[ORTDelegate()]))
+    assert {row.runs_on for row in delegated.model.partition_report()} <= {"ORTDelegate", "folded"}
+    np.testing.assert_array_equal(np.array(delegated.generate(PROMPT[:2], 12).tokens), expected)
+
+
+@pytest.mark.slow
+def test_the_tvm_delegate_generates_the_same_tokens(gpt2_path):
+    """TVM takes the float ops (the integer mask and position ops stay native); the prefill's empty cache
+    and the decode steps' fixed shapes both run there."""
+    tvm = pytest.importorskip("lite.delegates.tvm")
+    expected = decoders.greedy_onnxruntime(gpt2_path, PROMPT[:2], 12)
+    delegated = lite.Generator(gpt2_path, context=lite.Context(thread_num=2, delegates=[tvm.TVMDelegate()]))
+    products = [row for row in delegated.model.partition_report() if row.op_type == "MatMulFusion"]
+    assert products and all(row.runs_on == "TVMDelegate" for row in products)
+    np.testing.assert_array_equal(np.array(delegated.generate(PROMPT[:2], 12).tokens), expected)
+
+
 def test_a_one_dimensional_prompt_is_one_row(generator):
     assert generator.generate([1, 2, 3, 4], 4).tokens == generator.generate(PROMPT[:1], 4).tokens
 
