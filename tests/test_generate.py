@@ -187,12 +187,13 @@ def test_the_docs_page_runs(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_64_greedy_tokens_equal_onnxruntimes_loop(name, batch, tmp_path):
+def test_64_greedy_tokens_equal_onnxruntimes_loop(name, exporter, batch, tmp_path):
     decoders.torch.manual_seed(1)
     model = getattr(decoders, name)()
     in_torch = decoders.greedy_torch(model, PROMPT[:batch], 16)
-    path = decoders.export_decoder(model, tmp_path / f"{name}.onnx")
+    path = decoders.export_decoder(model, tmp_path / f"{name}.onnx", dynamo=exporter == "dynamo")
     expected = decoders.greedy_onnxruntime(path, PROMPT[:batch], 64)
     np.testing.assert_array_equal(expected[:, :16], in_torch)  # the export computes what the model does
     result = lite.Generator(path, context=lite.Context(thread_num=2)).generate(PROMPT[:batch], 64)

@@ -98,9 +98,11 @@ def export_decoder(model, path: Path, dynamo: bool = False) -> Path:
     sample = sample_inputs(model)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        if dynamo:
+        if dynamo:  # NOTE: torch.export takes shapes per argument (the cache is one *args tuple), not axes
+            auto = torch.export.Dim.AUTO
+            shapes = ({0: auto, 1: auto},) * 3 + (({0: auto, 2: auto},) * (2 * layers),)
             torch.onnx.export(WithCache(model), sample, str(path), input_names=inputs, output_names=outputs,
-                              dynamic_axes=axes, dynamo=True, opset_version=18, external_data=False)
+                              dynamic_shapes=shapes, dynamo=True, opset_version=18, external_data=False)
         else:
             buffer = io.BytesIO()
             torch.onnx.export(WithCache(model), sample, buffer, input_names=inputs, output_names=outputs,
