@@ -338,8 +338,9 @@ class _StaticCache:
         filled = next(iter(present.values())).shape[2]
         buffers = {}
         for name, array in present.items():
-            buffer = np.zeros((*array.shape[:2], capacity, *array.shape[3:]), array.dtype)
+            buffer = np.empty((*array.shape[:2], capacity, *array.shape[3:]), array.dtype)
             buffer[:, :, :filled] = array
+            buffer[:, :, filled:] = 0  # NOTE: written now, so its pages are resident from the start (flat RSS)
             buffers[name] = buffer
         cache = cls(generator, buffers, capacity)
         cache.mask[:, :filled] = 1
