@@ -28,9 +28,7 @@ from lite.schema.primitives import PRIMITIVE_TYPES, encode_attrs
 
 def write_model(graph: GraphDef) -> bytes:
     """Returns the .lite bytes of ``graph``; const data is 64-byte aligned in them."""
-    size_hint = sum(t.data.nbytes for t in graph.tensors if t.data is not None)
-    size_hint += sum(len(memoryview(p.blob)) for p in graph.partitions)
-    builder = flatbuffers.Builder(size_hint + 4096)
+    builder = flatbuffers.Builder(_size_hint(graph))
     tensors = [_write_tensor(builder, t) for t in graph.tensors]
     nodes = [_write_node(builder, n) for n in graph.nodes]
     partitions = [_write_partition(builder, p) for p in graph.partitions]
@@ -52,7 +50,15 @@ def write_model(graph: GraphDef) -> bytes:
     if partition_vec is not None:
         fb_model.AddPartitions(builder, partition_vec)
     builder.Finish(fb_model.End(builder), file_identifier=FILE_IDENTIFIER)
-    return bytes(builder.Output())
+    return bytes(memoryview(builder.Bytes)[builder.Head():])  # NOTE: one copy (Output() makes a second)
+
+
+def _size_hint(graph: GraphDef) -> int:
+    """Bytes the builder starts with: the data, its alignment and room for the rest, so that it never grows
+    (a flatbuffers builder grows by doubling, copying everything written so far, twice the data at once)."""
+    data = sum(t.data.nbytes + DATA_ALIGNMENT for t in graph.tensors if t.data is not None)
+    data += sum(len(memoryview(p.blob)) + DATA_ALIGNMENT for p in graph.partitions)
+    return data + 512 * (len(graph.tensors) + len(graph.nodes)) + (1 << 16)
 
 
 def _offset_vector(builder: flatbuffers.Builder, start, offsets: list[int]) -> int:
@@ -62,7 +68,8 @@ def _offset_vector(builder: flatbuffers.Builder, start, offsets: list[int]) -> i
     return builder.EndVector()
 
 
-def _aligned_bytes(builder: flatbuffers.Builder, raw: bytes) -> int:
+def _aligned_bytes(builder: flatbuffers.Builder, raw: bytes | memoryview) -> int:
+    raw = memoryview(raw).cast("B")
     builder.StartVector(1, len(raw), DATA_ALIGNMENT)
     builder.head -= len(raw)
     builder.Bytes[builder.head : builder.head + len(raw)] = raw
@@ -74,7 +81,7 @@ def _write_tensor(builder: flatbuffers.Builder, tensor: TensorDef) -> int:
     dims = builder.CreateNumpyVector(np.asarray(tensor.shape, dtype=np.int64))
     data = None
     if tensor.data is not None:
-        data = _aligned_bytes(builder, pack(np.asarray(tensor.data, dtype=tensor.dtype)).tobytes())
+        data = _aligned_bytes(builder, pack(np.asarray(tensor.data, dtype=tensor.dtype)))
     quant = None if tensor.quant is None else _write_quant(builder, tensor.quant)
     fb_tensor.Start(builder)
     fb_tensor.AddName(builder, name)
@@ -119,7 +126,7 @@ def _write_partition(builder: flatbuffers.Builder, partition: PartitionDef) -> i
                                                       partition.digest)]
     indices = [builder.CreateNumpyVector(np.asarray(values, dtype=np.int32))
                for values in (partition.nodes, partition.inputs, partition.outputs)]
-    blob = _aligned_bytes(builder, bytes(memoryview(partition.blob)))
+    blob = _aligned_bytes(builder, memoryview(partition.blob))
     fb_partition.Start(builder)
     fb_partition.AddDelegate(builder, texts[0])
     fb_partition.AddTarget(builder, texts[1])
