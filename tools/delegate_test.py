@@ -34,6 +34,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -304,12 +305,19 @@ class Errors:
         self.sqnr_db = float(sqnr) if self.sqnr_db is None else min(self.sqnr_db, float(sqnr))
 
 
+def floating(dtype: np.dtype) -> bool:
+    """numpy's floats and ml_dtypes' (bfloat16, float8, float4): compared by value, NaN matching NaN."""
+    from lite.ops.dtypes import BFLOAT16, NARROW_FLOATS
+
+    return dtype.kind in "fc" or dtype in (BFLOAT16, *NARROW_FLOATS)
+
+
 def mismatch(got: np.ndarray, want: np.ndarray, rtol: float) -> str | None:
     """Why ``got`` is not ``want``: dtype, shape, non-finite values, integers not equal, or a relative
     L2 error over ``rtol``; None when they match."""
     if got.dtype != want.dtype or got.shape != want.shape:
         return f"{got.dtype.name}{list(got.shape)}, native {want.dtype.name}{list(want.shape)}"
-    if want.dtype.kind not in "fc" and want.dtype.name != "bfloat16":
+    if not floating(want.dtype):
         wrong = int(np.count_nonzero(got != want))
         return f"{wrong} of {want.size} values differ" if wrong else None
     a, e = got.astype(np.float64), want.astype(np.float64)
@@ -987,6 +995,7 @@ def prepare_settings(args: argparse.Namespace) -> tuple[Settings, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lite-delegate-test``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     try:
         from lite.delegate import saves_graph_kernels
@@ -1004,22 +1013,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Runner(settings, args.jobs) as runner:
         results = runner.run(cases, Progress(len(cases)))
     mark_expected(results, listed)
-    write_reports(args, settings, name, results, time.monotonic() - start)
+    write_reports(args, settings, name, results, time.monotonic() - start, shlex.join(["lite-delegate-test", *argv]))
     return exit_status(results)
 
 
 def write_reports(args: argparse.Namespace, settings: Settings, name: str, results: list[Result],
-                  seconds: float) -> None:
-    """The Markdown and JSON files asked for, and the summary on stdout."""
+                  seconds: float, command: str = "") -> None:
+    """The Markdown and JSON files asked for (both saying the ``command`` that made them), and the summary on
+    stdout."""
     precision, rtol = tolerance(settings)
     notes = [f"Delegate `{settings.delegate}` ({name}), options {dict(settings.options)}; precision {precision}: "
              f"relative L2 tolerance {rtol:g} (int8 models: native int8's error plus one output step). "
              f"{len(results)} cases in {seconds:.1f} s with {args.jobs} worker(s), thread_num {settings.thread_num}."]
+    notes += ["", f"Command: `{command}`"] if command else []
     text = markdown(results, f"lite-delegate-test: {name}", notes)
     if args.markdown:
         Path(args.markdown).write_text(text)
     if args.json:
-        extra = {"class": name, "precision": precision, "rtol": rtol, "seconds": seconds, "jobs": args.jobs}
+        extra = {"class": name, "precision": precision, "rtol": rtol, "seconds": seconds, "jobs": args.jobs,
+                 "command": command}
         Path(args.json).write_text(json.dumps(report_json(results, settings, extra), indent=1, default=str))
     print(text.split("\n## By op")[0].rstrip())
 

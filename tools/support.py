@@ -3,25 +3,28 @@
 
 ``run_case`` is the conformance check (tests/conformance runs it on every claimed case);
 ``support_rows`` turns the results into the support table (ONNX op, mapped opsets, the .lite
-primitives it becomes, the dtypes that pass natively, which delegates emit those primitives)
-and ``markdown`` writes it: ``python -m lite.tools.support docs/ops.md``.
+primitives it becomes, the dtypes that pass natively), ``delegate_columns`` adds what each bundled
+delegate did with the same cases, read from its committed lite-delegate-test JSON report
+(docs/delegates/reports/), and ``markdown`` writes it: ``python -m lite.tools.support docs/ops.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
 import lite
+from lite.ops.dtypes import BFLOAT16, NARROW_FLOATS
 from lite.schema.writer import write_model
 from lite.tools.converter import convert_to_graph
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, LITE_DTYPES
@@ -41,7 +44,7 @@ def node_cases() -> dict[str, object]:
 
 def claimed(case) -> bool:
     """Whether every node of the case is a standard op the converter maps and every graph input
-    and output has a dtype .lite stores (not float8, float4, int4 or string)."""
+    and output has a dtype .lite stores (not string, complex or the float8 *fnuz types)."""
     ops = set(REGISTRY.supported_ops()) | EXPANDED_OPS[""]
     graph = case.model.graph
     return (all(n.domain in DEFAULT_DOMAINS and n.op_type in ops for n in graph.node)
@@ -73,7 +76,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) 
     """Same dtype and shape; floats within the case's tolerances, everything else exactly."""
     assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != expected {expected.dtype}"
     assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
-    if expected.dtype.kind in "fc" or expected.dtype.name == "bfloat16":
+    if expected.dtype.kind in "fc" or expected.dtype in (BFLOAT16, *NARROW_FLOATS):
         np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol)
     else:
         np.testing.assert_array_equal(actual, expected)
@@ -123,52 +126,99 @@ def _input_dtypes(model: onnx.ModelProto) -> set[str]:
     return {LITE_DTYPES[v.type.tensor_type.elem_type].name for v in first}
 
 
-def delegate_support(primitives: set[str]) -> tuple[str, str]:
-    """(ORT, TVM) cells: "yes" when every primitive has an emitter / lowering, "partly", or "-"."""
-    from lite.delegates.onnxruntime.emitters.registry import REGISTRY as ORT_EMITTERS
-
-    ort = {p for p in primitives if ORT_EMITTERS.find(p) is not None}
-    tvm = {p for p in primitives if p in _tvm_emitters()}
-    return _cell(ort, primitives), _cell(tvm, primitives) if importlib.util.find_spec("tvm") else "n/a"
+REPORTS = Path(__file__).resolve().parent.parent / "docs" / "delegates" / "reports"
+"""Where a checkout keeps the bundled delegates' lite-delegate-test reports (``NAME.md`` and ``NAME.json``)."""
+DELEGATE_REPORTS = (("ORT", "ort"), ("TVM", "tvm"), ("NPU", "example_npu"), ("NPU int8", "example_npu_int8"))
+"""The support table's delegate columns: (column title, report name), in this order."""
 
 
-@cache
-def _tvm_emitters() -> frozenset[str]:
-    if importlib.util.find_spec("tvm") is None:
-        return frozenset()
-    from lite.delegates.tvm.ops import EMITTERS
+@dataclass
+class DelegateColumn:
+    """One delegate's column: its report's op cases by ONNX op, and the command that made the report."""
 
-    return frozenset(EMITTERS)
+    title: str
+    report: str
+    cases: dict[str, list[dict]]
+    command: str = ""
 
 
-def _cell(covered: set[str], primitives: set[str]) -> str:
-    if not primitives or not covered:
+def delegate_columns(directory: str | Path = REPORTS) -> list[DelegateColumn]:
+    """A column per report of ``DELEGATE_REPORTS`` found in ``directory`` that has node cases (a report of
+    zoo models only, as the NPU's int8 mode has, gives none)."""
+    columns = []
+    for title, name in DELEGATE_REPORTS:
+        path = Path(directory) / f"{name}.json"
+        report = json.loads(path.read_text()) if path.is_file() else {"cases": []}
+        cases = _op_cases(report["cases"])
+        if cases:
+            columns.append(DelegateColumn(title, name, cases, report.get("command", "")))
+    return columns
+
+
+def _op_cases(cases: Iterable[dict]) -> dict[str, list[dict]]:
+    by_op: dict[str, list[dict]] = {}
+    for case in cases:
+        if case["case_id"].startswith("op:"):
+            by_op.setdefault(case["op"], []).append(case)
+    return by_op
+
+
+def delegate_cell(cases: Sequence[Mapping]) -> str:
+    """"taken/ran" over an op's node cases that ran natively (SKIPPED ones did not): "8/8", "0/6 (declined)",
+    "5/6 (1 failing)"; "-" when none ran."""
+    ran = [c for c in cases if c["category"] != "SKIPPED"]
+    if not ran:
         return "-"
-    return "yes" if covered == primitives else "partly"
+    taken = sum(c["category"] == "SUCCESS" for c in ran)
+    failing = sum(c["category"] not in ("SUCCESS", "SUCCESS_UNDELEGATED") for c in ran)
+    note = f" ({failing} failing)" if failing else " (declined)" if not taken else ""
+    return f"{taken}/{len(ran)}{note}"
 
 
-def markdown(rows: Sequence[OpRow]) -> str:
-    """The support table as a Markdown page."""
-    lines = ["# Supported ONNX ops", "",
-             "Generated by `python -m lite.tools.support docs/ops.md` from ONNX's own node test cases (the",
-             "`onnx.backend.test` cases of the installed onnx package), run one op at a time: *passed* counts",
-             "the single-op cases that convert and match natively, *dtypes* the first input's dtypes among",
-             "them, *primitives* the .lite primitives the op became. ORT and TVM say whether those primitives",
-             "have an ONNX Runtime emitter / a TVM lowering (a delegate still declines an instance it cannot",
-             "run, with its reason in `Model.partition_report()`). Ops without single-op cases show `-`.", "",
+def delegate_cells(op: str, columns: Sequence[DelegateColumn]) -> list[str]:
+    """The ONNX op's cell in each delegate column."""
+    return [delegate_cell(column.cases.get(op, ())) for column in columns]
+
+
+HEADER = """# Supported ONNX ops
+
+Generated by `python -m lite.tools.support docs/ops.md` from ONNX's own node test cases (the
+`onnx.backend.test` cases of the installed onnx package), run one op at a time: *passed* counts
+the single-op cases that convert and match natively, *dtypes* the first input's dtypes among
+them, *primitives* the .lite primitives the op became. Ops without single-op cases show `-`.
+"""
+
+
+def _columns_text(columns: Sequence[DelegateColumn]) -> list[str]:
+    if not columns:
+        return []
+    lines = ["The delegate columns are read from the bundled delegates' committed",
+             "[lite-delegate-test](delegates/testing.md) reports, which run the same node cases with the delegate",
+             "and compare with the native kernels: of the op's cases the native kernels run, how many the delegate",
+             "took and matched (`8/8`). The others it declined, with the reason in its report; `(declined)`: it",
+             "took none; `(k failing)`: k cases failed (each listed with its reason in the report). `-`: no case",
+             "ran natively.", ""]
+    lines += [f"- {c.title}: [{c.report}.md](delegates/reports/{c.report}.md)"
+              + (f", `{c.command}`" if c.command else "") for c in columns]
+    return ["", *lines]
+
+
+def markdown(rows: Sequence[OpRow], columns: Sequence[DelegateColumn] = ()) -> str:
+    """The support table as a Markdown page, with a column per delegate report in ``columns``."""
+    lines = [HEADER.rstrip(), *_columns_text(columns), "",
              f"{len(rows)} ONNX ops map to .lite primitives. QLinearConv and QLinearMatMul become their",
              "DequantizeLinear -> op -> QuantizeLinear group, and that group one quantized op where the scales are",
              "constants (the node cases feed scales as inputs, so they keep the three nodes). onnxruntime's",
              "`com.microsoft` quantized ops are taken the same way: "
              f"{', '.join(sorted(EXPANDED_OPS['com.microsoft']))}.",
              "",
-             "| ONNX op | opsets | primitives | passed | dtypes (native) | ORT | TVM |",
-             "|---|---|---|---|---|---|---|"]
+             "| ONNX op | opsets | primitives | passed | dtypes (native) |" + "".join(f" {c.title} |" for c in columns),
+             "|---|---|---|---|---|" + "---|" * len(columns)]
     for row in rows:
-        ort, tvm = delegate_support(row.primitives)
+        cells = "".join(f" {cell} |" for cell in delegate_cells(row.op, columns))
         lines.append(f"| {row.op} | {', '.join(map(str, row.opsets))} | {', '.join(sorted(row.primitives)) or '-'} "
                      f"| {f'{row.passed}/{row.cases}' if row.cases else '-'} | {', '.join(sorted(row.dtypes)) or '-'} "
-                     f"| {ort} | {tvm} |")
+                     f"|{cells}")
     return "\n".join(lines) + "\n"
 
 
@@ -176,8 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lite.tools.support",
                                      description="Write the support table measured on ONNX's node test cases.")
     parser.add_argument("output", nargs="?", help="the Markdown file to write (default: print it)")
+    parser.add_argument("--reports", default=str(REPORTS), metavar="DIR",
+                        help="the delegates' lite-delegate-test JSON reports (default: %(default)s)")
     args = parser.parse_args(argv)
-    text = markdown(support_rows())
+    text = markdown(support_rows(), delegate_columns(args.reports))
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)

@@ -298,6 +298,18 @@ def test_dtypes_onnxruntime_lacks_stay_native_with_a_reason():
     assert row.reason == f"{ORT}: Erf on float64: emitted for float32 inputs only"
 
 
+@pytest.mark.parametrize("to, name", [(TensorProto.FLOAT8E4M3FN, "float8_e4m3fn"), (TensorProto.INT4, "int4"),
+                                      (TensorProto.BFLOAT16, "bfloat16")])
+def test_casts_to_ml_dtypes_stay_native_with_a_reason(to, name):
+    """onnxruntime's Python binding makes no OrtValue from an ml_dtypes array, so the graph kernel could not run."""
+    x = normal(3, 4)
+    model = build(onnx_model([node("Cast", ["x"], to=to)], {"x": x}), ORTDelegate())
+    (row,) = model.partition_report()
+    assert row.runs_on == "native"
+    assert row.reason == f"{ORT}: Cast: onnxruntime's Python binding makes no OrtValue from a {name} array"
+    assert model.predict([x])[0].get_data_to_numpy().dtype.name == name
+
+
 def test_ops_option_leaves_the_rest_native():
     nodes, feeds, inits = CASES["gemm_trans_b_bias_relu"]
     original = onnx_model(nodes + [node("Softmax", ["y"], "p")], feeds, ["p"], inits)

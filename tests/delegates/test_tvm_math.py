@@ -87,6 +87,17 @@ def test_floor_mod_matches_the_native_kernel():
     assert relative_l2(got, want) < RTOL
 
 
+def test_floor_mod_keeps_numpy_s_edge_cases_bit_for_bit():
+    """An infinite divisor keeps a finite dividend (Relax's floor_mod gives NaN); zeros take the divisor's sign."""
+    onnx_model = onnx_graph([node("Mod", ["x", "d"])], {"x": [8], "d": [8]}, ["y"], opset=13)
+    x = np.array([3.0, -3.0, 3.0, 0.0, -0.0, 4.0, -1.5, np.inf], np.float32)
+    d = np.array([np.inf, np.inf, -np.inf, -2.0, 2.0, -2.0, 0.75, 2.0], np.float32)
+    on_tvm, native = build(onnx_model, tvm_delegate()), build(onnx_model)
+    assert {r.runs_on for r in on_tvm.partition_report()} == {TVM}
+    got, want = (m.predict([x, d])[0].get_data_to_numpy() for m in (on_tvm, native))
+    assert got.tobytes() == want.tobytes(), (got, want)
+
+
 @pytest.mark.parametrize(("nodes", "inputs", "reason"), [
     ([node("IsNaN", ["x"])], {"x": [2, 3]}, "IsNaN: its output tensors are bool"),
     ([node("LessOrEqual", ["x", "x"])], {"x": [2, 3]}, "LessEqual: its output tensors are bool"),

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -54,6 +55,8 @@ def test_a_broken_delegate_lands_in_the_category_of_each_fault_and_fails_the_run
     assert relu["sqnr_db"] < 0 and relu["unexpected"]
     assert cases["op:test_add"]["sqnr_db"] is None and cases["op:test_add"]["max_abs_error"] == 0
     markdown = (tmp_path / "r.md").read_text()
+    command = f"lite-delegate-test --delegate {BROKEN} --ops {BROKEN_OPS} --markdown {tmp_path / 'r.md'} --json"
+    assert report["command"].startswith(command) and f"\nCommand: `{command}" in markdown
     assert markdown.index("## Failures") < markdown.index("## By op")
     table = markdown.split("## By op")[1]
     assert table.index("| Add |") > max(table.index(f"| {op} |") for op in ("Relu", "Neg", "Abs", "Exp"))
@@ -97,6 +100,14 @@ def test_outputs_compare_by_relative_l2_exact_integers_and_matching_nan():
     assert "float32[2, 50]" in delegate_test.mismatch(x.reshape(2, 50), x, 1e-4)
 
 
+def test_ml_dtypes_floats_compare_by_value_and_narrow_ints_exactly():
+    f8 = np.array([np.nan, 1.0, -2.0], ml_dtypes.float8_e4m3fn)
+    assert delegate_test.mismatch(f8, f8.copy(), 1e-4) is None  # NaN matches NaN, as for float32
+    assert "relative L2" in delegate_test.mismatch(np.array([np.nan, 1.0, -4.0], f8.dtype), f8, 1e-4)
+    i4 = np.array([1, -2], ml_dtypes.int4)
+    assert delegate_test.mismatch(np.array([1, -3], ml_dtypes.int4), i4, 1e-2) == "1 of 2 values differ"
+
+
 def test_progress_gives_an_eta_on_stderr():
     stream = io.StringIO()
     progress = delegate_test.Progress(2, stream, every=0)
@@ -122,23 +133,29 @@ def test_a_hanging_or_crashing_case_fails_alone_and_the_next_runs(mode, words):
 # ---- the bundled delegates ----------------------------------------------------------------------------------
 
 
-def _bundled(name: str) -> str:
-    if name == "ort":
-        pytest.importorskip("onnxruntime")
-    return name
+PACKAGES = {"ort": "onnxruntime", "tvm": "tvm"}
+OPTIONS = {"tvm": ("trust_saved_code=true", "cache_dir=off")}  # as its report ran: saved partitions load, no disk cache
 
 
-@pytest.mark.parametrize("name, ops", [("ort", "Relu,Add,Conv"), ("example_npu", "MaxPool,GlobalAveragePool,Relu")])
+def _bundled(name: str) -> list[str]:
+    """``--delegate NAME`` with the options its committed report used; skips when the delegate's package is missing."""
+    if name in PACKAGES:
+        pytest.importorskip(PACKAGES[name])
+    return ["--delegate", name, *(arg for option in OPTIONS.get(name, ()) for arg in ("--delegate-option", option))]
+
+
+@pytest.mark.parametrize("name, ops", [("ort", "Relu,Add,Conv"), ("example_npu", "MaxPool,GlobalAveragePool,Relu"),
+                                       ("tvm", "Relu,Add,Conv")])
 def test_a_bundled_delegate_passes_a_few_ops(name, ops, tmp_path):
-    status, report = run_kit(tmp_path, "--delegate", _bundled(name), "--ops", ops, "-j", "2")
+    status, report = run_kit(tmp_path, *_bundled(name), "--ops", ops, "-j", "2")
     assert status == 0, [c for c in report["cases"] if c["unexpected"]]
     assert report["counts"]["SUCCESS"] >= 5
     assert report["precision"] == ("float16" if name == "example_npu" else "float32")
 
 
-@pytest.mark.parametrize("name", ["ort", "example_npu"])
+@pytest.mark.parametrize("name", ["ort", "example_npu", pytest.param("tvm", marks=pytest.mark.slow)])
 def test_a_bundled_delegate_passes_every_check_of_a_small_model(name, tmp_path):
-    status, report = run_kit(tmp_path, "--delegate", _bundled(name), "--models", "inception_block")
+    status, report = run_kit(tmp_path, *_bundled(name), "--models", "inception_block")
     assert status == 0, [c for c in report["cases"] if c["unexpected"]]
     checks = {c["case_id"]: c for c in report["cases"]}
     assert set(checks) == {f"model:inception_block{s}" for s in ("", ":resize", ":save_load", ":fallback")}
@@ -147,22 +164,24 @@ def test_a_bundled_delegate_passes_every_check_of_a_small_model(name, tmp_path):
     assert checks["model:inception_block:fallback"]["message"].endswith("nodes fell back to native")
 
 
+MIN_SUCCESS = {"ort": 500, "tvm": 250, "example_npu": 20}  # node cases each delegate took and matched, at least
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ort", "example_npu"])
+@pytest.mark.parametrize("name", ["ort", "example_npu", "tvm"])
 def test_a_bundled_delegate_passes_every_node_case_but_its_listed_gaps(name, tmp_path):
     listed = EXPECTED_LISTS / f"{name}.txt"
-    status, report = run_kit(tmp_path, "--delegate", _bundled(name), "--suite", "ops", "-j", "2",
-                             "--expected-failures", str(listed))
+    status, report = run_kit(tmp_path, *_bundled(name), "--suite", "ops", "-j", "2", "--expected-failures", str(listed))
     assert status == 0, [c for c in report["cases"] if c["unexpected"]]
     assert report["fixed"] == 0, "remove the cases that pass from " + str(listed)
-    assert report["counts"]["SUCCESS"] >= (500 if name == "ort" else 20)
+    assert report["counts"]["SUCCESS"] >= MIN_SUCCESS[name]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ort", "example_npu"])
+@pytest.mark.parametrize("name", ["ort", "example_npu", "tvm"])
 def test_a_bundled_delegate_passes_the_model_suite_quantized_too(name, tmp_path):
     listed = EXPECTED_LISTS / f"{name}.txt"
-    status, report = run_kit(tmp_path, "--delegate", _bundled(name), "--suite", "models", "--quantized", "-j", "2",
+    status, report = run_kit(tmp_path, *_bundled(name), "--suite", "models", "--quantized", "-j", "2",
                              "--expected-failures", str(listed))
     assert status == 0, [c for c in report["cases"] if c["unexpected"]]
     assert report["counts"]["SUCCESS"] >= 10

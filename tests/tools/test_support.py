@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,15 @@ import pytest
 from lite.tools.converter.cli import main as convert_main
 from lite.tools.converter.qoperator import EXPANDED_OPS
 from lite.tools.converter.registry import supported_ops
-from lite.tools.support import markdown, node_cases, run_case, support_rows
+from lite.tools.support import (
+    delegate_cell,
+    delegate_cells,
+    delegate_columns,
+    markdown,
+    node_cases,
+    run_case,
+    support_rows,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 
@@ -48,3 +57,51 @@ def test_lite_convert_lists_the_ops(capsys):
     assert convert_main(["--list-ops"]) == 0
     out = capsys.readouterr().out
     assert "LayerNormalization  " in out and f"{len(supported_ops())} ONNX ops" in out
+
+
+# ---- the delegate columns, from the delegates' lite-delegate-test reports ------------------------------------
+
+
+def op_case(name: str, category: str) -> dict:
+    return {"case_id": f"op:{name}", "op": name.split("_")[0], "category": category}
+
+
+@pytest.mark.parametrize("categories, cell", [
+    (["SUCCESS", "SUCCESS", "SKIPPED"], "2/2"),
+    (["SUCCESS", "SUCCESS_UNDELEGATED", "SUCCESS"], "2/3"),
+    (["SUCCESS_UNDELEGATED", "SUCCESS_UNDELEGATED"], "0/2 (declined)"),
+    (["SUCCESS", "OUTPUT_MISMATCH", "SUCCESS_UNDELEGATED", "RUN_FAIL"], "1/4 (2 failing)"),
+    (["SKIPPED"], "-"),
+    ([], "-"),
+])
+def test_a_delegate_cell_counts_the_cases_taken_of_those_native_runs(categories, cell):
+    assert delegate_cell([op_case(f"Relu_{i}", c) for i, c in enumerate(categories)]) == cell
+
+
+def test_delegate_columns_come_from_the_reports_with_node_cases(tmp_path):
+    cases = [op_case("Relu_a", "SUCCESS"), op_case("Relu_b", "SUCCESS_UNDELEGATED"), op_case("Abs", "RUN_FAIL"),
+             {"case_id": "model:resnet18", "op": "model resnet18", "category": "SUCCESS"}]
+    (tmp_path / "tvm.json").write_text(json.dumps({"command": "lite-delegate-test --delegate tvm", "cases": cases}))
+    (tmp_path / "example_npu_int8.json").write_text(json.dumps({"cases": cases[3:]}))  # zoo models only: no column
+    [column] = delegate_columns(tmp_path)
+    assert (column.title, column.report, column.command) == ("TVM", "tvm", "lite-delegate-test --delegate tvm")
+    assert delegate_cells("Relu", [column]) == ["1/2"] and delegate_cells("Abs", [column]) == ["0/1 (1 failing)"]
+    text = markdown(support_rows([node_cases()["test_abs"]]), [column])
+    assert "| ONNX op | opsets | primitives | passed | dtypes (native) | TVM |" in text
+    assert "| Abs | 1 | Abs | 1/1 | float32 | 0/1 (1 failing) |" in text and "| Conv | " in text
+    assert "- TVM: [tvm.md](delegates/reports/tvm.md), `lite-delegate-test --delegate tvm`" in text
+
+
+def test_the_committed_table_shows_the_committed_delegate_reports():
+    columns = delegate_columns()
+    assert [c.title for c in columns][:3] == ["ORT", "TVM", "NPU"], "a bundled delegate's JSON report is missing"
+    lines = DOCS.read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| ONNX op |"))
+    assert header.endswith("| dtypes (native) |" + "".join(f" {c.title} |" for c in columns)), header
+    stale = []
+    for line in lines[lines.index(header) + 2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| ") and cells[5:] != delegate_cells(cells[0], columns):
+            stale.append(cells[0])
+    assert not stale, f"docs/ops.md's delegate columns for {stale} differ from docs/delegates/reports/*.json: " \
+                      "run python -m lite.tools.support docs/ops.md"

@@ -10,7 +10,7 @@ from onnx import numpy_helper
 
 from lite.delegates.onnxruntime.emitters.common import ONNX_TYPES
 from lite.delegates.onnxruntime.emitters.registry import emitter
-from lite.ops.dtypes import ALL
+from lite.ops.dtypes import ALL, BFLOAT16, NARROW_FLOATS, NARROW_INTS
 from lite.ops.padding import PADDING_MODES
 from lite.ops.slicing import INT64_MAX
 from lite.ops.split import explicit_split_sizes
@@ -121,8 +121,9 @@ def constant_of_shape(ctx: NodeContext) -> None:
 
 @emitter("Cast", ALL)
 def cast(ctx: NodeContext) -> None:
-    if "bfloat16" in (ctx.in_dtype(0).name, ctx.out_dtype().name):
-        ctx.unsupported("onnxruntime's Python binding makes no OrtValue from a bfloat16 array")
+    ml_types = [d.name for d in (ctx.in_dtype(0), ctx.out_dtype()) if d in (BFLOAT16, *NARROW_INTS, *NARROW_FLOATS)]
+    if ml_types:
+        ctx.unsupported(f"onnxruntime's Python binding makes no OrtValue from a {ml_types[0]} array")
     ctx.op("Cast", [ctx.input(0)], ctx.output(), to=ONNX_TYPES[DTYPES[ctx.attrs["to"]]])
 
 

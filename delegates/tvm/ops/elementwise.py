@@ -58,8 +58,22 @@ def reciprocal(node: Node) -> relax.Expr:
 
 @emitter("Mod")
 def mod(node: Node) -> relax.Expr:
-    """With the divisor's sign (floor_mod), or with fmod the dividend's (Relax's mod truncates)."""
-    return (relax.op.mod if node.attrs["fmod"] else relax.op.floor_mod)(node.x(0), node.x(1))
+    """With fmod the dividend's sign (Relax's mod truncates, as C's fmod); else the divisor's, as numpy's mod."""
+    x, d = node.x(0), node.x(1)
+    rest = node.g.bb.emit(relax.op.mod(x, d))
+    return rest if node.attrs["fmod"] else floor_mod(node.g, rest, d)
+
+
+def floor_mod(g, rest: relax.Expr, d: relax.Expr) -> relax.Expr:
+    """numpy's mod from the truncated remainder ``rest``: a nonzero one whose sign differs from the divisor's
+    gets the divisor added, a zero one takes the divisor's sign."""
+    # NOTE: not Relax's floor_mod: its x - floor(x / d) * d is NaN for an infinite divisor (3 mod inf is 3).
+    zero, d_negative = g.const(0.0), g.bb.emit(relax.op.less(d, g.const(0.0)))
+    flip = relax.op.logical_and(relax.op.not_equal(rest, zero),
+                                relax.op.logical_xor(relax.op.less(rest, zero), d_negative))
+    shifted = g.bb.emit(relax.op.where(flip, relax.op.add(rest, d), rest))
+    signed_zero = relax.op.where(d_negative, g.const(-0.0), zero)
+    return relax.op.where(relax.op.equal(shifted, zero), signed_zero, shifted)
 
 
 @emitter("PowFusion")
