@@ -18,6 +18,7 @@ from lite.context import Context
 from lite.delegate import Delegate, DelegateModel
 from lite.delegate.partition import DelegationLog, Partition, logger
 from lite.errors import DelegateError, KernelError, LiteError, NotSupportedError
+from lite.files import MappedModelFile
 from lite.fusion import FusionPlan, fuse
 from lite.kernel import Kernel, charge, execute_charged
 from lite.kernels.base import NativeKernel, Workspace
@@ -28,6 +29,7 @@ from lite.schema.graph import GraphDef
 from lite.shapes import blame, classify, infer_at_run, propagate
 from lite.tensor import Tensor
 from lite.threads import limit_blas_threads, load_monitor
+from lite.weight_pages import ConstantPages, packed_by_all
 
 
 class WrongGraphOutput(DelegateError):
@@ -48,9 +50,11 @@ class Engine:
         shapes_dirty: input shapes changed since the last propagation.
     """
 
-    def __init__(self, graph: GraphDef, context: Context) -> None:
+    def __init__(self, graph: GraphDef, context: Context, mapped: MappedModelFile | None = None) -> None:
         self.context = context
         self.tensors = [Tensor.from_def(t) for t in graph.tensors]
+        # the file's pages of constants the kernels packed leave memory (``lite.weight_pages``)
+        self.pages = ConstantPages(mapped, self.tensors) if mapped is not None else None
         self.inputs = [self.tensors[i] for i in graph.inputs]
         self.outputs = [self.tensors[i] for i in graph.outputs]
         self.shape_kernels = schedule(graph, self.tensors)
@@ -148,11 +152,13 @@ class Engine:
     def prepare(self) -> None:
         """Prepares every kernel (a failing graph kernel falls back), releases dead weights, plans."""
         prepared: list[Kernel] = []
+        readers, held = self._constant_readers()
         for kernel in self.kernels:
             partition = self.log.partitions.get(kernel)
             if partition is None:
                 self._prepare_native(kernel)
                 prepared.append(kernel)
+                self._release_packed(kernel, readers, held)
             elif self._prepare_graph_kernel(partition):
                 prepared.append(kernel)
             else:
@@ -160,8 +166,38 @@ class Engine:
         self.kernels = prepared
         self._fuse()
         self._release_unused_constants()
+        self._release_pages()
         if not self.shapes_dirty:
             self.plan()
+
+    def _constant_readers(self) -> tuple[dict[Tensor, list[Kernel]], set[Tensor]]:
+        """({constant: the kernels reading it}, the constants whose pages stay: what partitions
+        (their fallback), shape inference and folding read, and model outputs)."""
+        readers: dict[Tensor, list[Kernel]] = {}
+        if self.pages is None:
+            return readers, set()
+        for kernel in self.kernels:
+            for tensor in {*kernel.inputs, *kernel.constants} - {None}:
+                readers.setdefault(tensor, []).append(kernel)
+        return readers, self._held_constants()
+
+    def _held_constants(self) -> set[Tensor]:
+        held = {t for p in self.log.partitions.values() for t in p.constants()} | set(self.outputs)
+        for kernel in self.shape_kernels:
+            held.update(kernel.inputs if kernel in self.folded else kernel.shape_inputs())
+        return held
+
+    def _release_packed(self, kernel: Kernel, readers: dict[Tensor, list[Kernel]], held: set[Tensor]) -> None:
+        """Releases the pages of the constants ``kernel`` packed that every reader has packed (a reader
+        not prepared yet has no plan, so it has packed nothing)."""
+        if self.pages is not None:
+            self.pages.release(t for t in kernel.packed_constants()
+                               if t not in held and packed_by_all(t, readers.get(t, [])))
+
+    def _release_pages(self) -> None:
+        """Releases the pages of every constant no running kernel reads in its original layout."""
+        if self.pages is not None:
+            self.pages.release_unread(self.kernels, self._held_constants())
 
     def _fuse(self) -> None:
         """Fuses native kernels that only native kernels read (``lite.fusion``), resized when shapes are known."""
@@ -256,12 +292,22 @@ class Engine:
         A graph kernel failing in ``resize()`` falls back to its native kernels (or raises
         DelegateError when ``Context.fallback`` is off).
         """
+        if self.pages is not None:
+            self.pages.check_unchanged()
         propagate(self.shape_kernels, self.folded, self.context.memory_limit)
         self.plan()
-        fallen = [p for k in list(self.kernels) if (p := self._resize(k)) is not None]
+        readers, held = self._constant_readers()
+        fallen = []
+        for kernel in list(self.kernels):
+            partition = self._resize(kernel)
+            if partition is not None:
+                fallen.append(partition)
+            else:
+                self._release_packed(kernel, readers, held)  # NOTE: as it goes: the peak holds one copy
         if fallen:
             self._swap_in_natives(fallen)
         self.shapes_dirty = False
+        self._release_pages()
 
     def _resize(self, kernel: Kernel) -> Partition | None:
         """Resizes one kernel; the partition it gave up, if a graph kernel failed."""

@@ -8,8 +8,10 @@ through here.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import stat
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +60,83 @@ def read_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIM
         done = f.readinto(memoryview(data)) if size else 0
         _check_complete(f, path, done, size, "model file")
     return data
+
+
+class MappedModelFile:
+    """A ``.lite`` file mapped copy-on-write: ``array`` holds the bytes the reader validates, and
+    ranges whose constants no kernel reads in their original layout any more can leave memory.
+
+    The file is read into the private mapping (``readinto``), so every page starts as this
+    process's own copy of the file as it was when built: a file that changes afterwards changes
+    nothing that was validated. ``release`` hands whole pages of a range back
+    (``MADV_DONTNEED``): they are no longer resident and, read again (a fallback, a resize that
+    repacks), fault back in from the file. ``check_unchanged`` refuses a file whose size or
+    modification time changed since, before anything may read released pages again: a file
+    truncated under its mapping would kill the process (SIGBUS) on such a read.
+
+    Attributes:
+        array: the file's bytes (uint8, page-aligned), viewing the mapping.
+        released: bytes handed back so far.
+    """
+
+    def __init__(self, path: Path, f, size: int) -> None:
+        self.path = path
+        self._map = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+        self._fd = os.dup(f.fileno())
+        weakref.finalize(self, os.close, self._fd)
+        self._stamp = _stamp(os.fstat(self._fd))
+        self.array = np.frombuffer(self._map, dtype=np.uint8)
+        self.released = 0
+
+    def base(self) -> int:
+        """The address of the first byte."""
+        return self.array.ctypes.data
+
+    def release(self, start: int, length: int) -> int:
+        """Hands back the whole pages inside bytes ``[start, start + length)``; returns how many bytes."""
+        first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = min(start + length, self.array.size) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end <= first:
+            return 0
+        self._map.madvise(mmap.MADV_DONTNEED, first, end - first)
+        self.released += end - first
+        return end - first
+
+    def check_unchanged(self) -> None:
+        """Raises ModelFileError when pages were released and the file's size or modification time
+        changed since it was mapped (reading those pages again could crash the process)."""
+        if self.released and _stamp(os.fstat(self._fd)) != self._stamp:
+            raise ModelFileError(f"model file {str(self.path)!r} changed on disk while the model built from it "
+                                 "was in use; build the model again from the new file (replace a model file by "
+                                 "renaming a new one over it, never by writing into it)")
+
+
+def _stamp(info: os.stat_result) -> tuple[int, int]:
+    return info.st_size, info.st_mtime_ns
+
+
+def map_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIMIT) -> MappedModelFile | None:
+    """A ``.lite`` file read into a private mapping (``MappedModelFile``); None where mapping is not
+    available (an empty file, no ``madvise``): read it with ``read_lite_file`` then.
+
+    Raises:
+        ModelFileError, MemoryLimitError: as ``read_lite_file``.
+    """
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    path = Path(path)
+    with _opened(path, size_limit, "model file") as f:
+        size = _size_within(f, path, size_limit, "model file")
+        if not size:
+            return None
+        mapped = MappedModelFile(path, f, size)
+        try:
+            done = f.readinto(memoryview(mapped._map))
+        except OSError as exc:  # NOTE: EFAULT: the file shrank under the mapping while it was read
+            raise ModelFileError(f"model file {str(path)!r} changed size while it was read; read it again once "
+                                 "nothing writes to it") from exc
+        _check_complete(f, path, done, size, "model file")
+    return mapped
 
 
 @contextlib.contextmanager

@@ -56,6 +56,9 @@ class ConvResidual(Kernel):
         self.conv.set_epilogue(replace(self.conv.epilogue, residual=None))
         self.conv.resize()
 
+    def packed_constants(self) -> list[Tensor]:
+        return self.conv.packed_constants()
+
     def execute(self) -> None:
         if self.fused:
             self.conv.outputs[0].data = self.outputs[0].data
@@ -87,6 +90,9 @@ class ProducerActivation(Kernel):
         """Gives the producer back its own epilogue (when the build does not fuse the pair after all)."""
         self.producer.set_epilogue(replace(self.producer.epilogue, absorbed=None))
         self.producer.resize()
+
+    def packed_constants(self) -> list[Tensor]:
+        return self.producer.packed_constants()
 
     def execute(self) -> None:
         self.producer.outputs[0].data = self.outputs[0].data

@@ -76,6 +76,13 @@ class Kernel:
         """Computes outputs from inputs."""
         raise NotImplementedError(f"{type(self).__name__}.execute")
 
+    def packed_constants(self) -> list[Tensor]:
+        """The constant inputs this kernel no longer reads in their original layout at its current
+        shapes (it keeps a packed or transformed copy). None by default: a kernel that reads a
+        constant's ``data`` after ``prepare()`` must not list it. The model may release the
+        memory of constants every reader lists; reading them again still works, only slower."""
+        return []
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ({self.type})>"
 

@@ -19,6 +19,7 @@ from lite.delegate.placement import PlacementRow, node_placements, report_rows
 from lite.delegate.saved import save
 from lite.engine import Engine
 from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFormatError
+from lite.files import MappedModelFile, map_lite_file
 from lite.kernel import Kernel
 from lite.kernels import fast
 from lite.loader import ModelSource, ModelType, model_type_of, read_lite_file
@@ -95,6 +96,11 @@ class Model:
             DelegateError: a delegate failed (and fallback could not save the build).
             MemoryLimitError: the model needs more than ``context.memory_limit``.
         """
+        self._build(model_data, model_type, context)
+
+    def _build(self, model_data, model_type: ModelType, context: Context | None,
+               mapped: MappedModelFile | None = None) -> None:
+        """``build``; ``mapped``: the mapped file ``model_data`` views, whose repacked constants leave memory."""
         with self._lock:
             if self._engine is not None:
                 raise InputError("this Model is already built; create a new lite.Model()")
@@ -106,7 +112,7 @@ class Model:
                     model_data = load_lite_bytes(model_data, ModelType.ONNX, size_limit=context.memory_limit)
             with timer("parse"):
                 graph = read_model(model_data, context.memory_limit)
-            self._engine = self._new_engine(graph, context, timer, model_data)
+            self._engine = self._new_engine(graph, context, timer, model_data, mapped)
             self.build_timings = timer.seconds
 
     def build_from_file(self, model_path: ModelSource, model_type: ModelType | None = None,
@@ -114,7 +120,11 @@ class Model:
         """Builds the model from a file; ``.onnx`` files are converted in memory.
 
         An ONNX model's external data resolves against the model file's folder, from any
-        working directory (and never outside that folder).
+        working directory (and never outside that folder). A ``.lite`` file is read into a
+        private mapping of the file: the pages of weights that kernels repacked leave memory
+        after the build and are read from the file again if needed (replace the file by renaming
+        a new one over it while models built from it run; a file changed in place makes a later
+        ``resize`` raise ModelFileError).
 
         Args:
             model_path: a ``.lite`` or ``.onnx`` file.
@@ -124,18 +134,21 @@ class Model:
         context = checked_context(context)
         timer = _StageTimer()
         kind = model_type_of(model_path, model_type)
+        mapped = None
         with timer("convert" if kind is ModelType.ONNX else "read"):
             if kind is ModelType.LITE and isinstance(model_path, (str, os.PathLike)):
-                data = read_lite_file(model_path, context.memory_limit)
+                mapped = map_lite_file(model_path, context.memory_limit)
+                data = mapped.array if mapped is not None else read_lite_file(model_path, context.memory_limit)
             else:
                 data = load_lite_bytes(model_path, kind, size_limit=context.memory_limit)
-        self.build(data, ModelType.LITE, context)
+        self._build(data, ModelType.LITE, context, mapped)
         self.build_timings = {**timer.seconds, **self.build_timings}
 
     @staticmethod
-    def _new_engine(graph, context: Context, timer: _StageTimer, model_data) -> Engine:
+    def _new_engine(graph, context: Context, timer: _StageTimer, model_data,
+                    mapped: MappedModelFile | None = None) -> Engine:
         with timer("schedule"):
-            engine = Engine(graph, context)
+            engine = Engine(graph, context, mapped)
         if context.placement == "measured" and context.delegates:
             with timer("placement"):
                 engine.place_measured(hashlib.sha256(memoryview(model_data)).hexdigest())

@@ -26,7 +26,7 @@ LAYERS = {
     "lite.primitive": 1, "lite.kernel": 1, "lite.context": 1, "lite.threads": 1, "lite.ops": 1,
     "lite.schema": 1, "lite.version": 1,
     # 2 graph algorithms
-    "lite.memory": 2,
+    "lite.memory": 2, "lite.weight_pages": 2,
     # 3 native backend (the scheduler makes one native kernel per node; shape propagation asks them)
     "lite.scheduler": 3, "lite.shapes": 3, "lite.kernels": 3,
     "lite.fusion": 3, "lite.fusion_kernels": 3, "lite.blocking": 3,

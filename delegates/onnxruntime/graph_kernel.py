@@ -68,7 +68,8 @@ class ORTGraphKernel(lite.Kernel):
         self._binding = None
         self._bound: list[np.ndarray | None] = []
         self.specialized = False
-        self.constants: dict[str, lite.Tensor] = {}  # initializer name -> the model's constant it holds
+        # initializer name -> the model's constant it holds (not ``Kernel.constants``: read at emission only)
+        self.initializer_constants: dict[str, lite.Tensor] = {}
         self.onnx_model = self._emit({}) if saved is None else self._load(saved)
 
     def saved(self) -> bytes:
@@ -79,7 +80,7 @@ class ORTGraphKernel(lite.Kernel):
         graph.CopyFrom(self.onnx_model)
         places = {}
         for initializer in graph.graph.initializer:
-            tensor = self.constants.get(initializer.name)
+            tensor = self.initializer_constants.get(initializer.name)
             if tensor is not None:
                 places[initializer.name] = position(self.kernels, tensor)
                 initializer.ClearField("raw_data")
@@ -124,8 +125,8 @@ class ORTGraphKernel(lite.Kernel):
         return [path]
 
     def _emit(self, previous: Mapping[str, onnx.TensorProto]) -> onnx.ModelProto:
-        model, self.specialized, self.constants = emit_partition(self.kernels, self.inputs, self.outputs, self.name,
-                                                                 previous)
+        model, self.specialized, self.initializer_constants = emit_partition(
+            self.kernels, self.inputs, self.outputs, self.name, previous)
         onnx.checker.check_model(model)
         self._plan(model)
         return model
@@ -140,8 +141,8 @@ class ORTGraphKernel(lite.Kernel):
     def _load(self, blob: bytes | memoryview) -> onnx.ModelProto:
         """The graph a blob holds, checked (``lite.delegates.onnxruntime.saved``), its inputs and outputs
         bound to the partition's by name."""
-        model, self.specialized, self.constants = load_graph(blob, self.kernels, self.inputs, self.outputs,
-                                                             self.memory_limit)
+        model, self.specialized, self.initializer_constants = load_graph(
+            blob, self.kernels, self.inputs, self.outputs, self.memory_limit)
         self._plan(model)
         return model
 

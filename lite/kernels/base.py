@@ -106,6 +106,11 @@ class NativeKernel(Kernel):
                 f"input data, but {index} is not among the kernel's value_inputs {list(self.value_inputs)}"))])
         return tensor.data
 
+    def packed_constants(self) -> list[Tensor]:
+        """The constant weight (input 1) where the current plan reads it only as it packed it."""
+        plan, weight = getattr(self, "plan", None), self.inputs[1] if len(self.inputs) > 1 else None
+        return [weight] if getattr(plan, "packs", False) and weight is not None and weight.is_const else []
+
     def shape_inputs(self) -> list[Tensor]:
         """The present inputs listed in ``value_inputs``."""
         return [self.inputs[i] for i in self.value_inputs if i < len(self.inputs) and self.inputs[i] is not None]

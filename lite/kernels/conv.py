@@ -15,7 +15,7 @@ import operator
 import numpy as np
 
 from lite.kernels.base import NativeKernel
-from lite.kernels.conv_plans import ALGORITHMS, ConvLayer, ConvPlan, finish_steps, warm_crew
+from lite.kernels.conv_plans import ALGORITHMS, ConvLayer, ConvPlan, finish_steps, warm_crew, warm_epilogues
 from lite.kernels.elementwise import check_io
 from lite.kernels.fused import fused_activation
 from lite.kernels.parallel import product_shapes
@@ -171,6 +171,7 @@ class Conv2DFusion(ConvBase):
         self.planned, self.steps_key, self.steps = layer.x, None, []
         self.algorithm, self.plan = choose(ALGORITHMS, layer, self)
         warm_crew(self.threads, layer.dtype)
+        warm_epilogues(layer.dtype)
 
     def set_epilogue(self, epilogue: Epilogue) -> None:
         super().set_epilogue(epilogue)

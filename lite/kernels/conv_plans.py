@@ -43,7 +43,7 @@ from lite.kernels.fused import (
     epilogue_steps,
 )
 from lite.kernels.parallel import KernelThreads
-from lite.kernels.plans import Algorithm, Epilogue, Plan, Scratch
+from lite.kernels.plans import Algorithm, Derived, Epilogue, Plan, Scratch
 from lite.kernels.window import Geometry, Planes, strided_view
 
 DEPTHWISE_CHUNK_BYTES = 1 << 20
@@ -190,6 +190,16 @@ def warm_crew(threads: KernelThreads, dtype: np.dtype, *jobs) -> None:
     crew.warm(epilogue.epilogue_job, *jobs)
 
 
+def warm_epilogues(dtype: np.dtype) -> None:
+    """Compiles (or loads) the compiled bias-and-clip epilogues of a float ``dtype`` now, at build, not
+    in the first predict (``lite.kernels.fused.epilogue_steps`` uses them)."""
+    if np.dtype(dtype) not in (np.float32, np.float64) or not fast.enabled():
+        return
+    from lite.kernels.fast import epilogue
+
+    epilogue.warm(np.dtype(dtype).name)
+
+
 def epilogue_terms(epilogue: Epilogue, channels: int, dtype: np.dtype) -> tuple:
     """(shift per output channel, lo, hi, code, alpha): the bias and clip, then the absorbed
     Activation, as the compiled depthwise kernels take an epilogue (or a prologue)."""
@@ -208,12 +218,12 @@ def compiled_residual(out: np.ndarray, epilogue: Epilogue) -> tuple[np.ndarray |
     return residual, activation, []
 
 
-def direct_operands(plan, w: tuple[int, ...], out: np.ndarray, weights: np.ndarray, epilogue: Epilogue
+def direct_operands(plan: ConvPlan, out: np.ndarray, weights: np.ndarray, epilogue: Epilogue
                     ) -> tuple[np.ndarray, np.ndarray | None, tuple, int, np.generic, list[Step]]:
     """(packed weight, residual, (shift, lo, hi), code, alpha, later steps) as the compiled direct
     kernels (``fast.direct``, ``fast.blocked_direct``, ``fast.small_plane``) take them: the weight
-    (of shape ``w``) as ``plan.arrange`` packs it, the residual, and the epilogue's terms."""
-    packed = plan.arrange(weights.reshape(out.shape[1], *w[1:]))
+    as the plan packs it (``ConvPlan.packed_weight``), the residual, and the epilogue's terms."""
+    packed = plan.packed_weight(weights)
     residual, activation, later = compiled_residual(out, epilogue)
     bias = None if epilogue.bias is None else epilogue.bias.data
     terms = compiled_terms(bias, out.shape[1], activation, out.dtype)
@@ -232,13 +242,33 @@ class ConvPlan(Plan):
               weights: np.ndarray, epilogue: Epilogue | None, prologue: Epilogue | None) -> list[Step]:
         raise NotImplementedError
 
+    derived: Derived | None = None  # the convolution's (``NativeKernel.derived``), for the compiled plans
+
+    def packed_weight(self, weights: np.ndarray) -> np.ndarray:
+        """``weights`` (shaped ``self.w``) as ``self.compiled.arrange`` packs it: C-contiguous and writable
+        (a read-only array is another type to the compiler), kept in the convolution's ``derived`` while the
+        weight array stays, so a resize or new activation arrays do not pack it again."""
+        def arranged(source: np.ndarray) -> np.ndarray:
+            return np.require(self.compiled.arrange(source.reshape(self.w)), requirements=["C", "W"])
+
+        return self.derived.get(f"arranged for {type(self.compiled).__name__}", weights, arranged)
+
+    def pack_now(self, conv: NativeKernel) -> None:
+        """Packs a constant weight at build (``conv.weights``, prepared), so the first predict does not."""
+        self.derived = conv.derived
+        weights = getattr(conv, "scaled_weights", None)
+        weights = getattr(conv, "weights", None) if weights is None else weights
+        if weights is not None:
+            self.packed_weight(weights)
+
     def keep_compiled(self, plan, layer: ConvLayer, conv: NativeKernel, count: int, *jobs) -> None:
         """Keeps a compiled kernel's ``plan`` (its first scratch shared, the others one set for each
-        piece of a loop of ``count``) and compiles it and its crew ``jobs`` now."""
+        piece of a loop of ``count``), compiles it and its crew ``jobs`` and packs a constant weight now."""
         self.compiled, self.w = plan, layer.w
         self.scratch = Scratch(plan.scratch[0], *plan.scratch[1:] * conv.threads.loop_pieces(count))
         plan.warm()
         warm_crew(conv.threads, layer.dtype, *jobs)
+        self.pack_now(conv)
 
 
 class SmallPlane(ConvPlan):
@@ -246,6 +276,7 @@ class SmallPlane(ConvPlan):
     output channels shared out among the model's threads (a buffer of sums for each piece), written
     out with bias, residual and activation."""
 
+    packs = True
     takes_residual = True
 
     def __init__(self, layer: ConvLayer, conv: NativeKernel):
@@ -258,7 +289,7 @@ class SmallPlane(ConvPlan):
         from lite.kernels.fast.small_plane import crew_jobs
 
         plan, (padded, *sums) = self.compiled, buffers
-        packed, residual, terms, code, alpha, later = direct_operands(plan, self.w, out, weights, epilogue)
+        packed, residual, terms, code, alpha, later = direct_operands(self, out, weights, epilogue)
         x, steps = fast.compiled_input(x)
         for image in range(x.shape[0]):
             source = plan.source(x, image, padded)
@@ -297,6 +328,7 @@ class CompiledDepthwise(ConvPlan):
     bias and activation fused, its output planes shared out among the model's threads (scratch for
     each piece); it applies the producer's handed epilogue to each input plane as it copies it in."""
 
+    packs = True
     takes_prologue = True
 
     def __init__(self, layer: ConvLayer, conv: NativeKernel, flat: bool):
@@ -310,8 +342,10 @@ class CompiledDepthwise(ConvPlan):
         self.compiled = plan = kind(geometry)
         self.x_shape, self.out_shape = geometry.x, (geometry.x[0], out_c, *geometry.out)
         self.scratch = Scratch(*plan.scratch * conv.threads.loop_pieces(self.out_shape[0] * out_c))
+        self.w = (out_c, 1, *plan.geometry.kernel)
         plan.warm(layer.dtype)
         warm_crew(conv.threads, layer.dtype, job)
+        self.pack_now(conv)
 
     def steps(self, threads, x, out, buffers, weights, epilogue, prologue):
         from lite.kernels.fast.depthwise import no_prologue
@@ -319,8 +353,7 @@ class CompiledDepthwise(ConvPlan):
         crew_jobs, plan, out_c = self.module.crew_jobs, self.compiled, self.out_shape[1]
         *terms, code, alpha = epilogue_terms(epilogue, out_c, out.dtype)
         before = no_prologue(out.dtype) if prologue is None else epilogue_terms(prologue, self.x_shape[1], out.dtype)
-        # NOTE: a copy of the weight: a read-only one from the model file would be another type to the compiler
-        kernel = np.array(plan.arrange(weights.reshape(out_c, 1, *plan.geometry.kernel)), copy=True)
+        kernel = self.packed_weight(weights)
         (x, steps), out = fast.compiled_input(x.reshape(self.x_shape)), out.reshape(self.out_shape)
         count, per = out.shape[0] * out_c, len(plan.scratch)
         # NOTE: each piece its own scratch
@@ -388,6 +421,7 @@ class Winograd(ConvPlan):
     activation; the float32 transforms on the model's crew where it runs. The transformed weight is
     made at the layer's first Winograd plan and kept."""
 
+    packs = True
     takes_residual = True
 
     def __init__(self, layer: ConvLayer, conv: NativeKernel):
@@ -430,6 +464,7 @@ class CompiledDirect(ConvPlan):
     the model's threads (each piece with its own wide plane), written out with bias, residual and
     activation."""
 
+    packs = True
     takes_residual = True
 
     def __init__(self, layer: ConvLayer, conv: NativeKernel):
@@ -442,7 +477,7 @@ class CompiledDirect(ConvPlan):
         from lite.kernels.fast.direct import CREW_PER_THREAD, crew_jobs
 
         plan, (phases, *wides) = self.compiled, buffers
-        packed, residual, terms, code, alpha, later = direct_operands(plan, self.w, out, weights, epilogue)
+        packed, residual, terms, code, alpha, later = direct_operands(self, out, weights, epilogue)
         x, steps = fast.compiled_input(x)
         for image in range(x.shape[0]):
             def piece(index: int, first: int, last: int, image: int = image) -> Step:
@@ -462,6 +497,7 @@ class BlockedDirect(ConvPlan):
     products' units, then the output with bias, residual and activation; each shared out among the
     model's threads."""
 
+    packs = True
     takes_residual = True
 
     def __init__(self, layer: ConvLayer, conv: NativeKernel):
@@ -472,12 +508,13 @@ class BlockedDirect(ConvPlan):
         self.scratch = Scratch(*plan.scratch)
         plan.warm()
         warm_crew(conv.threads, layer.dtype, fill_job, products_job, write_job)
+        self.pack_now(conv)
 
     def steps(self, threads, x, out, buffers, weights, epilogue, prologue):
         from lite.kernels.fast.blocked_direct import fill_jobs, products_jobs, write_jobs
 
         plan, (padded, wide), out_c = self.compiled, buffers, out.shape[1]
-        packed, residual, terms, code, alpha, later = direct_operands(plan, self.w, out, weights, epilogue)
+        packed, residual, terms, code, alpha, later = direct_operands(self, out, weights, epilogue)
         x, steps = fast.compiled_input(x)
 
         def products(_index: int, first: int, last: int) -> Step:

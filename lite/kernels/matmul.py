@@ -83,6 +83,8 @@ class PackedProduct(NumpyProduct):
     """``lite.kernels.fast.gemm``'s product on b packed at resize, its panels on the model's threads;
     numpy's where the output is an array compiled code does not take."""
 
+    packs = True  # NOTE: numpy's fallback for such an output reads b again (from the file, if released)
+
     def __init__(self, layer: ProductLayer, kernel: MatMulFusion):
         from lite.kernels.fast import gemm  # NOTE: imports the compiler: only when used
 

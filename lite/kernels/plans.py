@@ -48,6 +48,7 @@ class Plan:
     takes_residual: ClassVar[bool] = False
     takes_prologue: ClassVar[bool] = False
     leaves_epilogue: ClassVar[bool] = False
+    packs: ClassVar[bool] = False  # the kernel reads its weight (input 1) only as the plan packed it
     scratch: Scratch | None = None
 
 

@@ -65,3 +65,27 @@ def test_the_choice_is_read_without_making_a_plan():
     assert [first_fit(ALGORITHMS, k.layer()).name for k in convolutions] == [k.algorithm for k in convolutions]
     assert all(k.plan.takes_prologue == (k.algorithm in ("flat_depthwise", "compiled_depthwise"))
                for k in convolutions)
+
+
+def test_compiled_plans_pack_their_weight_at_build_and_keep_it_across_resizes():
+    """The first predict packs nothing (that cost ResNet-50's first predict about 150 ms), and a resize to
+    another batch reuses the packed weights instead of packing them again."""
+    if not fast.enabled():
+        pytest.skip("compiled kernels do not run here (numba, DELITE_FAST_KERNELS)")
+    model = lite.Model()
+    model.build(zoo.MODELS["squeezenet"](image_size=64).SerializeToString(), lite.ModelType.ONNX,
+                lite.Context(thread_num=1))
+    convs = [k for k in model._engine.shape_kernels if k.type == "Conv2DFusion"]
+
+    def packed() -> dict:
+        return {(k, name): made for k in convs for name, (_, made) in k.derived.made.items()
+                if name.startswith("arranged")}
+
+    at_build = packed()
+    assert len(at_build) >= len(convs) // 2  # most of SqueezeNet's run compiled plans
+    [x] = model.get_inputs()
+    model.predict([np.zeros(x.shape, np.float32)])
+    model.resize(model.get_inputs(), [[2, *x.shape[1:]]])
+    model.predict([np.zeros((2, *x.shape[1:]), np.float32)])
+    after = packed()
+    assert all(after[key] is made for key, made in at_build.items())
