@@ -169,6 +169,7 @@ class Engine:
         self._release_pages()
         if not self.shapes_dirty:
             self.plan()
+        limit_blas_threads(self.context.thread_num)  # NOTE: the first call scans the libraries (ms): not in a predict
 
     def _constant_readers(self) -> tuple[dict[Tensor, list[Kernel]], set[Tensor]]:
         """({constant: the kernels reading it}, the constants whose pages stay: what partitions

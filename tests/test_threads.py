@@ -26,6 +26,28 @@ def blas_threads() -> list[int]:
     return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
 
 
+def test_the_blas_controller_is_made_at_build_not_in_the_first_predict(monkeypatch):
+    """Its first use scans every loaded library (milliseconds): a build pays it, a predict never."""
+    made = []
+
+    class Counting(threads.ThreadpoolController):
+        def __init__(self):
+            made.append(1)
+            super().__init__()
+
+    monkeypatch.setattr(threads, "ThreadpoolController", Counting)
+    monkeypatch.setattr(threads, "_controller", None)
+    monkeypatch.setattr(threads, "_current", None)
+    relu = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph([relu], "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = lite.Model()
+    model.build(convert(helper.make_model(graph)), context=lite.Context(thread_num=1))
+    assert made == [1]
+    model.predict([np.ones((1, 4), np.float32)])
+    assert made == [1]
+
+
 def test_a_worker_thread_can_change_the_limit_the_main_thread_set():
     limit_blas_threads(2)
     assert blas_threads() and set(blas_threads()) == {2}
