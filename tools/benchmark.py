@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_info
 from tqdm import tqdm
 
 import lite
@@ -27,6 +28,7 @@ from lite.tools.bench_inputs import (  # noqa: F401  (named here too: other tool
     parse_input_shapes,
     random_inputs,
 )
+from lite.tools.blas import blas_note
 from lite.tools.inspector import clipped, idle_delegates, summary
 from lite.tools.sources import load_source
 
@@ -108,6 +110,7 @@ class Report:
     kernel_compile_seconds: float = 0.0  # the part of build_seconds["prepare"] compiling kernels (first build)
     kernel_cache: str = ""  # where compiled kernels are cached ("" when compiled kernels are off)
     peak_memory_mib: dict[str, float | None] = field(default_factory=dict)  # per engine, each alone in a process
+    blas_note: str | None = None  # numpy's OpenBLAS runs kernels below this CPU's (lite.tools.blas)
     noisy: list[str] = field(default_factory=list)  # engines whose latency spread exceeds NOISE_LIMIT
     matmul_count: int = 0
     matmul_floor_ms: float | None = None
@@ -336,6 +339,7 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
         time.sleep(args.pause_ms / 1e3)  # NOTE: onnxruntime's threads spin a while after its last run
         report.matmul_count, seconds = matmul_floor(model, ordered)
         report.matmul_floor_ms = seconds * 1e3
+    report.blas_note = blas_note([i.get("architecture") or "" for i in threadpool_info() if i["user_api"] == "blas"])
     rows = model.partition_report()
     report.partition_summary, report.idle_delegates = summary(rows), idle_delegates(delegates, rows)
     report.placement = [asdict(r) for r in model.placement_report()]
@@ -377,6 +381,8 @@ def print_report(report: Report, out=None) -> None:
         w(f"latency (native):      {report.native_latency.row()}\n")
         w(f"ratio of medians (lite / native): {report.ratio_to_native:.2f}\n")
     w(noise_lines(report))
+    if report.blas_note:
+        w(f"note: {report.blas_note}\n")
     if report.matmul_floor_ms is not None:
         w(f"matmul floor: the native kernels' {report.matmul_count} matmuls alone (warm): "
           f"{report.matmul_floor_ms:.3f} ms")
