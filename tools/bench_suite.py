@@ -26,7 +26,6 @@ from lite.delegates import available_delegates
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "squeezenet",
           "inception_block", "bert_encoder", "add_chain", "resnet50:int8", "mobilenet_v2:int8", "bert_encoder:int8"]
-RSS_MODELS = ["resnet50", "resnet50:int8"]
 INT8 = ":int8"  # a model quantized by ``lite-convert --quantize static`` (8 random calibration inputs)
 INT8_DELEGATES = ("native", "ort")  # the delegates that run quantized ops
 # NOTE: untuned TVM takes about 8.5 s per bert_encoder run on a 2-core VM (70x onnxruntime): over 3 minutes at
@@ -158,15 +157,22 @@ def peak_rss(path: Path, engine: str, threads: int, delegates: list[str] | None 
 
 def table(rows: list[dict]) -> str:
     lines = ["| model | delegate | partitions | lite median (ms) | onnxruntime median (ms) | ratio | matmul floor | "
-             "mean rel. error |", "|---|---|---|---|---|---|---|---|"]
+             "mean rel. error | peak RSS lite / onnxruntime (MiB) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['delegate']} | failed: {r['error']} | | | | | |")
+            lines.append(f"| {r['model']} | {r['delegate']} | failed: {r['error']} | | | | | | |")
             continue
         delegate = r["delegate"] + (f" ({r['capped_runs']} runs)" if "capped_runs" in r else "")
         lines.append(f"| {r['model']} | {delegate} | {r['partition_summary'].split(':')[1].split(',')[0]} | "
-                     f"{r['latency']['median']:.2f} | {_against_onnxruntime(r)} |")
+                     f"{r['latency']['median']:.2f} | {_against_onnxruntime(r)} | {_rss_cell(r)} |")
     return "\n".join(lines)
+
+
+def _rss_cell(row: dict) -> str:
+    """A native row's peak RSS cell (each engine alone in a process); "-" elsewhere or where it failed."""
+    rss = row.get("peak_rss_mib") or {}
+    return " / ".join("-" if rss.get(engine) is None else f"{rss[engine]:.0f}" for engine in ("lite", "onnxruntime")
+                      ) if rss else "-"
 
 
 def _against_onnxruntime(row: dict) -> str:
@@ -242,19 +248,19 @@ def run_suite(args: argparse.Namespace) -> int:
               'pip install "delite[ort]" to compare', file=sys.stderr)
     models = args.suite_models.split(",") if args.suite_models else MODELS
     delegates = ["native", *available_delegates()]
-    rows, rss = [], {}
+    rows = []
     for name in models:
         onnx_path, lite_path = export_model(name, args.suite_dir)
         for delegate in [d for d in delegates if not name.endswith(INT8) or d in INT8_DELEGATES]:
             print(f"running {name} / {delegate} ...", file=sys.stderr, flush=True)
-            rows.append({**bench(lite_path, onnx_path, delegate, args), "model": name, "delegate": delegate})
+            row = {**bench(lite_path, onnx_path, delegate, args), "model": name, "delegate": delegate}
+            if delegate == "native" and "error" not in row:
+                row["peak_rss_mib"] = _peak_rss_of_both(lite_path, onnx_path, args.thread_num)
+            rows.append(row)
             print(table(rows[-1:]).splitlines()[-1], flush=True)
-        if name in RSS_MODELS:
-            engines = {"lite": lite_path, **({"onnxruntime": onnx_path} if has_onnxruntime() else {})}
-            rss[name] = {engine: peak_rss(path, engine, args.thread_num) for engine, path in engines.items()}
-    text = table(rows) + _overhead_line(rows) + _rss_lines(rss)
+    text = table(rows) + _overhead_line(rows)
     (args.suite_dir / "suite.md").write_text(text + "\n")
-    (args.suite_dir / "suite.json").write_text(json.dumps({"runs": rows, "peak_rss_mib": rss}, indent=2))
+    (args.suite_dir / "suite.json").write_text(json.dumps({"runs": rows}, indent=2))
     drew = chart(rows, args.suite_dir / "suite.png", machine_caption(args.thread_num))
     print("\n" + text + f"\n\nwritten to {args.suite_dir}/suite.md{', suite.png' if drew else ''}")
     return 0 if all("error" not in r for r in rows) else 1
@@ -272,6 +278,13 @@ def _overhead_line(rows: list[dict]) -> str:
     return line + f" (onnxruntime: {chain['onnxruntime_latency']['median'] * 1e3 / 500:.2f} us per node)"
 
 
-def _rss_lines(rss: dict) -> str:
-    return "".join(f"\n\nPeak RSS, {name}: " + ", ".join(f"{engine} {mib:.0f} MiB" for engine, mib in v.items())
-                   + " (each alone in a process)" for name, v in rss.items())
+def _peak_rss_of_both(lite_path: Path, onnx_path: Path, threads: int) -> dict[str, float | None]:
+    """Peak RSS (MiB) of native Delite and of onnxruntime, each alone in a process (None: that child failed)."""
+    engines = {"lite": lite_path, **({"onnxruntime": onnx_path} if has_onnxruntime() else {})}
+    measured: dict[str, float | None] = {}
+    for engine, path in engines.items():
+        try:
+            measured[engine] = peak_rss(path, engine, threads)
+        except subprocess.CalledProcessError:
+            measured[engine] = None
+    return measured

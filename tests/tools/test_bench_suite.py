@@ -47,7 +47,9 @@ def test_without_onnxruntime_the_suite_times_delite_alone_and_says_so(tmp_path, 
     captured = capsys.readouterr()
     assert 'onnxruntime is not installed' in captured.err and 'pip install "delite[ort]"' in captured.err
     (row,) = [line for line in (tmp_path / "suite.md").read_text().splitlines() if line.startswith("| add_chain")]
-    assert row.startswith("| add_chain | native |") and row.endswith("| - | - | - | - |")
+    assert row.startswith("| add_chain | native |") and "| - | - | - | - |" in row
+    lite_rss, ort_rss = row.rsplit("|", 2)[1].strip().split(" / ")  # measured in a child process each
+    assert lite_rss.isdigit() and 30 < int(lite_rss) < 4096 and ort_rss == "-"
     assert "us per kernel\n" in (tmp_path / "suite.md").read_text() + "\n" and not (tmp_path / "suite.png").exists()
 
 
@@ -55,12 +57,14 @@ def test_the_table_gives_the_native_rows_matmul_floor_against_onnxruntime():
     measured = {"partition_summary": "9 nodes: 0 delegated in 0 partition(s), 9 native", "latency": {"median": 15.0},
                 "onnxruntime_latency": {"median": 10.0}, "ratio_of_medians": 1.5,
                 "accuracy": [{"mean_relative_error": 2e-6}]}
-    rows = [{"model": "m", "delegate": "native", "matmul_floor_ms": 6.0, **measured},
+    rows = [{"model": "m", "delegate": "native", "matmul_floor_ms": 6.0, **measured,
+             "peak_rss_mib": {"lite": 291.2, "onnxruntime": None}},
             {"model": "m", "delegate": "ort", "matmul_floor_ms": None, **measured}]
     header, _, native, ort = bench_suite.table(rows).splitlines()
-    assert "| ratio | matmul floor |" in header
-    assert native == "| m | native |  0 delegated in 0 partition(s) | 15.00 | 10.00 | 1.50 | 0.60 | 2.0e-06 |"
-    assert ort.endswith("| 1.50 | - | 2.0e-06 |")
+    assert "| ratio | matmul floor |" in header and header.endswith("| peak RSS lite / onnxruntime (MiB) |")
+    assert native == ("| m | native |  0 delegated in 0 partition(s) | 15.00 | 10.00 | 1.50 | 0.60 | 2.0e-06 | "
+                      "291 / - |")
+    assert ort.endswith("| 1.50 | - | 2.0e-06 | - |")
 
 
 @pytest.mark.slow
