@@ -222,7 +222,9 @@ class Model:
         Args:
             inputs: one entry per graph input: the Tensors from ``get_inputs()`` (already
                 filled), other Tensors, or numpy arrays; or a dict of them by input name (as
-                onnxruntime's ``run`` takes them). None: use the inputs as set.
+                onnxruntime's ``run`` takes them). None: use the inputs as set. Arrays are copied
+                in, except where only delegates' graph kernels read the input and the array is
+                C-contiguous: then the input views it, read-only, until another is set.
             profile: when given, each kernel's execute time (seconds) is added to it,
                 keyed by kernel (graph kernels are one entry each).
             output_names: the outputs to return, in this order (default: all, in the model's order).
