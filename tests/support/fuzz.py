@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import math
 import os
@@ -69,15 +70,10 @@ class CompileClock:
         return self.total + (time.perf_counter() - self.started if self.depth else 0.0)
 
 
-_COMPILE_CLOCK: CompileClock | None = None
-
-
+@functools.cache
 def compile_clock() -> CompileClock:
     """The process's CompileClock (listening from its first use)."""
-    global _COMPILE_CLOCK
-    if _COMPILE_CLOCK is None:
-        _COMPILE_CLOCK = CompileClock()
-    return _COMPILE_CLOCK
+    return CompileClock()
 
 
 class Budget:
