@@ -247,7 +247,7 @@ def run_suite(args: argparse.Namespace) -> int:
         print('note: onnxruntime is not installed, so the suite times Delite alone (no ratios, no accuracy); '
               'pip install "delite[ort]" to compare', file=sys.stderr)
     models = args.suite_models.split(",") if args.suite_models else MODELS
-    delegates = ["native", *available_delegates()]
+    delegates = suite_delegates(getattr(args, "suite_delegates", None))
     rows = []
     for name in models:
         onnx_path, lite_path = export_model(name, args.suite_dir)
@@ -264,6 +264,24 @@ def run_suite(args: argparse.Namespace) -> int:
     drew = chart(rows, args.suite_dir / "suite.png", machine_caption(args.thread_num))
     print("\n" + text + f"\n\nwritten to {args.suite_dir}/suite.md{', suite.png' if drew else ''}")
     return 0 if all("error" not in r for r in rows) else 1
+
+
+def suite_delegates(chosen: str | None) -> list[str]:
+    """native and every available bundled delegate, or the comma-separated ``chosen`` of them.
+
+    Raises:
+        InputError: ``chosen`` names a delegate that is neither native nor available here.
+    """
+    available = ["native", *available_delegates()]
+    if not chosen:
+        return available
+    names = [name.strip() for name in chosen.split(",") if name.strip()]
+    unknown = [name for name in names if name not in available]
+    if unknown:
+        from lite.errors import InputError
+
+        raise InputError(f"--suite-delegates {unknown}: not available here; choose among {available}")
+    return names
 
 
 def _overhead_line(rows: list[dict]) -> str:

@@ -512,6 +512,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--suite-dir", type=Path, default=Path("bench_out"),
                    help="where --suite writes suite.md, suite.json and suite.png (default: %(default)s)")
     p.add_argument("--suite-models", help="comma-separated subset of the suite's models")
+    p.add_argument("--suite-delegates",
+                   help="comma-separated subset of the suite's delegates (default: native and every available one)")
     args = p.parse_args(argv)
     chosen_model(p, args, required=False)
     if not args.suite and not args.model:

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+import lite
 from lite.tools import bench_suite
 
 ROWS = [{"model": "a", "delegate": "native", "ratio_of_medians": 1.7},
@@ -78,3 +79,11 @@ def test_an_int8_row_runs_the_quantized_model_native_and_on_onnxruntime(tmp_path
         assert run["onnxruntime_latency"]["median"] > 0 and run["ratio_of_medians"] > 0
         assert max(a["mean_relative_error"] for a in run["accuracy"]) < 0.05  # the same quantized file on both
     assert "| inception_block:int8 | native |" in (tmp_path / "suite.md").read_text()
+
+
+def test_the_suite_runs_the_chosen_delegates_and_refuses_unavailable_ones(monkeypatch):
+    monkeypatch.setattr(bench_suite, "available_delegates", lambda: ["ort", "example_npu"])
+    assert bench_suite.suite_delegates(None) == ["native", "ort", "example_npu"]
+    assert bench_suite.suite_delegates("native, ort") == ["native", "ort"]
+    with pytest.raises(lite.InputError, match="tvm"):
+        bench_suite.suite_delegates("native,tvm")
