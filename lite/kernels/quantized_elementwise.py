@@ -173,20 +173,53 @@ def _compiled_arithmetic(kernel: _Arithmetic):
     low, high = qrange(y.dtype, y.quant_params.bits)
     terms = (*_float_params(a.quant_params), *_float_params(b.quant_params), *_float_params(y.quant_params),
              np.float32(low), np.float32(high))
-    op = int8_elementwise.OPS[kernel.type]
+    return _ArithmeticRun(kernel, int8_elementwise.OPS[kernel.type], terms)
 
-    def run() -> None:
-        a_data, b_data, out = a.data, b.data, y.data
-        if not fast.takes(a_data, b_data, out):
-            a_data, b_data = np.ascontiguousarray(a_data), np.ascontiguousarray(b_data)
-            result = np.empty(out.shape, out.dtype)
-            int8_elementwise.arithmetic(op, a_data.reshape(-1), *terms[:2], b_data.reshape(-1), *terms[2:],
-                                        result.reshape(-1))
-            out[...] = result
+
+class _ArithmeticRun:
+    """The compiled op on the kernel's current arrays: its chunks shared out among the model's
+    threads (``int8_elementwise.crew_jobs`` where the three are of one byte type), made again
+    when an array changes; arrays compiled code does not take go through contiguous copies."""
+
+    def __init__(self, kernel: _Arithmetic, op: int, terms: tuple):
+        self.kernel, self.op, self.terms = kernel, op, terms
+        self.arrays: tuple[np.ndarray, ...] = ()
+        self.step = None
+        same = len({t.dtype for t in (*kernel.inputs, *kernel.outputs)}) == 1
+        if same and kernel.threads.crew() is not None:
+            from lite.kernels.fast import crew, int8_elementwise
+
+            crew.warm(int8_elementwise.arithmetic_job)
+
+    def __call__(self) -> None:
+        from lite.kernels import fast
+
+        (a, b), out = (t.data for t in self.kernel.inputs), self.kernel.outputs[0].data
+        if fast.takes(a, b, out):
+            if self.step is None or any(x is not y for x, y in zip((a, b, out), self.arrays, strict=True)):
+                self.arrays, self.step = (a, b, out), self._step(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+            self.step()
             return
-        int8_elementwise.arithmetic(op, a_data.reshape(-1), *terms[:2], b_data.reshape(-1), *terms[2:],
-                                    out.reshape(-1))
-    return run
+        result = np.empty(out.shape, out.dtype)
+        self._step(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), result.reshape(-1))()
+        out[...] = result
+
+    def _step(self, a: np.ndarray, b: np.ndarray, out: np.ndarray):
+        from functools import partial
+
+        from lite.kernels.fast import int8_elementwise
+
+        terms, chunks = self.terms, -(-out.size // int8_elementwise.CHUNK)
+        shared = (self.op, a, *terms[:2], b, *terms[2:6], *terms[6:], out)
+
+        def piece(_: int, first: int, last: int):
+            return partial(int8_elementwise.arithmetic_chunks, *shared, first, last)
+
+        def jobs(bounds: list[tuple[int, int]]):
+            return int8_elementwise.crew_jobs(self.op, a, b, out, terms, bounds)
+
+        same = a.dtype == b.dtype == out.dtype
+        return self.kernel.threads.crew_loop(chunks, piece, jobs if same else None, per_thread=1)
 
 
 _register(MOVEMENT_OPS, QuantizedMovement)

@@ -8,7 +8,7 @@ import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import int8_quads
-from lite.kernels.fast.int8_plans import ConvPlan, DepthwiseInt8Plan, ProductPlan
+from lite.kernels.fast.int8_plans import ConvPlan, DepthwiseInt8Plan, PointwisePlan, ProductPlan
 from lite.kernels.parallel import KernelThreads
 from tests.support.quantized_kernels import params, random_q, run_arithmetic, run_both
 
@@ -50,6 +50,17 @@ CONVS = {  # x shape, out channels, attrs
 }
 
 
+def _expected_plan(case: str) -> tuple[type, ...]:
+    """The plans a case may run on: depthwise; pointwise (1x1, stride 1, unpadded, one group) on
+    int16 pairs, or the phases' plan where byte quads take it (AVX-512 VNNI); else the phases' plan."""
+    if case.startswith("depthwise"):
+        return (DepthwiseInt8Plan,)
+    _, _, attrs = CONVS[case]
+    if attrs["kernel_size"] == (1, 1) and attrs["stride"] == (1, 1) and attrs["group"] == 1:
+        return (PointwisePlan, ConvPlan) if int8_quads.available() else (PointwisePlan,)
+    return (ConvPlan,)
+
+
 @pytest.mark.parametrize("zero_point", [False, True], ids=["w_zp0", "w_zp"])
 @pytest.mark.parametrize("per_channel", [False, True], ids=["tensor", "channel"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
@@ -63,7 +74,7 @@ def test_a_quantized_convolution_is_bit_identical(case, dtype, per_channel, zero
     actual, expected, kernel = run_both("Conv2DFusion", attrs, x, params(0.03, x_zp), w,
                                         _weight_params(out_c, per_channel, zero_point), bias, dtype,
                                         params(0.4, 3 if dtype == np.int8 else 125))
-    assert isinstance(kernel.compiled, DepthwiseInt8Plan if case.startswith("depthwise") else ConvPlan)
+    assert isinstance(kernel.compiled, _expected_plan(case))
     np.testing.assert_array_equal(actual, expected)
 
 
@@ -133,6 +144,18 @@ def test_the_worst_case_convolution_sum_is_exact():
     assert -128 < expected.min() < 0
 
 
+def test_the_worst_case_pointwise_sum_is_exact():
+    """A 1x1 layer on int16 pairs (weight offsets past int8: no quads) at its extremes: 4097 terms
+    of 255 * -255, an odd channel count (the last pair half empty)."""
+    x = np.full((1, 4097, 3, 7), 255, np.uint8)
+    w = np.full((7, 4097, 1, 1), -128, np.int8)
+    actual, expected, kernel = run_both("Conv2DFusion", _conv_attrs(1), x, params(1.0, 0), w,
+                                        params(np.full(7, 0.001), np.full(7, 127)), None, np.int8, params(5000.0, 0))
+    assert isinstance(kernel.compiled, PointwisePlan)
+    np.testing.assert_array_equal(actual, expected)
+    assert expected.min() < -20
+
+
 @pytest.mark.skipif(not int8_quads.available(), reason="byte quads need AVX-512 VNNI")
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_byte_quads_run_where_every_weight_offset_fits_int8(dtype):
@@ -166,6 +189,7 @@ THREADED = {  # x shape, w shape, attrs (None: a product), w zero points (0: the
     "conv_shared_fill": ((1, 8, 64, 66), (16, 8, 3, 3), _conv_attrs(3, stride=2, pad=1), True),
     "conv_quads": ((1, 8, 20, 20), (32, 8, 3, 3), _conv_attrs(3, pad=1), False),
     "conv_quads_shared_fill": ((1, 9, 64, 60), (16, 9, 1, 1), _conv_attrs(1), False),
+    "pointwise": ((2, 17, 30, 31), (40, 17, 1, 1), _conv_attrs(1), True),
     "depthwise": ((1, 24, 15, 15), (24, 1, 3, 3), _conv_attrs(3, pad=1, group=24), True),
     "depthwise_stride2": ((2, 16, 15, 15), (16, 1, 3, 3), _conv_attrs(3, stride=2, pad=1, group=16), True),
     "product": ((5, 70), (70, 300), None, True),
@@ -205,5 +229,21 @@ def test_compiled_quantized_arithmetic_is_bit_identical(op, dtypes):
     zero_points = (3, -5, 1) if dtypes[2] == np.int8 else (128, -5, 120)
     actual, expected, kernel = run_arithmetic(op, a, b, [params(s, z) for s, z in zip(scales, zero_points,
                                                                                           strict=True)], dtypes[2])
+    assert kernel.compiled is not None
+    np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("dtypes", [(np.int8, np.int8, np.int8), (np.uint8, np.uint8, np.uint8),
+                                    (np.uint8, np.int8, np.uint8)], ids=["int8", "uint8", "mixed"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["crew", "python_threads"])
+def test_two_threads_share_a_large_arithmetic_op(dynamic, dtypes):
+    """An Add larger than a few chunks (``int8_elementwise.CHUNK``, the last one short) split among
+    two threads (the crew's jobs where the three types are one, else the caller's loop)."""
+    threads = KernelThreads(2)
+    threads.dynamic = dynamic
+    a, b = random_q(RNG, (1, 24, 57, 61), dtypes[0]), random_q(RNG, (1, 24, 57, 61), dtypes[1])
+    zero_points = (3, -5, 1) if dtypes[2] == np.int8 else (128, 120, 120)
+    quant = [params(s, z) for s, z in zip((0.031, 0.017, 0.043), zero_points, strict=True)]
+    actual, expected, kernel = run_arithmetic("AddFusion", a, b, quant, dtypes[2], threads)
     assert kernel.compiled is not None
     np.testing.assert_array_equal(actual, expected)

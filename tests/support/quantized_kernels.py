@@ -78,10 +78,11 @@ def run_both(op_type: str, attrs: dict, x: np.ndarray, x_params, w: np.ndarray, 
     return results[0][0], results[1][0], results[0][1]
 
 
-def run_arithmetic(op_type: str, a: np.ndarray, b: np.ndarray, quant: list, out_dtype
+def run_arithmetic(op_type: str, a: np.ndarray, b: np.ndarray, quant: list, out_dtype, threads=None
                    ) -> tuple[np.ndarray, np.ndarray, NativeKernel]:
     """(compiled output, numpy output, the compiled kernel's inner kernel) of a quantized Add, Sub or
-    Mul of ``a`` and ``b`` (``quant``: the parameters of a, b and the output)."""
+    Mul of ``a`` and ``b`` (``quant``: the parameters of a, b and the output; ``threads``: the
+    kernel's ``KernelThreads``, default one)."""
     from lite.kernels.quantized_elementwise import QuantizedArithmetic
 
     results = []
@@ -92,6 +93,8 @@ def run_arithmetic(op_type: str, a: np.ndarray, b: np.ndarray, quant: list, out_
             for tensor, param in zip([*tensors, out], quant, strict=True):
                 tensor.quant_params = param
             kernel = QuantizedArithmetic(tensors, [out], Primitive(op_type, default_attrs(op_type)), name="node")
+            if threads is not None:
+                kernel.threads = threads
             kernel.prepare()
             kernel.resize()
             kernel.execute()

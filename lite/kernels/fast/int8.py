@@ -48,7 +48,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 from numba import carray, types
-from numba.core import cgutils
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so loops vectorize
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
@@ -128,40 +128,58 @@ def _splat(builder: ir.IRBuilder, value: ir.Value, vector: ir.VectorType) -> ir.
     return builder.shuffle_vector(lone, ir.Constant(vector, ir.Undefined), _SPLAT)
 
 
-def _round_even(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """``llvm.roundeven``: to the nearest integer, ties to even (``np.rint``), whatever the rounding mode."""
-    function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(FLOATS, [FLOATS]),
-                                              "llvm.roundeven.v16f32")
-    return builder.call(function, [value])
+ROUNDING = 12582912.0
+"""1.5 * 2 ** 23: a float32 of magnitude below 2 ** 22 plus this is rounded to an integer, half to
+even (IEEE's default rounding, which fadd without fast-math keeps), held in the low bits."""
+_ROUNDING_BITS = 0x4B400000  # ROUNDING's float32 bits
+
+
+def requantize_bounds(builder: ir.IRBuilder, zero_point: ir.Value, lo: ir.Value, hi: ir.Value
+                      ) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """``emit_requantize``'s bounds from float32 scalars (zero point, lo, hi, all integers): the
+    float vectors ``lo - zero_point`` and ``hi - zero_point`` and the int32 vector of ROUNDING's
+    bits minus the zero point."""
+    low, high = (_splat(builder, builder.fsub(value, zero_point), FLOATS) for value in (lo, hi))
+    offset = builder.sub(_I32(_ROUNDING_BITS), builder.fptosi(zero_point, _I32))
+    return low, high, _splat(builder, offset, SUMS)
 
 
 def emit_requantize(builder: ir.IRBuilder, sums: ir.Value, bias: ir.Value, multiplier: ir.Value,
                     bounds: tuple[ir.Value, ir.Value, ir.Value]) -> ir.Value:
     """``lite.ops.quant.requantize`` of LANES int32 sums as LANES bytes: ``clip(roundeven(float32(sums
     + bias) * multiplier) + zero_point, lo, hi)`` (``bias`` int32 and ``multiplier`` float vectors,
-    ``bounds`` (zero_point, lo, hi) float vectors), plain IEEE arithmetic (no fast-math)."""
-    zero_point, lo, hi = bounds
+    ``bounds`` from ``requantize_bounds``), plain IEEE arithmetic (no fast-math).
+
+    The product is clipped to the integers ``[lo - zero_point, hi - zero_point]`` first (rounding
+    commutes with clipping to integers), then rounded by adding ROUNDING, whose bits minus
+    ROUNDING's and the zero point's give the output: one integer subtraction where a round and
+    a float-to-int conversion were (docs/performance.md, the int8 section)."""
+    low, high, offset = bounds
     real = builder.fmul(builder.sitofp(builder.add(sums, bias), FLOATS), multiplier)
-    shifted = builder.fadd(_round_even(builder, real), zero_point)
-    low = builder.select(builder.fcmp_ordered("<", shifted, lo), lo, shifted)
-    clipped = builder.select(builder.fcmp_ordered(">", low, hi), hi, low)
-    return builder.trunc(builder.fptosi(clipped, SUMS), BYTES)
+    above = builder.select(builder.fcmp_ordered("<", real, low), low, real)
+    clipped = builder.select(builder.fcmp_ordered(">", above, high), high, above)
+    rounded = builder.bitcast(builder.fadd(clipped, ir.Constant(FLOATS, [ROUNDING] * LANES)), SUMS)
+    return builder.trunc(builder.sub(rounded, offset), BYTES)
+
+
+def _per_row_or_column(builder: ir.IRBuilder, values: ir.Value, vector: ir.VectorType, per_row: bool, r: int,
+                       j: int) -> ir.Value:
+    """Row r's vector j of a tile's per-row values (``values[r]`` splat) or per-column ones
+    (``values[j * LANES:]``)."""
+    if per_row:
+        return _splat(builder, builder.load(builder.gep(values, [_I64(r)])), vector)
+    return builder.load(builder.bitcast(builder.gep(values, [_I64(j * LANES)]), vector.as_pointer()), align=4)
 
 
 def _requantizing_finish(builder: ir.IRBuilder, out: ir.Value, out_stride: ir.Value, bias: ir.Value,
                          multiplier: ir.Value, bounds: tuple[ir.Value, ...], per_row: bool):
     """A tile ``finish`` storing row r's requantized bytes at ``out + r * out_stride``: one bias and
     multiplier per row (``per_row``: a convolution's output channels) or per column (a product's)."""
-    splats = [_splat(builder, value, FLOATS) for value in bounds]
+    splats = requantize_bounds(builder, *bounds)
 
     def finish(builder: ir.IRBuilder, r: int, j: int, sums: ir.Value) -> None:
-        if per_row:
-            b = _splat(builder, builder.load(builder.gep(bias, [_I64(r)])), SUMS)
-            m = _splat(builder, builder.load(builder.gep(multiplier, [_I64(r)])), FLOATS)
-        else:
-            b = builder.load(builder.bitcast(builder.gep(bias, [_I64(j * LANES)]), SUMS.as_pointer()), align=4)
-            m = builder.load(builder.bitcast(builder.gep(multiplier, [_I64(j * LANES)]), FLOATS.as_pointer()),
-                             align=4)
+        b = _per_row_or_column(builder, bias, SUMS, per_row, r, j)
+        m = _per_row_or_column(builder, multiplier, FLOATS, per_row, r, j)
         place = builder.gep(out, [builder.add(builder.mul(out_stride, _I64(r)), _I64(j * LANES))])
         builder.store(emit_requantize(builder, sums, b, m, splats), builder.bitcast(place, BYTES.as_pointer()),
                       align=1)
@@ -241,40 +259,41 @@ def pack_conv_weight(w, zero_point, packed):
 def _pair_run(x, first, second, zero_point, out, at, step, count):
     """out[at + i] = the pair word of (x[first + i * step] - zero_point, x[second + i * step] -
     zero_point) for i < count, x and out flat (int32 arithmetic: both offsets fit int16); a
-    negative ``second``: zero in the high half (the last channel of an odd count)."""
-    low, target = x[first:first + (count - 1) * step + 1:step], out[at:at + count]
+    negative ``second``: zero in the high half (the last channel of an odd count). Flat unsigned
+    indices, and a loop of its own for step 1: the strided slices this read before did not
+    vectorize (a 3x3 layer's rows are copied one call each)."""
+    mask = np.int32(0xFFFF)
     if second < 0:
         for i in range(count):
-            target[i] = (np.int32(low[i]) - zero_point) & np.int32(0xFFFF)
-        return
-    high = x[second:second + (count - 1) * step + 1:step]
-    for i in range(count):
-        target[i] = ((np.int32(low[i]) - zero_point) & np.int32(0xFFFF)) | \
-            ((np.int32(high[i]) - zero_point) << np.int32(16))
+            out[_u(at + i)] = (np.int32(x[_u(first + i * step)]) - zero_point) & mask
+    elif step == 1:
+        for i in range(count):
+            out[_u(at + i)] = ((np.int32(x[_u(first + i)]) - zero_point) & mask) | \
+                ((np.int32(x[_u(second + i)]) - zero_point) << np.int32(16))
+    else:
+        for i in range(count):
+            out[_u(at + i)] = ((np.int32(x[_u(first + i * step)]) - zero_point) & mask) | \
+                ((np.int32(x[_u(second + i * step)]) - zero_point) << np.int32(16))
 
 
 @jit
 def _pair_run2(x, first, second, zero_point, out, even, odd, count):
     """``_pair_run`` of ``count`` columns from ``first`` (and ``second``) split by column parity: the
-    even columns' pair words to out[even:], the odd ones' to out[odd:]."""
-    half, low = count // 2, x[first:first + count]
-    evens, odds = out[even:even + count - half], out[odd:odd + half]
-    mask = np.int32(0xFFFF)
+    even columns' pair words to out[even:], the odd ones' to out[odd:] (flat unsigned indices, as
+    ``_pair_run``)."""
+    half, mask = count // 2, np.int32(0xFFFF)
     if second < 0:
+        for j in range(count - half):
+            out[_u(even + j)] = (np.int32(x[_u(first + 2 * j)]) - zero_point) & mask
         for j in range(half):
-            evens[j] = (np.int32(low[2 * j]) - zero_point) & mask
-            odds[j] = (np.int32(low[2 * j + 1]) - zero_point) & mask
-        if count % 2:
-            evens[half] = (np.int32(low[count - 1]) - zero_point) & mask
+            out[_u(odd + j)] = (np.int32(x[_u(first + 2 * j + 1)]) - zero_point) & mask
         return
-    high = x[second:second + count]
+    for j in range(count - half):
+        out[_u(even + j)] = ((np.int32(x[_u(first + 2 * j)]) - zero_point) & mask) | \
+            ((np.int32(x[_u(second + 2 * j)]) - zero_point) << np.int32(16))
     for j in range(half):
-        evens[j] = ((np.int32(low[2 * j]) - zero_point) & mask) | ((np.int32(high[2 * j]) - zero_point) << 16)
-        odds[j] = ((np.int32(low[2 * j + 1]) - zero_point) & mask) | \
-            ((np.int32(high[2 * j + 1]) - zero_point) << 16)
-    if count % 2:
-        evens[half] = ((np.int32(low[count - 1]) - zero_point) & mask) | \
-            ((np.int32(high[count - 1]) - zero_point) << 16)
+        out[_u(odd + j)] = ((np.int32(x[_u(first + 2 * j + 1)]) - zero_point) & mask) | \
+            ((np.int32(x[_u(second + 2 * j + 1)]) - zero_point) << np.int32(16))
 
 
 @jit
@@ -382,7 +401,7 @@ def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point
     (``fill_phases``), ``block`` pair words per (image, group); ``offsets``: each pair's start in
     such a block; ``bias`` and ``multiplier`` padded as ``packed``'s rows; ``spare``: (ROWS, WIDTH)
     int32, for tiles that reach past the output."""
-    o_group, pairs, positions = grid.shape[1] // group, packed.shape[1], grid.shape[2]
+    o_group, positions = grid.shape[1] // group, grid.shape[2]
     panels = -(-positions // WIDTH)
     bytes_ = carray(as_pointer(spare.ctypes.data), (ROWS * WIDTH,), np.uint8)
     for item in range(first, last):
@@ -391,37 +410,51 @@ def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point
         column = panel * WIDTH
         count = min(WIDTH, positions - column)
         source = flat.ctypes.data + ((image * group + g) * block + column) * 4
-        vectors = min(VECTORS, -(-count // LANES))  # NOTE: a narrow tile for a panel's last columns
-        for top in range(0, o_group, ROWS):
-            o = g * o_group + top
-            rows = min(ROWS, o_group - top)
-            whole = count == vectors * LANES and rows == ROWS
-            out = grid[image, o:o + rows]
-            place, stride = (out.ctypes.data + column, positions) if whole else (bytes_.ctypes.data, WIDTH)
-            weights, bias_at, multiplier_at = packed.ctypes.data + o * pairs * 4, bias.ctypes.data + o * 4, \
-                multiplier.ctypes.data + o * 4
-            if vectors == VECTORS:
-                requantized_tile_rows(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
-                                      multiplier_at, zero_point, lo, hi)
-            elif vectors == 1:
-                requantized_tile_rows_1(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
-                                        multiplier_at, zero_point, lo, hi)
-            else:
-                requantized_tile_rows_2(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
-                                        multiplier_at, zero_point, lo, hi)
-            if not whole:
-                copy_spare(bytes_, out, column, rows, count)
+        panel_tiles(source, packed, offsets, bias, multiplier, zero_point, lo, hi, grid, image, g * o_group, o_group,
+                    column, count, bytes_)
+
+
+@jit
+def panel_tiles(source, packed, offsets, bias, multiplier, zero_point, lo, hi, out, image, o_first, o_count, column,
+                count, bytes_):
+    """Output channels ``o_first`` to ``o_first + o_count - 1`` of image ``image`` of out (N, O,
+    positions) bytes at the ``count`` positions from ``column``: the requantized tiles over the pair
+    words at the address ``source`` (pair k's row at ``offsets[k]`` words from it); ``bytes_``: the
+    spare as ROWS * WIDTH bytes, for tiles that reach past the output. Addresses, not views: a view
+    a tile or an item cost as much as a small layer's tile (``int8_pointwise``)."""
+    pairs, positions = packed.shape[1], out.shape[2]
+    plane = out.ctypes.data + image * out.shape[1] * positions
+    vectors = min(VECTORS, -(-count // LANES))  # NOTE: a narrow tile for a panel's last columns
+    for top in range(0, o_count, ROWS):
+        o = o_first + top
+        rows = min(ROWS, o_count - top)
+        whole = count == vectors * LANES and rows == ROWS
+        place, stride = (plane + o * positions + column, positions) if whole else (bytes_.ctypes.data, WIDTH)
+        weights, bias_at, multiplier_at = packed.ctypes.data + o * pairs * 4, bias.ctypes.data + o * 4, \
+            multiplier.ctypes.data + o * 4
+        if vectors == VECTORS:
+            requantized_tile_rows(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
+                                  multiplier_at, zero_point, lo, hi)
+        elif vectors == 1:
+            requantized_tile_rows_1(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
+                                    multiplier_at, zero_point, lo, hi)
+        else:
+            requantized_tile_rows_2(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
+                                    multiplier_at, zero_point, lo, hi)
+        if not whole:
+            copy_spare(bytes_, out[image, o:o + rows], column, rows, count)
 
 
 @jit
 def compact(grid, out, wq):
-    """out (N, O, OH, OW) from grid (N, O, OH * wq): each row's first OW columns."""
-    n_count, o_count, oh_count, ow_count = out.shape
-    for n in range(n_count):
-        for o in range(o_count):
-            for oh in range(oh_count):
-                for ow in range(ow_count):
-                    out[n, o, oh, ow] = grid[n, o, oh * wq + ow]
+    """out (N, O, OH, OW) from grid (N, O, OH * wq): each row's first OW columns (flat unsigned
+    indices: the loop over the four axes, and slice copies, did not vectorize)."""
+    ow = out.shape[3]
+    source, target = grid.reshape(grid.size), out.reshape(out.size)
+    for r in range(out.size // ow):
+        at, to = r * wq, r * ow
+        for i in range(ow):
+            target[_u(to + i)] = source[_u(at + i)]
 
 
 # ---- products -------------------------------------------------------------------------------------

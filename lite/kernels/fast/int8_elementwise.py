@@ -5,6 +5,11 @@ Each element is ``quantize(dequantize(a) op dequantize(b))`` in float32 with the
 ``rint(y / scale) + zero_point`` clipped to the output's range. These kernels are compiled
 without fast-math (unlike the package's others), so the division stays a division, no
 multiply-add is contracted, and every result is bit-identical to the numpy path.
+
+Large tensors are cut into chunks of ``CHUNK`` elements that the model's threads share (on the
+crew where both inputs and the output are all int8 or all uint8): run on the caller's thread
+alone, a residual Add did not get faster with the second thread while the convolutions around it
+did (docs/performance.md, the int8 section).
 """
 
 from __future__ import annotations
@@ -12,10 +17,14 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from numba import carray
 
 from lite.kernels.fast import JIT_OPTIONS, compiled, numba_module
+from lite.kernels.fast.crew import as_pointer
 
 OPS = {"AddFusion": 0, "SubFusion": 1, "MulFusion": 2}
+CHUNK = 1 << 14
+"""Elements a piece of a shared loop takes at least."""
 
 
 def _exact_jit(function):
@@ -41,9 +50,59 @@ def arithmetic(op, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, lo, 
             out[i] = min(max(np.rint(real / y_scale) + y_zero, lo), hi)
 
 
+@_exact_jit
+def arithmetic_chunks(op, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, lo, hi, out, first, last):
+    """``arithmetic`` of the chunks ``first`` to ``last - 1`` (``CHUNK`` elements each, the last
+    one shorter) of the flat arrays."""
+    start, end = first * CHUNK, min(last * CHUNK, out.size)
+    arithmetic(op, a[start:end], a_scale, a_zero, b[start:end], b_scale, b_zero, y_scale, y_zero, lo, hi,
+               out[start:end])
+
+
 @functools.cache
 def warm(a: np.dtype, b: np.dtype, out: np.dtype) -> None:
-    """Compiles ``arithmetic`` for these input and output types now, at build."""
+    """Compiles ``arithmetic_chunks`` for these input and output types now, at build."""
     f32 = np.float32
-    compiled(arithmetic, 0, np.zeros(1, a), f32(1), f32(0), np.zeros(1, b), f32(1), f32(0), f32(1), f32(0),
-             f32(-128), f32(127), np.zeros(1, out))
+    compiled(arithmetic_chunks, 0, np.zeros(1, a), f32(1), f32(0), np.zeros(1, b), f32(1), f32(0), f32(1), f32(0),
+             f32(-128), f32(127), np.zeros(1, out), 0, 1)
+
+
+# The block of an Add, Sub or Mul on the crew (``lite.kernels.fast.crew.Jobs``): the op, the
+# addresses, the size, whether the bytes are int8, then the eight float terms as float64 bits;
+# then per piece (first, last) chunks:
+_OP, _A, _B, _OUT, _SIZE, _SIGNED, _TERMS = range(7)
+HEADER = _TERMS + 8
+
+
+def crew_jobs(op: int, a: np.ndarray, b: np.ndarray, out: np.ndarray, terms: tuple, bounds: list[tuple[int, int]]):
+    """The chunks of ``arithmetic_chunks`` as jobs for the crew (a, b and out flat, all of one byte
+    type); ``terms``: (a_scale, a_zero, b_scale, b_zero, y_scale, y_zero, lo, hi)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(HEADER, bounds)
+    block[:_TERMS] = (op, a.ctypes.data, b.ctypes.data, out.ctypes.data, out.size, out.dtype == np.int8)
+    block[_TERMS:HEADER].view(np.float64)[:] = [float(t) for t in terms]
+    return Jobs(arithmetic_job, block, len(bounds), (a, b, out))
+
+
+@_exact_jit
+def _job_piece(index, data, a, b, out):
+    """Piece ``index`` of the block at ``data``, the arrays already typed."""
+    block = carray(data, (HEADER + 2 * (index + 1),), np.int64)
+    t = carray(data, (HEADER,), np.float64)[_TERMS:]
+    f32 = np.float32
+    arithmetic_chunks(block[_OP], a, f32(t[0]), f32(t[1]), b, f32(t[2]), f32(t[3]), f32(t[4]), f32(t[5]), f32(t[6]),
+                      f32(t[7]), out, block[HEADER + 2 * index], block[HEADER + 2 * index + 1])
+
+
+def arithmetic_job(index, data, extra):
+    """A crew job: piece ``index`` of the op the block at ``data`` describes."""
+    block = carray(data, (HEADER,), np.int64)
+    size = block[_SIZE]
+    if block[_SIGNED]:
+        _job_piece(index, data, carray(as_pointer(block[_A]), (size,), np.int8),
+                   carray(as_pointer(block[_B]), (size,), np.int8), carray(as_pointer(block[_OUT]), (size,), np.int8))
+    else:
+        _job_piece(index, data, carray(as_pointer(block[_A]), (size,), np.uint8),
+                   carray(as_pointer(block[_B]), (size,), np.uint8),
+                   carray(as_pointer(block[_OUT]), (size,), np.uint8))

@@ -5,7 +5,9 @@ compiled integer kernels of ``lite.kernels.fast.int8``, chosen once per input sh
   groups) and for products of rows by a constant 2-D weight; None where the layer is another
   form, compiled kernels are off, or its sums could leave int32. A convolution runs on byte
   quads (``int8_quads``, ``vpdpbusd``) where the machine has AVX-512 VNNI and every weight
-  offset fits int8 (``_quad_bias``: the input's zero point folded into the bias).
+  offset fits int8 (``_quad_bias``: the input's zero point folded into the bias); elsewhere a 1x1
+  convolution (stride 1, unpadded, one group) packs each panel of its input as it goes
+  (``PointwisePlan``, ``int8_pointwise``).
 - ``exact_in_float32``: depthwise convolutions, whose sums of a few terms (at most
   ``FLOAT32_EXACT`` in magnitude, every one an integer) are exact in float32, run on
   ``lite.kernels.fast.int8_depthwise`` (``DepthwiseInt8Plan``: 8-bit planes copied into float32
@@ -127,7 +129,16 @@ def _conv_plan(kernel) -> Callable[[], None] | None:
     pairs = (w.shape[1] + 1) // 2 * w.shape[2] * w.shape[3]
     if not _sums_fit(kernel, pairs):
         return None
+    if _pointwise(inner, x_shape, w) and _quad_bias(kernel, w) is None:
+        return PointwisePlan(kernel, x_shape, w)
     return ConvPlan(kernel, x_shape, w, pairs)
+
+
+def _pointwise(inner, x_shape: tuple[int, ...], w: np.ndarray) -> bool:
+    """Whether the convolution is 1x1, stride 1, unpadded, one group (``PointwisePlan``)."""
+    begins, ends, _ = inner.geometry(x_shape, w.shape)
+    return w.shape[2:] == (1, 1) and tuple(inner.strides) == (1, 1) and inner.group == 1 and \
+        not any(begins) and not any(ends)
 
 
 def _product_plan(kernel) -> Callable[[], None] | None:
@@ -303,6 +314,56 @@ class ConvPlan:
             self.steps, self.fill = self._steps(out), self._fill_step(x)
         flat[self.filled:] = 0  # NOTE: past the last block: read by panels whose outputs are dropped
         self.fill()
+        self.steps()
+
+
+class PointwisePlan:
+    """A quantized 1x1 convolution on ``int8_pointwise.pointwise_items`` (each panel's input packed
+    in cache, no phases), its items (image, panel) shared out among the model's threads."""
+
+    def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray):
+        from lite.kernels.fast import int8, int8_pointwise
+
+        n, _, h, width = x_shape
+        rows = w.shape[0] + (-w.shape[0]) % int8.ROWS
+        self.weight = _conv_weight(kernel, w, rows)
+        self.offsets = np.arange(self.weight.shape[1], dtype=np.int64) * int8.WIDTH
+        self.kernel, self.shape, self.items = kernel, (n, x_shape[1], h * width), n * -(-(h * width) // int8.WIDTH)
+        int8.warm(np.dtype(kernel.inputs[0].dtype))
+        int8_pointwise.warm(np.dtype(kernel.inputs[0].dtype))
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast import crew
+
+            crew.warm(int8_pointwise.pointwise_job)
+        self.x: np.ndarray | None = None
+        self.out: np.ndarray | None = None
+        self.steps: Callable[[], None] | None = None
+
+    def _steps(self, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8, int8_pointwise
+
+        threads, items, x = self.kernel.threads, self.items, x.reshape(self.shape)
+        bias, multiplier, *floats = padded_terms(requantization_terms(self.kernel, narrow=True), self.weight.shape[0])
+        view = out.view(np.uint8).reshape(self.shape[0], out.shape[1], -1)
+        scratch = [[np.zeros(self.weight.shape[1:] + (int8.WIDTH,), np.int32), np.zeros((int8.ROWS, int8.WIDTH),
+                                                                                        np.int32)]
+                   for _ in range(threads.loop_pieces(items))]
+        zero_point = np.int64(self.kernel.layout.x_zero_point)
+        shared = (x, zero_point, self.weight, self.offsets, bias, multiplier, *floats, view)
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(int8_pointwise.pointwise_items, *shared, *scratch[index], first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return int8_pointwise.crew_jobs(x, int(zero_point), self.weight, self.offsets, bias, multiplier,
+                                            tuple(map(float, floats)), view, scratch, bounds)
+
+        return threads.crew_loop(items, piece, jobs)
+
+    def __call__(self) -> None:
+        x, out = _compiled_array(self.kernel.inputs[0].data), self.kernel.outputs[0].data
+        if x is not self.x or out is not self.out:
+            self.x, self.out, self.steps = x, out, self._steps(x, out)
         self.steps()
 
 

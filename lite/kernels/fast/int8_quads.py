@@ -22,6 +22,7 @@ import functools
 import numpy as np
 from llvmlite import ir
 from numba import carray
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so loops vectorize
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -99,39 +100,38 @@ def pack_conv_quads(w, zero_point, packed):
 
 
 @jit
+def _quad_word(x, s0, s1, s2, s3, flip, keep, other):
+    """The word of bytes ``x[s_t] ^ flip`` (t < 4, the first low), each byte where ``keep`` is zero
+    ``other``'s."""
+    word = (np.int32(x[_u(s0)] ^ flip) | (np.int32(x[_u(s1)] ^ flip) << 8) | (np.int32(x[_u(s2)] ^ flip) << 16)
+            | (np.int32(x[_u(s3)] ^ flip) << 24))
+    return (word & keep) | other
+
+
+@jit
 def _quad_run(x, starts, flip, keep, pad, out, at, step, count):
     """out[at + i] = the word of bytes ``x[starts[t] + i * step] ^ flip`` (t < 4, the first low) for
-    i < count, each byte where ``keep`` is zero replaced by ``pad``'s."""
+    i < count, each byte where ``keep`` is zero replaced by ``pad``'s (flat unsigned indices: the
+    strided slices this read before did not vectorize)."""
     s0, s1, s2, s3 = starts[0], starts[1], starts[2], starts[3]
-    end = (count - 1) * step + 1
-    b0, b1, b2, b3 = x[s0:s0 + end:step], x[s1:s1 + end:step], x[s2:s2 + end:step], x[s3:s3 + end:step]
-    target = out[at:at + count]
     other = pad & ~keep
     for i in range(count):
-        word = (np.int32(b0[i] ^ flip) | (np.int32(b1[i] ^ flip) << 8) | (np.int32(b2[i] ^ flip) << 16)
-                | (np.int32(b3[i] ^ flip) << 24))
-        target[i] = (word & keep) | other
+        k = i * step
+        out[_u(at + i)] = _quad_word(x, s0 + k, s1 + k, s2 + k, s3 + k, flip, keep, other)
 
 
 @jit
 def _quad_run2(x, starts, flip, keep, pad, out, even, odd, count):
     """``_quad_run`` of ``count`` columns from ``starts`` split by column parity: the even columns'
-    words to out[even:], the odd ones' to out[odd:] (contiguous loads)."""
+    words to out[even:], the odd ones' to out[odd:]."""
     s0, s1, s2, s3 = starts[0], starts[1], starts[2], starts[3]
-    b0, b1, b2, b3 = x[s0:s0 + count], x[s1:s1 + count], x[s2:s2 + count], x[s3:s3 + count]
-    half = count // 2
-    evens, odds = out[even:even + count - half], out[odd:odd + half]
-    other = pad & ~keep
+    half, other = count // 2, pad & ~keep
     for j in range(count - half):
-        i = 2 * j
-        word = (np.int32(b0[i] ^ flip) | (np.int32(b1[i] ^ flip) << 8) | (np.int32(b2[i] ^ flip) << 16)
-                | (np.int32(b3[i] ^ flip) << 24))
-        evens[j] = (word & keep) | other
+        k = 2 * j
+        out[_u(even + j)] = _quad_word(x, s0 + k, s1 + k, s2 + k, s3 + k, flip, keep, other)
     for j in range(half):
-        i = 2 * j + 1
-        word = (np.int32(b0[i] ^ flip) | (np.int32(b1[i] ^ flip) << 8) | (np.int32(b2[i] ^ flip) << 16)
-                | (np.int32(b3[i] ^ flip) << 24))
-        odds[j] = (word & keep) | other
+        k = 2 * j + 1
+        out[_u(odd + j)] = _quad_word(x, s0 + k, s1 + k, s2 + k, s3 + k, flip, keep, other)
 
 
 @jit
