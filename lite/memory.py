@@ -8,6 +8,7 @@ Inception's branches).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 
@@ -67,25 +68,25 @@ def plan_offsets(spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int
     Largest tensors are placed first, each at the lowest gap that fits between the
     tensors already placed whose lifetimes overlap its own (TFLite's greedy-by-size).
     """
-    placed: list[tuple[int, int, int, int]] = []  # offset, end, first, last
+    placed: list[tuple[int, int, int, int]] = []  # offset, end, first, last; kept sorted
     offsets: dict[Tensor, int] = {}
     for tensor in sorted(spans, key=lambda t: -_nbytes(t)):
         first, last = spans[tensor]
         size = _aligned(_nbytes(tensor))
         offset = 0
-        for start, end, f, lst in sorted(placed):
+        for start, end, f, lst in placed:
             if f > last or first > lst:
                 continue
             if offset + size <= start:
                 break
             offset = max(offset, end)
-        placed.append((offset, offset + size, first, last))
+        bisect.insort(placed, (offset, offset + size, first, last))
         offsets[tensor] = offset
     return offsets, max((end for _, end, _, _ in placed), default=0)
 
 
 def _nbytes(tensor: Tensor) -> int:
-    return int(np.prod(tensor.shape, dtype=np.int64)) * tensor.dtype.itemsize
+    return math.prod(tensor.shape) * tensor.dtype.itemsize
 
 
 class MemoryPlan:

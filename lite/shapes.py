@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -133,7 +134,7 @@ def set_outputs(kernel: NativeKernel, memory_limit: int) -> None:
                         f"but the op computes {np.dtype(dtype).name}")
         if any(d < 0 for d in shape):
             kernel.fail(f"output {tensor.name!r} would have invalid shape {shape}")
-        if int(np.prod(shape, dtype=np.float64)) * tensor.dtype.itemsize > memory_limit:
+        if math.prod(shape) * tensor.dtype.itemsize > memory_limit:  # NOTE: Python ints: exact, and fast
             raise MemoryLimitError(f"node {kernel.name!r} ({kernel.type}): output {tensor.name!r} of shape "
                                    f"{shape} would exceed the memory limit of {memory_limit} bytes")
         tensor.shape = tensor.declared_shape = shape
