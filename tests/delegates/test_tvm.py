@@ -507,6 +507,7 @@ def check_whole_model(onnx_model: onnx.ModelProto, cache_dir: Path) -> tuple[lit
     return model, delegate
 
 
+@pytest.mark.slow  # NOTE: the encoder and the small models cover a whole model on TVM by default
 def test_resnet18_at_64px_runs_in_one_tvm_graph_kernel(tmp_path):
     check_whole_model(zoo.resnet18(image_size=64), tmp_path)
 

@@ -124,6 +124,7 @@ def test_help_shows_examples(capsys):
     assert "lite-benchmark zoo:resnet18 --compare onnxruntime" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # NOTE: the suite's table and runs are tested in test_bench_suite.py by default
 def test_suite_writes_table(tmp_path, capsys):
     assert main(["--suite", "--suite-models", "add_chain", "--suite-dir", str(tmp_path), "--loop-count", "2",
                  "--warmup", "0"]) == 0

@@ -47,6 +47,7 @@ def user_cache(tmp_path, monkeypatch):
     return folder
 
 
+@pytest.mark.slow  # NOTE: compiles the kernels into an empty cache every run: seconds to tens of seconds
 def test_cold_warm_and_onnxruntime_each_in_a_fresh_process(model, user_cache, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     out = tmp_path / "cold.json"

@@ -41,7 +41,8 @@ def conv(x, w, b, attrs):
     return run_kernel("Conv2DFusion", {"group": x.shape[1], **attrs}, [x, w, b])[0]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+# NOTE: float64 compiles kernels of its own: the slow suite
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
 def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, dtype):
     rng = np.random.default_rng([len(x_shape), *x_shape, *w_shape])

@@ -24,7 +24,8 @@ def run(steps) -> None:
         step()
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+# NOTE: float64 compiles kernels of its own: the slow suite
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("shape", [(2, 6, 5, 7), (1, 3, 11), (3, 4, 2, 2, 2), (1, 5)])
 @pytest.mark.parametrize("with_bias", [True, False])
 @pytest.mark.parametrize("with_residual", [True, False])

@@ -30,7 +30,8 @@ def max_pool(x, attrs):
     return run_kernel("MaxPoolFusion", attrs, [x])[0]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+# NOTE: float64 compiles kernels of its own: the slow suite
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 @pytest.mark.parametrize(("x_shape", "attrs"), CASES)
 def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, attrs, dtype):
     x = np.random.default_rng(list(x_shape)).standard_normal(x_shape).astype(dtype)

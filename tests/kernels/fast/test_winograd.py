@@ -46,7 +46,8 @@ def operands(x_shape, out_channels, dtype, with_bias=True):
     return x, w, rng.standard_normal(out_channels).astype(dtype) if with_bias else None
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+# NOTE: float64 compiles kernels of its own: the slow suite
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("with_bias", [True, False])
 @pytest.mark.parametrize(("x_shape", "out_channels", "attrs"), CASES)
 def test_winograd_matches_the_numpy_kernel(monkeypatch, x_shape, out_channels, attrs, dtype, with_bias):
