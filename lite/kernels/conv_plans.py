@@ -254,12 +254,10 @@ class ConvPlan(Plan):
         return self.derived.get(f"arranged for {type(self.compiled).__name__}", weights, arranged)
 
     def pack_now(self, conv: NativeKernel) -> None:
-        """Packs a constant weight at build (``conv.weights``, prepared), so the first predict does not."""
+        """Packs a constant weight at build (``conv.weight_matrix()``), so the first predict does not."""
         self.derived = conv.derived
-        weights = getattr(conv, "scaled_weights", None)
-        weights = getattr(conv, "weights", None) if weights is None else weights
-        if weights is not None:
-            self.packed_weight(weights)
+        if conv.inputs[1].is_const:
+            self.packed_weight(conv.weight_matrix())
 
     def keep_compiled(self, plan, layer: ConvLayer, conv: NativeKernel, count: int, *jobs) -> None:
         """Keeps a compiled kernel's ``plan`` (its first scratch shared, the others one set for each
