@@ -372,14 +372,19 @@ def fill_crew_jobs(x: np.ndarray, zero_point: int, phases: np.ndarray, group: in
 
 
 @jit
-def _fill_piece(index, data, x):
+def fill_piece_args(index, data):
+    """(the block, its phases array, where piece ``index``'s bounds lie in the block) of a phases fill the
+    block at ``data`` describes (``fill_crew_jobs``'s layout; the quad fill's too)."""
     block = carray(data, (_FILL_HEADER + 2 * (index + 1),), np.int64)
-    sh, sw = block[_FSH], block[_FSW]
-    shape = (block[_FN], block[_FGROUP], block[_FPAIRS], sh, sw, block[_FHQ], block[_FWQ])
-    phases = carray(as_pointer(block[_FPHASES]), shape, np.int32)
-    piece = _FILL_HEADER + 2 * index
-    fill_phase_items(x, block[_FZERO], phases, block[_FGROUP], block[_FBH], block[_FBW], sh, sw, block[_FUSED],
-                     block[piece], block[piece + 1])
+    shape = (block[_FN], block[_FGROUP], block[_FPAIRS], block[_FSH], block[_FSW], block[_FHQ], block[_FWQ])
+    return block, carray(as_pointer(block[_FPHASES]), shape, np.int32), _FILL_HEADER + 2 * index
+
+
+@jit
+def _fill_piece(index, data, x):
+    block, phases, piece = fill_piece_args(index, data)
+    fill_phase_items(x, block[_FZERO], phases, block[_FGROUP], block[_FBH], block[_FBW], block[_FSH], block[_FSW],
+                     block[_FUSED], block[piece], block[piece + 1])
 
 
 def fill_job(index, data, extra):

@@ -36,17 +36,13 @@ from lite.kernels.fast.int8 import (
     _FC,
     _FGROUP,
     _FH,
-    _FHQ,
     _FILL_HEADER,
     _FN,
-    _FPAIRS,
-    _FPHASES,
     _FSH,
     _FSIGNED,
     _FSW,
     _FUSED,
     _FW,
-    _FWQ,
     _FX,
     _FZERO,
     _GRID,
@@ -57,6 +53,7 @@ from lite.kernels.fast.int8 import (
     _tile_intrinsic,
     conv_piece_args,
     copy_spare,
+    fill_piece_args,
 )
 from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
 
@@ -249,14 +246,10 @@ def conv_quad_job(index, data, extra):
 
 @jit
 def _fill_piece(index, data, x):
-    block = carray(data, (_FILL_HEADER + 2 * (index + 1),), np.int64)
-    sh, sw = block[_FSH], block[_FSW]
-    shape = (block[_FN], block[_FGROUP], block[_FPAIRS], sh, sw, block[_FHQ], block[_FWQ])
-    phases = carray(as_pointer(block[_FPHASES]), shape, np.int32)
-    piece = _FILL_HEADER + 2 * index
+    block, phases, piece = fill_piece_args(index, data)
     flip = np.uint8(0x80) if block[_FSIGNED] else np.uint8(0)
-    fill_quad_items(x, flip, block[_FZERO], phases, block[_FGROUP], block[_FBH], block[_FBW], sh, sw, block[_FUSED],
-                    block[piece], block[piece + 1])
+    fill_quad_items(x, flip, block[_FZERO], phases, block[_FGROUP], block[_FBH], block[_FBW], block[_FSH],
+                    block[_FSW], block[_FUSED], block[piece], block[piece + 1])
 
 
 def fill_quad_job(index, data, extra):
