@@ -24,6 +24,8 @@ from types import ModuleType
 
 import numpy as np
 
+from lite.kernels.fast import bundle, targets
+
 FAST_DTYPES = ("float32", "float64")
 
 _compile_seconds = 0.0
@@ -36,26 +38,66 @@ def enabled() -> bool:
 
 @functools.cache
 def numba_module() -> ModuleType | None:
-    """numba, with its cache in Delite's cache folder (unless ``NUMBA_CACHE_DIR`` names one); None
-    where it cannot be imported."""
+    """numba, targeting the chosen instruction-set level (``lite.kernels.fast.targets``), with its
+    cache in Delite's cache folder (unless ``NUMBA_CACHE_DIR`` names one), seeded from the
+    ahead-of-time bundle where the folder is new (``lite.kernels.fast.bundle``); None where it
+    cannot be imported."""
     try:
         import numba
     except Exception:  # NOTE: a broken install (llvmlite mismatch) raises more than ImportError
         return None
+    level = _PROCESS["level"] = _choose_target(numba)
+    bundle.install_locator(numba)
     if not os.environ.get("NUMBA_CACHE_DIR"):  # NOTE: not via the environment, which child processes inherit
-        folder = cache_directory() / _cache_key()
+        key = _cache_key()
+        folder = cache_directory() / (key if level == targets.HOST else f"{key}-{level}")
         if not folder.is_dir():
             _prune(folder.parent)
+            folder.mkdir(parents=True, exist_ok=True)
+            _PROCESS["seeded"] = bundle.seed(folder, key, level, numba.__version__)
         numba.config.CACHE_DIR = str(folder)
-    _prefer_wide_vectors(numba)
     return numba
 
 
-NARROW_CPUS = ("skylake-avx512", "cascadelake", "cooperlake")
-"""AVX-512 cores that slow their clock for 512-bit arithmetic: their loops stay at 256 bits."""
+_PROCESS = {"level": targets.HOST, "seeded": 0}
+"""What ``numba_module`` chose and did, once per process."""
 
 
-def _prefer_wide_vectors(numba: ModuleType) -> None:
+def target_level() -> str:
+    """The instruction-set level compiled kernels target (``targets.HOST``: the host CPU model)."""
+    numba_module()
+    return str(_PROCESS["level"])
+
+
+def seeded_files() -> int:
+    """Files this process copied from the ahead-of-time bundle into a new cache folder (0: none)."""
+    numba_module()
+    return int(_PROCESS["seeded"])
+
+
+def bundle_info() -> dict[str, str]:
+    """What a bundle compiled by this process must say to seed this process's cache folder."""
+    return bundle.bundle_info(_cache_key(), target_level(), numba_module().__version__)
+
+
+def _choose_target(numba: ModuleType) -> str:
+    """Sets numba's target to the chosen level (or, for the host, prefers wide vectors)."""
+    from llvmlite import binding
+
+    try:
+        cpu, features = binding.get_host_cpu_name(), binding.get_host_cpu_features().flatten()
+    except RuntimeError:  # NOTE: llvmlite cannot read them on some hosts: LLVM's defaults stay
+        cpu, features = "", ""
+    level = targets.chosen(cpu, features)
+    if level == targets.HOST:
+        _prefer_wide_vectors(numba, cpu, features)
+    else:
+        numba.config.CPU_NAME = targets.LEVELS[level].cpu
+        numba.config.CPU_FEATURES = targets.LEVELS[level].feature_string
+    return level
+
+
+def _prefer_wide_vectors(numba: ModuleType, cpu: str, features: str) -> None:
     """Lets LLVM vectorize compiled loops with 512-bit registers on AVX-512 cores (outside
     ``NARROW_CPUS``), unless ``NUMBA_CPU_FEATURES`` or ``NUMBA_CPU_NAME`` names the target.
 
@@ -63,16 +105,11 @@ def _prefer_wide_vectors(numba: ModuleType) -> None:
     convolutions' register tile is 512-bit IR of its own); 512-bit loops measured faster on an
     Emerald Rapids core (docs/performance.md, runtime CPU fusion). It is numba's
     setting for the process (numba code compiled later in it gets the same features), read when
-    numba first compiles: where other code compiled before, nothing changes."""
-    from llvmlite import binding
-
-    if numba.config.CPU_FEATURES is not None or numba.config.CPU_NAME is not None:
+    numba first compiles: where other code compiled before, nothing changes. The levels of
+    ``targets.LEVELS`` with AVX-512 prefer wide vectors too."""
+    if numba.config.CPU_FEATURES is not None or numba.config.CPU_NAME is not None or not features:
         return
-    try:
-        features = binding.get_host_cpu_features().flatten()
-    except RuntimeError:  # NOTE: llvmlite cannot read them on some hosts: LLVM's defaults stay
-        return
-    if "+avx512f" in features.split(",") and binding.get_host_cpu_name() not in NARROW_CPUS:
+    if "+avx512f" in features.split(",") and cpu not in targets.NARROW_CPUS:
         numba.config.CPU_FEATURES = features + ",-prefer-256-bit"
 
 

@@ -581,7 +581,16 @@ def job_address(function) -> int:
 
 @functools.cache
 def _compiled_job(function):
+    _JOBS.append(function)
     return cfunc(JOB_SIGNATURE, nopython=True, cache=True)(function)
+
+
+_JOBS: list = []
+
+
+def compiled_jobs() -> list:
+    """The job functions compiled (or loaded from the cache) in this process, in that order."""
+    return list(_JOBS)
 
 
 def warm(*jobs) -> None:

@@ -45,7 +45,8 @@ def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
 def test_code_compiled_with_other_options_is_not_found(monkeypatch):
     """numba's cache keys on the source only: the options name the cache's subfolder."""
     key = fast._cache_key()
-    assert str(fast.numba_module().config.CACHE_DIR).endswith(key) or os.environ.get("NUMBA_CACHE_DIR")
+    folder = Path(fast.numba_module().config.CACHE_DIR).name  # the key, then the level where there is one
+    assert folder in (key, f"{key}-{fast.target_level()}") or os.environ.get("NUMBA_CACHE_DIR")
     monkeypatch.setitem(fast.JIT_OPTIONS, "error_model", "python")
     assert fast._cache_key() != key
 
@@ -131,7 +132,8 @@ print(json.dumps(model.build_timings))
 def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_the_cache(tmp_path):
     path = tmp_path / "dw.lite"
     path.write_bytes(convert(depthwise_model()))
-    environment = {"DELITE_NUMBA_CACHE": str(tmp_path / "cache"), "DELITE_FAST_KERNELS": "1"}
+    environment = {"DELITE_NUMBA_CACHE": str(tmp_path / "cache"), "DELITE_FAST_KERNELS": "1",
+                   "DELITE_KERNEL_BUNDLE": "off"}  # NOTE: the bundle would spare the first process its compile
 
     def build_in_a_new_process() -> dict[str, float]:
         import os
@@ -197,11 +199,13 @@ class _Binding:
     ("cascadelake", "+avx2,+avx512f,+fma", None),  # slows its clock for 512-bit arithmetic
 ])
 def test_loops_are_widened_on_avx512_cores_that_keep_their_clock(monkeypatch, name, features, expected):
+    """Compiled for the host (``DELITE_KERNEL_TARGET=host``, or a CPU without a level)."""
     import llvmlite
 
     monkeypatch.setattr(llvmlite, "binding", _Binding(name, features))
+    monkeypatch.setenv("DELITE_KERNEL_TARGET", "host")
     numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": None, "CPU_NAME": None})()})()
-    fast._prefer_wide_vectors(numba)
+    assert fast._choose_target(numba) == "host"
     features = numba.config.CPU_FEATURES
     assert features == expected
 
@@ -215,8 +219,9 @@ def test_the_register_tile_is_wide_only_where_the_code_gets_512_bit_registers(mo
     import llvmlite
 
     monkeypatch.setattr(llvmlite, "binding", _Binding(name, features))
+    monkeypatch.setenv("DELITE_KERNEL_TARGET", "host")
     numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": None, "CPU_NAME": None})()})()
-    fast._prefer_wide_vectors(numba)
+    fast._choose_target(numba)
     monkeypatch.setattr(fast, "numba_module", lambda: numba)
     assert fast.wide_registers() == wide
 
@@ -230,8 +235,9 @@ def test_features_the_user_set_are_kept(monkeypatch):
     import llvmlite
 
     monkeypatch.setattr(llvmlite, "binding", _Binding("emeraldrapids", "+avx512f"))
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2")
     numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": "+avx2", "CPU_NAME": None})()})()
-    fast._prefer_wide_vectors(numba)
+    assert fast._choose_target(numba) == "host"
     assert numba.config.CPU_FEATURES == "+avx2"
 
 
@@ -244,6 +250,6 @@ def test_hosts_whose_features_cannot_be_read_keep_llvms_defaults(monkeypatch):
 
     monkeypatch.setattr(llvmlite, "binding", Unreadable("generic", ""))
     numba = type("Numba", (), {"config": type("Config", (), {"CPU_FEATURES": None, "CPU_NAME": None})()})()
-    fast._prefer_wide_vectors(numba)
+    assert fast._choose_target(numba) == "host"  # NOTE: no level without the features
     features = numba.config.CPU_FEATURES
     assert features is None

@@ -1,0 +1,146 @@
+"""Kernels compiled ahead of time: a bundle of numba's cache, one folder per instruction-set level
+(``lite.kernels.fast.targets``), shipped in the package and copied into the user's empty cache.
+
+A fresh install would otherwise compile every kernel a model uses on its first build (seconds per
+model, a minute for the whole zoo on a small machine). The bundle is built with
+``python -m lite.tools.kernel_bundle build`` from ``MANIFEST`` (the kernels and argument types the
+zoo's models compile, recorded per level by ``... kernel_bundle record``), before the wheel is made.
+
+Three things make numba's cache portable, and this module provides them:
+
+- the level, not the host CPU model, is the compile target (numba's cache keys on it);
+- ``PackageLocator`` files each function's cache under its path inside the ``lite`` package, not
+  under a hash of the absolute folder it was installed in, and stamps it with a hash of its source
+  file's bytes, not the file's time;
+- a bundle is copied only into a cache folder it was made for: the same cache key (the sources and
+  compiler options, ``lite.kernels.fast._cache_key``), numba version, Python version and level.
+  numba checks its own version and each function's bytecode again when it loads an entry, and
+  compiles what is missing or stale, so a bundle can be incomplete but never wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The ``lite`` package's folder: cache paths are relative to it."""
+MANIFEST = Path(__file__).with_name("aot_manifest.json")
+BUNDLE = Path(__file__).with_name("aot")
+INFO = "bundle.json"
+MAX_INFO_BYTES = 1 << 16
+
+
+def bundle_root() -> Path | None:
+    """``$DELITE_KERNEL_BUNDLE`` (``off``: none), else the package's ``aot`` folder."""
+    explicit = os.environ.get("DELITE_KERNEL_BUNDLE", "").strip()
+    if explicit.lower() == "off":
+        return None
+    return Path(explicit).expanduser() if explicit else BUNDLE
+
+
+def python_tag() -> str:
+    return f"py{sys.version_info.major}{sys.version_info.minor}"
+
+
+def bundle_info(cache_key: str, level: str, numba_version: str) -> dict[str, str]:
+    """What a bundle folder's ``bundle.json`` must say to be copied into a cache folder."""
+    return {"cache_key": cache_key, "level": level, "numba": numba_version, "python": python_tag()}
+
+
+def seed(folder: Path, cache_key: str, level: str, numba_version: str) -> int:
+    """Copies the bundle made for this cache key, level, numba and Python into the new cache
+    ``folder``; the number of files copied (0 where there is no such bundle or it cannot be read)."""
+    root = bundle_root()
+    source = root / level if root is not None else None
+    if source is None or not _matches(source / INFO, bundle_info(cache_key, level, numba_version)):
+        return 0
+    copied = 0
+    try:
+        for path in sorted(source.rglob("*")):
+            if path.is_file() and not path.is_symlink() and path.suffix in (".nbi", ".nbc"):
+                target = folder / path.relative_to(source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+                copied += 1
+    except OSError:
+        return copied  # NOTE: what was copied is whole files; numba compiles whatever is missing
+    return copied
+
+
+def _matches(info_path: Path, expected: dict[str, str]) -> bool:
+    try:
+        if info_path.is_symlink() or info_path.stat().st_size > MAX_INFO_BYTES:
+            return False
+        return json.loads(info_path.read_text()) == expected
+    except (OSError, ValueError):
+        return False
+
+
+def install_locator(numba: ModuleType) -> None:
+    """Puts ``PackageLocator`` first in numba's list of cache locators (once)."""
+    from numba.core import caching
+
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+    if _locator_class() not in impl._locator_classes:
+        impl._locator_classes.insert(0, _locator_class())
+
+
+_LOCATOR: list[type] = []
+
+
+def _locator_class() -> type:
+    """``PackageLocator``, defined on first use (its base class is numba's)."""
+    if not _LOCATOR:
+        from numba.core import caching, config
+
+        class PackageLocator(caching._CacheLocator):
+            """Caches a function of the ``lite`` package under its package path in numba's
+            ``CACHE_DIR``, stamped with its source's hash: the same entries wherever it is installed."""
+
+            def __init__(self, py_func, py_file: str):
+                self._source = Path(py_file)
+                self._lineno = py_func.__code__.co_firstlineno
+                relative = self._source.resolve().parent.relative_to(PACKAGE_ROOT)
+                self._cache_path = os.path.join(config.CACHE_DIR, "lite", *relative.parts)
+
+            def get_cache_path(self) -> str:
+                return self._cache_path
+
+            def get_source_stamp(self) -> str:
+                return source_hash(self._source)
+
+            def get_disambiguator(self) -> str:
+                return str(self._lineno)
+
+            @classmethod
+            def from_function(cls, py_func, py_file):
+                source = Path(py_file)
+                if not config.CACHE_DIR or not source.is_file() or not source.resolve().is_relative_to(PACKAGE_ROOT):
+                    return None
+                locator = cls(py_func, py_file)
+                try:
+                    locator.ensure_cache_path()
+                except OSError:
+                    return None
+                return locator
+
+        _LOCATOR.append(PackageLocator)
+    return _LOCATOR[0]
+
+
+_SOURCE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def source_hash(path: Path) -> str:
+    """The sha256 of a source file's bytes (memoized on its path, time and size)."""
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _SOURCE_HASHES:
+        _SOURCE_HASHES[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return _SOURCE_HASHES[key]
