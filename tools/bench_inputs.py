@@ -63,6 +63,13 @@ def compile_cache() -> Path | None:
     return Path(fast.numba_module().config.CACHE_DIR) if fast.enabled() else None
 
 
+def bundled_files() -> int:
+    """Cache files this process copied from the ahead-of-time kernel bundle (0: none, or compiled kernels off)."""
+    from lite.kernels import fast
+
+    return fast.seeded_files() if fast.enabled() else 0
+
+
 def cached_kernels(folder: Path | None) -> int:
     """How many compiled kernels ``folder`` caches (numba's ``.nbc`` files)."""
     return sum(1 for _ in folder.rglob("*.nbc")) if folder is not None and folder.is_dir() else 0

@@ -54,6 +54,8 @@ class StartUp:
     build_stages: dict[str, float] = field(default_factory=dict)
     steady_samples_s: list[float] = field(default_factory=list)
     cached_kernels: int = 0  # compiled kernels in the cache after this process (Delite runs)
+    target: str = ""  # Delite runs: the instruction-set level compiled kernels target ("host": the CPU model)
+    bundled_files: int = 0  # Delite runs: cache files copied from the ahead-of-time bundle
 
     @property
     def to_first_output_s(self) -> float:
@@ -180,14 +182,15 @@ def child(spec: dict[str, Any], import_s: float) -> dict[str, Any]:
     """In the child process: builds (or creates the session), predicts once, then the steady loop."""
     build = _build_lite if spec["engine"] == "lite" else _build_onnxruntime
     start = time.perf_counter()
-    predict, stages = build(spec)
+    predict, stages, origin = build(spec)
     build_s = time.perf_counter() - start
     first = _timed(predict)
     for _ in range(spec["warmup"]):
         predict()
     steady = [_timed(predict) for _ in range(spec["loops"])]
     return {"import_s": import_s, "build_s": build_s, "first_predict_s": first,
-            "steady_predict_s": float(np.median(steady)), "build_stages": stages, "steady_samples_s": steady}
+            "steady_predict_s": float(np.median(steady)), "build_stages": stages, "steady_samples_s": steady,
+            **origin}
 
 
 def _timed(fn) -> float:
@@ -210,7 +213,13 @@ def _build_lite(spec: dict[str, Any]):
         model.resize(inputs, [spec["shapes"].get(t.name, list(t.shape)) for t in inputs])
     feeds = _inputs(spec, inputs)
     ordered = [feeds[t.name] for t in inputs]
-    return (lambda: model.predict(ordered)), dict(model.build_timings)
+    return (lambda: model.predict(ordered)), dict(model.build_timings), _kernel_origin()
+
+
+def _kernel_origin() -> dict[str, Any]:
+    from lite.kernels import fast
+
+    return {"target": fast.target_level(), "bundled_files": fast.seeded_files()} if fast.enabled() else {}
 
 
 def _inputs(spec: dict[str, Any], tensors) -> dict[str, np.ndarray]:
@@ -236,7 +245,7 @@ def _build_onnxruntime(spec: dict[str, Any]):
     options.intra_op_num_threads, options.inter_op_num_threads = spec["threads"], 1
     session = ort.InferenceSession(spec["path"], options, providers=["CPUExecutionProvider"])
     feeds = load_npz(spec["inputs"], [i.name for i in session.get_inputs()])
-    return (lambda: session.run(None, feeds)), {}
+    return (lambda: session.run(None, feeds)), {}, {}
 
 
 # ---- the report ------------------------------------------------------------------------------------------------
@@ -257,11 +266,25 @@ def print_report(report: ColdReport, out=None) -> None:
     if "onnxruntime" in report.runs:
         w("(onnxruntime's build is its session creation)\n")
     cold, warm = report.runs["lite cold"], report.runs["lite warm"]
-    w(f"kernels compiled into the empty cache: {cold.cached_kernels}; after the warm run: {warm.cached_kernels}\n")
+    w(f"kernels in the cache after the cold run: {cold.cached_kernels}; after the warm run: {warm.cached_kernels}\n")
+    w(_origin(cold) + "\n")
     w("build stages, cold: " + _stages(cold.build_stages) + "\n")
     w("build stages, warm: " + _stages(warm.build_stages) + "\n")
     for name, value in report.ratios.items():
         w(f"{name}: {value:.2f}\n")
+
+
+def _origin(cold: StartUp) -> str:
+    """Where the cold run's kernels came from: the ahead-of-time bundle, or compiled."""
+    if not cold.target:
+        return "compiled kernels: off (the numpy kernels ran)"
+    if cold.target == "host":
+        return "compiled kernels target this CPU model (no instruction-set level): every one compiled"
+    if cold.bundled_files:
+        return (f"compiled kernels target {cold.target}: {cold.bundled_files} cache files copied from the "
+                "ahead-of-time bundle; only kernels outside it compiled")
+    return (f"compiled kernels target {cold.target}: no ahead-of-time bundle for it installed "
+            "(python -m lite.tools.kernel_bundle build): every one compiled")
 
 
 def _stages(stages: dict[str, float]) -> str:

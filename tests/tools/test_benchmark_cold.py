@@ -82,7 +82,21 @@ def test_without_onnxruntime_the_report_has_two_rows_and_no_session_ratio():
     assert ["lite", "cold"] in rows and ["lite", "warm"] in rows and ["onnxruntime"] not in [r[:1] for r in rows]
     assert "warm build / onnxruntime" not in printed.getvalue()
     assert "of which kernels compiled or loaded 7500.0 ms" in printed.getvalue()
-    assert "kernels compiled into the empty cache: 12; after the warm run: 12" in printed.getvalue()
+    assert "kernels in the cache after the cold run: 12; after the warm run: 12" in printed.getvalue()
+    assert "compiled kernels: off" in printed.getvalue()  # no target recorded: the numpy kernels ran
+
+
+@pytest.mark.parametrize(("target", "files", "said"), [
+    ("x86-64-v3", 40, "x86-64-v3: 40 cache files copied from the ahead-of-time bundle"),
+    ("x86-64-v4", 0, "no ahead-of-time bundle for it installed"),
+    ("host", 0, "target this CPU model (no instruction-set level): every one compiled")])
+def test_the_report_says_where_the_cold_run_found_its_kernels(target, files, said):
+    runs = {name: cold_start.StartUp(0.1, 1.0, 0.1, 0.1, {}, [0.1], 3, target, files)
+            for name in ("lite cold", "lite warm")}
+    report = cold_start.ColdReport("m.onnx", ["native"], 1, 1, 0, runs, cold_start.ratios(runs))
+    printed = io.StringIO()
+    cold_start.print_report(report, printed)
+    assert said in printed.getvalue()
 
 
 def test_a_failing_child_says_which_and_why(model, user_cache, capsys):
