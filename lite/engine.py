@@ -295,6 +295,7 @@ class Engine:
         """
         if self.pages is not None:
             self.pages.check_unchanged()
+            self.pages.forget_released()  # NOTE: a resize may read released constants, faulting their pages in
         propagate(self.shape_kernels, self.folded, self.context.memory_limit)
         self.plan()
         readers, held = self._constant_readers()

@@ -38,6 +38,11 @@ class ConstantPages:
                 self.mapped.release(*span)
                 self.released.add(tensor)
 
+    def forget_released(self) -> None:
+        """Counts every constant as resident again (before a resize, which may read released ones:
+        the int8 plans check their weights' range again); each is released again once packed."""
+        self.released.clear()
+
     def release_unread(self, kernels: Iterable[Kernel], held: set[Tensor]) -> None:
         """Releases every constant that none of ``kernels`` reads in its original layout and that is
         not ``held``; a released one that a kernel reads again counts as resident again."""

@@ -88,3 +88,42 @@ def test_a_truncated_file_is_refused_at_build(built):
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(lite.LiteError):
         lite.Model().build_from_file(path)
+
+
+def int8_conv_model(rng) -> onnx.ModelProto:
+    """x -> Q -> DQ -> Conv (an int8 weight, per channel, through DQ) -> Q -> DQ: one int8 convolution."""
+    weight = rng.integers(-127, 128, (64, 64, 3, 3)).astype(np.int8)
+    scalars = {"xs": np.float32(0.05), "xz": np.int8(0), "ys": np.float32(0.5), "yz": np.int8(3)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws"], ["wf"], axis=0),
+             helper.make_node("Conv", ["xf", "wf"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "ys", "yz"], ["y"])]
+    initializers = [numpy_helper.from_array(weight, "wq"),
+                    numpy_helper.from_array(rng.uniform(0.001, 0.01, 64).astype(np.float32), "ws"),
+                    *(numpy_helper.from_array(np.array(v), k) for k, v in scalars.items())]
+    graph = helper.make_graph(nodes, "qconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_int8_convolution_releases_its_weight_and_computes_as_from_bytes(tmp_path):
+    """The compiled int8 plans keep their own packed weight: the file's int8 pages leave memory,
+    and a resize (which packs again from them) computes as a model built from bytes."""
+    rng = np.random.default_rng(8)
+    path = tmp_path / "qconv.lite"
+    data = convert(int8_conv_model(rng), path)
+    model, reference = lite.Model(), lite.Model()
+    model.build_from_file(path, context=lite.Context(thread_num=1))
+    reference.build(data, context=lite.Context(thread_num=1))
+    weight = next(t for t in model._engine.tensors if t.is_const and t.dtype == np.int8 and t.data.size == 64 * 576)
+    assert weight in model._engine.pages.released and resident_pages(weight.data) == 0
+    for shape in ([1, 64, 16, 16], [2, 64, 12, 12]):
+        x = rng.standard_normal(shape).astype(np.float32)
+        for m in (model, reference):
+            if list(m.get_inputs()[0].shape) != shape:
+                m.resize(m.get_inputs(), [shape])
+        expected = reference.predict([x])[0].get_data_to_numpy()
+        np.testing.assert_array_equal(model.predict([x])[0].get_data_to_numpy(), expected)
+    assert resident_pages(weight.data) == 0

@@ -152,6 +152,12 @@ class QuantizedProduct(QuantizedOp):
         self.constants = []
         self.compiled: Callable[[], None] | None = None
 
+    def packed_constants(self) -> list[Tensor]:
+        """The constant weight where a compiled plan runs: every plan keeps its own packed (or
+        float32) copy and never reads the original again at these shapes."""
+        weight = self.inputs[1]
+        return [weight] if getattr(self, "compiled", None) is not None and weight.is_const else []
+
     def _sync_inputs(self) -> None:
         if self.layout is None:
             super()._sync_inputs()
