@@ -304,6 +304,8 @@ def test_keyboard_interrupt_in_the_consumer_loop_stops_every_worker(split):
 
 
 def test_sigint_while_waiting_for_an_output_stops_every_worker(split):
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:  # NOTE: else the wait below never ends
+        pytest.skip("SIGINT does not raise KeyboardInterrupt here (ignored: started as a background job)")
     with pytest.raises(KeyboardInterrupt), lite.PipelineExecutor(split, processes=[0]) as pipeline:
         threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
         pipeline.get_output(block=True)  # nothing was run: only the signal ends this wait
