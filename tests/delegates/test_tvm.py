@@ -342,7 +342,12 @@ CASES: dict[str, tuple[onnx.ModelProto, list[str] | None]] = {  # name: (model, 
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
+DEFAULT_RUN_EVERY = 3
+"""The default run lowers every third case (each op family has several); -m slow lowers them all."""
+
+
+@pytest.mark.parametrize("case", [c if i % DEFAULT_RUN_EVERY == 0 else pytest.param(c, marks=pytest.mark.slow)
+                                  for i, c in enumerate(CASES)])
 def test_lowering(case):
     check_lowering(*CASES[case])
 
@@ -646,9 +651,11 @@ def corrupt_fifo_sidecar(library: Path) -> None:
     os.mkfifo(sidecar)
 
 
-@pytest.mark.parametrize("corrupt", [corrupt_truncate, corrupt_sidecar, corrupt_consistently, corrupt_stale,
-                                     corrupt_fifo_sidecar],
-                         ids=["truncated", "bad_sidecar", "unloadable", "stale", "fifo_sidecar"])
+@pytest.mark.parametrize("corrupt", [  # NOTE: each case compiles once more: three under -m slow
+    pytest.param(corrupt_truncate, id="truncated"), pytest.param(corrupt_sidecar, id="bad_sidecar"),
+    pytest.param(corrupt_consistently, id="unloadable", marks=pytest.mark.slow),
+    pytest.param(corrupt_stale, id="stale", marks=pytest.mark.slow),
+    pytest.param(corrupt_fifo_sidecar, id="fifo_sidecar", marks=pytest.mark.slow)])
 def test_a_bad_cache_entry_is_recompiled_and_rewritten(tmp_path, corrupt, caplog):
     onnx_model = block_model(batch=2)
     build(onnx_model, TVMDelegate("llvm", cache_dir=tmp_path))
