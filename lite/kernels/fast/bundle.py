@@ -54,8 +54,8 @@ def bundle_info(cache_key: str, level: str, numba_version: str) -> dict[str, str
 
 
 def seed(folder: Path, cache_key: str, level: str, numba_version: str) -> int:
-    """Copies the bundle made for this cache key, level, numba and Python into the new cache
-    ``folder``; the number of files copied (0 where there is no such bundle or it cannot be read)."""
+    """Links (or copies) the files of the bundle made for this cache key, level, numba and Python
+    into the new cache ``folder``; how many (0 where there is no such bundle or it cannot be read)."""
     root = bundle_root()
     source = root / level if root is not None else None
     if source is None or not _matches(source / INFO, bundle_info(cache_key, level, numba_version)):
@@ -66,11 +66,20 @@ def seed(folder: Path, cache_key: str, level: str, numba_version: str) -> int:
             if path.is_file() and not path.is_symlink() and path.suffix in (".nbi", ".nbc"):
                 target = folder / path.relative_to(source)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
+                _link_or_copy(path, target)
                 copied += 1
     except OSError:
         return copied  # NOTE: what was copied is whole files; numba compiles whatever is missing
     return copied
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A hard link where the file system allows one (numba never writes a cache file in place: it
+    writes a new file and renames it over the old, so the bundle's file stays as it was), else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _matches(info_path: Path, expected: dict[str, str]) -> bool:

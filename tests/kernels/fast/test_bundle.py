@@ -35,6 +35,11 @@ def test_a_new_cache_folder_is_seeded_from_the_bundle_made_for_it(tmp_path, monk
     assert bundle.seed(folder, "jit-abc", "x86-64-v3", "0.99") == 2
     assert sorted(p.name for p in (folder / "lite" / "kernels" / "fast").iterdir()) == ["f-1.py312.1.nbc",
                                                                                        "f-1.py312.nbi"]
+    # numba rewrites a cache file by renaming a new one over it: the bundle's file stays as it was
+    index = folder / "lite" / "kernels" / "fast" / "f-1.py312.nbi"
+    (index.parent / "new").write_bytes(b"rewritten")
+    os.replace(index.parent / "new", index)
+    assert (tmp_path / "aot" / "x86-64-v3" / "lite" / "kernels" / "fast" / "f-1.py312.nbi").read_bytes() == b"index"
 
 
 @pytest.mark.parametrize("other", [("jit-other", "x86-64-v3", "0.99"), ("jit-abc", "x86-64-v4", "0.99"),
