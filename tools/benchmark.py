@@ -507,8 +507,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, metavar="OUT.json",
                    help="write the report: latency samples and statistics, accuracy, versions, machine")
     p.add_argument("--cold", action="store_true",
-                   help="start-up time, each in a fresh process: a build with every Delite cache empty (compiling "
-                        "the kernels), one reusing that cache, and with --compare onnxruntime its session creation")
+                   help="start-up time, each in a fresh process: a build with every Delite cache empty (a fresh "
+                        "install: kernels from the ahead-of-time bundle, or compiled), one reusing that cache, and "
+                        "with --compare onnxruntime its session creation")
     p.add_argument("--generate", action="store_true",
                    help="the model is a decoder with a KV cache (docs/generate.md): lite.Generator against "
                         "onnxruntime's own greedy loop, tokens/s and the token check")
