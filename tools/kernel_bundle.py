@@ -210,11 +210,10 @@ def record(levels: list[str], manifest_path: Path) -> int:
     """Runs the zoo's workloads per level (each a level this CPU runs) and writes the manifest."""
     from llvmlite import binding
 
-    best = targets.host_level(binding.get_host_cpu_name(), binding.get_host_cpu_features().flatten())
-    runnable = set(targets.LEVELS[best].features) if best else set()
+    host_features = binding.get_host_cpu_features().flatten()
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"format": 1, "levels": {}}
     for level in levels:
-        if not set(targets.LEVELS[level].features) <= runnable:
+        if not targets.runs(level, host_features):
             print(f"{level}: this CPU cannot run it; its entries stay as they were")
             continue
         start = time.perf_counter()

@@ -19,6 +19,7 @@ SANDY_BRIDGE = "+64bit,+avx,+cmov,+cx16,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,
 
 @pytest.mark.parametrize(("cpu", "features", "level"), [
     ("znver3", ZEN3, "x86-64-v3"),
+    ("alderlake", ZEN3 + ",+avxvnni", "x86-64-v3-vnni"),
     ("icelake-server", ZEN4, "x86-64-v4-vnni"),
     ("znver4", ZEN4, "x86-64-v4-vnni"),
     ("sapphirerapids", SKYLAKE_X, "x86-64-v4"),  # NOTE: features, not the name, decide
@@ -44,6 +45,9 @@ def test_the_environment_chooses_the_target(environ, level):
 
 def test_a_level_the_host_lacks_falls_back_to_the_host_level():
     assert targets.chosen("znver3", ZEN3, {"DELITE_KERNEL_TARGET": "x86-64-v4-vnni"}) == "x86-64-v3"
+    assert targets.chosen("znver4", ZEN4, {"DELITE_KERNEL_TARGET": "x86-64-v3-vnni"}) == "x86-64-v4-vnni"
+    assert targets.chosen("znver5", ZEN4 + ",+avxvnni", {"DELITE_KERNEL_TARGET": "x86-64-v3-vnni"}) == \
+        "x86-64-v3-vnni"  # NOTE: a lower level than the CPU's that it has every feature of
 
 
 def test_an_unknown_target_is_refused():
@@ -57,6 +61,7 @@ def test_each_level_is_one_fixed_feature_string():
     assert "+avx512f" not in strings["x86-64-v3"] and "+avx2" in strings["x86-64-v3"]
     assert strings["x86-64-v4"].endswith(",-prefer-256-bit") and "+avx512vnni" not in strings["x86-64-v4"]
     assert "+avx512vnni" in strings["x86-64-v4-vnni"]
+    assert "+avxvnni" in strings["x86-64-v3-vnni"] and "+avx512f" not in strings["x86-64-v3-vnni"]
     assert len(set(strings.values())) == len(strings)
 
 
