@@ -56,7 +56,12 @@ def random_input(model: onnx.ModelProto, seed: int = 0, **free: int) -> dict[str
     return {x.name: np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
 
 
-@pytest.mark.parametrize("name", [n for n in SMALL if n != "resnet50"])  # NOTE: resnet18 runs the same code
+DETERMINISM_DEFAULT = ("resnet18", "mobilenet_v3_large", "bert_encoder")
+"""The builders the default run checks for determinism (one of each family); -m slow checks all."""
+
+
+@pytest.mark.parametrize("name", [n if n in DETERMINISM_DEFAULT else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in SMALL if n != "resnet50"])  # NOTE: resnet18 runs the same code
 def test_builds_are_deterministic(name):
     build = getattr(zoo, name)
     assert build(**SMALL[name]).SerializeToString() == build(**SMALL[name]).SerializeToString()
@@ -124,7 +129,8 @@ def test_static_models_have_the_batch_size():
     assert dims_of(model.graph.input[0]) == [2, 3, 32, 32] and dims_of(model.graph.output[0]) == [2, 1000]
 
 
-@pytest.mark.parametrize("opset", [11, 13, 14, 16, 18])
+@pytest.mark.parametrize("opset", [11, *(pytest.param(o, marks=pytest.mark.slow) for o in (13, 14, 16)),
+                                   18])  # NOTE: the ends by default, every one under -m slow
 @pytest.mark.parametrize("name, newer_op", [("mobilenet_v3_large", ("HardSwish", 14)),
                                             ("bert_encoder", ("LayerNormalization", 17))])
 def test_other_opsets_keep_the_function(name, newer_op, opset):
