@@ -45,8 +45,10 @@ def _cosine(actual: np.ndarray, expected: np.ndarray) -> float:
     return float(a @ e / (np.linalg.norm(a) * np.linalg.norm(e)))
 
 
-@pytest.mark.parametrize("symmetric", [True, False], ids=["symmetric", "asymmetric"])
-@pytest.mark.parametrize("form", ["matmulnbits", "qdq"])
+@pytest.mark.parametrize(("form", "symmetric"), [  # NOTE: two of the four by default, all under -m slow
+    pytest.param("matmulnbits", True, id="matmulnbits-symmetric"), pytest.param("qdq", False, id="qdq-asymmetric"),
+    pytest.param("matmulnbits", False, id="matmulnbits-asymmetric", marks=pytest.mark.slow),
+    pytest.param("qdq", True, id="qdq-symmetric", marks=pytest.mark.slow)])
 def test_a_4_bit_encoder_agrees_with_onnxruntime(form, symmetric):
     model, lite_model = _encoder(form, symmetric)
     quantized = {n.op_type for n in model.graph.node} & {"MatMulNBits", "DequantizeLinear"}
