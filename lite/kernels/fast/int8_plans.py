@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -113,11 +114,26 @@ def compiled_product(kernel) -> Callable[[], None] | None:
     return plan
 
 
+def _once(kernel, name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once per kernel, kept in its ``int8_once`` dict: what its constant weight and
+    quantization parameters decide is the same at every input shape, so a resize neither computes
+    it again nor reads the weight (whose pages may have left memory) to do so."""
+    kept = kernel.__dict__.setdefault("int8_once", {})
+    if name not in kept:
+        kept[name] = compute()
+    return kept[name]
+
+
+def _kernel_weight_bound(kernel) -> int:
+    """``_weight_bound`` of the kernel's weight (once per kernel)."""
+    return _once(kernel, "weight_bound", lambda: _weight_bound(kernel.inputs[1]))
+
+
 def _sums_fit(kernel, pairs: int) -> bool:
     """Whether every sum of ``pairs`` pair products plus the bias stays inside int32."""
     bias = 0 if kernel.bias_acc is None else float(np.abs(kernel.bias_acc).max(initial=0))
     x_bound = offset_bound(kernel.inputs[0].dtype, kernel.layout.x_zero_point)
-    worst = 2 * pairs * x_bound * _weight_bound(kernel.inputs[1])
+    worst = 2 * pairs * x_bound * _kernel_weight_bound(kernel)
     return worst + bias <= INT32_LIMIT and worst <= INT32_LIMIT
 
 
@@ -161,16 +177,21 @@ def _conv_weight(kernel, w: np.ndarray, rows: int) -> np.ndarray:
 
 def _packed_weight(kernel, w: np.ndarray, rows: int, per_word: int, pack, cache: str) -> np.ndarray:
     """``w`` packed by ``pack`` into int32 words of ``per_word`` input channels each, kept on the kernel
-    as its attribute ``cache`` (packed once per kernel)."""
-    cached = getattr(kernel, cache, None)
-    if cached is None:
-        cached = np.zeros((rows, (w.shape[1] + per_word - 1) // per_word * w.shape[2] * w.shape[3]), np.int32)
-        pack(np.ascontiguousarray(w), _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0]), cached)
-        setattr(kernel, cache, cached)
-    return cached
+    under ``cache`` (packed once per kernel)."""
+    def packed() -> np.ndarray:
+        words = np.zeros((rows, (w.shape[1] + per_word - 1) // per_word * w.shape[2] * w.shape[3]), np.int32)
+        pack(np.ascontiguousarray(w), _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0]), words)
+        return words
+
+    return _once(kernel, cache, packed)
 
 
 def _quad_bias(kernel, w: np.ndarray) -> np.ndarray | None:
+    """``_quad_bias_of`` once per kernel (its plan asks, then the convolution's plan reads it)."""
+    return _once(kernel, "quad_bias", lambda: _quad_bias_of(kernel, w))
+
+
+def _quad_bias_of(kernel, w: np.ndarray) -> np.ndarray | None:
     """The bias (int32, one per output channel) of the byte-quad form (``int8_quads``): the bias
     minus ``p * sum of the channel's weight offsets``, p the input's pad byte; None where that
     form does not run: no VNNI, a weight offset outside int8, or that bias outside int32."""
@@ -404,12 +425,13 @@ class ProductPlan:
 
         k, n = weight.shape
         pairs, m = (k + 1) // 2, math.prod(x_shape[:-1])
-        self.panels = getattr(kernel, "int8_panels", None)
-        if self.panels is None:
-            self.panels = np.zeros((-(-n // int8.WIDTH), pairs, int8.WIDTH), np.int32)
+        def panels() -> np.ndarray:
+            packed = np.zeros((-(-n // int8.WIDTH), pairs, int8.WIDTH), np.int32)
             zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, n)
-            int8.pack_product_weight(np.ascontiguousarray(weight), zero_point, self.panels)
-            kernel.int8_panels = self.panels
+            int8.pack_product_weight(np.ascontiguousarray(weight), zero_point, packed)
+            return packed
+
+        self.panels = _once(kernel, "product_panels", panels)
         self.rows = np.zeros((m + (-m) % int8.ROWS, pairs), np.int32)
         self.offsets = np.arange(pairs, dtype=np.int64) * int8.WIDTH
         self.kernel, self.m, self.k = kernel, m, k
@@ -459,7 +481,7 @@ def _depthwise_plan(kernel) -> Callable[[], None] | None:
         return None
     bias = 0 if kernel.bias_acc is None else int(np.abs(kernel.bias_acc).max(initial=0))
     taps = w.shape[2] * w.shape[3]
-    if taps * offset_bound(kernel.inputs[0].dtype, kernel.layout.x_zero_point) * _weight_bound(kernel.inputs[1]) \
+    if taps * offset_bound(kernel.inputs[0].dtype, kernel.layout.x_zero_point) * _kernel_weight_bound(kernel) \
             + bias >= FLOAT32_EXACT:
         return None
     from lite.kernels.fast import int8_depthwise
@@ -470,6 +492,12 @@ def _depthwise_plan(kernel) -> Callable[[], None] | None:
 
         crew.warm(int8_depthwise.depthwise_job)
     return plan
+
+
+def _depthwise_taps(kernel, w: np.ndarray) -> np.ndarray:
+    """The weight minus its zero points as float32 taps, (O, taps) (exact: 8-bit offsets)."""
+    zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
+    return np.ascontiguousarray(w.reshape(w.shape[0], -1).astype(np.int64) - zero_point[:, None], np.float32)
 
 
 class DepthwiseInt8Plan:
@@ -484,9 +512,7 @@ class DepthwiseInt8Plan:
         begins, ends, out = inner.geometry(x_shape, w.shape)
         geometry = Geometry(tuple(x_shape), w.shape[2:], inner.strides, inner.dilations, begins, ends, out)
         self.loop = Int8Depthwise(geometry)
-        zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
-        self.weight = np.ascontiguousarray(w.reshape(w.shape[0], -1).astype(np.int64) - zero_point[:, None],
-                                           np.float32)
+        self.weight = _once(kernel, "depthwise_taps", lambda: _depthwise_taps(kernel, w))
         bias, self.multiplier, zp, lo, hi = requantization_terms(kernel)
         self.bias = bias.astype(np.float32)  # NOTE: exact: checked below FLOAT32_EXACT
         self.floats = (float(kernel.layout.x_zero_point), float(zp), float(lo), float(hi))
