@@ -26,7 +26,7 @@ from lite.kernels.parallel import KernelThreads
 from lite.memory import MemoryPlan
 from lite.scheduler import schedule
 from lite.schema.graph import GraphDef
-from lite.shapes import blame, classify, infer_at_run, propagate
+from lite.shapes import FoldedValues, blame, classify, infer_at_run, propagate
 from lite.tensor import Tensor
 from lite.threads import limit_blas_threads, load_monitor
 from lite.weight_pages import ConstantPages, packed_by_all
@@ -77,8 +77,9 @@ class Engine:
         for tensor in self.inputs:
             tensor._on_reshape = _weak_callback(self._input_reshaped)  # NOTE: inputs must not keep the model alive
         self.shapes_dirty = any(-1 in t.shape for t in self.inputs)
+        self.folded_values = FoldedValues(context.memory_limit)
         if not self.shapes_dirty:
-            propagate(self.shape_kernels, self.folded, context.memory_limit)
+            self._propagate()
 
     # ---- build --------------------------------------------------------------------------
 
@@ -296,7 +297,7 @@ class Engine:
         if self.pages is not None:
             self.pages.check_unchanged()
             self.pages.forget_released()  # NOTE: a resize may read released constants, faulting their pages in
-        propagate(self.shape_kernels, self.folded, self.context.memory_limit)
+        self._propagate()
         self.plan()
         readers, held = self._constant_readers()
         fallen = []
@@ -310,6 +311,12 @@ class Engine:
             self._swap_in_natives(fallen)
         self.shapes_dirty = False
         self._release_pages()
+
+    def _propagate(self) -> None:
+        """Shapes through every kernel; the folded values of input shapes seen before come back from
+        ``folded_values``."""
+        propagate(self.shape_kernels, self.folded, self.context.memory_limit, self.folded_values,
+                  tuple(t.shape for t in self.inputs))
 
     def _resize(self, kernel: Kernel) -> Partition | None:
         """Resizes one kernel; the partition it gave up, if a graph kernel failed."""

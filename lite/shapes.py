@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -77,19 +78,61 @@ def validate_graph(graph: GraphDef, memory_limit: int) -> None:
         propagate(kernels, set(folded), memory_limit)
 
 
-def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_limit: int) -> None:
+FOLDED_SHAPE_SETS = 4
+"""How many input shape sets' folded values a model keeps (the last ones used), so a model that
+alternates between shapes (a generator's prefill and decode steps, two batch sizes) computes each
+set's once."""
+
+Outputs = list[tuple[tuple[int, ...], np.ndarray]]
+
+
+class FoldedValues:
+    """The folded kernels' outputs (shapes and values) of the last ``FOLDED_SHAPE_SETS`` input shape
+    sets, together at most ``memory_limit`` bytes: they follow from the input shapes and the
+    constants alone, so a set seen before gets them back instead of running the folded kernels
+    again (exported transformers compute their masks and reshape targets in hundreds of them)."""
+
+    def __init__(self, memory_limit: int) -> None:
+        self.memory_limit = memory_limit
+        self.entries: OrderedDict[tuple, tuple[dict[NativeKernel, Outputs], int]] = OrderedDict()
+
+    def get(self, key: tuple) -> dict[NativeKernel, Outputs] | None:
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        self.entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, key: tuple, values: dict[NativeKernel, Outputs], size: int) -> None:
+        self.entries[key] = values, size
+        self.entries.move_to_end(key)
+        while len(self.entries) > FOLDED_SHAPE_SETS or sum(s for _, s in self.entries.values()) > self.memory_limit:
+            self.entries.popitem(last=False)
+
+
+def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_limit: int,
+              memo: FoldedValues | None = None, key: tuple = ()) -> None:
     """Infers every output's shape (in topological order) and computes the folded kernels.
 
-    Runtime-shaped kernels are skipped: ``infer_at_run`` does their part at each predict.
+    Runtime-shaped kernels are skipped: ``infer_at_run`` does their part at each predict. With a
+    ``memo``, the folded kernels' outputs for ``key`` (the model's input shapes) come from it where
+    it has them (their shapes and values were checked when they were computed), and are kept in it
+    otherwise.
 
     Raises:
         ModelFormatError: naming the node whose shapes or dtypes do not work out.
         MemoryLimitError: one output, or all the folded values together (kept as long as the
             model), would need more than ``memory_limit`` bytes; checked before they are computed.
     """
-    kept = 0
+    kept, saved = 0, None if memo is None else memo.get(key)
+    computed: dict[NativeKernel, Outputs] = {}
     for kernel in kernels:
         if kernel.runtime_shapes:
+            continue
+        if saved is not None and kernel in folded:
+            for tensor, (shape, data) in zip(kernel.outputs, saved[kernel], strict=True):
+                tensor.shape = tensor.declared_shape = shape
+                tensor.data = data
             continue
         with blame(kernel):
             set_outputs(kernel, memory_limit)
@@ -101,6 +144,9 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
                 kernel.resize()
                 with np.errstate(all="ignore"):  # NOTE: IEEE results, as at predict (T5's log of position 0)
                     kernel.execute()
+                computed[kernel] = [(t.shape, t.data) for t in kernel.outputs]
+    if memo is not None and saved is None:
+        memo.put(key, computed, kept)
 
 
 def _check_folded(kernel: NativeKernel, kept: int, memory_limit: int) -> None:

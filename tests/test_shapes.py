@@ -167,3 +167,48 @@ def test_values_folded_from_shapes_follow_ieee_without_warnings(recwarn):
     x = RNG.standard_normal((2, 3)).astype(np.float32)
     assert_like_onnxruntime(model, onnx_model, {"x": x})
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+# x (batch, seq) -> y = x reshaped to (batch, seq, 1) + a causal mask (seq, seq) row sum, the mask and the reshape
+# target computed from Shape(x) as exported transformers compute theirs: every kernel but the last two folded
+SHAPE_COMPUTED = model_of(
+    [helper.make_node("Shape", ["x"], ["sx"]),
+     helper.make_node("Gather", ["sx", "one"], ["seq"], axis=0),
+     helper.make_node("Concat", ["seq", "seq"], ["square"], axis=0),
+     helper.make_node("ConstantOfShape", ["square"], ["ones"], value=numpy_helper.from_array(np.ones(1, np.float32))),
+     helper.make_node("Trilu", ["ones"], ["mask"], upper=0),
+     helper.make_node("ReduceSum", ["mask", "one"], ["counts"], keepdims=0),
+     helper.make_node("Concat", ["sx", "one"], ["target"], axis=0),
+     helper.make_node("Reshape", ["x", "target"], ["column"]),
+     helper.make_node("Squeeze", ["column", "two"], ["row"]),
+     helper.make_node("Add", ["row", "counts"], ["y"])],
+    {"x": (F, ["batch", "seq"])}, ["y"], {"one": np.array([1], np.int64), "two": np.array([2], np.int64)})
+
+
+def test_folded_values_of_shapes_seen_before_come_back_without_running_their_kernels(monkeypatch):
+    model = build(SHAPE_COMPUTED)
+    engine = model._engine
+    runs = []
+    for kernel in engine.folded:
+        monkeypatch.setattr(kernel, "execute", lambda run=kernel.execute, k=kernel: (runs.append(k), run())[1])
+    seen = set()
+    for shape in [(2, 5), (1, 3), (2, 5), (1, 3), (4, 7)]:
+        ran = len(runs)
+        x = RNG.standard_normal(shape).astype(np.float32)
+        assert_like_onnxruntime(model, SHAPE_COMPUTED, {"x": x})
+        assert (len(runs) > ran) is (shape not in seen)
+        seen.add(shape)
+    assert len(engine.folded_values.entries) == 3
+
+
+def test_folded_values_keep_the_last_shape_sets_within_the_memory_limit():
+    from lite.shapes import FOLDED_SHAPE_SETS, FoldedValues
+
+    memo = FoldedValues(memory_limit=100)
+    for i in range(FOLDED_SHAPE_SETS + 2):
+        memo.put((i,), {}, 10)
+    assert list(memo.entries) == [(i,) for i in range(2, FOLDED_SHAPE_SETS + 2)]
+    assert memo.get((2,)) == {} and list(memo.entries)[-1] == (2,)  # the one used last is kept longest
+    memo.put(("big",), {}, 95)
+    assert list(memo.entries) == [("big",)]  # the others dropped: together they would pass the limit
+    assert memo.get((3,)) is None
