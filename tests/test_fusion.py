@@ -229,22 +229,23 @@ def test_a_fused_depthwise_activation_shared_among_busy_threads(monkeypatch):
 
 # ---- a linear layer and the GELU after it -----------------------------------------------------------------
 
-def linear_then_gelu(rows: int, features: int = 20, hidden: int = 60) -> onnx.ModelProto:
-    """x (rows, features) -> MatMul + bias -> GELU (its Erf formula) -> y: a feed-forward layer's first half."""
+def linear_then_gelu(rows: int | None, features: int = 20, hidden: int = 60) -> onnx.ModelProto:
+    """x (rows, features), or (features,) where rows is None -> MatMul + bias -> GELU (its Erf formula) -> y:
+    a feed-forward layer's first half."""
     inits = {"w": RNG.standard_normal((features, hidden)) * 0.3, "b": RNG.standard_normal(hidden), **GELU_CONSTANTS}
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["c"]),
              *gelu_nodes("c", "y")]
-    return float_model(nodes, "linear_gelu", [rows, features], ["y"], inits)
+    return float_model(nodes, "linear_gelu", [features] if rows is None else [rows, features], ["y"], inits)
 
 
-@pytest.mark.parametrize(("rows", "packed"), [(16, True), (3, False)])
+@pytest.mark.parametrize(("rows", "packed"), [(16, True), (1, True), (None, False)])  # None: a vector, numpy's
 def test_a_gelu_runs_in_the_linear_layer_epilogue(rows, packed):
     onnx_model = linear_then_gelu(rows)
     model = build(onnx_model)
     [kernel] = fused_activations(model)
     assert kernel.producer.type == "MatMulFusion" and kernel.producer.epilogue.absorbed[0] == "GELU"
     assert (kernel.producer.algorithm == "packed_gemm") is packed  # the packed product's panels, or numpy's passes
-    x = (RNG.standard_normal((rows, 20)) * 2).astype(np.float32)
+    x = (RNG.standard_normal((20,) if rows is None else (rows, 20)) * 2).astype(np.float32)
     got = model.predict([x])[0].get_data_to_numpy()
     np.testing.assert_allclose(got, run_onnxruntime(onnx_model, {"x": x})[0], rtol=1e-4, atol=1e-5)
 

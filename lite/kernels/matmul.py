@@ -40,16 +40,14 @@ class ProductLayer:
 
 
 def fits_packed(layer: ProductLayer) -> bool:
-    """Whether ``lite.kernels.fast.gemm`` runs this product: float32, a constant 2-D b, a with at
-    least ``MIN_ROWS`` rows (batch axes flattened into rows), a bias varying along the last axis only."""
+    """Whether ``lite.kernels.fast.gemm`` runs this product: float32, a constant 2-D b, a of two or
+    more dims with at least one row (batch axes flattened into rows; a decode step's single row
+    streams the packed weight once, as a GEMV), a bias varying along the last axis only."""
     a, b, bias = layer.a, layer.b, layer.bias
     if not (fast.enabled() and layer.dtypes == (np.float32, np.float32) and layer.const_b and len(b) == 2
             and len(a) >= 2 and not layer.transpose_a and min(b) > 0):
         return False
-    from lite.kernels.fast.gemm import MIN_ROWS  # NOTE: imports the compiler: only when used
-
-    return math.prod(a[:-1]) >= MIN_ROWS and (bias is None or (math.prod(bias.shape[:-1]) == 1
-                                                                and bias.dtype == np.float32))
+    return math.prod(a[:-1]) >= 1 and (bias is None or (math.prod(bias.shape[:-1]) == 1 and bias.dtype == np.float32))
 
 
 class NumpyProduct(Plan):

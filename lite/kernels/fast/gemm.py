@@ -27,7 +27,7 @@ from lite.kernels.fast.tile import FLOAT, ROWS, WIDTH, emit_tile
 
 ONE = np.float32(1)
 MIN_ROWS = ROWS
-"""Products with fewer rows of a stay with BLAS: a tile computes ROWS rows whatever the count."""
+"""The rows of a whole tile: a product of fewer rows (a decode step's) runs ``row_tile`` per row."""
 
 
 @intrinsic
@@ -43,6 +43,20 @@ def tile(typingctx, a, a_stride, panel, terms, out, out_stride):
                   lambda k: builder.gep(panel_p, [builder.mul(k, k.type(WIDTH))]), count, out_p, out_step)
         return context.get_dummy_value()
     return types.void(*(types.int64,) * 6), codegen
+
+
+@intrinsic
+def row_tile(typingctx, a, panel, terms, out):
+    """out[j] = sum over k < terms of a[k] * panel[k * WIDTH + j] for WIDTH columns j: one row of a
+    (a GEMV's panel, bound by how fast the panel streams in); every argument an address or a count."""
+    def codegen(context, builder, signature, args):
+        a_at, panel_at, count, out_at = args
+        floats = FLOAT.as_pointer()
+        a_p, panel_p, out_p = (builder.inttoptr(at, floats) for at in (a_at, panel_at, out_at))
+        emit_tile(builder, lambda k, r: builder.gep(a_p, [k]),
+                  lambda k: builder.gep(panel_p, [builder.mul(k, k.type(WIDTH))]), count, out_p, count.type(0), rows=1)
+        return context.get_dummy_value()
+    return types.void(*(types.int64,) * 4), codegen
 
 
 def pack(b: np.ndarray) -> np.ndarray:
@@ -76,14 +90,16 @@ def pack_into(b, panels):
 def product(a, packed, bias, lo, hi, out, first, last, code, alpha):
     """Columns of panels ``first`` to ``last - 1`` of out (M, N) = clip(a (M, K) @ b + bias, lo, hi),
     b packed by ``pack``, then the activation of ``code`` (``lite.kernels.fast.activation.EPILOGUE_CODES``)
-    with ``alpha``; a and out C-contiguous, M at least ROWS."""
+    with ``alpha``; a and out C-contiguous (fewer rows than ROWS: ``_thin_panel``)."""
     m, k = a.shape
     n = out.shape[1]
     spare = np.empty((ROWS, WIDTH), np.float32)
     for panel in range(first, last):
         column = panel * WIDTH
         count = min(WIDTH, n - column)
-        for row in range(0, m, ROWS):
+        if m < ROWS:
+            _thin_panel(a, packed[panel], out, column, count, spare)
+        for row in range(0, m if m >= ROWS else 0, ROWS):
             top = min(row, m - ROWS)  # NOTE: the last block overlaps the one before rather than run short
             if count == WIDTH:
                 tile(a.ctypes.data + top * k * 4, k, packed[panel].ctypes.data, k,
@@ -94,6 +110,21 @@ def product(a, packed, bias, lo, hi, out, first, last, code, alpha):
                     for j in range(count):
                         out[top + r, column + j] = spare[r, j]
         _finish(out, bias, lo, hi, column, count, code, alpha)
+
+
+@jit
+def _thin_panel(a, panel, out, column, count, spare):
+    """One panel's columns of a product of fewer rows than a tile: ``row_tile`` row by row (the panel
+    streams in from memory for the first row and is in cache for the others)."""
+    m, k = a.shape
+    n = out.shape[1]
+    for r in range(m):
+        if count == WIDTH:
+            row_tile(a.ctypes.data + r * k * 4, panel.ctypes.data, k, out.ctypes.data + (r * n + column) * 4)
+        else:
+            row_tile(a.ctypes.data + r * k * 4, panel.ctypes.data, k, spare.ctypes.data)
+            for j in range(count):
+                out[r, column + j] = spare[0, j]
 
 
 @jit

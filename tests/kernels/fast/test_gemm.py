@@ -32,9 +32,11 @@ def operands(m: int, k: int, n: int, seed: int = 0):
 
 
 # (M, K, N): rows a multiple of the tile's and not (the last block overlaps), one term, columns
-# below, at, past and across panels, a transformer's shapes
+# below, at, past and across panels, a transformer's shapes; fewer rows than a tile (a decode
+# step's one row per sequence, row by row on each panel)
 SHAPES = [(8, 1, 1), (8, 5, 3), (13, 7, 47), (9, 33, WIDTH), (17, 64, WIDTH + 1), (40, 300, 130),
-          (128, 768, 96), (200, 64, 2 * WIDTH)]
+          (128, 768, 96), (200, 64, 2 * WIDTH), (1, 1, 1), (1, 768, 2 * WIDTH + 9), (3, 40, WIDTH),
+          (ROWS - 1, 17, 3 * WIDTH - 1)]
 
 
 @pytest.mark.parametrize(("m", "k", "n"), SHAPES)
@@ -120,7 +122,8 @@ def kernel(a_shape, b_shape, const_b=True, dtype=np.float32, **attrs):
 @pytest.mark.parametrize(("built", "packs"), [
     (kernel((ROWS, 4), (4, 5)), True),
     (kernel((2, 4, 4), (4, 5)), True),  # batch axes make the rows
-    (kernel((ROWS - 1, 4), (4, 5)), False),  # fewer rows than a tile: BLAS
+    (kernel((ROWS - 1, 4), (4, 5)), True),  # fewer rows than a tile: row by row
+    (kernel((1, 1, 4), (4, 5)), True),  # a decode step's one row
     (kernel((ROWS, 4), (4, 5), const_b=False), False),  # b computed at run time
     (kernel((ROWS, 4), (2, 4, 5)), False),  # batched b
     (kernel((4, ROWS), (4, 5), transpose_a=True), False),
@@ -131,9 +134,10 @@ def test_which_products_it_takes(built, packs):
     assert (first_fit(ALGORITHMS, built.layer()).name == "packed_gemm") is packs
 
 
-def test_panels_on_the_crew_match(monkeypatch, crew_runs):
+@pytest.mark.parametrize("rows", [64, 1])
+def test_panels_on_the_crew_match(monkeypatch, crew_runs, rows):
     threads, runs = crew_runs
-    a, b, bias = operands(64, 96, 5 * WIDTH, seed=2)
+    a, b, bias = operands(rows, 96, 5 * WIDTH, seed=2)
     got = matmul(a, b, bias, threads=threads, activation_type="RELU")
     np.testing.assert_allclose(got, np.maximum(a.astype(np.float64) @ b + bias, 0), rtol=1e-4, atol=1e-5)
     assert len(runs) == 1  # the panels ran as crew jobs
