@@ -112,10 +112,13 @@ class ORTGraphKernel(lite.Kernel):
         if self._binding is None:
             self._bind(arrays)
         else:
-            changed = [k for k, (a, b) in enumerate(zip(arrays, self._bound, strict=True)) if not _same_buffer(a, b)]
+            changed = [k for k, (a, b) in enumerate(zip(arrays, self._bound, strict=True))
+                       if not _same_buffer(a, b) or not _wrapped(a)]
             if changed:
                 self._rebind(arrays, changed)
         self.session.run_with_iobinding(self._binding)
+        for k, value in self._copied_outputs:
+            np.copyto(arrays[k], value.numpy())
 
     def dump(self, directory: str | os.PathLike) -> list[Path]:
         """Writes the emitted model to ``directory/<name>.onnx``; returns the paths written."""
@@ -167,19 +170,35 @@ class ORTGraphKernel(lite.Kernel):
     def _bind(self, arrays: list[np.ndarray | None]) -> None:
         self._binding = self.session.io_binding()
         self._bound = list(arrays)
+        self._copied_outputs: list[tuple[int, object]] = []
         self._rebind(arrays, range(len(arrays)))
 
     def _rebind(self, arrays: list[np.ndarray | None], indices: Sequence[int]) -> None:
-        """Binds ``arrays[k]`` for each k in ``indices`` (a name bound again replaces its earlier array)."""
+        """Binds ``arrays[k]`` for each k in ``indices`` (a name bound again replaces its earlier array).
+
+        An OrtValue made from a C-contiguous numpy array on the CPU wraps its buffer: no copy. One made
+        from a strided view (an input or output viewing part of a larger buffer) holds a copy: such an
+        input is bound again at every run, and such an output is written into a buffer of its own and
+        copied out after the run."""
         from onnxruntime import OrtValue
 
         count = len(self.inputs)
+        copied = dict(self._copied_outputs)
         for k in indices:
-            # NOTE: an OrtValue made from a numpy array on the CPU wraps its buffer: no copy.
-            value = OrtValue.ortvalue_from_numpy(arrays[k])
+            array = arrays[k]
+            value = OrtValue.ortvalue_from_numpy(array if _wrapped(array) or k < count else np.empty_like(array))
             bind = self._binding.bind_ortvalue_input if k < count else self._binding.bind_ortvalue_output
             bind(self._names[k], value)
-            self._bound[k] = arrays[k]
+            self._bound[k] = array
+            copied.pop(k, None)
+            if k >= count and not _wrapped(array):
+                copied[k] = value
+        self._copied_outputs = sorted(copied.items())
+
+
+def _wrapped(array: np.ndarray | None) -> bool:
+    """Whether an OrtValue made from ``array`` wraps its buffer (C-contiguous) rather than a copy."""
+    return array is None or array.flags.c_contiguous
 
 
 def _same_buffer(a: np.ndarray | None, b: np.ndarray | None) -> bool:

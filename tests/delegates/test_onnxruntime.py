@@ -467,6 +467,27 @@ def test_an_input_only_the_graph_kernel_reads_is_lent_not_copied():
                                rtol=1e-4, atol=1e-6)
 
 
+def test_strided_views_bound_as_input_and_output_are_read_and_written_at_every_run():
+    """A generator binds views of one buffer: the past input is its first positions, the present output all of it."""
+    original = small_cnn(batch=1)
+    model = build(original, ORTDelegate())
+    (tensor,), (out,) = model.get_inputs(), model.get_outputs()
+    model.predict({"x": normal(1, 3, 12, 12)})
+    source = np.zeros((1, 3, 12, 24), np.float32)
+    target = np.zeros((2, *out.shape), np.float32)
+    tensor.data, out.data = source[..., ::2], target[1]  # a strided input, and an output inside a larger buffer
+    for _ in range(2):  # changed in place between runs: read again each time
+        source[...] = normal(1, 3, 12, 24)
+        model.predict(None, output_names=[])
+        expected = run_onnxruntime(original, {"x": np.ascontiguousarray(source[..., ::2])})[0]
+        np.testing.assert_allclose(target[1], expected, rtol=1e-4, atol=1e-6)
+    strided_out = np.zeros((*out.shape[:-1], 2 * out.shape[-1]), np.float32)
+    out.data = strided_out[..., ::2]
+    model.predict(None, output_names=[])
+    np.testing.assert_allclose(strided_out[..., ::2], expected, rtol=1e-4, atol=1e-6)
+    assert not strided_out[..., 1::2].any()
+
+
 def test_an_input_a_native_kernel_reads_is_copied():
     original = small_cnn(batch=1)
     model = build(original, ORTDelegate(ops=["Softmax"]))
