@@ -310,16 +310,20 @@ class Generator:
 
 
 class _StaticCache:
-    """The decode steps' cache: per layer and kind one buffer of ``capacity`` positions, bound as the past input.
+    """The decode steps' cache: per layer and kind one buffer of ``capacity + 1`` positions, its first
+    ``capacity`` bound as the past input and the whole of it as the present output.
 
-    A step feeds the whole buffer with ``attention_mask`` 1 on the filled slots and on the new token (which the
+    A step feeds the whole past with ``attention_mask`` 1 on the filled slots and on the new token (which the
     model appends after the last slot) and 0 elsewhere, and ``position_ids`` the true position, so every step
     has the same shapes (one resize after the prefill, none per token) and masked slots weigh exactly 0. The
-    new token's key and value (the present outputs' last position) are then written into the next slot.
+    model's Concat of past and new writes into the present output, whose first ``capacity`` positions are the
+    past itself, so it copies only the new position (``lite.kernels.shape.Concat`` skips an input already in its
+    slot). The new token's key and value (the buffer's last position) are then written into the next slot.
     """
 
     def __init__(self, generator: Generator, buffers: dict[str, np.ndarray], capacity: int) -> None:
-        self.generator, self.buffers, self.capacity = generator, buffers, capacity
+        self.generator, self.capacity = generator, capacity
+        self.buffers = {name: buffer[:, :, :capacity] for name, buffer in buffers.items()}  # the past inputs
         n, inputs = generator.names, generator._inputs
         batch = next(iter(buffers.values())).shape[0]
         self.mask = np.zeros((batch, capacity + 1), inputs[n.attention_mask].dtype)
@@ -332,13 +336,13 @@ class _StaticCache:
 
     @classmethod
     def after_prefill(cls, generator: Generator, capacity: int) -> _StaticCache:
-        """Copies the prefill's present arrays into new buffers of ``capacity`` positions, resizes the model to
-        the decode step's shapes once and binds the buffers as its past inputs."""
+        """Copies the prefill's present arrays into new buffers of ``capacity + 1`` positions, resizes the model
+        to the decode step's shapes once and binds the buffers as its past inputs and present outputs."""
         present = generator._present_arrays()
         filled = next(iter(present.values())).shape[2]
         buffers = {}
         for name, array in present.items():
-            buffer = np.empty((*array.shape[:2], capacity, *array.shape[3:]), array.dtype)
+            buffer = np.empty((*array.shape[:2], capacity + 1, *array.shape[3:]), array.dtype)
             buffer[:, :, :filled] = array
             buffer[:, :, filled:] = 0  # NOTE: written now, so its pages are resident from the start (flat RSS)
             buffers[name] = buffer
@@ -354,6 +358,13 @@ class _StaticCache:
         model.resize(tensors, [list(feeds[t.name].shape) for t in tensors])
         for tensor in tensors:
             tensor.data = feeds[tensor.name]  # NOTE: the step's arrays, bound once; each step writes into them
+        self._bind_outputs()
+
+    def _bind_outputs(self) -> None:
+        """Makes each buffer its present output's array (planned at the resize with the decode step's shape)."""
+        for buffer, present in self.sources:
+            if present.data is not None and present.data.shape == buffer.shape and present.dtype == buffer.dtype:
+                present.data = buffer
 
     def step(self, ids: np.ndarray, filled: int) -> np.ndarray:
         """Runs one token per row at position ``filled`` (the slots before it hold the cache); the logits."""
@@ -361,7 +372,9 @@ class _StaticCache:
         self.positions[...] = filled
         self.generator.model.predict(None, output_names=[])
         for buffer, present in self.sources:
-            buffer[:, :, filled] = present.data[:, :, self.capacity]
+            buffer[:, :, filled] = present.data[:, :, self.capacity]  # NOTE: a delegate may have rebound present
+            if present.data is not buffer:
+                self._bind_outputs()
         self.mask[:, filled] = 1
         return self.generator._last_logits()
 

@@ -61,6 +61,27 @@ def test_a_dynamic_cache_gives_the_same_tokens_resizing_per_token(generator, gpt
     assert len(resizes) == 1 + 11
 
 
+def test_the_static_cache_is_the_present_outputs_own_buffer(generator, gpt2_path):
+    """Each layer's past input views the first positions of the array its present output is bound to, so the
+    model's Concat of past and new finds the past already in its slot and copies only the new position."""
+    from lite.kernels.shape import _in_place
+
+    expected = decoders.greedy_onnxruntime(gpt2_path, PROMPT[:2], 10)
+    np.testing.assert_array_equal(np.array(generator.generate(PROMPT[:2], max_new_tokens=10).tokens), expected)
+    cache = generator._static
+    for buffer, present in cache.sources:
+        assert present.data is buffer
+    inputs = {t.name: t for t in generator.model.get_inputs()}
+    for name, past in cache.buffers.items():
+        assert inputs[name].data is past and past.base is not None
+    presents = {present for _, present in cache.sources}
+    joins = [k for k in generator.model._engine.kernels if k.type == "Concat" and k.outputs[0] in presents]
+    assert len(joins) == len(presents)
+    for join in joins:
+        past = next(t for t in join.inputs if t.name in cache.buffers)
+        assert _in_place(past.data, join.slots[1][join.inputs.index(past)])
+
+
 def test_memory_stays_flat_while_tokens_are_generated(generator):
     """tracemalloc (numpy's arrays included) after each token of a second call (the first fills Python's
     free lists): what grows per token is the result's own record, a token and its step time (a dynamic

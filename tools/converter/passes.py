@@ -36,7 +36,8 @@ NOT_FOLDED = frozenset({"DequantizeLinear"})
 
 
 def drop_identities(g: OnnxGraph, report: ConversionReport) -> None:
-    """Removes Identity and inference-mode Dropout nodes by rewiring their readers.
+    """Removes Identity, inference-mode Dropout and one-input Concat, Sum, Max, Min and Mean nodes by rewiring
+    their readers.
 
     When the removed node's output is a graph output, its producer writes that name
     instead; a node copying a graph input or a constant to a graph output stays.
@@ -58,11 +59,17 @@ def drop_identities(g: OnnxGraph, report: ConversionReport) -> None:
         report.removed.append(node.name)
 
 
+ONE_INPUT_COPIES = frozenset({"Concat", "Sum", "Max", "Min", "Mean"})
+"""Variadic ops that copy their input when given one (exporters write a one-input Concat for a cache)."""
+
+
 def _is_passthrough(node: onnx.NodeProto, g: OnnxGraph, uses: dict[str, int]) -> bool:
     if node.domain not in DEFAULT_DOMAINS or not node.input or not node.input[0]:
         return False
     if node.op_type == "Identity":
         return True
+    if node.op_type in ONE_INPUT_COPIES and len(node.input) == 1:  # NOTE: a Concat without its axis stays, to fail
+        return node.op_type != "Concat" or any(a.name == "axis" for a in node.attribute)
     if node.op_type != "Dropout" or any(uses.get(o, 0) for o in node.output[1:]):
         return False
     training = g.consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else np.False_

@@ -141,6 +141,19 @@ def test_drop_identity_and_dropout_in_the_middle():
     same_outputs(model, g, {"x": random(2, 3)})
 
 
+@pytest.mark.parametrize("op", ["Concat", "Sum", "Max", "Min", "Mean"])
+def test_one_input_variadic_ops_are_dropped_as_copies(op):
+    """Exporters write a one-input Concat (a cache's past); n-ary ops of one input copy it too."""
+    attrs = {"axis": -2} if op == "Concat" else {}
+    nodes = [helper.make_node(op, ["x"], ["a"], name="one", **attrs), helper.make_node("Neg", ["a"], ["y"], name="neg"),
+             helper.make_node(op, ["a", "x"], ["z"], name="two", **attrs)]
+    model = graph_model(nodes, {"x": [2, 3]}, ["y", "z"])
+    g, report = prepared(model)
+    drop_identities(g, report)
+    assert report.removed == ["one"] and [n.name for n in g.nodes] == ["neg", "two"]
+    same_outputs(model, g, {"x": random(2, 3)})
+
+
 def test_drop_identity_before_graph_output_renames_its_producer():
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
              helper.make_node("Neg", ["a"], ["n"], name="neg"),
