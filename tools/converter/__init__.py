@@ -42,6 +42,7 @@ from lite.tools.converter.fusions import (
     fuse_layer_norm,
     fuse_matmul_bias,
     fuse_swish,
+    fuse_transposed_operands,
     store_weights_untransposed,
 )
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, OnnxGraph, from_model, infer_shapes
@@ -136,6 +137,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
         fuse_attention(graph, report)
         fuse_matmul_bias(graph, report)
         store_weights_untransposed(graph)
+        fuse_transposed_operands(graph, report)
         fuse_swish(graph, report)
         fuse_activations(graph, report)
         group_quantized_ops(graph, report)

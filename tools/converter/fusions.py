@@ -13,6 +13,8 @@ MindSpore Lite's converter do them: exporters decompose these blocks into many s
   MatMulFusion with a bias input.
 - ``store_weights_untransposed``: a constant weight that a MatMulFusion transposes is stored
   transposed, so BLAS reads it contiguously.
+- ``fuse_transposed_operands``: a Transpose of the last two axes that only a MatMulFusion reads
+  becomes that operand's transpose flag (attention's K^T: BLAS reads the cache transposed in place).
 - ``fuse_swish``: Mul(x, Sigmoid(x)) (SiLU, as exporters write EfficientNet's and many
   transformers' activation) becomes Activation SWISH with alpha 1.
 
@@ -400,6 +402,43 @@ def store_weights_untransposed(graph: GraphDef) -> None:
         tensor.data = np.ascontiguousarray(value.swapaxes(-1, -2))
         tensor.shape = tensor.data.shape
         node.attrs["transpose_b"] = False
+
+
+# ---- transposed operands ------------------------------------------------------------------------
+
+
+def fuse_transposed_operands(graph: GraphDef, report: ConversionReport) -> None:
+    """A Transpose swapping the last two axes (rank 2 or more), read only by a MatMulFusion, goes: the
+    MatMulFusion reads its input with that operand's transpose flag flipped."""
+    view = View(graph)
+    removed = []
+    for node in graph.nodes:
+        if node.op_type != "MatMulFusion":
+            continue
+        for position, flag in ((0, "transpose_a"), (1, "transpose_b")):
+            operand = node.inputs[position]
+            transpose = view.producer.get(operand)
+            if transpose is None or transpose.op_type != "Transpose" or not view.private(operand) \
+                    or _dequantized(view, node):
+                continue
+            rank = view.rank(operand)
+            perm = list(transpose.attrs.get("perm") or range(rank)[::-1])
+            if rank < 2 or perm != [*range(rank - 2), rank - 1, rank - 2] or view.rank(transpose.inputs[0]) != rank:
+                continue
+            node.inputs[position] = transpose.inputs[0]
+            node.attrs[flag] = not node.attrs[flag]
+            removed.append(transpose)
+            report.fused_blocks.append(f"Transpose+MatMul {node.name}")
+    gone = {id(n) for n in removed}
+    graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]
+
+
+def _dequantized(view: View, node: NodeDef) -> bool:
+    """Whether an input of ``node`` (or of the Transpose before it) comes from a DequantizeLinear: the quantized
+    grouping pass that follows makes such a product an integer one, whose operands stay as the file has them."""
+    producers = [view.producer.get(t) for t in node.inputs]
+    producers += [view.producer.get(p.inputs[0]) for p in producers if p is not None and p.op_type == "Transpose"]
+    return any(p is not None and p.op_type == "DequantizeLinear" for p in producers)
 
 
 # ---- Swish ---------------------------------------------------------------------------------------

@@ -157,6 +157,28 @@ def test_a_matmul_read_twice_keeps_its_add():
     assert converted(model(nodes, [4, 16], inits), [4, 16]) == ["MatMulFusion", "AddFusion", "MulFusion"]
 
 
+@pytest.mark.parametrize(("perm", "side"), [([0, 1, 3, 2], "b"), ([0, 1, 3, 2], "a"), ([1, 0], "b2")])
+def test_a_transpose_of_the_last_two_axes_becomes_the_operands_flag(perm, side):
+    """Attention's scores q @ k^T with k^T a Transpose (a decoder's cache, read once per step)."""
+    shape = [2, 3, 5, 4] if len(perm) == 4 else [5, 4]
+    t = n("Transpose", ["x"], "t", perm=perm)
+    product = {"b": n("MatMul", ["x", "t"], "y"), "a": n("MatMul", ["t", "x"], "y"), "b2": n("MatMul", ["x", "t"], "y")}
+    graph, report = convert_to_graph(model([t, product[side]], shape, {}))
+    [node] = graph.nodes
+    assert node.op_type == "MatMulFusion" and node.attrs["transpose_" + side[0]] is True
+    assert any(block.startswith("Transpose+MatMul") for block in report.fused_blocks)
+    assert converted(model([t, product[side]], shape, {}), shape) == ["MatMulFusion"]
+
+
+@pytest.mark.parametrize("case", ["other axes", "read twice"])
+def test_other_transposes_before_a_matmul_stay(case):
+    perm = [0, 2, 1, 3] if case == "other axes" else [0, 1, 3, 2]
+    nodes = [n("Transpose", ["x"], "t", perm=perm), n("MatMul", ["x", "t"], "m")]
+    nodes.append(n("Add", ["m", "t"], "y") if case == "read twice" else n("Identity", ["m"], "y"))
+    shape = [2, 4, 4, 4]
+    assert "Transpose" in converted(model(nodes, shape, {}), shape)
+
+
 def attention_nodes(scale: str | None = "Div", mask: bool = True, axis: int = -1) -> list[onnx.NodeProto]:
     """q = x, k = x^T, v = x: MatMul -> [Div or Mul by a scalar] -> [Add mask] -> Softmax -> MatMul."""
     nodes = [n("Transpose", ["x"], "kt", perm=[0, 2, 1]), n("MatMul", ["x", "kt"], "s")]
