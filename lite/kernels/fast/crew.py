@@ -78,6 +78,9 @@ _STATE = np.zeros(SLOTS, np.int64)
 def _reset_state() -> None:
     """The shared state as at start: nothing posted, no worker; the spin and the nap set."""
     _STATE[:] = 0
+    # NOTE: generation 0 closed, as ``_finish`` closes one: left open at index 0, a worker spinning before the first
+    # post could read that post's count before its ticket, claim index 0 of generation 0 and run job 0 twice
+    _STATE[TICKET] = INDEX_MASK
     _STATE[SPIN] = SPIN_TICKS  # NOTE: a state word, not a constant: a test lengthens it
     _STATE[NAP:NAP + 2] = divmod(NAP_NANOSECONDS, 1_000_000_000)  # NOTE: a struct timespec (seconds, nanoseconds)
 
