@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import Counter
+from collections import Counter, OrderedDict
 
 import numpy as np
 
@@ -89,16 +89,34 @@ def _nbytes(tensor: Tensor) -> int:
     return math.prod(tensor.shape) * tensor.dtype.itemsize
 
 
+PLANS_KEPT = 4
+"""How many placements a MemoryPlan remembers (the last ones used): a model that alternates between
+input shapes (a generator's prefill and decode steps) places each set's tensors once."""
+
+
 class MemoryPlan:
     """Gives every non-constant tensor of a kernel list its data array.
 
     Intermediate tensors are views into one arena whose slots are reused once a tensor
     is dead; ``keep`` tensors (the model outputs) get arrays of their own; ``unplanned`` tensors
-    (the outputs of runtime-shaped kernels, which get arrays when they run) get none.
+    (the outputs of runtime-shaped kernels, which get arrays when they run) get none. The
+    placement of the last ``PLANS_KEPT`` sets of lifetimes and sizes is remembered.
     """
 
     def __init__(self) -> None:
         self.arena = np.empty(0, dtype=np.uint8)
+        self.placements: OrderedDict[tuple, tuple[dict[Tensor, int], int]] = OrderedDict()
+
+    def place(self, spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
+        """``plan_offsets(spans)``, remembered for the same tensors, lifetimes and sizes."""
+        key = tuple((tensor, first, last, _nbytes(tensor)) for tensor, (first, last) in spans.items())
+        placed = self.placements.get(key)
+        if placed is None:
+            placed = self.placements[key] = plan_offsets(spans)
+            while len(self.placements) > PLANS_KEPT:
+                self.placements.popitem(last=False)
+        self.placements.move_to_end(key)
+        return placed
 
     def apply(self, kernels: list[Kernel], keep: set[Tensor], limit: int,
               unplanned: frozenset[Tensor] = frozenset()) -> None:
@@ -113,7 +131,7 @@ class MemoryPlan:
             first, last = spans.pop(tensor)
             if out in spans:
                 spans[out] = (min(first, spans[out][0]), max(last, spans[out][1]))
-        offsets, size = plan_offsets(spans)
+        offsets, size = self.place(spans)
         total = size + sum(_nbytes(t) for t in keep)
         if total > limit:
             raise MemoryLimitError(f"the model's activations would need {total} bytes, more than the memory "

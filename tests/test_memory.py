@@ -60,6 +60,28 @@ def test_kept_tensors_get_their_own_arrays():
     assert np.shares_memory(tensors[1].data, plan.arena)
 
 
+def test_placements_of_sizes_seen_before_are_remembered(monkeypatch):
+    import lite.memory as memory
+
+    placed = []
+    monkeypatch.setattr(memory, "plan_offsets", lambda spans: (placed.append(len(spans)), plan_offsets(spans))[1])
+    kernels, tensors = chain([16, 16, 16, 16])
+    plan = MemoryPlan()
+    views = {}
+    for size in [16, 32, 16, 32, 48]:
+        for tensor in tensors:
+            tensor.shape = (size,)
+        plan.apply(kernels, keep={tensors[-1]}, limit=1 << 20)
+        offsets = [t.data.__array_interface__["data"][0] - plan.arena.ctypes.data for t in tensors[1:-1]]
+        assert views.setdefault(size, offsets) == offsets  # the same placement as the first time
+    assert len(placed) == 3  # one placement per size
+    for size in range(1, memory.PLANS_KEPT + 3):
+        for tensor in tensors:
+            tensor.shape = (size,)
+        plan.apply(kernels, keep={tensors[-1]}, limit=1 << 20)
+    assert len(plan.placements) == memory.PLANS_KEPT
+
+
 def test_plan_over_the_limit_allocates_nothing():
     kernels, tensors = chain([1024] * 4)
     plan = MemoryPlan()
