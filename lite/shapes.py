@@ -125,14 +125,12 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
             model), would need more than ``memory_limit`` bytes; checked before they are computed.
     """
     kept, saved = 0, None if memo is None else memo.get(key)
+    if saved is not None:
+        _restore(kernels, folded, saved, memory_limit)
+        return
     computed: dict[NativeKernel, Outputs] = {}
     for kernel in kernels:
         if kernel.runtime_shapes:
-            continue
-        if saved is not None and kernel in folded:
-            for tensor, (shape, data) in zip(kernel.outputs, saved[kernel], strict=True):
-                tensor.shape = tensor.declared_shape = shape
-                tensor.data = data
             continue
         with blame(kernel):
             set_outputs(kernel, memory_limit)
@@ -145,8 +143,27 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
                 with np.errstate(all="ignore"):  # NOTE: IEEE results, as at predict (T5's log of position 0)
                     kernel.execute()
                 computed[kernel] = [(t.shape, t.data) for t in kernel.outputs]
-    if memo is not None and saved is None:
+    if memo is not None:
         memo.put(key, computed, kept)
+
+
+def _restore(kernels: list[NativeKernel], folded: set[NativeKernel], saved: dict[NativeKernel, Outputs],
+             memory_limit: int) -> None:
+    """``propagate`` with the folded kernels' outputs from ``saved``: those first (they follow from the input
+    shapes alone, and the other kernels read them), then the other kernels' shapes inferred in order."""
+    for kernel, outputs in saved.items():
+        for tensor, (shape, data) in zip(kernel.outputs, outputs, strict=True):
+            tensor.shape = tensor.declared_shape = shape
+            tensor.data = data
+    for kernel in kernels:
+        if kernel.runtime_shapes or kernel in folded:
+            continue
+        try:
+            set_outputs(kernel, memory_limit)
+        except LiteError:
+            raise
+        except Exception as exc:  # NOTE: as ``blame`` does, without a context manager per kernel
+            raise _blamed(kernel, "cannot infer its outputs", exc) from exc
 
 
 def _check_folded(kernel: NativeKernel, kept: int, memory_limit: int) -> None:
@@ -174,11 +191,11 @@ def set_outputs(kernel: NativeKernel, memory_limit: int) -> None:
     if len(shapes) != len(kernel.outputs):
         kernel.fail(f"has {len(kernel.outputs)} outputs, but the op produces {len(shapes)}")
     for tensor, shape, dtype in zip(kernel.outputs, shapes, dtypes, strict=True):
-        shape = tuple(int(d) for d in shape)
-        if np.dtype(dtype) != tensor.dtype:
+        shape = tuple(map(int, shape))
+        if dtype is not tensor.dtype and np.dtype(dtype) != tensor.dtype:
             kernel.fail(f"output {tensor.name!r} is declared {tensor.dtype.name}, "
                         f"but the op computes {np.dtype(dtype).name}")
-        if any(d < 0 for d in shape):
+        if min(shape, default=0) < 0:
             kernel.fail(f"output {tensor.name!r} would have invalid shape {shape}")
         if math.prod(shape) * tensor.dtype.itemsize > memory_limit:  # NOTE: Python ints: exact, and fast
             raise MemoryLimitError(f"node {kernel.name!r} ({kernel.type}): output {tensor.name!r} of shape "
@@ -194,6 +211,8 @@ def blame(kernel: NativeKernel, doing: str = "cannot infer its outputs") -> Iter
     except LiteError:
         raise
     except Exception as exc:  # a hostile file can make any kernel code path fail
-        raise ModelFormatError(
-            f"node {kernel.name!r} ({kernel.type}): {doing}: "
-            f"{type(exc).__name__}: {exc}") from exc
+        raise _blamed(kernel, doing, exc) from exc
+
+
+def _blamed(kernel: NativeKernel, doing: str, exc: Exception) -> ModelFormatError:
+    return ModelFormatError(f"node {kernel.name!r} ({kernel.type}): {doing}: {type(exc).__name__}: {exc}")
