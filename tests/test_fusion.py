@@ -131,8 +131,9 @@ def test_a_profile_charges_the_fused_time_to_the_convolution():
 
 # ---- a convolution and the activation after it --------------------------------------------------------
 
-GELU_CONSTANTS = {"root2": np.array(np.sqrt(2.0)), "one": np.array(1.0), "half": np.array(0.5)}
-EPILOGUE_NAMES = {"silu": "SWISH", "hard_swish": "HARD_SWISH", "gelu": "GELU"}
+GELU_CONSTANTS = {"root2": np.array(np.sqrt(2.0)), "one": np.array(1.0), "half": np.array(0.5),
+                  "cubic": np.array(0.044715), "root2_over_pi": np.array(np.sqrt(2 / np.pi))}
+EPILOGUE_NAMES = {"silu": "SWISH", "hard_swish": "HARD_SWISH", "gelu": "GELU", "gelu_tanh": "GELU_TANH"}
 
 
 def gelu_nodes(x: str, y: str) -> list[onnx.NodeProto]:
@@ -140,6 +141,16 @@ def gelu_nodes(x: str, y: str) -> list[onnx.NodeProto]:
     return [helper.make_node("Div", [x, "root2"], [f"{y}_d"]), helper.make_node("Erf", [f"{y}_d"], [f"{y}_e"]),
             helper.make_node("Add", [f"{y}_e", "one"], [f"{y}_a"]), helper.make_node("Mul", [x, f"{y}_a"], [f"{y}_m"]),
             helper.make_node("Mul", [f"{y}_m", "half"], [y])]
+
+
+def gelu_tanh_nodes(x: str, y: str) -> list[onnx.NodeProto]:
+    """y = x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2 as GPT-2's export writes it (one GELU_TANH)."""
+    steps = [("Mul", [x, x], "sq"), ("Mul", ["sq", x], "cube"), ("Mul", ["cube", "cubic"], "c3"),
+             ("Add", [x, "c3"], "inner"), ("Mul", ["inner", "root2_over_pi"], "u"), ("Tanh", ["u"], "t"),
+             ("Add", ["t", "one"], "t1"), ("Mul", [x, "t1"], "m"), ("Mul", ["m", "half"], y)]
+    made = {out for _, _, out in steps if out != y}
+    named = lambda name: f"{y}_{name}" if name in made else name  # noqa: E731
+    return [helper.make_node(op, [named(i) for i in inputs], [named(out)]) for op, inputs, out in steps]
 
 
 def conv_then(activation: str, channels: int = 8, size: int = 10, group: int = 1, stride: int = 1, kernel: int = 3,
@@ -152,8 +163,8 @@ def conv_then(activation: str, channels: int = 8, size: int = 10, group: int = 1
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, group=group, strides=[stride] * 2)]
     if activation == "silu":
         nodes += [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
-    elif activation == "gelu":
-        nodes += gelu_nodes("c", "y")
+    elif activation in ("gelu", "gelu_tanh"):
+        nodes += (gelu_nodes if activation == "gelu" else gelu_tanh_nodes)("c", "y")
         inits.update(GELU_CONSTANTS)
     else:
         nodes.append(helper.make_node("HardSwish", ["c"], ["y"]))
@@ -164,7 +175,7 @@ def fused_activations(model: lite.Model) -> list[ProducerActivation]:
     return [k for k in model._engine.kernels if isinstance(k, ProducerActivation)]
 
 
-@pytest.mark.parametrize("activation", ["silu", "hard_swish", "gelu"])
+@pytest.mark.parametrize("activation", ["silu", "hard_swish", "gelu", "gelu_tanh"])
 @pytest.mark.parametrize(("plan", "shape"), [
     ("direct 1x1", {"kernel": 1}),
     ("im2col", {"stride": 2}),

@@ -16,7 +16,7 @@ from lite.ops.activation import ACTIVATION_TYPES, FUSED_CLIPS, GELU_TANH_CUBIC, 
 from lite.ops.dtypes import FLOATS, NUMBERS
 from lite.tensor import Tensor
 
-COMPILED_TYPES = ("GELU", "SIGMOID", "SWISH", "HARD_SWISH")  # lite.kernels.fast.activation.COMPILED
+COMPILED_TYPES = ("GELU", "GELU_TANH", "SIGMOID", "SWISH", "HARD_SWISH")  # lite.kernels.fast.activation.COMPILED
 
 
 @register("Activation", FLOATS)

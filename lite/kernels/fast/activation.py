@@ -6,7 +6,10 @@
   as the numpy ``lite.kernels.elementwise.erf_float32``);
 - SIGMOID and SWISH (x * sigmoid(alpha * x)) on ``exp32``, the exponential as Cephes' expf
   computes it: 2^n by its bits times a degree-6 polynomial on the remainder (within 4 ulp);
-- HARD_SWISH: x * clip(x / 6 + 1/2, 0, 1).
+- HARD_SWISH: x * clip(x / 6 + 1/2, 0, 1);
+- GELU_TANH: x * (1 + tanh(u)) / 2 with u = sqrt(2 / pi) * (x + 0.044715 x^3), computed as
+  x * sigmoid(2u) (the same function: (1 + tanh(u)) / 2 = sigmoid(2u)), so no tanh and no
+  cancellation where 1 + tanh(u) nears 0.
 
 Each takes (x, out, alpha) as 1-D arrays of one length (out may be x); ``COMPILED`` maps an
 activation type to its function.
@@ -23,11 +26,12 @@ from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
-from lite.ops.activation import ERF32_ALPHA, ERF32_BETA, SQRT_HALF
+from lite.ops.activation import ERF32_ALPHA, ERF32_BETA, GELU_TANH_CUBIC, SQRT_2_OVER_PI, SQRT_HALF
 
 A0, A1, A2, A3, A4, A5, A6 = (np.float32(c) for c in ERF32_ALPHA)
 B0, B1, B2, B3, B4 = (np.float32(c) for c in ERF32_BETA)
 HALF, ROOT_HALF, SIXTH = np.float32(0.5), np.float32(SQRT_HALF), np.float32(1 / 6)
+TWICE_ROOT_2_OVER_PI, CUBIC = np.float32(2 * SQRT_2_OVER_PI), np.float32(GELU_TANH_CUBIC)
 ONE, ZERO = np.float32(1), np.float32(0)
 # Cephes expf: x = n ln 2 + r (ln 2 in two parts), e^r by a polynomial, 2^n from its exponent bits
 LOG2E, LN2_HI, LN2_LO = np.float32(1.44269504088896341), np.float32(0.693359375), np.float32(-2.12194440e-4)
@@ -104,6 +108,19 @@ def hard_swish_of(value, alpha):
 
 
 @jit
+def gelu_tanh_of(value, alpha):
+    """x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2 as x * sigmoid(2 sqrt(2 / pi) * (x + 0.044715 x^3))."""
+    return value * sigmoid_of(TWICE_ROOT_2_OVER_PI * (value + CUBIC * value * value * value))
+
+
+@jit
+def gelu_tanh_float32(x, out, alpha):
+    """out = GELU(x), tanh form."""
+    for i in range(x.shape[0]):
+        out[i] = gelu_tanh_of(x[i], alpha)
+
+
+@jit
 def swish_float32(x, out, alpha):
     """out = x * sigmoid(alpha * x)."""
     for i in range(x.shape[0]):
@@ -117,8 +134,8 @@ def hard_swish_float32(x, out, alpha):
         out[i] = hard_swish_of(x[i], alpha)
 
 
-CLIP_CODE, SWISH_CODE, HARD_SWISH_CODE, GELU_CODE = 0, 1, 2, 3
-EPILOGUE_CODES = {"SWISH": SWISH_CODE, "HARD_SWISH": HARD_SWISH_CODE, "GELU": GELU_CODE}
+CLIP_CODE, SWISH_CODE, HARD_SWISH_CODE, GELU_CODE, GELU_TANH_CODE = 0, 1, 2, 3, 4
+EPILOGUE_CODES = {"SWISH": SWISH_CODE, "HARD_SWISH": HARD_SWISH_CODE, "GELU": GELU_CODE, "GELU_TANH": GELU_TANH_CODE}
 """Activations a compiled producer (a convolution, a linear layer) applies at the end of its own
 epilogue, by the code its loops branch on (CLIP_CODE there: the producer's own clip)."""
 
@@ -133,12 +150,15 @@ def activate_run(flat, base, length, shift, code, alpha):
     elif code == GELU_CODE:
         for i in range(length):
             flat[_u(base + i)] = gelu_of(flat[_u(base + i)] + shift, alpha)
+    elif code == GELU_TANH_CODE:
+        for i in range(length):
+            flat[_u(base + i)] = gelu_tanh_of(flat[_u(base + i)] + shift, alpha)
     else:
         for i in range(length):
             flat[_u(base + i)] = hard_swish_of(flat[_u(base + i)] + shift, alpha)
 
-COMPILED = {"GELU": gelu_float32, "SIGMOID": sigmoid_float32, "SWISH": swish_float32,
-            "HARD_SWISH": hard_swish_float32}
+COMPILED = {"GELU": gelu_float32, "GELU_TANH": gelu_tanh_float32, "SIGMOID": sigmoid_float32,
+            "SWISH": swish_float32, "HARD_SWISH": hard_swish_float32}
 
 
 @functools.cache

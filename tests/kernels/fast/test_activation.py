@@ -1,4 +1,4 @@
-"""The compiled activations (GELU, SIGMOID, SWISH, HARD_SWISH) against the numpy kernel they stand
+"""The compiled activations (GELU, GELU_TANH, SIGMOID, SWISH, HARD_SWISH) against the numpy kernel they stand
 in for, and against the exact formula in float64."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def sigmoid(v: float) -> float:
 
 EXACT = {  # activation type: (attributes, the formula on one float64)
     "GELU": ({}, lambda v: v * (1 + math.erf(v / math.sqrt(2))) / 2),
+    "GELU_TANH": ({}, lambda v: v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3))) / 2),
     "SIGMOID": ({}, sigmoid),
     "SWISH": ({"alpha": 1.0}, lambda v: v * sigmoid(v)),
     "HARD_SWISH": ({}, lambda v: v * min(max(v / 6 + 0.5, 0.0), 1.0)),
