@@ -26,7 +26,7 @@ from lite.kernels.parallel import KernelThreads
 from lite.memory import MemoryPlan
 from lite.scheduler import schedule
 from lite.schema.graph import GraphDef
-from lite.shapes import FoldedValues, blame, classify, infer_at_run, propagate
+from lite.shapes import FoldedValues, blame, classify, constant_folded, infer_at_run, propagate
 from lite.tensor import Tensor
 from lite.threads import limit_blas_threads, load_monitor
 from lite.weight_pages import ConstantPages, packed_by_all
@@ -66,6 +66,7 @@ class Engine:
             kernel.workspace, kernel.threads = workspace, self.threads
         folded, runtime_shaped = classify(self.shape_kernels)
         self.folded, self.runtime_shaped = set(folded), set(runtime_shaped)
+        self.constant_folded = constant_folded(self.shape_kernels, self.folded)
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
         self.placement: list = []  # measured placement's candidates (lite.delegate.placement.Candidate)
@@ -316,7 +317,7 @@ class Engine:
         """Shapes through every kernel; the folded values of input shapes seen before come back from
         ``folded_values``."""
         propagate(self.shape_kernels, self.folded, self.context.memory_limit, self.folded_values,
-                  tuple(t.shape for t in self.inputs))
+                  tuple(t.shape for t in self.inputs), self.constant_folded)
 
     def _resize(self, kernel: Kernel) -> Partition | None:
         """Resizes one kernel; the partition it gave up, if a graph kernel failed."""

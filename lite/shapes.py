@@ -50,10 +50,27 @@ def classify(kernels: list[NativeKernel], fold_limit: int = FOLD_LIMIT) -> tuple
 
 def _foldable(kernel: NativeKernel, fold_limit: int) -> bool:
     """Whether ``kernel``'s outputs follow from shapes and known values, and are declared small enough
-    to compute once at build (a dynamic dim leaves it to ``propagate``, within the memory limit)."""
+    to compute once at build (a dynamic dim leaves it to ``propagate``, within the memory limit). A
+    dequantized constant (a weight-only model's weight) is folded whatever its size: run at predict, it
+    would dequantize the same weight every time into an activation as large."""
     if not (kernel.shape_only or all(t is None or t.value_known for t in kernel.inputs)):
         return False
+    if kernel.type == "DequantizeLinear" and all(t is None or t.is_const for t in kernel.inputs):
+        return True
     return sum(nbytes(t.shape, t.dtype) for t in kernel.outputs if -1 not in t.shape) <= fold_limit
+
+
+def constant_folded(kernels: list[NativeKernel], folded: set[NativeKernel]) -> frozenset[NativeKernel]:
+    """The folded kernels whose outputs follow from constants alone (no shape of an input reaches them):
+    ``propagate`` computes them once, whatever the input shapes. ``kernels`` in topological order."""
+    constant: set[NativeKernel] = set()
+    known: set[Tensor] = set()
+    for kernel in kernels:
+        if kernel in folded and not kernel.shape_only and all(t is None or t.is_const or t in known
+                                                              for t in kernel.inputs):
+            constant.add(kernel)
+            known.update(kernel.outputs)
+    return frozenset(constant)
 
 
 def nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
@@ -111,13 +128,15 @@ class FoldedValues:
 
 
 def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_limit: int,
-              memo: FoldedValues | None = None, key: tuple = ()) -> None:
+              memo: FoldedValues | None = None, key: tuple = (), constant: frozenset[NativeKernel] = frozenset()
+              ) -> None:
     """Infers every output's shape (in topological order) and computes the folded kernels.
 
-    Runtime-shaped kernels are skipped: ``infer_at_run`` does their part at each predict. With a
-    ``memo``, the folded kernels' outputs for ``key`` (the model's input shapes) come from it where
-    it has them (their shapes and values were checked when they were computed), and are kept in it
-    otherwise.
+    Runtime-shaped kernels are skipped: ``infer_at_run`` does their part at each predict. The
+    ``constant`` folded kernels (``constant_folded``) are computed the first time only: their outputs
+    keep their values. With a ``memo``, the other folded kernels' outputs for ``key`` (the model's input
+    shapes) come from it where it has them (their shapes and values were checked when they were
+    computed), and are kept in it otherwise.
 
     Raises:
         ModelFormatError: naming the node whose shapes or dtypes do not work out.
@@ -132,6 +151,9 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
     for kernel in kernels:
         if kernel.runtime_shapes:
             continue
+        if kernel in constant and all(t.data is not None for t in kernel.outputs):
+            kept += sum(t.data.nbytes for t in kernel.outputs)  # NOTE: still held: still counted
+            continue
         with blame(kernel):
             set_outputs(kernel, memory_limit)
             if kernel in folded:
@@ -142,7 +164,8 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
                 kernel.resize()
                 with np.errstate(all="ignore"):  # NOTE: IEEE results, as at predict (T5's log of position 0)
                     kernel.execute()
-                computed[kernel] = [(t.shape, t.data) for t in kernel.outputs]
+                if kernel not in constant:
+                    computed[kernel] = [(t.shape, t.data) for t in kernel.outputs]
     if memo is not None:
         memo.put(key, computed, kept)
 
@@ -156,7 +179,7 @@ def _restore(kernels: list[NativeKernel], folded: set[NativeKernel], saved: dict
             tensor.shape = tensor.declared_shape = shape
             tensor.data = data
     for kernel in kernels:
-        if kernel.runtime_shapes or kernel in folded:
+        if kernel.runtime_shapes or kernel in folded:  # NOTE: constant ones kept their values
             continue
         try:
             set_outputs(kernel, memory_limit)

@@ -212,3 +212,36 @@ def test_folded_values_keep_the_last_shape_sets_within_the_memory_limit():
     memo.put(("big",), {}, 95)
     assert list(memo.entries) == [("big",)]  # the others dropped: together they would pass the limit
     assert memo.get((3,)) is None
+
+
+def weight_only_linear(k: int = 6, n: int = 5) -> onnx.ModelProto:
+    """x (batch, k) @ DequantizeLinear(uint8 weight, per-column scale and zero point) -> y: a weight-only layer."""
+    inits = {"w": RNG.integers(0, 255, (k, n)).astype(np.uint8), "s": RNG.uniform(0.01, 0.1, n).astype(np.float32),
+             "z": RNG.integers(100, 150, n).astype(np.uint8)}
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=1),
+             helper.make_node("MatMul", ["x", "wf"], ["y"])]
+    return model_of(nodes, {"x": (F, ["batch", k])}, ["y"], inits)
+
+
+def test_a_dequantized_constant_is_computed_once_whatever_the_shapes(monkeypatch):
+    onnx_model = weight_only_linear()
+    model = build(onnx_model)
+    engine = model._engine
+    [dequantize] = [k for k in engine.folded if k.type == "DequantizeLinear"]
+    assert dequantize in engine.constant_folded
+    runs = []
+    monkeypatch.setattr(dequantize, "execute", lambda run=dequantize.execute: (runs.append(1), run())[1])
+    for batch in (1, 3, 2, 5, 1, 4):
+        assert_like_onnxruntime(model, onnx_model, {"x": RNG.standard_normal((batch, 6)).astype(np.float32)})
+    assert len(runs) <= 1  # NOTE: once, at the first predict's shapes (the build had none: the batch is free)
+    assert all(not any(k is dequantize for k in values) for values, _ in engine.folded_values.entries.values())
+
+
+def test_a_dequantized_constant_is_folded_whatever_its_size():
+    from lite.shapes import _foldable
+
+    graph_kernels = build(weight_only_linear())._engine.shape_kernels
+    [dequantize] = [k for k in graph_kernels if k.type == "DequantizeLinear"]
+    assert _foldable(dequantize, fold_limit=1)  # 120 bytes of float32 output, above a limit of 1 byte
+    [matmul] = [k for k in graph_kernels if k.type == "MatMulFusion"]
+    assert not _foldable(matmul, fold_limit=1)
