@@ -67,6 +67,7 @@ class Engine:
         folded, runtime_shaped = classify(self.shape_kernels)
         self.folded, self.runtime_shaped = set(folded), set(runtime_shaped)
         self.constant_folded = constant_folded(self.shape_kernels, self.folded)
+        self._note_weight_sources()
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
         self.placement: list = []  # measured placement's candidates (lite.delegate.placement.Candidate)
@@ -312,6 +313,14 @@ class Engine:
             self._swap_in_natives(fallen)
         self.shapes_dirty = False
         self._release_pages()
+
+    def _note_weight_sources(self) -> None:
+        """Tells each MatMulFusion whose constant b is a folded DequantizeLinear (a weight-only model's weight)
+        which one: its plans may read the codes instead (``lite.kernels.matmul.weight_codes``)."""
+        sources = {k.outputs[0]: k for k in self.constant_folded if k.type == "DequantizeLinear"}
+        for kernel in self.shape_kernels:
+            if kernel.type == "MatMulFusion" and kernel.inputs[1] in sources:
+                kernel.weight_source = sources[kernel.inputs[1]]
 
     def _propagate(self) -> None:
         """Shapes through every kernel; the folded values of input shapes seen before come back from

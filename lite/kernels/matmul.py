@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -37,6 +37,34 @@ class ProductLayer:
     const_b: bool
     transpose_a: bool
     bias: Tensor | None
+    codes: WeightCodes | None = None
+
+
+@dataclass(frozen=True)
+class WeightCodes:
+    """A constant b that is a dequantized weight (``MatMulFusion.weight_source``): b[k, n] = (q[k, n] -
+    z[k // block, n]) * scale[k // block, n], q and z 4-bit codes as the file holds them (z None: 0)."""
+
+    q: np.ndarray
+    scale: np.ndarray
+    zero_point: np.ndarray | None
+    block: int
+
+
+def weight_codes(source) -> WeightCodes | None:
+    """The codes of a DequantizeLinear kernel of a constant 2-D 4-bit weight in blocks along its first axis
+    (as MatMulNBits and blocked QDQ weights are), else None."""
+    x, scale = source.inputs[0], source.inputs[1]
+    zero_point = source.inputs[2] if len(source.inputs) > 2 else None
+    block = int(source.attrs["block_size"])
+    if (x.data is None or x.data.ndim != 2 or x.dtype.name not in ("uint4", "int4") or block <= 0
+            or int(source.attrs["axis"]) % 2 != 0 or scale.data is None or scale.dtype != np.float32
+            or scale.data.shape != (-(-x.data.shape[0] // block), x.data.shape[1])):
+        return None
+    if zero_point is not None and (zero_point.data is None or zero_point.dtype != x.dtype
+                                   or zero_point.data.shape != scale.data.shape):
+        return None
+    return WeightCodes(x.data, scale.data, None if zero_point is None else zero_point.data, block)
 
 
 def fits_packed(layer: ProductLayer) -> bool:
@@ -48,6 +76,18 @@ def fits_packed(layer: ProductLayer) -> bool:
             and len(a) >= 2 and not layer.transpose_a and min(b) > 0):
         return False
     return math.prod(a[:-1]) >= 1 and (bias is None or (math.prod(bias.shape[:-1]) == 1 and bias.dtype == np.float32))
+
+
+def fits_codes(layer: ProductLayer) -> bool:
+    """Whether ``lite.kernels.fast.nbits`` runs this product: ``fits_packed``, on a b dequantized from 4-bit
+    codes (``WeightCodes``), with fewer rows than a tile (a decoder's step: the codes stream in instead of
+    float32's four times as many bytes). More rows stay with BLAS on the dequantized b: dequantizing each
+    panel per product measured slower there (a 64-token prefill 54 against 40 ms), and packing b as well
+    would hold a second float32 copy."""
+    from lite.kernels.fast.gemm import MIN_ROWS  # NOTE: imports the compiler: only when used
+
+    return layer.codes is not None and fits_packed(replace(layer, const_b=True)) \
+        and math.prod(layer.a[:-1]) < MIN_ROWS
 
 
 class NumpyProduct(Plan):
@@ -111,8 +151,6 @@ class PackedProduct(NumpyProduct):
     def product_steps(self, threads, a: np.ndarray, out: np.ndarray, epilogue: Epilogue) -> list[Step]:
         """The packed product of these arrays: a as (rows, K) (a contiguous copy where it is not),
         the bias as a vector over the columns, its panels on the model's threads."""
-        from lite.kernels.fast import gemm
-
         a, steps = fast.compiled_input(a)
         rows, n = a.reshape(-1, a.shape[-1]), out.shape[-1]
         flat = out.reshape(-1, n)
@@ -122,6 +160,17 @@ class PackedProduct(NumpyProduct):
             steps.append(partial(np.copyto, vector, bias.data.reshape(bias.shape[-1:] or (1,))))
         lo, hi = (np.float32(bound) for bound in clip_bounds(epilogue.activation, out.dtype) or (-np.inf, np.inf))
         code, alpha = activation_code(epilogue.absorbed, out.dtype)
+        piece, jobs = self.calls(rows, vector, lo, hi, flat, code, alpha)
+        return [*steps, threads.crew_loop(self.panels, piece, jobs)]
+
+    @property
+    def panels(self) -> int:
+        return self.packed.shape[0]
+
+    def calls(self, rows, vector, lo, hi, flat, code, alpha):
+        """(piece(index, first, last), jobs(bounds)): the compiled product of panels first..last - 1, and
+        its crew jobs."""
+        from lite.kernels.fast import gemm
 
         def piece(_: int, first: int, last: int) -> Step:
             return partial(gemm.product, rows, self.packed, vector, lo, hi, flat, first, last, code, alpha)
@@ -129,10 +178,49 @@ class PackedProduct(NumpyProduct):
         def jobs(bounds: list[tuple[int, int]]) -> Step:
             return gemm.crew_jobs(rows, self.packed, vector, lo, hi, flat, bounds, code, alpha)
 
-        return [*steps, threads.crew_loop(self.packed.shape[0], piece, jobs)]
+        return piece, jobs
+
+
+class CodesProduct(PackedProduct):
+    """``lite.kernels.fast.nbits``'s product on b's 4-bit codes packed at resize (a quarter of float32's
+    bytes to stream per product), its panels on the model's threads; numpy's on the dequantized b where
+    the output is an array compiled code does not take."""
+
+    def __init__(self, layer: ProductLayer, kernel: MatMulFusion):  # NOTE: not super().__init__: it packs float32
+        from lite.kernels.fast import nbits  # NOTE: imports the compiler: only when used
+
+        nbits.warm()
+        codes = layer.codes
+        self.block = codes.block
+        self.codes, self.scales = kernel.derived.get(
+            "codes", codes.q, lambda q: nbits.pack(q, codes.scale, codes.zero_point, codes.block))
+        self.key: tuple | None = None
+        self.steps: list[Step] = []
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast.crew import warm
+
+            warm(nbits.product_job)
+
+    @property
+    def panels(self) -> int:
+        return self.codes.shape[0]
+
+    def calls(self, rows, vector, lo, hi, flat, code, alpha):
+        from lite.kernels.fast import nbits
+
+        codes, scales, block = self.codes, self.scales, self.block
+
+        def piece(_: int, first: int, last: int) -> Step:
+            return partial(nbits.product, rows, codes, scales, block, vector, lo, hi, flat, first, last, code, alpha)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Step:
+            return nbits.crew_jobs(rows, codes, scales, block, vector, lo, hi, flat, bounds, code, alpha)
+
+        return piece, jobs
 
 
 ALGORITHMS: tuple[Algorithm, ...] = (
+    Algorithm("codes_gemm", fits_codes, CodesProduct),
     Algorithm("packed_gemm", fits_packed, PackedProduct),
     Algorithm("numpy", lambda layer: True, NumpyProduct),
 )
@@ -164,6 +252,7 @@ class MatMulFusion(NativeKernel):
         self.algorithm: str | None = None
         self.plan: NumpyProduct | None = None
         self.derived = Derived()  # b packed, kept across resizes
+        self.weight_source: NativeKernel | None = None  # the folded DequantizeLinear of a constant b (the engine's)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         a = transposed(self.input_shape(0), self.transpose_a)
@@ -197,8 +286,11 @@ class MatMulFusion(NativeKernel):
 
     def layer(self) -> ProductLayer:
         """What the algorithm table reads of this product at its current input shapes."""
+        codes = None
+        if self.weight_source is not None and not self.transpose_b:
+            codes = weight_codes(self.weight_source)
         return ProductLayer(self.input_shape(0), self.input_shape(1), (self.inputs[0].dtype, self.inputs[1].dtype),
-                            self.inputs[1].is_const, self.transpose_a, self.epilogue.bias)
+                            self.inputs[1].is_const, self.transpose_a, self.epilogue.bias, codes)
 
     def resize(self) -> None:
         self.algorithm, self.plan = choose(ALGORITHMS, self.layer(), self)
