@@ -181,12 +181,8 @@ def _restore(kernels: list[NativeKernel], folded: set[NativeKernel], saved: dict
     for kernel in kernels:
         if kernel.runtime_shapes or kernel in folded:  # NOTE: constant ones kept their values
             continue
-        try:
+        with blame(kernel):
             set_outputs(kernel, memory_limit)
-        except LiteError:
-            raise
-        except Exception as exc:  # NOTE: as ``blame`` does, without a context manager per kernel
-            raise _blamed(kernel, "cannot infer its outputs", exc) from exc
 
 
 def _check_folded(kernel: NativeKernel, kept: int, memory_limit: int) -> None:
@@ -234,8 +230,6 @@ def blame(kernel: NativeKernel, doing: str = "cannot infer its outputs") -> Iter
     except LiteError:
         raise
     except Exception as exc:  # a hostile file can make any kernel code path fail
-        raise _blamed(kernel, doing, exc) from exc
-
-
-def _blamed(kernel: NativeKernel, doing: str, exc: Exception) -> ModelFormatError:
-    return ModelFormatError(f"node {kernel.name!r} ({kernel.type}): {doing}: {type(exc).__name__}: {exc}")
+        raise ModelFormatError(
+            f"node {kernel.name!r} ({kernel.type}): {doing}: "
+            f"{type(exc).__name__}: {exc}") from exc

@@ -124,17 +124,22 @@ class PackedProduct(NumpyProduct):
     packs = True  # NOTE: numpy's fallback for such an output reads b again (from the file, if released)
 
     def __init__(self, layer: ProductLayer, kernel: MatMulFusion):
+        self.key: tuple | None = None
+        self.steps: list[Step] = []
+        job = self.pack(layer, kernel)
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast.crew import warm
+
+            warm(job)
+
+    def pack(self, layer: ProductLayer, kernel: MatMulFusion):
+        """Compiles the product, packs b (kept across resizes in ``kernel.derived``); its crew job function."""
         from lite.kernels.fast import gemm  # NOTE: imports the compiler: only when used
 
         gemm.warm()
         transpose = kernel.transpose_b
         self.packed = kernel.derived.get("packed", kernel.inputs[1].data, lambda b: gemm.pack(b.T if transpose else b))
-        self.key: tuple | None = None
-        self.steps: list[Step] = []
-        if kernel.threads.crew() is not None:
-            from lite.kernels.fast.crew import warm
-
-            warm(gemm.product_job)
+        return gemm.product_job
 
     def execute(self, kernel: MatMulFusion) -> None:
         out = kernel.outputs[0].data
@@ -186,7 +191,7 @@ class CodesProduct(PackedProduct):
     bytes to stream per product), its panels on the model's threads; numpy's on the dequantized b where
     the output is an array compiled code does not take."""
 
-    def __init__(self, layer: ProductLayer, kernel: MatMulFusion):  # NOTE: not super().__init__: it packs float32
+    def pack(self, layer: ProductLayer, kernel: MatMulFusion):
         from lite.kernels.fast import nbits  # NOTE: imports the compiler: only when used
 
         nbits.warm()
@@ -194,12 +199,7 @@ class CodesProduct(PackedProduct):
         self.block = codes.block
         self.codes, self.scales = kernel.derived.get(
             "codes", codes.q, lambda q: nbits.pack(q, codes.scale, codes.zero_point, codes.block))
-        self.key: tuple | None = None
-        self.steps: list[Step] = []
-        if kernel.threads.crew() is not None:
-            from lite.kernels.fast.crew import warm
-
-            warm(nbits.product_job)
+        return nbits.product_job
 
     @property
     def panels(self) -> int:

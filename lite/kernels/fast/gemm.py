@@ -99,17 +99,25 @@ def product(a, packed, bias, lo, hi, out, first, last, code, alpha):
         count = min(WIDTH, n - column)
         if m < ROWS:
             _thin_panel(a, packed[panel], out, column, count, spare)
-        for row in range(0, m if m >= ROWS else 0, ROWS):
-            top = min(row, m - ROWS)  # NOTE: the last block overlaps the one before rather than run short
-            if count == WIDTH:
-                tile(a.ctypes.data + top * k * 4, k, packed[panel].ctypes.data, k,
-                     out.ctypes.data + (top * n + column) * 4, n)
-            else:
-                tile(a.ctypes.data + top * k * 4, k, packed[panel].ctypes.data, k, spare.ctypes.data, WIDTH)
-                for r in range(ROWS):
-                    for j in range(count):
-                        out[top + r, column + j] = spare[r, j]
+        else:
+            _tiles(a, packed[panel], out, column, count, spare)
         _finish(out, bias, lo, hi, column, count, code, alpha)
+
+
+@jit
+def _tiles(a, panel, out, column, count, spare):
+    """One panel's columns of a product of ROWS rows or more: the register tile on each ROWS rows."""
+    m, k = a.shape
+    n = out.shape[1]
+    for row in range(0, m, ROWS):
+        top = min(row, m - ROWS)  # NOTE: the last block overlaps the one before rather than run short
+        if count == WIDTH:
+            tile(a.ctypes.data + top * k * 4, k, panel.ctypes.data, k, out.ctypes.data + (top * n + column) * 4, n)
+        else:
+            tile(a.ctypes.data + top * k * 4, k, panel.ctypes.data, k, spare.ctypes.data, WIDTH)
+            for r in range(ROWS):
+                for j in range(count):
+                    out[top + r, column + j] = spare[r, j]
 
 
 @jit

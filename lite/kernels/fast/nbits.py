@@ -3,11 +3,10 @@ a and y, W[k, n] = (q[k, n] - z[k // block, n]) * s[k // block, n] (a weight-onl
 onnxruntime's MatMulNBits, or a blocked DequantizeLinear of a constant before a MatMul).
 
 The codes minus their zero points are packed once, at build, into panels of ``WIDTH`` columns, one signed
-byte a weight (4-bit codes: -15..15), and the scales into panels of blocks (``pack``). A product of fewer
-rows than a tile (a decoder's step) sums each block's codes times a in float32, then scales the block's
-sum (``_thin_panel``): the codes stream from memory once, a quarter of the float32 weight's bytes. More
-rows dequantize each panel into float32 scratch and run ``lite.kernels.fast.gemm``'s register tile on it:
-the dequantization is once per panel, whatever the rows.
+byte a weight (4-bit codes: -15..15), and the scales into panels of blocks (``pack``). Row by row, each
+block's codes times a are summed in float32, then the block's sum is scaled (``_thin_panel``): the codes
+stream from memory once (later rows find the panel in cache), a quarter of the float32 weight's bytes. It
+is meant for products of few rows (a decoder's step); ``lite.kernels.matmul`` leaves more rows to BLAS.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.gemm import ONE, _finish, panel_count, tile
-from lite.kernels.fast.tile import ROWS, WIDTH
+from lite.kernels.fast.gemm import ONE, _finish, panel_count
+from lite.kernels.fast.tile import WIDTH
 
 MAX_CODE = 15
 """The largest |q - z| the byte codes hold exactly: 4-bit weights (uint4, int4)."""
@@ -53,18 +52,11 @@ def product(a, codes, scales, block, bias, lo, hi, out, first, last, code, alpha
     """Columns of panels ``first`` to ``last - 1`` of out (M, N) = clip(a (M, K) @ W + bias, lo, hi), W packed
     by ``pack`` (``block`` rows of K a scale), then the activation of ``code`` with ``alpha``; a and out
     C-contiguous."""
-    m, k = a.shape
     n = out.shape[1]
-    spare = np.empty((ROWS, WIDTH), np.float32)
-    floats = np.empty((k if m >= ROWS else 0, WIDTH), np.float32)
     for panel in range(first, last):
         column = panel * WIDTH
         count = min(WIDTH, n - column)
-        if m < ROWS:
-            _thin_panel(a, codes[panel], scales[panel], block, out, column, count)
-        else:
-            _dequantize(codes[panel], scales[panel], block, floats)
-            _tiles(a, floats, out, column, count, spare)
+        _thin_panel(a, codes[panel], scales[panel], block, out, column, count)
         _finish(out, bias, lo, hi, column, count, code, alpha)
 
 
@@ -93,39 +85,12 @@ def _thin_panel(a, codes, scales, block, out, column, count):
             out[r, column + j] = total[j]
 
 
-@jit
-def _dequantize(codes, scales, block, floats):
-    """floats (K, WIDTH) = the panel's codes times their blocks' scales."""
-    k = codes.shape[0]
-    for kk in range(k):
-        at = kk // block
-        for j in range(WIDTH):
-            floats[kk, _u(j)] = np.float32(codes[kk, _u(j)]) * scales[at, _u(j)]
-
-
-@jit
-def _tiles(a, floats, out, column, count, spare):
-    """out[:, column:column + count] = a @ floats by the register tile (M at least ROWS)."""
-    m, k = a.shape
-    n = out.shape[1]
-    for row in range(0, m, ROWS):
-        top = min(row, m - ROWS)  # NOTE: the last block overlaps the one before rather than run short
-        if count == WIDTH:
-            tile(a.ctypes.data + top * k * 4, k, floats.ctypes.data, k, out.ctypes.data + (top * n + column) * 4, n)
-        else:
-            tile(a.ctypes.data + top * k * 4, k, floats.ctypes.data, k, spare.ctypes.data, WIDTH)
-            for r in range(ROWS):
-                for j in range(count):
-                    out[top + r, column + j] = spare[r, j]
-
-
 @functools.cache
 def warm() -> None:
     """Compiles ``product`` now (at build), not in the first predict."""
     codes, scales = pack(np.zeros((2, 3), np.uint8), np.ones((1, 3), np.float32), None, 2)
-    for rows in (1, ROWS):
-        compiled(product, np.zeros((rows, 2), np.float32), codes, scales, 2, np.zeros(3, np.float32),
-                 np.float32(-np.inf), np.float32(np.inf), np.zeros((rows, 3), np.float32), 0, 1, CLIP_CODE, ONE)
+    compiled(product, np.zeros((1, 2), np.float32), codes, scales, 2, np.zeros(3, np.float32), np.float32(-np.inf),
+             np.float32(np.inf), np.zeros((1, 3), np.float32), 0, 1, CLIP_CODE, ONE)
 
 
 # The block of a product on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:

@@ -35,7 +35,7 @@ def operands(m: int, k: int, n: int, block: int, signed: bool, zero_points: bool
             w, RNG.standard_normal(n).astype(np.float32))
 
 
-# (M, K, N, block): one row (a decode step), a few rows, a tile's rows and more (each panel dequantized), a block
+# (M, K, N, block): one row (a decode step), a few rows, a tile's rows and more (row by row as well), a block
 # that does not divide K, columns below, at and past a panel
 SHAPES = [(1, 64, 50, 32), (1, 768, 2 * WIDTH + 9, 32), (3, 96, WIDTH, 16), (ROWS - 1, 70, 9, 32),
           (ROWS, 64, 17, 16), (2 * ROWS + 3, 128, WIDTH + 1, 32)]
