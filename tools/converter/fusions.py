@@ -84,6 +84,12 @@ def _replace(graph: GraphDef, end: NodeDef, fused: NodeDef, removed: Iterable[No
     graph.nodes[:] = [fused if n is end else n for n in graph.nodes if id(n) not in gone]
 
 
+def _remove(graph: GraphDef, removed: Iterable[NodeDef]) -> None:
+    """The ``removed`` nodes go."""
+    gone = {id(n) for n in removed}
+    graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]
+
+
 def _other(node: NodeDef, tensor: int) -> int | None:
     """The other input of a binary node reading ``tensor``."""
     a, b = node.inputs[:2]
@@ -374,8 +380,7 @@ def fuse_matmul_bias(graph: GraphDef, report: ConversionReport) -> None:
             removed.append(add)
             report.fused_blocks.append(f"MatMul+bias {add.name}")
             break
-    gone = {id(n) for n in removed}
-    graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]
+    _remove(graph, removed)
 
 
 # ---- weights stored as BLAS reads them fastest --------------------------------------------------
@@ -429,8 +434,7 @@ def fuse_transposed_operands(graph: GraphDef, report: ConversionReport) -> None:
             node.attrs[flag] = not node.attrs[flag]
             removed.append(transpose)
             report.fused_blocks.append(f"Transpose+MatMul {node.name}")
-    gone = {id(n) for n in removed}
-    graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]
+    _remove(graph, removed)
 
 
 def _dequantized(view: View, node: NodeDef) -> bool:
@@ -462,5 +466,4 @@ def fuse_swish(graph: GraphDef, report: ConversionReport) -> None:
             removed.append(sigmoid)
             report.fused_blocks.append(f"SWISH {mul.name}")
             break
-    gone = {id(n) for n in removed}
-    graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]
+    _remove(graph, removed)
