@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
 from lite.ops.dtypes import FLOATS
-from lite.ops.quant import DEQUANT_DTYPES, QUANT_DTYPES, broadcast_param, dequantize, quantize
+from lite.ops.quant import DEQUANT_DTYPES, QUANT_DTYPES, broadcast_param, dequantize, qrange, quantize
 from lite.schema.graph import DTYPES
+from lite.tensor import Tensor
+
+BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
 class _Linear(NativeKernel):
@@ -43,6 +50,8 @@ class QuantizeLinear(_Linear):
     """y = saturate(round_half_even(x / y_scale) + y_zero_point) in ``output_type`` (to float8/float4:
     x / y_scale + y_zero_point cast, clipped to the largest finite value where ``saturate``)."""
 
+    compiled: Callable[[], None] | None = None
+
     def check_attrs(self) -> None:
         super().check_attrs()
         out = DTYPES[self.attrs["output_type"]]
@@ -55,10 +64,40 @@ class QuantizeLinear(_Linear):
     def output_dtypes(self) -> list[np.dtype]:
         return [DTYPES[self.attrs["output_type"]]]
 
+    def resize(self) -> None:
+        self.compiled = self._compiled()
+
+    def _compiled(self) -> Callable[[], None] | None:
+        """The compiled per-tensor float32 -> 8-bit form (bit-identical to ``quantize``), or None."""
+        x, scale, y = self.inputs[0], self.inputs[1], self.outputs[0]
+        zero_point = self.inputs[2] if len(self.inputs) > 2 else None
+        if (not fast.enabled() or x.dtype != np.float32 or scale.dtype != np.float32 or y.dtype not in BYTES
+                or not _one_constant(scale) or self.attrs["block_size"]
+                or (zero_point is not None and not _one_constant(zero_point))):
+            return None
+        from lite.kernels.fast import int8_elementwise
+
+        terms = (np.float32(scale.data.reshape(-1)[0]),
+                 np.float32(0 if zero_point is None else zero_point.data.reshape(-1)[0]),
+                 *(np.float32(bound) for bound in qrange(y.dtype)))
+        int8_elementwise.warm_quantize(y.dtype)
+        return partial(_quantize_flat, int8_elementwise.quantize_floats, self.inputs[0], terms, y)
+
     def execute(self) -> None:
+        if self.compiled is not None and fast.takes(self.inputs[0].data, self.outputs[0].data):
+            self.compiled()
+            return
         a = self.attrs
         self.outputs[0].data[...] = quantize(self.inputs[0].data, self.inputs[1].data, self.zero_point(),
                                              self.outputs[0].dtype, a["axis"], a["block_size"], a["saturate"])
+
+
+def _one_constant(tensor: Tensor) -> bool:
+    return tensor.is_const and tensor.data is not None and tensor.data.size == 1
+
+
+def _quantize_flat(kernel, x: Tensor, terms: tuple, y: Tensor) -> None:
+    kernel(x.data.reshape(-1), *terms, y.data.reshape(-1))
 
 
 @register("DequantizeLinear", DEQUANT_DTYPES)

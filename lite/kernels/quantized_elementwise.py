@@ -8,7 +8,9 @@ per input and output):
   most, so its result is a table made once from the float op, as onnxruntime's QLinearSigmoid
   and QLinearLeakyRelu do;
 - Add, Sub and Mul: ``quantize(dequantize(a) op dequantize(b))`` in float32 on the fly, in the
-  order ``lite.ops.quant`` gives (bit-identical to ``QuantizedOp``).
+  order ``lite.ops.quant`` gives (bit-identical to ``QuantizedOp``);
+- a global average pool: each plane's integer sum, then the float64 terms of ``QuantizedOp``'s
+  float64 reference (bit-identical to it: that reference's sum is exact).
 """
 
 from __future__ import annotations
@@ -222,6 +224,53 @@ class _ArithmeticRun:
         return self.kernel.threads.crew_loop(chunks, piece, jobs if same else None, per_thread=1)
 
 
+class QuantizedAverage(_Delegating):
+    """A global average pool of an 8-bit tensor with per-tensor parameters: the compiled
+    ``int8_elementwise.global_average``."""
+
+    def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
+        from lite.kernels import fast
+
+        tensors = [*inputs, *outputs]
+        if (not fast.enabled() or not primitive.attrs.get("is_global") or len(inputs) != 1 or len(outputs) != 1
+                or not all(t is not None and t.dtype in BYTES and t.quant_params is not None
+                           and t.quant_params.per_tensor for t in tensors)):
+            return None
+        return _GlobalAverage(inputs, outputs, primitive, name)
+
+
+class _GlobalAverage(NativeKernel):
+    def check_attrs(self) -> None:
+        if len(self.inputs[0].shape) < 3:
+            self.fail(f"a global pool needs an input of rank 3 or more, got rank {len(self.inputs[0].shape)}")
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        shape = self.inputs[0].shape
+        return [(*shape[:2], *(1 for _ in shape[2:]))]
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [self.outputs[0].dtype]
+
+    def prepare(self) -> None:
+        from lite.kernels.fast import int8_elementwise
+
+        (x_scale, x_zero), (y_scale, y_zero) = (_float_params(t.quant_params) for t in (*self.inputs, *self.outputs))
+        low, high = qrange(self.outputs[0].dtype, self.outputs[0].quant_params.bits)
+        self.terms = (float(x_zero), float(x_scale), float(y_scale), float(y_zero), float(low), float(high))
+        int8_elementwise.warm_average(self.inputs[0].dtype, self.outputs[0].dtype)
+
+    def execute(self) -> None:
+        from lite.kernels.fast import int8_elementwise
+
+        x, out = self.inputs[0].data, self.outputs[0].data
+        rows, count = x.shape[0] * x.shape[1], x.size // max(x.shape[0] * x.shape[1], 1)
+        x_zero, x_scale, y_scale, y_zero, low, high = self.terms
+        flat = out.reshape(rows)
+        int8_elementwise.global_average(np.ascontiguousarray(x).reshape(rows, count), x_zero, x_scale,
+                                        1.0 / max(count, 1), y_scale, y_zero, low, high, flat)
+
+
 _register(MOVEMENT_OPS, QuantizedMovement)
 _register(TABLE_OPS, QuantizedTable)
 _register(ARITHMETIC_OPS, QuantizedArithmetic)
+_register(("AvgPoolFusion",), QuantizedAverage)

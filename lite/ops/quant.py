@@ -109,9 +109,12 @@ def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, 
 # DequantizeLinear -> op -> QuantizeLinear group, and what QLinearConv, QLinearMatMul and
 # onnxruntime's QLinear* operators define. Convolutions and products accumulate
 # ``(x - x_zero_point) * (w - w_zero_point)`` exactly (int32 in ONNX) before the output's
-# requantization, so the reference computes them in float64, where those sums are exact.
+# requantization, so the reference computes them in float64, where those sums are exact. Average
+# pools too: their windows' sums of ``(q - zero_point) * scale`` are exact in float64 (as
+# onnxruntime's QLinearAveragePool sums the integers), then divided once.
 
-ACCUMULATING_OPS = frozenset({"Conv2DFusion", "Conv2dTransposeFusion", "MatMulFusion", "FullConnection"})
+ACCUMULATING_OPS = frozenset({"Conv2DFusion", "Conv2dTransposeFusion", "MatMulFusion", "FullConnection",
+                              "AvgPoolFusion"})
 # Ops whose quantized form is defined by their own quantize/dequantize semantics, not by a group.
 BOUNDARY_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                           "ConvInteger"})

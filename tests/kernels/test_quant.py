@@ -58,3 +58,25 @@ def test_dequantize_to_float16():
 def test_bad_nodes_fail_naming_the_node(op, attrs, inputs, match):
     with pytest.raises(ModelFormatError, match=match):
         run_kernel(op, attrs, inputs)
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "UINT8"])
+def test_compiled_per_tensor_quantize_is_bit_identical(dtype):
+    """The compiled float32 -> 8-bit QuantizeLinear (per tensor) against numpy's path and ONNX's
+    reference, on ties (x / scale = k + 0.5), saturating values, infinities and signed zeros."""
+    from tests.support.quantized_kernels import compiled_kernels
+
+    rng = np.random.default_rng(7)
+    scale = np.array(0.25, np.float32)
+    ties = (np.arange(-300, 300) + 0.5).astype(np.float32) * scale
+    x = np.concatenate([ties, rng.normal(0, 40, 997).astype(np.float32), [np.inf, -np.inf, -0.0, 0.0, 1e30]])
+    x = x.astype(np.float32).reshape(1, -1)
+    zero_point = np.array(3 if dtype == "INT8" else 128, np.dtype(dtype.lower()))
+    outputs = []
+    for on in (True, False):
+        with compiled_kernels(on):
+            outputs.append(run_kernel("QuantizeLinear", {"output_type": dtype}, [x, scale, zero_point])[0])
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    finite = np.isfinite(x) & (np.abs(x) < 1e9)  # NOTE: the reference casts inf and 1e30 to int32's minimum
+    assert_matches(outputs[0][finite], quant_reference("QuantizeLinear", [x, scale, zero_point])[finite])
+    assert outputs[0][0, -5] == np.iinfo(outputs[0].dtype).max and outputs[0][0, -4] == np.iinfo(outputs[0].dtype).min

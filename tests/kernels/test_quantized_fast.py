@@ -10,7 +10,7 @@ from lite.kernels import fast
 from lite.kernels.fast import int8_quads
 from lite.kernels.fast.int8_plans import ConvPlan, DepthwiseInt8Plan, PointwisePlan, ProductPlan
 from lite.kernels.parallel import KernelThreads
-from tests.support.quantized_kernels import params, random_q, run_arithmetic, run_both
+from tests.support.quantized_kernels import params, random_q, run_arithmetic, run_both, run_quantized
 
 pytestmark = pytest.mark.skipif(not fast.enabled(), reason="compiled kernels are off")
 RNG = np.random.default_rng(8)
@@ -247,3 +247,44 @@ def test_two_threads_share_a_large_arithmetic_op(dynamic, dtypes):
     actual, expected, kernel = run_arithmetic("AddFusion", a, b, quant, dtypes[2], threads)
     assert kernel.compiled is not None
     np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("dtypes", [(np.int8, np.int8), (np.uint8, np.uint8), (np.uint8, np.int8)],
+                         ids=["int8", "uint8", "mixed"])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 7), (1, 3, 1, 1), (1, 4, 300), (1, 2, 64, 64)])
+def test_compiled_global_average_pool_is_bit_identical(shape, dtypes):
+    """The compiled global average pool against the float64 reference (``QuantizedOp``), on
+    scales whose means land on rounding ties too, and planes of one position to 4,096."""
+    from lite.kernels.quantized_elementwise import QuantizedAverage, _GlobalAverage
+
+    x = random_q(RNG, shape, dtypes[0])
+    for scales in ((0.5, 0.25), (0.031, 0.043), (0.02, 0.0031)):
+        zero_points = [3 if d == np.int8 else 128 for d in dtypes]
+        quant = [params(s, z) for s, z in zip(scales, zero_points, strict=True)]
+        out_shape = (*shape[:2], *(1 for _ in shape[2:]))
+        actual, expected, kernel = run_quantized(QuantizedAverage, "AvgPoolFusion", {"is_global": True}, [x], quant,
+                                                 out_shape, dtypes[1])
+        assert isinstance(kernel, _GlobalAverage)
+        np.testing.assert_array_equal(actual, expected)
+
+
+def test_compiled_global_average_pool_agrees_with_onnx_reference():
+    """The same pool against ONNX's reference evaluator on the DequantizeLinear -> GlobalAveragePool
+    -> QuantizeLinear group: within one output step (its float32 sums round)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    from lite.kernels.quantized_elementwise import QuantizedAverage
+
+    x = random_q(RNG, (1, 64, 7, 7), np.uint8)
+    inits = [numpy_helper.from_array(np.float32(v), n) for v, n in ((0.031, "xs"), (0.017, "ys"))]
+    inits += [numpy_helper.from_array(np.uint8(v), n) for v, n in ((128, "xz"), (120, "yz"))]
+    graph = helper.make_graph([helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["d"]),
+                               helper.make_node("GlobalAveragePool", ["d"], ["p"]),
+                               helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    expected = ReferenceEvaluator(helper.make_model(graph)).run(None, {"x": x})[0]
+    actual, _, _ = run_quantized(QuantizedAverage, "AvgPoolFusion", {"is_global": True}, [x],
+                                 [params(0.031, 128), params(0.017, 120)], (1, 64, 1, 1), np.uint8)
+    assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1

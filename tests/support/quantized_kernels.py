@@ -85,14 +85,22 @@ def run_arithmetic(op_type: str, a: np.ndarray, b: np.ndarray, quant: list, out_
     kernel's ``KernelThreads``, default one)."""
     from lite.kernels.quantized_elementwise import QuantizedArithmetic
 
+    return run_quantized(QuantizedArithmetic, op_type, {}, [a, b], quant, a.shape, out_dtype, threads)
+
+
+def run_quantized(kernel_class: type, op_type: str, attrs: dict, arrays: list[np.ndarray], quant: list,
+                  out_shape: tuple[int, ...], out_dtype, threads=None) -> tuple[np.ndarray, np.ndarray, NativeKernel]:
+    """(compiled output, reference output, the compiled kernel's inner kernel) of a quantized op of
+    ``kernel_class`` on ``arrays`` (``quant``: the inputs' and the output's parameters)."""
     results = []
     for on in (True, False):
         with compiled_kernels(on):
-            tensors = [Tensor(name, data.dtype, data.shape, data=data) for name, data in (("a", a), ("b", b))]
-            out = Tensor("y", np.dtype(out_dtype), a.shape, data=np.zeros(a.shape, out_dtype))
+            tensors = [Tensor(f"x{i}", data.dtype, data.shape, data=data) for i, data in enumerate(arrays)]
+            out = Tensor("y", np.dtype(out_dtype), out_shape, data=np.zeros(out_shape, out_dtype))
             for tensor, param in zip([*tensors, out], quant, strict=True):
                 tensor.quant_params = param
-            kernel = QuantizedArithmetic(tensors, [out], Primitive(op_type, default_attrs(op_type)), name="node")
+            kernel = kernel_class(tensors, [out], Primitive(op_type, {**default_attrs(op_type), **attrs}),
+                                  name="node")
             if threads is not None:
                 kernel.threads = threads
             kernel.prepare()

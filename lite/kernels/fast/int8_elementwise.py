@@ -106,3 +106,40 @@ def arithmetic_job(index, data, extra):
         _job_piece(index, data, carray(as_pointer(block[_A]), (size,), np.uint8),
                    carray(as_pointer(block[_B]), (size,), np.uint8),
                    carray(as_pointer(block[_OUT]), (size,), np.uint8))
+
+
+@_exact_jit
+def quantize_floats(x, scale, zero_point, lo, hi, out):
+    """out = clip(rint(x / scale) + zero_point, lo, hi) over flat arrays of one size: float32 in,
+    bytes out, per-tensor float32 terms (``lite.ops.quant.quantize``'s operations, in its order)."""
+    for i in range(out.size):
+        out[i] = min(max(np.rint(x[i] / scale) + zero_point, lo), hi)
+
+
+@_exact_jit
+def global_average(x, x_zero_point, x_scale, inverse_count, y_scale, y_zero_point, lo, hi, out):
+    """out[r] = the requantized mean of row r of x (rows, count) bytes: the row's integer sum minus
+    count zero points, times x_scale, times inverse_count (1 / count), then ``rint(mean / y_scale)
+    + y_zero_point`` clipped; float64 terms. The sum of ``(q - zero_point) * scale`` is exact in
+    float64 (multiples of the scale's last bit, fewer than 2 ** 53 of them), so this is the
+    float64 reference's value bit for bit."""
+    rows, count = x.shape
+    for r in range(rows):
+        total = 0
+        for i in range(count):
+            total += x[r, i]
+        mean = np.float64(total - count * x_zero_point) * x_scale * inverse_count
+        out[r] = min(max(np.rint(mean / y_scale) + y_zero_point, lo), hi)
+
+
+@functools.cache
+def warm_quantize(out: np.dtype) -> None:
+    """Compiles ``quantize_floats`` for ``out`` bytes now, at build."""
+    f32 = np.float32
+    compiled(quantize_floats, np.zeros(1, f32), f32(1), f32(0), f32(-128), f32(127), np.zeros(1, out))
+
+
+@functools.cache
+def warm_average(x: np.dtype, out: np.dtype) -> None:
+    """Compiles ``global_average`` for these byte types now, at build."""
+    compiled(global_average, np.zeros((1, 1), x), 0.0, 1.0, 1.0, 1.0, 0.0, -128.0, 127.0, np.zeros(1, out))
