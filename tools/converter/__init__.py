@@ -50,6 +50,7 @@ from lite.tools.converter.passes import (
     FOLD_LIMIT,
     constant_outputs,
     drop_identities,
+    drop_same_type_casts,
     fold_batchnorm,
     fold_constants,
     fuse_activations,
@@ -141,6 +142,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
         fuse_swish(graph, report)
         fuse_activations(graph, report)
         group_quantized_ops(graph, report)
+        drop_same_type_casts(graph, report)
     report.pruned_tensors = prune_tensors(graph)
     report.lite_nodes = len(graph.nodes)
     stage(f"checking the {len(graph.nodes)} nodes' shapes as the runtime will")

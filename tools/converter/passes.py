@@ -18,7 +18,7 @@ from onnx.reference import ReferenceEvaluator
 
 from lite.ops.activation import FUSED_CLIPS, FUSING_OPS
 from lite.ops.norm import batchnorm_affine
-from lite.schema.graph import GraphDef
+from lite.schema.graph import GraphDef, TensorDef
 from lite.shapes import FOLD_LIMIT  # NOTE: the runtime folds by the same limit: a node left here is not folded there
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, LITE_DTYPES, OnnxGraph
 
@@ -277,6 +277,27 @@ def _can_fuse(act, prev, uses: Counter, outputs: set[int]) -> bool:
     return (act.attrs["activation_type"] in FUSED_CLIPS and prev.op_type in FUSING_OPS
             and prev.attrs["activation_type"] == "NO_ACTIVATION" and prev.outputs == [source]
             and uses[source] == 1 and source not in outputs)
+
+
+def drop_same_type_casts(graph: GraphDef, report: ConversionReport) -> None:
+    """Removes each Cast to the type its input already has (exporters write float32-to-float32 Casts
+    around a decoder's norms, rotary tables and attention probabilities), its readers reading its
+    input; one that writes a graph output stays. Runs after the fusions, so that they match the
+    graph as exported."""
+    outputs, source, kept = set(graph.outputs), {}, []
+    for node in graph.nodes:
+        node.inputs = [source.get(t, t) for t in node.inputs]
+        if (node.op_type == "Cast" and len(node.inputs) == 1 and node.inputs[0] >= 0 and node.outputs[0] not in outputs
+                and _same_type(graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]])):
+            source[node.outputs[0]] = node.inputs[0]
+            report.removed.append(node.name)
+            continue
+        kept.append(node)
+    graph.nodes = kept
+
+
+def _same_type(a: TensorDef, b: TensorDef) -> bool:
+    return a.dtype == b.dtype and (a.quant is None) == (b.quant is None) and (a.quant is None or a.quant == b.quant)
 
 
 def prune_tensors(graph: GraphDef) -> int:

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.schema.graph import GraphDef, NodeDef, TensorDef
-from lite.tools.converter import ConversionReport, convert_to_graph
+from lite.tools.converter import ConversionReport, convert, convert_to_graph
 from lite.tools.converter.onnx_graph import OnnxGraph, from_model, infer_shapes
 from lite.tools.converter.passes import (
     constant_outputs,
@@ -152,6 +152,27 @@ def test_one_input_variadic_ops_are_dropped_as_copies(op):
     drop_identities(g, report)
     assert report.removed == ["one"] and [n.name for n in g.nodes] == ["neg", "two"]
     same_outputs(model, g, {"x": random(2, 3)})
+
+
+def test_a_cast_to_its_input_type_is_dropped_and_a_converting_one_stays():
+    """Exporters write float32 -> float32 Casts around a decoder's norms; a Cast that converts stays,
+    and so does one writing a graph output."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Cast", ["a"], ["b"], name="same", to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["b"], ["c"], name="to_half", to=TensorProto.FLOAT16),
+             helper.make_node("Cast", ["c"], ["d"], name="back", to=TensorProto.FLOAT),
+             helper.make_node("Neg", ["d"], ["y"], name="neg"),
+             helper.make_node("Cast", ["y"], ["z"], name="out", to=TensorProto.FLOAT)]
+    model = graph_model(nodes, {"x": [2, 3]}, ["y", "z"])
+    graph, report = convert_to_graph(model)
+    assert "same" in report.removed and [n.op_type for n in graph.nodes] == ["Activation", "Cast", "Cast",
+                                                                              "Neg", "Cast"]
+    x = random(2, 3)
+    expected = run_onnxruntime(model, {"x": x})
+    built = lite.Model()
+    built.build(convert(model))
+    for actual, value in zip(built.predict({"x": x}), expected, strict=True):
+        np.testing.assert_allclose(actual.data, value, rtol=1e-6)
 
 
 def test_drop_identity_before_graph_output_renames_its_producer():
