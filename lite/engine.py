@@ -72,6 +72,7 @@ class Engine:
         self.log = DelegationLog()
         self.placement: list = []  # measured placement's candidates (lite.delegate.placement.Candidate)
         self.fusion: FusionPlan | None = None  # what CPU fusion did (lite.fusion), to revert before fusing again
+        self.readers_memo: tuple = (None, {}, set())  # (what it was made for, _constant_readers' answer)
         self.measured = False  # measured placement ran (it builds delegates itself: saved partitions are not loaded)
         self.ready: set[Kernel] = set()  # native kernels prepared before the build's prepare
         self.memory = MemoryPlan()
@@ -176,14 +177,18 @@ class Engine:
 
     def _constant_readers(self) -> tuple[dict[Tensor, list[Kernel]], set[Tensor]]:
         """({constant: the kernels reading it}, the constants whose pages stay: what partitions
-        (their fallback), shape inference and folding read, and model outputs)."""
-        readers: dict[Tensor, list[Kernel]] = {}
+        (their fallback), shape inference and folding read, and model outputs). Kept while the
+        running kernels and partitions stay the same (every resize asks again)."""
         if self.pages is None:
-            return readers, set()
-        for kernel in self.kernels:
-            for tensor in {*kernel.inputs, *kernel.constants} - {None}:
-                readers.setdefault(tensor, []).append(kernel)
-        return readers, self._held_constants()
+            return {}, set()
+        key = (id(self.kernels), len(self.kernels), len(self.log.partitions), id(self.fusion))
+        if self.readers_memo[0] != key:
+            readers: dict[Tensor, list[Kernel]] = {}
+            for kernel in self.kernels:
+                for tensor in {*kernel.inputs, *kernel.constants} - {None}:
+                    readers.setdefault(tensor, []).append(kernel)
+            self.readers_memo = key, readers, self._held_constants()
+        return self.readers_memo[1], self.readers_memo[2]
 
     def _held_constants(self) -> set[Tensor]:
         held = {t for p in self.log.partitions.values() for t in p.constants()} | set(self.outputs)
@@ -201,7 +206,7 @@ class Engine:
     def _release_pages(self) -> None:
         """Releases the pages of every constant no running kernel reads in its original layout."""
         if self.pages is not None:
-            self.pages.release_unread(self.kernels, self._held_constants())
+            self.pages.release_unread(self.kernels, self._constant_readers()[1])
 
     def _fuse(self) -> None:
         """Fuses native kernels that only native kernels read (``lite.fusion``), resized when shapes are known."""

@@ -106,15 +106,22 @@ class MemoryPlan:
     def __init__(self) -> None:
         self.arena = np.empty(0, dtype=np.uint8)
         self.placements: OrderedDict[tuple, tuple[dict[Tensor, int], int]] = OrderedDict()
+        self.views: dict[tuple, dict[Tensor, np.ndarray]] = {}  # a placement's arrays in the current arena
 
     def place(self, spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
         """``plan_offsets(spans)``, remembered for the same tensors, lifetimes and sizes."""
-        key = tuple((tensor, first, last, _nbytes(tensor)) for tensor, (first, last) in spans.items())
+        return self._placed(self._key(spans), spans)
+
+    @staticmethod
+    def _key(spans: dict[Tensor, tuple[int, int]]) -> tuple:
+        return tuple((tensor, first, last, tensor.shape, tensor.dtype) for tensor, (first, last) in spans.items())
+
+    def _placed(self, key: tuple, spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
         placed = self.placements.get(key)
         if placed is None:
             placed = self.placements[key] = plan_offsets(spans)
             while len(self.placements) > PLANS_KEPT:
-                self.placements.popitem(last=False)
+                self.views.pop(self.placements.popitem(last=False)[0], None)
         self.placements.move_to_end(key)
         return placed
 
@@ -131,16 +138,21 @@ class MemoryPlan:
             first, last = spans.pop(tensor)
             if out in spans:
                 spans[out] = (min(first, spans[out][0]), max(last, spans[out][1]))
-        offsets, size = self.place(spans)
+        key = self._key(spans)
+        offsets, size = self._placed(key, spans)
         total = size + sum(_nbytes(t) for t in keep)
         if total > limit:
             raise MemoryLimitError(f"the model's activations would need {total} bytes, more than the memory "
                                    f"limit of {limit} bytes (Context.memory_limit)")
         if self.arena.size < size:
             self.arena = aligned_empty(size)
-        for tensor, offset in offsets.items():
-            view = self.arena[offset : offset + _nbytes(tensor)]
-            tensor.data = view.view(tensor.dtype).reshape(tensor.shape)
+            self.views.clear()
+        views = self.views.get(key)
+        if views is None:
+            views = self.views[key] = {tensor: self.arena[offset : offset + _nbytes(tensor)].view(tensor.dtype)
+                                       .reshape(tensor.shape) for tensor, offset in offsets.items()}
+        for tensor, view in views.items():
+            tensor.data = view
         for tensor in keep:
             data = tensor.data
             if data is None or data.shape != tensor.shape or data.dtype != tensor.dtype or not data.flags.writeable:

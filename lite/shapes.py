@@ -178,11 +178,15 @@ def _restore(kernels: list[NativeKernel], folded: set[NativeKernel], saved: dict
         for tensor, (shape, data) in zip(kernel.outputs, outputs, strict=True):
             tensor.shape = tensor.declared_shape = shape
             tensor.data = data
-    for kernel in kernels:
-        if kernel.runtime_shapes or kernel in folded:  # NOTE: constant ones kept their values
-            continue
-        with blame(kernel):
-            set_outputs(kernel, memory_limit)
+    kernel = None
+    try:  # NOTE: one try for the loop, not a blame() per kernel: a resize to known shapes is mostly this loop
+        for kernel in kernels:
+            if not kernel.runtime_shapes and kernel not in folded:  # NOTE: constant ones kept their values
+                set_outputs(kernel, memory_limit)
+    except LiteError:
+        raise
+    except Exception as exc:
+        raise blamed(kernel, "cannot infer its outputs", exc) from exc
 
 
 def _check_folded(kernel: NativeKernel, kept: int, memory_limit: int) -> None:
@@ -230,6 +234,9 @@ def blame(kernel: NativeKernel, doing: str = "cannot infer its outputs") -> Iter
     except LiteError:
         raise
     except Exception as exc:  # a hostile file can make any kernel code path fail
-        raise ModelFormatError(
-            f"node {kernel.name!r} ({kernel.type}): {doing}: "
-            f"{type(exc).__name__}: {exc}") from exc
+        raise blamed(kernel, doing, exc) from exc
+
+
+def blamed(kernel: NativeKernel, doing: str, exc: Exception) -> ModelFormatError:
+    """The ModelFormatError naming ``kernel`` for an unexpected error ``exc`` while ``doing``."""
+    return ModelFormatError(f"node {kernel.name!r} ({kernel.type}): {doing}: {type(exc).__name__}: {exc}")

@@ -82,6 +82,29 @@ def test_placements_of_sizes_seen_before_are_remembered(monkeypatch):
     assert len(plan.placements) == memory.PLANS_KEPT
 
 
+def test_a_placement_seen_before_gets_its_arrays_back_until_the_arena_grows():
+    """Alternating shapes (a generator's prefill and decode) reuse the arrays made for each; a larger
+    plan reallocates the arena, and the arrays after it view the new one."""
+    kernels, tensors = chain([16, 16, 16, 16])
+    plan = MemoryPlan()
+    seen = {}
+    for size in [32, 16, 32, 16]:
+        for tensor in tensors:
+            tensor.shape = (size,)
+        plan.apply(kernels, keep={tensors[-1]}, limit=1 << 20)
+        arrays = [t.data for t in tensors[1:-1]]
+        assert all(a.shape == (size,) and np.shares_memory(a, plan.arena) for a in arrays)
+        assert all(a is b for a, b in zip(seen.setdefault(size, arrays), arrays, strict=True))
+    for tensor in tensors:
+        tensor.shape = (4096,)
+    plan.apply(kernels, keep={tensors[-1]}, limit=1 << 20)
+    for tensor in tensors:
+        tensor.shape = (16,)
+    plan.apply(kernels, keep={tensors[-1]}, limit=1 << 20)
+    assert all(np.shares_memory(t.data, plan.arena) and t.data is not old
+               for t, old in zip(tensors[1:-1], seen[16], strict=True))
+
+
 def test_plan_over_the_limit_allocates_nothing():
     kernels, tensors = chain([1024] * 4)
     plan = MemoryPlan()
