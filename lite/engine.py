@@ -68,6 +68,7 @@ class Engine:
         self.folded, self.runtime_shaped = set(folded), set(runtime_shaped)
         self.constant_folded = constant_folded(self.shape_kernels, self.folded)
         self._note_weight_sources()
+        self.deferred = self._read_as_codes()
         self.kernels: list[Kernel] = [k for k in self.shape_kernels if k not in self.folded]
         self.log = DelegationLog()
         self.placement: list = []  # measured placement's candidates (lite.delegate.placement.Candidate)
@@ -192,8 +193,9 @@ class Engine:
 
     def _held_constants(self) -> set[Tensor]:
         held = {t for p in self.log.partitions.values() for t in p.constants()} | set(self.outputs)
-        for kernel in self.shape_kernels:
-            held.update(kernel.inputs if kernel in self.folded else kernel.shape_inputs())
+        for kernel in self.shape_kernels:  # NOTE: a deferred weight's codes are read again only to compute it
+            if kernel not in self.deferred:
+                held.update(kernel.inputs if kernel in self.folded else kernel.shape_inputs())
         return held
 
     def _release_packed(self, kernel: Kernel, readers: dict[Tensor, list[Kernel]], held: set[Tensor]) -> None:
@@ -327,11 +329,33 @@ class Engine:
             if kernel.type == "MatMulFusion" and kernel.inputs[1] in sources:
                 kernel.weight_source = sources[kernel.inputs[1]]
 
+    def _read_as_codes(self) -> frozenset[NativeKernel]:
+        """The folded DequantizeLinear kernels of 4-bit weights that only native products read, as their
+        codes (``weight_codes``): their float32 weights are not computed (four to eight times the codes'
+        bytes), unless a product that cannot read the codes asks (``MatMulFusion.materialize_weight``).
+        Only without delegates, which read the float32 weight when they build."""
+        from lite.kernels import fast
+        from lite.kernels.matmul import weight_codes
+
+        if self.context.delegates or not fast.enabled():
+            return frozenset()
+        readers: dict[Tensor, list[NativeKernel]] = {}
+        for kernel in self.shape_kernels:
+            for tensor in kernel.inputs:
+                readers.setdefault(tensor, []).append(kernel)
+        outputs = set(self.outputs)
+        return frozenset(
+            source for source in self.constant_folded
+            if source.type == "DequantizeLinear" and source.outputs[0] not in outputs
+            and all(r.type == "MatMulFusion" and r.weight_source is source and r.inputs[0] is not source.outputs[0]
+                    for r in readers.get(source.outputs[0], [None]))
+            and weight_codes(source) is not None)
+
     def _propagate(self) -> None:
         """Shapes through every kernel; the folded values of input shapes seen before come back from
         ``folded_values``."""
         propagate(self.shape_kernels, self.folded, self.context.memory_limit, self.folded_values,
-                  tuple(t.shape for t in self.inputs), self.constant_folded)
+                  tuple(t.shape for t in self.inputs), self.constant_folded, self.deferred)
 
     def _resize(self, kernel: Kernel) -> Partition | None:
         """Resizes one kernel; the partition it gave up, if a graph kernel failed."""

@@ -128,15 +128,16 @@ class FoldedValues:
 
 
 def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_limit: int,
-              memo: FoldedValues | None = None, key: tuple = (), constant: frozenset[NativeKernel] = frozenset()
-              ) -> None:
+              memo: FoldedValues | None = None, key: tuple = (), constant: frozenset[NativeKernel] = frozenset(),
+              deferred: frozenset[NativeKernel] = frozenset()) -> None:
     """Infers every output's shape (in topological order) and computes the folded kernels.
 
     Runtime-shaped kernels are skipped: ``infer_at_run`` does their part at each predict. The
     ``constant`` folded kernels (``constant_folded``) are computed the first time only: their outputs
     keep their values. With a ``memo``, the other folded kernels' outputs for ``key`` (the model's input
     shapes) come from it where it has them (their shapes and values were checked when they were
-    computed), and are kept in it otherwise.
+    computed), and are kept in it otherwise. ``deferred`` constant ones get their output shapes only:
+    their readers compute them if they need them (a 4-bit weight's float32 values).
 
     Raises:
         ModelFormatError: naming the node whose shapes or dtypes do not work out.
@@ -150,6 +151,10 @@ def propagate(kernels: list[NativeKernel], folded: set[NativeKernel], memory_lim
     computed: dict[NativeKernel, Outputs] = {}
     for kernel in kernels:
         if kernel.runtime_shapes:
+            continue
+        if kernel in deferred:
+            with blame(kernel):
+                set_outputs(kernel, memory_limit)
             continue
         if kernel in constant and all(t.data is not None for t in kernel.outputs):
             kept += sum(t.data.nbytes for t in kernel.outputs)  # NOTE: still held: still counted

@@ -80,14 +80,10 @@ def fits_packed(layer: ProductLayer) -> bool:
 
 def fits_codes(layer: ProductLayer) -> bool:
     """Whether ``lite.kernels.fast.nbits`` runs this product: ``fits_packed``, on a b dequantized from 4-bit
-    codes (``WeightCodes``), with fewer rows than a tile (a decoder's step: the codes stream in instead of
-    float32's four times as many bytes). More rows stay with BLAS on the dequantized b: dequantizing each
-    panel per product measured slower there (a 64-token prefill 54 against 40 ms), and packing b as well
-    would hold a second float32 copy."""
-    from lite.kernels.fast.gemm import MIN_ROWS  # NOTE: imports the compiler: only when used
-
-    return layer.codes is not None and fits_packed(replace(layer, const_b=True)) \
-        and math.prod(layer.a[:-1]) < MIN_ROWS
+    codes (``WeightCodes``), whatever its rows: a decoder's step streams the codes instead of float32's four
+    times as many bytes, a prompt dequantizes each panel once into scratch for the register tile, and the
+    model keeps no float32 copy of b (``Engine`` leaves such weights uncomputed)."""
+    return layer.codes is not None and fits_packed(replace(layer, const_b=True))
 
 
 class NumpyProduct(Plan):
@@ -205,6 +201,11 @@ class CodesProduct(PackedProduct):
     def panels(self) -> int:
         return self.codes.shape[0]
 
+    def execute(self, kernel: MatMulFusion) -> None:
+        if not fast.takes(kernel.outputs[0].data):
+            kernel.materialize_weight()  # NOTE: numpy's product reads the float32 b
+        super().execute(kernel)
+
     def calls(self, rows, vector, lo, hi, flat, code, alpha):
         from lite.kernels.fast import nbits
 
@@ -294,6 +295,19 @@ class MatMulFusion(NativeKernel):
 
     def resize(self) -> None:
         self.algorithm, self.plan = choose(ALGORITHMS, self.layer(), self)
+        if not isinstance(self.plan, CodesProduct):
+            self.materialize_weight()
+
+    def materialize_weight(self) -> None:
+        """Computes b from its DequantizeLinear (``weight_source``) where the engine left it uncomputed (a 4-bit
+        weight that products read as codes) and this product reads the float32 values."""
+        b, source = self.inputs[1], self.weight_source
+        if b.data is not None or source is None:
+            return
+        for tensor in source.outputs:
+            tensor.data = np.empty(tensor.shape, tensor.dtype)
+        source.resize()
+        source.execute()
 
     def set_epilogue(self, epilogue: Epilogue) -> None:
         """Runs ``epilogue`` after the product from the next run on (``lite.fusion``: an absorbed

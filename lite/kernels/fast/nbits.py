@@ -3,16 +3,19 @@ a and y, W[k, n] = (q[k, n] - z[k // block, n]) * s[k // block, n] (a weight-onl
 onnxruntime's MatMulNBits, or a blocked DequantizeLinear of a constant before a MatMul).
 
 The codes minus their zero points are packed once, at build, into panels of ``WIDTH`` columns, one signed
-byte a weight (4-bit codes: -15..15), and the scales into panels of blocks (``pack``). Row by row, each
-block's codes times a are summed in float32, then the block's sum is scaled (``_thin_panel``): the codes
-stream from memory once (later rows find the panel in cache), a quarter of the float32 weight's bytes. It
-is meant for products of few rows (a decoder's step); ``lite.kernels.matmul`` leaves more rows to BLAS.
+byte a weight (4-bit codes: -15..15), and the scales into panels of blocks (``pack``). A product of fewer
+rows than a tile (a decoder's step) sums, row by row, each block's codes times a in float32, then scales the
+block's sum (``_thin_panel``): the codes stream from memory once (later rows find the panel in cache), a
+quarter of the float32 weight's bytes. More rows (a prompt) dequantize each panel into float32 scratch, the
+weights exactly as DequantizeLinear gives them, and run ``lite.kernels.fast.gemm``'s register tile on it
+(``_tiles``): once per panel whatever the rows, so no float32 copy of the weight is kept.
 """
 
 from __future__ import annotations
 
 import functools
 
+import ml_dtypes
 import numpy as np
 from numba import carray
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
@@ -20,8 +23,8 @@ from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.gemm import ONE, _finish, panel_count
-from lite.kernels.fast.tile import WIDTH
+from lite.kernels.fast.gemm import ONE, _finish, _tiles, panel_count
+from lite.kernels.fast.tile import ROWS, WIDTH
 
 MAX_CODE = 15
 """The largest |q - z| the byte codes hold exactly: 4-bit weights (uint4, int4)."""
@@ -34,17 +37,37 @@ def pack(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, block:
     too: converted, not viewed), 4-bit: their difference within MAX_CODE."""
     k, n = q.shape
     blocks, panels = scale.shape[0], panel_count(n)
-    difference = q.astype(np.int16)
-    if zero_point is not None:
-        difference -= np.repeat(zero_point.astype(np.int16), block, axis=0)[:k]
-    if difference.size and np.abs(difference).max() > MAX_CODE:
-        raise ValueError(f"codes minus zero points reach {np.abs(difference).max()}, beyond {MAX_CODE}")
-    codes = np.zeros((k, panels * WIDTH), np.int8)
-    codes[:, :n] = difference
+    narrow = q.dtype.name in ("int4", "uint4")  # NOTE: one byte a weight, the only temporary as large as q
+    kind = np.int8 if narrow else np.int16
+    small = q.astype(kind)
+    zeros = np.zeros((blocks, n), kind) if zero_point is None else zero_point.astype(kind)
+    codes = np.empty((panels, k, WIDTH), np.int8)
+    reach = _pack_codes(small, zeros, block, codes)
+    if reach > MAX_CODE:
+        raise ValueError(f"codes minus zero points reach {reach}, beyond {MAX_CODE}")
     scales = np.zeros((blocks, panels * WIDTH), np.float32)
     scales[:, :n] = scale
-    return (np.ascontiguousarray(codes.reshape(k, panels, WIDTH).transpose(1, 0, 2)),
-            np.ascontiguousarray(scales.reshape(blocks, panels, WIDTH).transpose(1, 0, 2)))
+    return codes, np.ascontiguousarray(scales.reshape(blocks, panels, WIDTH).transpose(1, 0, 2))
+
+
+@jit
+def _pack_codes(q, zeros, block, codes):
+    """codes (panels, K, WIDTH) = q (K, N) minus each block's zero point, zero columns past N; returns the
+    largest |q - z| (the caller checks it against MAX_CODE)."""
+    k, n = q.shape
+    reach = 0
+    for panel in range(codes.shape[0]):
+        column = panel * WIDTH
+        count = min(WIDTH, n - column)
+        for kk in range(k):
+            at = kk // block
+            for j in range(count):
+                value = np.int16(q[kk, column + j]) - np.int16(zeros[at, column + j])
+                reach = max(reach, abs(value))
+                codes[panel, kk, j] = value
+            for j in range(count, WIDTH):
+                codes[panel, kk, j] = 0
+    return reach
 
 
 @jit
@@ -52,12 +75,29 @@ def product(a, codes, scales, block, bias, lo, hi, out, first, last, code, alpha
     """Columns of panels ``first`` to ``last - 1`` of out (M, N) = clip(a (M, K) @ W + bias, lo, hi), W packed
     by ``pack`` (``block`` rows of K a scale), then the activation of ``code`` with ``alpha``; a and out
     C-contiguous."""
+    m, k = a.shape
     n = out.shape[1]
+    spare = np.empty((ROWS, WIDTH), np.float32)
+    floats = np.empty((k if m >= ROWS else 0, WIDTH), np.float32)
     for panel in range(first, last):
         column = panel * WIDTH
         count = min(WIDTH, n - column)
-        _thin_panel(a, codes[panel], scales[panel], block, out, column, count)
+        if m < ROWS:
+            _thin_panel(a, codes[panel], scales[panel], block, out, column, count)
+        else:
+            _dequantize(codes[panel], scales[panel], block, floats)
+            _tiles(a, floats, out, column, count, spare)
         _finish(out, bias, lo, hi, column, count, code, alpha)
+
+
+@jit
+def _dequantize(codes, scales, block, floats):
+    """floats (K, WIDTH) = the panel's codes times their blocks' scales (float32, as DequantizeLinear)."""
+    k = codes.shape[0]
+    for kk in range(k):
+        at = kk // block
+        for j in range(WIDTH):
+            floats[kk, _u(j)] = np.float32(codes[kk, _u(j)]) * scales[at, _u(j)]
 
 
 @jit
@@ -88,9 +128,11 @@ def _thin_panel(a, codes, scales, block, out, column, count):
 @functools.cache
 def warm() -> None:
     """Compiles ``product`` now (at build), not in the first predict."""
-    codes, scales = pack(np.zeros((2, 3), np.uint8), np.ones((1, 3), np.float32), None, 2)
-    compiled(product, np.zeros((1, 2), np.float32), codes, scales, 2, np.zeros(3, np.float32), np.float32(-np.inf),
-             np.float32(np.inf), np.zeros((1, 3), np.float32), 0, 1, CLIP_CODE, ONE)
+    uint4 = np.dtype(ml_dtypes.uint4)  # NOTE: what weight_codes passes
+    codes, scales = pack(np.zeros((2, 3), uint4), np.ones((1, 3), np.float32), np.zeros((1, 3), uint4), 2)
+    for rows in (1, ROWS):
+        compiled(product, np.zeros((rows, 2), np.float32), codes, scales, 2, np.zeros(3, np.float32),
+                 np.float32(-np.inf), np.float32(np.inf), np.zeros((rows, 3), np.float32), 0, 1, CLIP_CODE, ONE)
 
 
 # The block of a product on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:

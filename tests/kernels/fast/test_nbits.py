@@ -75,33 +75,74 @@ def test_panels_on_the_crew_match(crew_runs):
 
 
 def mlp(k: int = 64, hidden: int = 96, n: int = 40) -> onnx.ModelProto:
-    """x (1, k) -> MatMul -> Relu -> MatMul -> y: two linear layers a decode step's size."""
+    """x (rows, k) -> MatMul -> Relu -> MatMul -> y: two linear layers."""
     inits = [numpy_helper.from_array((RNG.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32), name)
              for name, shape in (("w1", (k, hidden)), ("w2", (hidden, n)))]
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
              helper.make_node("MatMul", ["r", "w2"], ["y"])]
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], inits)
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", n])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
 @pytest.mark.parametrize("form", ["matmulnbits", "qdq"])
 @pytest.mark.parametrize("symmetric", [True, False])
-def test_a_weight_only_models_decode_sized_products_read_the_codes(form, symmetric):
+def test_a_weight_only_models_products_read_the_codes_and_no_float_weight_is_kept(form, symmetric):
+    """A decode step's row, a few rows and a prompt's many rows all run on the codes, packed once; the
+    float32 weights the DequantizeLinear kernels would give are never computed."""
     model = weight_only(mlp(), form, symmetric)
     lite_model = build_lite(convert(model), 1)
+    engine = lite_model._engine
+    products = [k for k in engine.kernels if k.type == "MatMulFusion"]
+    assert len(engine.deferred) == 2 and {k.weight_source for k in products} == set(engine.deferred)
+    config = {"session.qdq_matmulnbits_accuracy_level": "1"}
+    packed = None
+    for rows in (1, 3, 2 * ROWS + 1):
+        [tensor] = lite_model.get_inputs()
+        lite_model.resize([tensor], [[rows, 64]])
+        x = RNG.standard_normal((rows, 64)).astype(np.float32)
+        [got] = predict(lite_model, {"x": x})
+        assert [k.algorithm for k in products] == ["codes_gemm"] * 2
+        [want] = run_onnxruntime(model, {"x": x}, config=config)
+        assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+        packed = packed or [k.derived.made["codes"][1] for k in products]
+        assert all(k.derived.made["codes"][1] is p for k, p in zip(products, packed, strict=True))  # packed once
+        assert all(source.outputs[0].data is None for source in engine.deferred)
+
+
+def test_a_product_that_cannot_read_the_codes_computes_the_float_weight(monkeypatch):
+    """Where no plan on the codes fits (here: the table without them), the product computes its float32
+    weight from its DequantizeLinear at resize, and agrees with onnxruntime."""
+    from lite.kernels import matmul
+
+    model = weight_only(mlp(), "qdq", True)
+    lite_model = build_lite(convert(model), 1)
+    monkeypatch.setattr(matmul, "ALGORITHMS", matmul.ALGORITHMS[1:])
+    [tensor] = lite_model.get_inputs()
+    lite_model.resize([tensor], [[2, 64]])
+    x = RNG.standard_normal((2, 64)).astype(np.float32)
+    [got] = predict(lite_model, {"x": x})
+    [want] = run_onnxruntime(model, {"x": x}, config={"session.qdq_matmulnbits_accuracy_level": "1"})
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    assert {k.algorithm for k in lite_model._engine.kernels if k.type == "MatMulFusion"} == {"numpy"}
+    assert all(source.outputs[0].data is not None for source in lite_model._engine.deferred)
+
+
+def test_with_a_delegate_the_float_weights_are_computed():
+    """Delegates read the float32 weight when they build: nothing is left uncomputed for them."""
+    import lite
+    from tests.support.delegates import CountingDelegate
+
+    model = weight_only(mlp(), "qdq", True)
+    lite_model = lite.Model()
+    lite_model.build(convert(model), lite.ModelType.LITE,
+                     lite.Context(thread_num=1, delegates=[CountingDelegate({"MatMulFusion"})]))
+    assert lite_model._engine.deferred == frozenset()
+    assert sum(row.runs_on != "native" and row.runs_on != "folded" for row in lite_model.partition_report()) == 2
     x = RNG.standard_normal((1, 64)).astype(np.float32)
     [got] = predict(lite_model, {"x": x})
-    products = [k for k in lite_model._engine.kernels if k.type == "MatMulFusion"]
-    assert [k.algorithm for k in products] == ["codes_gemm"] * 2
-    config = {"session.qdq_matmulnbits_accuracy_level": "1"}
-    [want] = run_onnxruntime(model, {"x": x}, config=config)
+    [want] = run_onnxruntime(model, {"x": x}, config={"session.qdq_matmulnbits_accuracy_level": "1"})
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
-    packed = [k.derived.made["codes"][1] for k in products]
-    [tensor] = lite_model.get_inputs()
-    lite_model.resize([tensor], [[3, 64]])
-    predict(lite_model, {"x": RNG.standard_normal((3, 64)).astype(np.float32)})
-    assert all(k.derived.made["codes"][1] is p for k, p in zip(products, packed, strict=True))  # packed once
 
 
 def test_codes_beyond_four_bits_are_refused():
