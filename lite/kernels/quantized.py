@@ -3,9 +3,9 @@ tensors, by the meaning ``lite/ops/quant.py`` gives them (dequantize, the float 
 
 ``QuantizedOp`` wraps the op's float kernel: it dequantizes each quantized input into a float
 array of its own (constants once, at build), runs the float kernel on them and quantizes its
-outputs by their QuantParams. Convolutions and products run their float kernel in float64,
-where the integer accumulation ONNX defines is exact. Faster kernels register for an op with
-``register_quantized`` and take precedence.
+outputs by their QuantParams. Convolutions, products and average pools run their float kernel in
+float64, where the integer accumulation ONNX defines (and a pool's sum) is exact. Faster kernels
+register for an op with ``register_quantized`` and take precedence.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _float_twin(tensor: Tensor | None, dtype: np.dtype) -> Tensor | None:
 
 class QuantizedOp(NativeKernel):
     """Any op on quantized tensors, computed as ``quantize(op(dequantize(inputs)))`` by the op's
-    float kernel (float64 for convolutions and products, float32 otherwise)."""
+    float kernel (float64 for convolutions, products and average pools, float32 otherwise)."""
 
     def __init__(self, inputs: list[Tensor | None], outputs: list[Tensor], primitive: Primitive, name: str = ""):
         self.float_dtype = _float_dtype(primitive.type)

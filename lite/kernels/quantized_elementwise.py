@@ -225,8 +225,8 @@ class _ArithmeticRun:
 
 
 class QuantizedAverage(_Delegating):
-    """A global average pool of an 8-bit tensor with per-tensor parameters: the compiled
-    ``int8_elementwise.global_average``."""
+    """A quantized average pool: a global one of an 8-bit tensor with per-tensor parameters on the compiled
+    ``int8_elementwise.global_average`` (its integer sums), others as ``QuantizedOp`` (float64 sums)."""
 
     def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
         from lite.kernels import fast
