@@ -3,7 +3,9 @@
 A Concat's inputs that only it reads are laid out inside its output where the output's slice
 for each is one contiguous run (every axis before the concatenated one has size 1: one image),
 so the kernels that produce them write there and the Concat copies nothing (SqueezeNet's and
-Inception's branches).
+Inception's branches). The output of a kernel that may view its input (``may_view``: Reshape,
+Flatten, Squeeze, Unsqueeze, Identity) views the input's memory where both are planned, and the
+kernel copies nothing (``viewing``): a decoder's step has dozens of them.
 """
 
 from __future__ import annotations
@@ -60,6 +62,27 @@ def concat_slots(kernels: list[Kernel], spans: dict[Tensor, tuple[int, int]],
                 slots[tensor] = out, (slice(None),) * axis + (slice(start, start + tensor.shape[axis]),)
             start += tensor.shape[axis]
     return slots
+
+
+def view_aliases(kernels: list[Kernel], spans: dict[Tensor, tuple[int, int]],
+                 slots: dict[Tensor, tuple[Tensor, tuple[slice, ...]]]) -> dict[Tensor, Tensor]:
+    """{output: the planned tensor whose memory it views} for the kernels that may view their input
+    (``may_view``), where input and output are planned, of one dtype, and neither lies in a Concat's
+    output; each such output leaves ``spans``, its lifetime added to the tensor it views. Sets each
+    such kernel's ``viewing``."""
+    roots: dict[Tensor, Tensor] = {}
+    for kernel in kernels:
+        if not getattr(kernel, "may_view", False):
+            continue
+        x, y = kernel.inputs[0], kernel.outputs[0]
+        root = roots.get(x, x)
+        kernel.viewing = (root in spans and y in spans and x not in slots and y not in slots
+                          and x.dtype == y.dtype and _nbytes(x) == _nbytes(y))
+        if kernel.viewing:
+            first, last = spans.pop(y)
+            spans[root] = (min(spans[root][0], first), max(spans[root][1], last))
+            roots[y] = root
+    return roots
 
 
 def plan_offsets(spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
@@ -138,6 +161,7 @@ class MemoryPlan:
             first, last = spans.pop(tensor)
             if out in spans:
                 spans[out] = (min(first, spans[out][0]), max(last, spans[out][1]))
+        aliases = view_aliases(kernels, spans, slots)
         key = self._key(spans)
         offsets, size = self._placed(key, spans)
         total = size + sum(_nbytes(t) for t in keep)
@@ -159,6 +183,8 @@ class MemoryPlan:
                 tensor.data = aligned_array(tensor.shape, tensor.dtype)
         for tensor, (out, index) in slots.items():
             tensor.data = out.data[index]
+        for tensor, root in aliases.items():
+            tensor.data = root.data.reshape(tensor.shape)
 
     @property
     def nbytes(self) -> int:

@@ -221,3 +221,45 @@ def test_branches_written_in_place_match_onnxruntime(delegated, outputs):
             np.testing.assert_allclose(got.get_data_to_numpy(), want, rtol=1e-5, atol=1e-6)
         in_place = [np.shares_memory(t.data, concat.outputs[0].data) for t in concat.inputs]
         assert in_place == [batch == 1] * 3 + [False]
+
+
+def reshapes(outputs=("y",)) -> onnx.ModelProto:
+    """x (batch, 4, 6) -> Relu -> Reshape (batch, 24) -> Unsqueeze -> Squeeze -> Flatten -> Sigmoid -> y,
+    and a Reshape of f into a Concat with a Flatten of the Relu -> z; the reshaped r also a model output
+    where ``outputs`` names it."""
+    shape = numpy_helper.from_array(np.array([0, -1], np.int64), "shape")
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Reshape", ["a", "shape"], ["r"]),
+             helper.make_node("Unsqueeze", ["r", "axes"], ["u"]), helper.make_node("Squeeze", ["u", "axes"], ["s"]),
+             helper.make_node("Flatten", ["s"], ["f"]), helper.make_node("Sigmoid", ["f"], ["y"]),
+             helper.make_node("Reshape", ["f", "shape"], ["g"]), helper.make_node("Flatten", ["a"], ["h"]),
+             helper.make_node("Concat", ["g", "h"], ["z"], axis=1)]
+    graph = helper.make_graph(nodes, "reshapes", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                              ["batch", 4, 6])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                              [shape, axes])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("outputs", [("y", "z"), ("y", "z", "r")])
+def test_reshapes_view_their_input_and_match_onnxruntime(outputs):
+    """Reshape, Unsqueeze, Squeeze and Flatten of planned tensors view them (no copy) in a chain; one
+    whose input or output is a model output, or whose output lies in a Concat's output, copies. Batch 1, 3,
+    then 1 again."""
+    onnx_model = reshapes(outputs)
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=1))
+    kernels = {k.outputs[0].name: k for k in model._engine.kernels}
+    rng = np.random.default_rng(5)
+    for batch in (1, 3, 1):
+        if model.get_inputs()[0].shape[0] != batch:
+            model.resize(model.get_inputs(), [[batch, 4, 6]])
+        x = rng.standard_normal((batch, 4, 6)).astype(np.float32)
+        for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+            np.testing.assert_allclose(got.get_data_to_numpy(), want, rtol=1e-6)
+        viewing = {name: kernels[name].viewing for name in ("r", "u", "s", "f", "g", "h")}
+        chained = "r" not in outputs  # NOTE: r kept: r and u copy, s and f view u
+        # NOTE: at batch 1, g lies in z (the Concat's first slot); h would start unaligned, so it does not
+        assert viewing == {"r": chained, "u": chained, "s": True, "f": True, "g": batch != 1, "h": True}
+        relu = kernels["a"].outputs[0].data
+        assert np.shares_memory(kernels["f"].outputs[0].data, relu) == chained

@@ -60,9 +60,15 @@ class DataMovement(NativeKernel):
 
 
 class Copy(DataMovement):
-    """Base of ops whose output is the input's elements in order under a new shape."""
+    """Base of ops whose output is the input's elements in order under a new shape: where the memory
+    plan lets the output view the input (``viewing``, ``lite.memory.view_aliases``), nothing to do."""
+
+    may_view: ClassVar[bool] = True
+    viewing = False
 
     def execute(self) -> None:
+        if self.viewing:
+            return
         out = self.outputs[0].data
         np.copyto(out, self.inputs[0].data.reshape(out.shape))
 
