@@ -1,5 +1,5 @@
 """The activation arena: tensors alive together never overlap; dead slots are reused; a Concat's
-inputs live inside its output where their slices are contiguous."""
+inputs live inside its output where their slices are contiguous; reshapes view their input."""
 
 import subprocess
 import sys
