@@ -10,6 +10,7 @@ from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.fused import apply_fused_activation, fused_activation
 from lite.kernels.registry import register
 from lite.ops.activation import ERF32_ALPHA, ERF32_BETA
+from lite.ops.broadcast import broadcast_shapes
 from lite.ops.dtypes import ALL, BOOL, FLOATS, INTS, NUMBERS
 
 
@@ -46,7 +47,7 @@ class Elementwise(NativeKernel):
     def infer_shapes(self) -> list[tuple[int, ...]]:
         shapes = [t.shape for t in self.inputs]
         try:
-            return [np.broadcast_shapes(*shapes)]
+            return [broadcast_shapes(*shapes)]
         except ValueError:
             self.fail(f"input shapes {shapes} do not broadcast")
 

@@ -17,6 +17,7 @@ from lite.kernels.fused import activation_code, apply_fused_activation, clip_bou
 from lite.kernels.plans import Algorithm, Derived, Epilogue, Plan, choose
 from lite.kernels.registry import register
 from lite.ops.attention import attention_shapes
+from lite.ops.broadcast import broadcast_shapes
 from lite.ops.dtypes import FLOATS
 from lite.tensor import Tensor
 
@@ -264,7 +265,7 @@ class MatMulFusion(NativeKernel):
         if a2[-1] != b2[-2]:
             self.fail(f"inner dims differ: op(a) has shape {list(a)}, op(b) {list(b)}")
         try:
-            batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+            batch = broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2]))
         except ValueError:
             self.fail(f"batch dims of {list(a)} and {list(b)} do not broadcast")
         rows = () if len(a) == 1 else (a[-2],)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TypeVar
+
+import numpy as np
 
 Dim = TypeVar("Dim")
 
@@ -27,3 +30,11 @@ def legacy_broadcast_shape(b_shape: Sequence[int], a_rank: int, axis: int) -> tu
     """Opset < 7 ``broadcast=1`` with ``axis``: B's shape with 1s after it, so that numpy
     broadcasting lines B up with A's dims from ``axis`` (in [0, a_rank)) on."""
     return (*b_shape, *[1] * (a_rank - axis - len(b_shape)))
+
+
+@functools.lru_cache(maxsize=4096)
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """``np.broadcast_shapes``, remembered: a model's resizes ask for the same few broadcasts again
+    (a decoder's element-wise kernels at every switch between prompt and step shapes). Shapes are
+    tuples of ints. Raises ValueError where they do not broadcast (not remembered)."""
+    return np.broadcast_shapes(*shapes)
