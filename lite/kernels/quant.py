@@ -75,9 +75,12 @@ class QuantizeLinear(_Linear):
                 or not _one_constant(scale) or self.attrs["block_size"]
                 or (zero_point is not None and not _one_constant(zero_point))):
             return None
+        value = float(scale.data.reshape(-1)[0])
+        if not (np.isfinite(value) and value > 0):  # NOTE: numpy's path says what such a file gets
+            return None
         from lite.kernels.fast import int8_elementwise
 
-        terms = (np.float32(scale.data.reshape(-1)[0]),
+        terms = (np.float32(value),
                  np.float32(0 if zero_point is None else zero_point.data.reshape(-1)[0]),
                  *(np.float32(bound) for bound in qrange(y.dtype)))
         int8_elementwise.warm_quantize(y.dtype)
