@@ -52,6 +52,22 @@ def capped_threads(thread_num: int) -> int:
     return cpus
 
 
+AVX2_BLAS_KERNELS = frozenset({"haswell", "zen"})
+"""OpenBLAS's names (threadpoolctl's "architecture") for its AVX2 kernels."""
+
+
+def blas_architectures() -> frozenset[str]:
+    """The kernel sets (lowercase) the loaded BLAS libraries run: OpenBLAS picks one when it loads, from its
+    table of CPUs or ``OPENBLAS_CORETYPE``. Scans the libraries once (milliseconds), like
+    ``limit_blas_threads``."""
+    global _controller
+    with _lock:
+        if _controller is None:
+            _controller = ThreadpoolController()
+        return frozenset(str(library.info().get("architecture") or "").lower()
+                         for library in _controller.select(user_api="blas").lib_controllers) - {""}
+
+
 def limit_blas_threads(thread_num: int) -> None:
     """Sets the BLAS thread pool to ``thread_num`` threads, process-wide, from any thread.
 

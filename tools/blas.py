@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lite.threads import AVX2_BLAS_KERNELS
+
 AVX512_FLAGS = frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})
-AVX2_KERNELS = frozenset({"haswell", "zen"})  # OpenBLAS's names (threadpoolctl's "architecture")
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
@@ -34,7 +35,7 @@ def blas_note(architectures: list[str], cpuinfo: Path = Path("/proc/cpuinfo"),
     """What to change when OpenBLAS runs its AVX2 kernels (``architectures``: threadpoolctl's, one per
     loaded BLAS) on a core with AVX-512, else None."""
     environ = os.environ if environ is None else environ
-    if not cpu_flags(cpuinfo) >= AVX512_FLAGS or not any(a.lower() in AVX2_KERNELS for a in architectures):
+    if not cpu_flags(cpuinfo) >= AVX512_FLAGS or not any(a.lower() in AVX2_BLAS_KERNELS for a in architectures):
         return None
     forced = environ.get("OPENBLAS_CORETYPE")
     why = f"OPENBLAS_CORETYPE={forced} is set" if forced else "OpenBLAS does not know this CPU"

@@ -6,6 +6,8 @@ whose ``steps`` run the convolution with the ``Epilogue`` it is handed:
 
 - small_plane: ``fast.small_plane``, 2-D float32 with a constant weight on output planes of 7 to
   49 positions (ResNet's last stage).
+- blocked_pointwise: ``fast.blocked_direct`` on 1x1 layers of small planes where BLAS runs AVX2 kernels on a
+  core whose compiled kernels use 512-bit registers.
 - gemm_direct: a 1x1 stride-1 unpadded convolution is one matmul on the input view.
 - flat_depthwise, compiled_depthwise: compiled direct depthwise kernels (one input channel per
   group, 1-D as 2-D of height 1): ``fast.flat`` where stride 1 keeps the row width, else
@@ -45,6 +47,7 @@ from lite.kernels.fused import (
 from lite.kernels.parallel import KernelThreads
 from lite.kernels.plans import Algorithm, Derived, Epilogue, Plan, Scratch
 from lite.kernels.window import Geometry, Planes, strided_view
+from lite.threads import AVX2_BLAS_KERNELS, blas_architectures
 
 DEPTHWISE_CHUNK_BYTES = 1 << 20
 BAND_FROM_BYTES = 4 << 20  # im2col columns larger than this are gathered and multiplied in bands of rows
@@ -131,6 +134,29 @@ def fits_compiled_direct(layer: ConvLayer) -> bool:
     from lite.kernels.fast import direct  # NOTE: imports the compiler: only when used
 
     return direct.fits(layer.geometry(), layer.x[1], layer.group)
+
+
+POINTWISE_MAX_POSITIONS = 28 * 28
+POINTWISE_MIN_CHANNELS = 128
+"""The most output positions, and the fewest input and output channels, of a 1x1 layer that runs
+``blocked_direct`` where BLAS runs AVX2 kernels on a core whose compiled kernels compute in 512-bit
+registers: there it measured 0.59-0.81 of BLAS's time (ResNet-50's 1x1 layers on 28 x 28 and 14 x 14,
+SqueezeNet's 512 -> 1000 layer); on 56 x 56 planes 0.83-1.35, and with 32-64 channels on either side
+(SqueezeNet's others) 1.0-1.5."""
+
+
+def fits_blocked_pointwise(layer: ConvLayer) -> bool:
+    """2-D float32 1x1 convolutions of one group on at most POINTWISE_MAX_POSITIONS output positions, with
+    POINTWISE_MIN_CHANNELS input and output channels or more, where numpy's BLAS runs AVX2 kernels
+    (``AVX2_BLAS_KERNELS``: ``OPENBLAS_CORETYPE``, or an OpenBLAS that does not know the CPU) and the compiled
+    kernels 512-bit ones: ``fast.blocked_direct`` then beats BLAS there (with BLAS's AVX-512 kernels, BLAS
+    wins: docs/performance.md, BLAS kernels)."""
+    if (layer.rank != 2 or layer.dtype != np.float32 or layer.group != 1 or tuple(layer.w[2:]) != (1, 1)
+            or layer.dilations != (1, 1) or math.prod(layer.out) > POINTWISE_MAX_POSITIONS
+            or min(layer.x[1], layer.w[0]) < POINTWISE_MIN_CHANNELS or not fast.enabled()
+            or not fast.wide_registers()):
+        return False
+    return bool(blas_architectures() & AVX2_BLAS_KERNELS)
 
 
 def fits_blocked_direct(layer: ConvLayer) -> bool:
@@ -590,6 +616,7 @@ def count(taps: slice) -> int:
 
 ALGORITHMS: tuple[Algorithm, ...] = (
     Algorithm("small_plane", fits_small_plane, SmallPlane),
+    Algorithm("blocked_pointwise", fits_blocked_pointwise, BlockedDirect),
     Algorithm("gemm_direct", fits_gemm_direct, GemmDirect),
     Algorithm("flat_depthwise", fits_flat_depthwise, partial(CompiledDepthwise, flat=True)),
     Algorithm("compiled_depthwise", fits_compiled_depthwise, partial(CompiledDepthwise, flat=False)),

@@ -20,8 +20,11 @@ EXPECTED = json.loads((Path(__file__).parent / "conv_algorithms.json").read_text
 """variant -> model -> each Conv2DFusion's algorithm in the scheduler's order, "+residual" where it
 adds a fused residual (``lite.fusion.ConvResidual``)."""
 MODELS = ["resnet18", "mobilenet_v2", "squeezenet", "inception_block", "efficientnet_b0"]
-WIDE = {"compiled, 512-bit registers": True, "compiled, 256-bit registers": False}
+WIDE = {"compiled, 512-bit registers": True, "compiled, 256-bit registers": False,
+        "compiled, 512-bit registers, BLAS on AVX2 kernels": True}
 """Whether the variant's compiled kernels compute in 512-bit registers (``fast.wide_registers``)."""
+BLAS = {"compiled, 512-bit registers, BLAS on AVX2 kernels": "haswell"}
+"""The kernels the variant's BLAS runs (``lite.threads.blas_architectures``); others: its AVX-512 ones."""
 
 
 def chosen(name: str) -> list[str]:
@@ -35,7 +38,11 @@ def chosen(name: str) -> list[str]:
 @pytest.mark.parametrize("variant", list(EXPECTED))
 def test_every_zoo_convolution_runs_the_recorded_algorithm(monkeypatch, variant, model):
     """The 256-bit variant runs as recorded on both kinds of cores: with 512-bit registers, once
-    Winograd's rule for 256-bit ones (``winograd.DIRECT_FIRST`` off) stands in."""
+    Winograd's rule for 256-bit ones (``winograd.DIRECT_FIRST`` off) stands in. The BLAS kernels are
+    set per variant: AVX2 ones send large 1x1 layers on small planes to ``blocked_pointwise``."""
+    from lite.kernels import conv_plans
+
+    monkeypatch.setattr(conv_plans, "blas_architectures", lambda: frozenset({BLAS.get(variant, "skylakex")}))
     if variant == "numpy":
         monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
     elif not fast.enabled():

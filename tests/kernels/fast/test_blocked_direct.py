@@ -8,9 +8,11 @@ import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import blocked_direct, crew
+from lite.kernels.parallel import KernelThreads
 from lite.kernels.window import Geometry
 from tests.support.conv import (
     EPILOGUE_ACTIVATIONS,
+    build,
     calls_per_image,
     conv,
     matches_the_numpy_kernel,
@@ -119,3 +121,27 @@ def test_a_residual_is_added_before_the_activation(threads):
     with kernel.threads.lent():
         kernel.execute()
     np.testing.assert_allclose(kernel.outputs[0].data, np.maximum(linear + residual, 0), rtol=1e-4, atol=1e-5)
+
+
+POINTWISE = [  # 1x1 layers blocked_pointwise takes where BLAS runs AVX2 kernels on a 512-bit core
+    ((1, 256, 14, 14), (130, 256, 1, 1), {"activation_type": "RELU"}),
+    ((2, 128, 9, 9), (160, 128, 1, 1), {}),
+    ((1, 144, 28, 28), (256, 144, 1, 1), {"stride": (2, 2)}),  # a ResNet's downsampling shortcut
+]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), POINTWISE)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_1x1_layers_on_the_blocked_kernel_match_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, threads):
+    """With BLAS on its AVX2 kernels (``lite.threads.blas_architectures``), these run ``blocked_pointwise``
+    on 512-bit cores; with its AVX-512 ones, BLAS."""
+    from lite.kernels import conv_plans
+
+    for blas, chosen in (("haswell", fast.wide_registers()), ("skylakex", False)):
+        monkeypatch.setattr(conv_plans, "blas_architectures", lambda kind=blas: frozenset({kind}))
+        x, w, b = operands(x_shape, w_shape)
+        kernel = build("Conv2DFusion", {"group": 1, **attrs}, [x, w, b])
+        kernel.prepare()
+        kernel.resize()
+        assert (kernel.algorithm == "blocked_pointwise") == chosen
+        matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, KernelThreads(threads))
