@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -221,6 +222,9 @@ class CodesProduct(PackedProduct):
         return piece, jobs
 
 
+PLANS_KEPT = 4
+"""How many shape sets' plans a MatMulFusion keeps (``lite.memory.PLANS_KEPT`` placements' arrays too)."""
+
 ALGORITHMS: tuple[Algorithm, ...] = (
     Algorithm("codes_gemm", fits_codes, CodesProduct),
     Algorithm("packed_gemm", fits_packed, PackedProduct),
@@ -254,6 +258,7 @@ class MatMulFusion(NativeKernel):
         self.algorithm: str | None = None
         self.plan: NumpyProduct | None = None
         self.derived = Derived()  # b packed, kept across resizes
+        self.plans: OrderedDict[tuple, tuple[str, NumpyProduct]] = OrderedDict()  # the last PLANS_KEPT shapes' plans
         self.weight_source: NativeKernel | None = None  # the folded DequantizeLinear of a constant b (the engine's)
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
@@ -295,7 +300,18 @@ class MatMulFusion(NativeKernel):
                             self.inputs[1].is_const, self.transpose_a, self.epilogue.bias, codes)
 
     def resize(self) -> None:
-        self.algorithm, self.plan = choose(ALGORITHMS, self.layer(), self)
+        """Chooses the plan for the current shapes; one made for the same shapes before comes back, with the
+        steps it made for its arrays (a generator alternates between prompt and step shapes)."""
+        layer = self.layer()
+        bias = layer.bias
+        key = (layer.a, layer.b, layer.dtypes, layer.const_b, layer.transpose_a, None if bias is None else
+               (id(bias), bias.shape), None if layer.codes is None else id(layer.codes.q), id(self.epilogue))
+        if key not in self.plans:
+            self.plans[key] = choose(ALGORITHMS, layer, self)
+            while len(self.plans) > PLANS_KEPT:
+                self.plans.popitem(last=False)
+        self.plans.move_to_end(key)
+        self.algorithm, self.plan = self.plans[key]
         if not isinstance(self.plan, CodesProduct):
             self.materialize_weight()
 
@@ -314,6 +330,7 @@ class MatMulFusion(NativeKernel):
         """Runs ``epilogue`` after the product from the next run on (``lite.fusion``: an absorbed
         Activation; ``Epilogue(bias, kernel.activation)`` is the kernel's own)."""
         self.epilogue = epilogue
+        self.plans.clear()
 
     def execute(self) -> None:
         if self.plan is None:

@@ -90,6 +90,36 @@ def test_matmul_shapes_are_the_operands_after_their_transposes():
     assert kernel.matmul_shapes() == [((2, 3, 5), (5, 4))]
 
 
+def test_plans_of_shapes_seen_before_come_back_and_stay_right():
+    """A product resized between two row counts (a prompt and a decode step) gets each count's plan (and
+    the steps it made) back; its results stay a @ b; a new epilogue drops the kept plans."""
+    from lite.kernels import matmul
+
+    rng = np.random.default_rng(4)
+    b = rng.standard_normal((24, 40)).astype(np.float32)
+    a_tensor, b_tensor = Tensor("a", np.float32, (9, 24)), Tensor("b", np.float32, b.shape, data=b, is_const=True)
+    out = Tensor("y", np.float32, ())
+    kernel = find_kernel("MatMulFusion", np.float32)([a_tensor, b_tensor], [out],
+                                                     Primitive("MatMulFusion", default_attrs("MatMulFusion")), "mm")
+    plans = {}
+    for rows in (9, 1, 9, 1):
+        a = rng.standard_normal((rows, 24)).astype(np.float32)
+        a_tensor.shape, a_tensor.data = a.shape, a
+        out.shape = tuple(kernel.infer_shapes()[0])
+        out.data = np.empty(out.shape, np.float32)
+        kernel.resize()
+        assert plans.setdefault(rows, kernel.plan) is kernel.plan
+        kernel.execute()
+        np.testing.assert_allclose(out.data, a @ b, rtol=1e-5, atol=1e-5)
+    assert len(kernel.plans) == 2
+    kernel.set_epilogue(kernel.epilogue)
+    assert not kernel.plans
+    for rows in range(1, matmul.PLANS_KEPT + 3):
+        a_tensor.shape = (rows, 24)
+        kernel.resize()
+    assert len(kernel.plans) == matmul.PLANS_KEPT
+
+
 # ---- Attention ------------------------------------------------------------------------------
 
 
