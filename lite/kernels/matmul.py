@@ -328,7 +328,10 @@ class MatMulFusion(NativeKernel):
 
     def set_epilogue(self, epilogue: Epilogue) -> None:
         """Runs ``epilogue`` after the product from the next run on (``lite.fusion``: an absorbed
-        Activation; ``Epilogue(bias, kernel.activation)`` is the kernel's own)."""
+        Activation; ``Epilogue(bias, kernel.activation)`` is the kernel's own). The same epilogue again
+        changes nothing (``ProducerActivation`` sets it at every resize): the plans made for it stay."""
+        if epilogue == self.epilogue:
+            return
         self.epilogue = epilogue
         self.plans.clear()
 

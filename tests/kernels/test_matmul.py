@@ -93,6 +93,8 @@ def test_matmul_shapes_are_the_operands_after_their_transposes():
 def test_plans_of_shapes_seen_before_come_back_and_stay_right():
     """A product resized between two row counts (a prompt and a decode step) gets each count's plan (and
     the steps it made) back; its results stay a @ b; a new epilogue drops the kept plans."""
+    from dataclasses import replace
+
     from lite.kernels import matmul
 
     rng = np.random.default_rng(4)
@@ -112,7 +114,9 @@ def test_plans_of_shapes_seen_before_come_back_and_stay_right():
         kernel.execute()
         np.testing.assert_allclose(out.data, a @ b, rtol=1e-5, atol=1e-5)
     assert len(kernel.plans) == 2
-    kernel.set_epilogue(kernel.epilogue)
+    kernel.set_epilogue(replace(kernel.epilogue))  # NOTE: an equal epilogue keeps them
+    assert len(kernel.plans) == 2
+    kernel.set_epilogue(replace(kernel.epilogue, absorbed=("SWISH", 1.0)))
     assert not kernel.plans
     for rows in range(1, matmul.PLANS_KEPT + 3):
         a_tensor.shape = (rows, 24)
