@@ -82,15 +82,25 @@ def test_the_static_cache_is_the_present_outputs_own_buffer(generator, gpt2_path
         assert _in_place(past.data, join.slots[1][join.inputs.index(past)])
 
 
+def resident_kib() -> int:
+    """This process's resident set now (VmRSS), KiB; 0 where /proc does not say."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+
+
 def test_memory_stays_flat_while_tokens_are_generated(generator):
-    """tracemalloc (numpy's arrays included) after each token of a second call (the first fills Python's
-    free lists): what grows per token is the result's own record, a token and its step time (a dynamic
-    cache grows by its new positions and a larger arena, about 1.2 KB per token here)."""
-    traced = np.zeros(240, np.int64)
+    """tracemalloc (numpy's arrays included) and the resident set after each of 256 tokens of a second call
+    (the first fills Python's free lists): what grows per token is the result's own record, a token and its
+    step time (a dynamic cache grows by its new positions and a larger arena, about 1.2 KB per token here)."""
+    traced, resident = np.zeros(256, np.int64), np.zeros(256, np.int64)
     step = iter(range(10 ** 6))
 
     def sample(_):
-        traced[next(step) % len(traced)] = tracemalloc.get_traced_memory()[0]
+        at = next(step) % len(traced)
+        traced[at], resident[at] = tracemalloc.get_traced_memory()[0], resident_kib()
 
     tracemalloc.start()
     try:
@@ -100,6 +110,7 @@ def test_memory_stays_flat_while_tokens_are_generated(generator):
         tracemalloc.stop()
     per_token = (traced[-1] - traced[8]) / (len(traced) - 9)
     assert per_token < 64, f"{per_token:.0f} bytes more per token"
+    assert resident[-1] - resident[8] <= 256, f"the resident set grew {resident[-1] - resident[8]} KiB"
 
 
 def test_an_unknown_cache_mode_is_refused(generator):

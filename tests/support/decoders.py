@@ -29,7 +29,7 @@ STD = 0.5
 
 def gpt2(layers: int = 2, width: int = 32, heads: int = 2, vocab: int = 100):
     """GPT-2 LM head model from a tiny config (random weights, eager attention)."""
-    config = transformers.GPT2Config(vocab_size=vocab, n_embd=width, n_layer=layers, n_head=heads, n_positions=256,
+    config = transformers.GPT2Config(vocab_size=vocab, n_embd=width, n_layer=layers, n_head=heads, n_positions=512,
                                      bos_token_id=0, eos_token_id=0, initializer_range=STD, attn_implementation="eager")
     return transformers.GPT2LMHeadModel(config).eval()
 
