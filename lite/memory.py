@@ -65,24 +65,24 @@ def concat_slots(kernels: list[Kernel], spans: dict[Tensor, tuple[int, int]],
 
 
 def view_aliases(kernels: list[Kernel], spans: dict[Tensor, tuple[int, int]],
-                 slots: dict[Tensor, tuple[Tensor, tuple[slice, ...]]]) -> dict[Tensor, Tensor]:
-    """{output: the planned tensor whose memory it views} for the kernels that may view their input
-    (``may_view``), where input and output are planned, of one dtype, and neither lies in a Concat's
-    output; each such output leaves ``spans``, its lifetime added to the tensor it views. Sets each
-    such kernel's ``viewing``."""
-    roots: dict[Tensor, Tensor] = {}
+                 slots: dict[Tensor, tuple[Tensor, tuple[slice, ...]]]) -> dict[Tensor, tuple[Tensor, Kernel]]:
+    """{output: (the planned tensor whose memory it views, the kernel making it)} for the kernels that may
+    view their input (``may_view``), where input and output are planned, of one dtype, and neither lies in
+    a Concat's output; each such output leaves ``spans``, its lifetime added to the tensor it views. Every
+    such kernel's ``viewing`` is cleared here; ``MemoryPlan.apply`` sets it once the arrays are given."""
+    aliases: dict[Tensor, tuple[Tensor, Kernel]] = {}
     for kernel in kernels:
         if not getattr(kernel, "may_view", False):
             continue
+        kernel.viewing = None
         x, y = kernel.inputs[0], kernel.outputs[0]
-        root = roots.get(x, x)
-        kernel.viewing = (root in spans and y in spans and x not in slots and y not in slots
-                          and x.dtype == y.dtype and _nbytes(x) == _nbytes(y))
-        if kernel.viewing:
+        root = aliases[x][0] if x in aliases else x
+        if (root in spans and y in spans and x not in slots and y not in slots and x.dtype == y.dtype
+                and _nbytes(x) == _nbytes(y)):
             first, last = spans.pop(y)
             spans[root] = (min(spans[root][0], first), max(spans[root][1], last))
-            roots[y] = root
-    return roots
+            aliases[y] = root, kernel
+    return aliases
 
 
 def plan_offsets(spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
@@ -131,15 +131,12 @@ class MemoryPlan:
         self.placements: OrderedDict[tuple, tuple[dict[Tensor, int], int]] = OrderedDict()
         self.views: dict[tuple, dict[Tensor, np.ndarray]] = {}  # a placement's arrays in the current arena
 
-    def place(self, spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
-        """``plan_offsets(spans)``, remembered for the same tensors, lifetimes and sizes."""
-        return self._placed(self._key(spans), spans)
-
     @staticmethod
     def _key(spans: dict[Tensor, tuple[int, int]]) -> tuple:
         return tuple((tensor, first, last, tensor.shape, tensor.dtype) for tensor, (first, last) in spans.items())
 
     def _placed(self, key: tuple, spans: dict[Tensor, tuple[int, int]]) -> tuple[dict[Tensor, int], int]:
+        """``plan_offsets(spans)``, remembered for the same tensors, lifetimes, shapes and dtypes (``key``)."""
         placed = self.placements.get(key)
         if placed is None:
             placed = self.placements[key] = plan_offsets(spans)
@@ -183,8 +180,9 @@ class MemoryPlan:
                 tensor.data = aligned_array(tensor.shape, tensor.dtype)
         for tensor, (out, index) in slots.items():
             tensor.data = out.data[index]
-        for tensor, root in aliases.items():
+        for tensor, (root, kernel) in aliases.items():
             tensor.data = root.data.reshape(tensor.shape)
+            kernel.viewing = kernel.inputs[0].data, tensor.data
 
     @property
     def nbytes(self) -> int:
