@@ -10,13 +10,12 @@ import numpy as np
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
+from lite.kernels.fast.int8_plans import INT8_TYPES
 from lite.kernels.registry import register
 from lite.ops.dtypes import FLOATS
 from lite.ops.quant import DEQUANT_DTYPES, QUANT_DTYPES, broadcast_param, dequantize, qrange, quantize
 from lite.schema.graph import DTYPES
 from lite.tensor import Tensor
-
-BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
 class _Linear(NativeKernel):
@@ -71,7 +70,7 @@ class QuantizeLinear(_Linear):
         """The compiled per-tensor float32 -> 8-bit form (bit-identical to ``quantize``), or None."""
         x, scale, y = self.inputs[0], self.inputs[1], self.outputs[0]
         zero_point = self.inputs[2] if len(self.inputs) > 2 else None
-        if (not fast.enabled() or x.dtype != np.float32 or scale.dtype != np.float32 or y.dtype not in BYTES
+        if (not fast.enabled() or x.dtype != np.float32 or scale.dtype != np.float32 or y.dtype not in INT8_TYPES
                 or not _one_constant(scale) or self.attrs["block_size"]
                 or (zero_point is not None and not _one_constant(zero_point))):
             return None

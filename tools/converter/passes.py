@@ -18,6 +18,7 @@ from onnx.reference import ReferenceEvaluator
 
 from lite.ops.activation import FUSED_CLIPS, FUSING_OPS
 from lite.ops.norm import batchnorm_affine
+from lite.ops.quant import same_quantization
 from lite.schema.graph import GraphDef, TensorDef
 from lite.shapes import FOLD_LIMIT  # NOTE: the runtime folds by the same limit: a node left here is not folded there
 from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, LITE_DTYPES, OnnxGraph
@@ -297,7 +298,7 @@ def drop_same_type_casts(graph: GraphDef, report: ConversionReport) -> None:
 
 
 def _same_type(a: TensorDef, b: TensorDef) -> bool:
-    return a.dtype == b.dtype and (a.quant is None) == (b.quant is None) and (a.quant is None or a.quant == b.quant)
+    return a.dtype == b.dtype and (a.quant is b.quant or same_quantization(a.quant, b.quant))
 
 
 def prune_tensors(graph: GraphDef) -> int:
