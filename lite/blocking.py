@@ -47,12 +47,17 @@ from lite.errors import MemoryLimitError
 from lite.fusion_kernels import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite
 from lite.kernel import Kernel, charge
 from lite.kernels.fused import activation_code, compiled_terms
+from lite.kernels.window import Geometry
 from lite.tensor import Tensor
 
 MIN_MEMBERS = 2
 """The fewest members a chain takes: a lone one would pay for both layout changes."""
 CHAIN_SLOT = 1 << 20
 """The workspace slot of the chains' buffers (a model's chains run one at a time and share it)."""
+DENSE_SLOT = CHAIN_SLOT + 1
+"""The workspace slot of the dense members' padded inputs and last tiles (shared the same way)."""
+MAX_PADDED_SHARE = 1.25
+"""A dense member's padded input lanes over its channels, at most (a stem's 3 channels stay in NCHW)."""
 MIN_INSIDE = 2
 """The fewest results a chain keeps in blocks (read by its members alone): EfficientNet-B0's chains
 of an expansion and its depthwise convolution, whose result the squeeze-and-excitation gate reads
@@ -80,6 +85,12 @@ class Member:
     @property
     def depthwise(self) -> bool:
         return self.conv is not None and self.conv.group > 1
+
+    @property
+    def dense(self) -> bool:
+        """A convolution of one group other than a 1x1 stride-1 unpadded one (its taps or strides
+        read other positions: ``lite.kernels.fast.blocked_direct`` on the blocks)."""
+        return self.conv is not None and self.conv.group == 1 and not _pointwise(self.conv)
 
     @property
     def reads(self) -> list[Tensor]:
@@ -142,9 +153,25 @@ def _fits(found: Member) -> bool:
             or (bias is not None and not bias.is_const)):
         return False
     if conv.group == 1:
-        return (tuple(weight.shape[2:]) == (1, 1) and conv.strides == (1, 1)
-                and not any(conv.attrs.get("pad_list") or ()))
+        return tuple(conv.dilations) == (1, 1) and (_pointwise(conv) or _dense_fits(weight.shape[1]))
     return tuple(weight.shape[:2]) == (conv.group, 1) and found.residual is None
+
+
+def _dense_fits(channels: int) -> bool:
+    """Whether a chain runs a dense convolution of ``channels`` input channels: on cores whose
+    compiled kernels use 512-bit registers (with 256-bit ones, ResNet-18 ran slower in the chain
+    than on the NCHW kernels: Winograd there), where the input fills its channel blocks enough (the
+    terms run over whole blocks, so a stem's 3 channels would take 16 lanes' work)."""
+    from lite.kernels.fast import wide_registers
+    from lite.kernels.fast.blocks import LANES, blocks
+
+    return wide_registers() and blocks(channels) * LANES <= MAX_PADDED_SHARE * channels
+
+
+def _pointwise(conv: Kernel) -> bool:
+    """Whether a convolution of one group is 1x1, stride 1, unpadded (``blocks.pointwise`` runs it)."""
+    return (tuple(conv.inputs[1].shape[2:]) == (1, 1) and tuple(conv.strides) == (1, 1)
+            and not any(conv.attrs.get("pad_list") or ()))
 
 
 def _fits_shapes(found: Member) -> bool:
@@ -160,7 +187,7 @@ def _fits_shapes(found: Member) -> bool:
         return False
     if found.conv is None:  # NOTE: a gate scales its input's channels: one value each
         return out == ((x[0], x[1], 1, 1) if found.gate is None else x)
-    return found.depthwise or x[2] * x[3] >= ROWS
+    return found.depthwise or found.dense or x[2] * x[3] >= ROWS
 
 
 def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]) -> list[BlockedChain]:
@@ -198,6 +225,10 @@ class BlockedChain(Kernel):
         self.threads = self.parts[0].threads
         self.steps: list[list] = []
         self.blocked: dict[Tensor, np.ndarray] = {}
+        self.dense: dict[Kernel, tuple] = {}  # a dense member's kernel: (plan, padded, tail)
+        self.packed_hook: Callable[[Tensor], None] | None = None
+        """Called with each member's weight once the chain has packed it (the engine releases its
+        pages there: the chain's first resize packs every member, one copy at a time)."""
         self.fallback = False
 
     charges_parts = True  # NOTE: a profiled run passes the profile to execute, which times each member
@@ -222,6 +253,7 @@ class BlockedChain(Kernel):
         if self.fallback:
             self._resize_members()
             return
+        self.dense = self._dense_plans()
         self.steps = [self._plan(m) for m in self.members]
 
     def _resize_members(self) -> None:
@@ -266,6 +298,31 @@ class BlockedChain(Kernel):
         scratch = self.parts[0].workspace.array((total,), np.float32, CHAIN_SLOT)
         return {t: scratch[offset:offset + math.prod(shapes[t])].reshape(shapes[t]) for t, (offset, _) in spans.items()}
 
+    def _dense_plans(self) -> dict[Kernel, tuple]:
+        """Each dense member's ``BlockedDirectPlan`` at the current shapes, with its padded input and
+        last tile's sums: views of one scratch array that every dense member shares (they run one at
+        a time), in the model's workspace."""
+        from lite.kernels.fast.blocked_direct import BlockedDirectPlan, block_products_job, refill_job
+        from lite.kernels.fast.crew import warm
+
+        plans = {}
+        for m in self.members:
+            if m.dense:
+                weight = tuple(m.conv.inputs[1].shape)
+                begins, ends, sizes = m.conv.geometry(tuple(m.x.shape), weight)
+                plans[m.kernel] = BlockedDirectPlan(Geometry(tuple(m.x.shape), weight[2:], tuple(m.conv.strides),
+                                                             tuple(m.conv.dilations), begins, ends, sizes), weight[0])
+        if not plans:
+            return {}
+        next(iter(plans.values())).warm()
+        if self.threads.crew() is not None:
+            warm(refill_job, block_products_job)
+        sizes = {kernel: [math.prod(shape) for shape in plan.block_scratch] for kernel, plan in plans.items()}
+        scratch = self.parts[0].workspace.array((max(map(sum, sizes.values())),), np.float32, DENSE_SLOT)
+        return {kernel: (plan, scratch[:sizes[kernel][0]].reshape(plan.block_scratch[0]),
+                         scratch[sizes[kernel][0]:sum(sizes[kernel])].reshape(plan.block_scratch[1]))
+                for kernel, plan in plans.items()}
+
     def _plan(self, m: Member) -> list:
         """The calls running member ``m`` on one image's blocks."""
         from lite.kernels.fast import blocks
@@ -282,7 +339,11 @@ class BlockedChain(Kernel):
         code, alpha = activation_code(m.activation, np.dtype(np.float32))
         if m.depthwise:
             return [self._depthwise(m, x, out, bias, lo, hi, code, alpha)]
-        panels, shift = blocks.pack_pointwise(m.conv.inputs[1].data, bias)
+        if m.dense:
+            return self._dense(m, x, out, bias, lo, hi, code, alpha)
+        panels = self._pack(m, "arranged for blocks.pointwise", lambda source: blocks.pack_pointwise(
+            source.reshape(m.conv.inputs[1].shape), None)[0])
+        shift = blocks.padded_bias(bias, out.shape[0])
         steps = []
         if m.gate is not None:
             scaled = np.empty_like(panels)
@@ -294,6 +355,35 @@ class BlockedChain(Kernel):
                                          lambda _index, first, last: partial(blocks.pointwise, *terms, first, last),
                                          lambda bounds: blocks.crew_jobs(*terms, bounds))
         return [*steps, product]
+
+    def _pack(self, m: Member, name: str, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``_packed`` for member ``m``, then ``packed_hook`` (if set) on its weight."""
+        packed = _packed(m.conv, name, make)
+        if self.packed_hook is not None:
+            self.packed_hook(m.conv.inputs[1])
+        return packed
+
+    def _dense(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
+               alpha) -> list:
+        """The calls running dense member ``m`` on one image's blocks: its input into the padded
+        blocks, then the products into its output's blocks, each tile with bias, residual, clip and
+        activation; each shared out among the model's threads."""
+        from lite.kernels.fast import blocked_direct, blocks
+
+        plan, padded, tail = self.dense[m.kernel]
+        shape = tuple(m.conv.inputs[1].shape)
+        panels = self._pack(m, f"arranged for {type(plan).__name__}",
+                            lambda source: np.require(plan.arrange(source.reshape(shape)), requirements=["C", "W"]))
+        residual = blocked_direct.NO_RESIDUAL_BLOCKS if m.residual is None else self.blocked[m.residual]
+        terms = (panels, padded, out, tail, blocks.padded_bias(bias, out.shape[0]), lo, hi, code, alpha)
+        loop = self.threads.crew_loop
+        return [
+            loop(x.shape[0], lambda _index, first, last: partial(plan.refill, x, padded, first, last),
+                 lambda bounds: blocked_direct.refill_jobs(plan, x, padded, bounds)),
+            loop(plan.block_units, lambda _index, first, last: partial(plan.block_products, *terms, first, last,
+                                                                       residual),
+                 lambda bounds: blocked_direct.block_products_jobs(plan, *terms, residual, bounds)),
+        ]
 
     def _depthwise(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                    alpha) -> Callable[[], None]:
@@ -316,6 +406,13 @@ class BlockedChain(Kernel):
         return self.threads.crew_loop(oh if by_rows else count, piece,
                                       lambda bounds: blocks.depthwise_jobs(*planes, geometry, lo, hi, code, alpha,
                                                                            bounds, by_rows))
+
+    def packed_constants(self) -> list[Tensor]:
+        """The members' constant weights: the chain reads them only as it packed them (where the
+        members run as their own kernels, as those do)."""
+        if self.fallback:
+            return [t for m in self.members for t in m.kernel.packed_constants()]
+        return [w for m in self.members if m.conv is not None and (w := m.conv.inputs[1]).is_const]
 
     def unfuse(self) -> None:
         """Gives each member its own state back (the build may not fuse after all)."""
@@ -345,6 +442,16 @@ class BlockedChain(Kernel):
                 if m.out in leaving:
                     from_blocks(self.blocked[m.out], image, m.out.data)
                 clock.charge(m.kernel)
+
+
+def _packed(conv: Kernel, name: str, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The chain's packed weight of ``conv``, kept in its ``derived`` (across resizes, and shared
+    with its own plan where that packs the same way); the other packed forms of the weight that the
+    convolution's own plans made go (the chain reads only this one)."""
+    derived = conv.derived
+    derived.made = {key: made for key, made in derived.made.items() if key == name}  # NOTE: before packing: one copy
+    conv.steps, conv.steps_key = [], None  # NOTE: the kernel's own steps held its plan's packed weight
+    return derived.get(name, conv.inputs[1].data if conv.weights is None else conv.weights, make)
 
 
 class _Clock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -171,6 +172,8 @@ class Engine:
         self.kernels = prepared
         self._fuse()
         self._release_unused_constants()
+        if self.pages is not None:
+            self.pages.forget_released()  # NOTE: the fused kernels packed again, faulting released pages in
         self._release_pages()
         if not self.shapes_dirty:
             self.plan()
@@ -205,6 +208,13 @@ class Engine:
             self.pages.release(t for t in kernel.packed_constants()
                                if t not in held and packed_by_all(t, readers.get(t, [])))
 
+    def _release_repacked(self, tensor: Tensor, readers: dict[Tensor, list[Kernel]], held: set[Tensor]) -> None:
+        """Releases the pages of ``tensor`` once more when every reader has packed it (a fused kernel
+        packing it again faulted them in)."""
+        if tensor not in held and packed_by_all(tensor, readers.get(tensor, [])):
+            self.pages.released.discard(tensor)
+            self.pages.release([tensor])
+
     def _release_pages(self) -> None:
         """Releases the pages of every constant no running kernel reads in its original layout."""
         if self.pages is not None:
@@ -219,8 +229,11 @@ class Engine:
         self.fusion = fuse(self.kernels, self.shape_kernels, self.outputs, native)
         self.kernels = self.fusion.running
         if not self.shapes_dirty:
+            readers, held = self._constant_readers()
             for kernel in self.kernels:
                 if kernel not in before:
+                    if self.pages is not None and hasattr(kernel, "packed_hook"):
+                        kernel.packed_hook = partial(self._release_repacked, readers=readers, held=held)
                     kernel.resize()
 
     def prepare_native_once(self, kernel: Kernel) -> None:

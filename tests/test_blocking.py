@@ -205,3 +205,95 @@ def test_the_chain_buffers_stay_within_the_memory_limit():
         tight = lite.Model()
         tight.build(data, lite.ModelType.LITE, lite.Context(thread_num=1, memory_limit=60_000))
         tight.predict([x])
+
+
+def bottlenecks(channels: int = 32, plane: int = 14) -> onnx.ModelProto:
+    """x (batch, 3, plane, plane) -> a 3x3 stem to ``channels`` (Relu) -> a ResNet bottleneck
+    (1x1, 3x3 pads 1, 1x1 + the block's input, Relu) -> a downsampling one (1x1, 3x3 stride 2,
+    1x1 + a 1x1 stride-2 shortcut to 2x channels, Relu) -> y."""
+    inits: dict = {}
+
+    def conv(*args, **attrs):
+        return conv_node(inits, *args, **attrs)
+
+    def relu(x: str) -> onnx.NodeProto:
+        return helper.make_node("Relu", [x], [f"{x}r"])
+
+    c, wide = channels, 2 * channels
+    nodes = [conv("s", "x", c, 3, 3, pads=[1] * 4), relu("s"),
+             conv("a1", "sr", c // 2, c), relu("a1"), conv("a2", "a1r", c // 2, c // 2, 3, pads=[1] * 4), relu("a2"),
+             conv("a3", "a2r", c, c // 2), helper.make_node("Add", ["a3", "sr"], ["a"]), relu("a"),
+             conv("b1", "ar", c, c), relu("b1"), conv("b2", "b1r", c, c, 3, pads=[1] * 4, strides=[2, 2]), relu("b2"),
+             conv("b3", "b2r", wide, c), conv("d", "ar", wide, c, strides=[2, 2]),
+             helper.make_node("Add", ["d", "b3"], ["b"]), helper.make_node("Relu", ["b"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "bottlenecks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, plane, plane])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture
+def dense_members(monkeypatch):
+    """Dense convolutions join chains on this core whatever its registers (the chain takes them only
+    with 512-bit ones; the kernels run on both)."""
+    monkeypatch.setattr(fast, "wide_registers", lambda: True)
+
+
+def test_dense_convolutions_join_chains_where_registers_are_512_bits_and_channels_fill_blocks(monkeypatch):
+    for wide, channels, joins in [(True, 32, True), (True, 40, True), (True, 24, False), (True, 3, False),
+                                  (False, 64, False)]:
+        monkeypatch.setattr(fast, "wide_registers", lambda wide=wide: wide)
+        assert blocking._dense_fits(channels) == joins
+
+
+@pytest.mark.parametrize(("channels", "plane", "thread_num"), [(32, 14, 1), (80, 13, 1), (64, 20, 2)])
+@pytest.mark.usefixtures("dense_members")
+def test_bottleneck_blocks_run_as_one_chain_with_their_dense_convolutions(channels, plane, thread_num):
+    onnx_model = bottlenecks(channels, plane)
+    model = build(onnx_model, thread_num)
+    [chain] = chains(model)
+    assert [m.dense for m in chain.members] == [False, True, False, False, True, False, True]
+    assert chain.members[0].conv.name != "s"  # NOTE: the 3-channel stem stays in NCHW
+    for batch in (1, 3):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 3, plane, plane)).astype(np.float32))
+
+
+@pytest.mark.usefixtures("dense_members")
+def test_a_dense_member_gives_what_its_kernel_gives_alone(monkeypatch):
+    onnx_model = bottlenecks(80, 11)
+    x = RNG.standard_normal((2, 3, 11, 11)).astype(np.float32)
+    chained = predict(build(onnx_model), x)
+    monkeypatch.setattr(blocking, "MIN_MEMBERS", 100)
+    alone = build(onnx_model)
+    assert not chains(alone)
+    [a], [b] = chained, predict(alone, x)
+    assert np.abs(a - b).max() <= 1e-4 * max(1.0, np.abs(b).max())
+
+
+def dense_run(channels: int = 32) -> onnx.ModelProto:
+    """x (batch, channels, side, side) -> 3x3 pads 1 (HardSwish) -> 3x3 stride 2 pads 1 (Clip 0..6)
+    -> 3x3 pads 1 -> y: dense convolutions alone, on planes that may hold fewer positions than a tile."""
+    inits = {"lo": np.array(0.0), "hi": np.array(6.0)}
+    nodes = [conv_node(inits, "a", "x", channels, channels, 3, pads=[1] * 4),
+             helper.make_node("HardSwish", ["a"], ["h"]),
+             conv_node(inits, "b", "h", channels, channels, 3, pads=[1] * 4, strides=[2, 2]),
+             helper.make_node("Clip", ["b", "lo", "hi"], ["c"]),
+             conv_node(inits, "y", "c", channels, channels, 3, pads=[1] * 4)]
+    graph = helper.make_graph(
+        nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, "side", "side"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("thread_num", [1, 2])
+@pytest.mark.usefixtures("dense_members")
+def test_dense_members_take_planes_of_any_size(thread_num):
+    onnx_model = dense_run()
+    model = build(onnx_model, thread_num)
+    [chain] = chains(model)
+    assert [m.dense for m in chain.members] == [True, True, True]
+    for side in (9, 5, 3, 1, 12):  # NOTE: 81/25, 25/9, 9/4, 1/1 and 144/36 positions: tiles short of ROWS
+        assert_matches(model, onnx_model, RNG.standard_normal((2, 32, side, side)).astype(np.float32))
+        assert not chain.fallback

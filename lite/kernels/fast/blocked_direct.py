@@ -38,6 +38,7 @@ CHUNK_TERMS = 192
 """Terms a pass of the tiles takes: their panel rows (192 x WIDTH floats, 36 KB) stay in L1."""
 
 NO_RESIDUAL = np.zeros(0, np.float32)
+NO_RESIDUAL_BLOCKS = np.zeros((0, 0, LANES), np.float32)
 ONE = np.float32(1)
 
 
@@ -97,6 +98,53 @@ def _tile_of(vectors, add, x, offsets, panel, terms, out, plane):
         _one(x, offsets, panel, terms, out, plane)
 
 
+def _rows_tile(vectors: int, accumulate: bool):
+    """The tile of ``vectors`` output blocks as an intrinsic ``(x, bases, offsets, panel, terms, out,
+    out_plane)``: as ``_tile``'s, but position r reads x at ``bases[r]`` (ROWS int64) plus each term's
+    offset, so the ROWS positions need not lie in one run: a chain's output positions, whose rows
+    are narrower than the padded input's."""
+    @intrinsic
+    def tile(typingctx, x, bases, offsets, panel, terms, out, out_plane):
+        def codegen(context, builder, signature, args):
+            x_at, bases_at, offsets_at, panel_at, count, out_at, plane = args
+            floats = FLOAT.as_pointer()
+            x_p, panel_p, out_p = (builder.inttoptr(at, floats) for at in (x_at, panel_at, out_at))
+            offsets_p, bases_p = (builder.inttoptr(at, INDEX.as_pointer()) for at in (offsets_at, bases_at))
+            starts = [builder.gep(x_p, [builder.load(builder.gep(bases_p, [INDEX(r)]))]) for r in range(ROWS)]
+
+            def scalar(k, r):
+                return builder.gep(starts[r], [builder.load(builder.gep(offsets_p, [k]))])
+
+            emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
+                      INDEX(LANES), vectors, accumulate, vector_stride=plane)
+            return context.get_dummy_value()
+        return types.void(*(types.int64,) * 7), codegen
+    return tile
+
+
+_rows_one, _rows_two, _rows_three = (_rows_tile(vectors, False) for vectors in TILE_VECTORS)
+_rows_add_one, _rows_add_two, _rows_add_three = (_rows_tile(vectors, True) for vectors in TILE_VECTORS)
+
+
+@jit
+def _rows_tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane):
+    """The row-base tile of ``vectors`` (1 to VECTORS) blocks, adding to out's sums when ``add``."""
+    if vectors == VECTORS:
+        if add:
+            _rows_add_three(x, bases, offsets, panel, terms, out, plane)
+        else:
+            _rows_three(x, bases, offsets, panel, terms, out, plane)
+    elif vectors == 2:
+        if add:
+            _rows_add_two(x, bases, offsets, panel, terms, out, plane)
+        else:
+            _rows_two(x, bases, offsets, panel, terms, out, plane)
+    elif add:
+        _rows_add_one(x, bases, offsets, panel, terms, out, plane)
+    else:
+        _rows_one(x, bases, offsets, panel, terms, out, plane)
+
+
 class BlockedDirectPlan:
     """The padded blocks, term offsets, tiles and scratch of one geometry: ``fill``, then
     ``products`` over the units (a unit: one tile of one group of VECTORS output blocks), then
@@ -107,6 +155,7 @@ class BlockedDirectPlan:
         (top, left), (bottom, right) = g.begins, g.ends
         # NOTE: strided, the padded input goes into its stride phases, a plane each, where each
         # tap is a run of the wide plane's positions, its rows ``wq`` wide
+        self.ow = g.out[1]
         self.wq, hq, phases = -(-(left + w + right) // sw), -(-(top + h + bottom) // sh), sh * sw
         self.tiles = -(-g.out[0] * self.wq // ROWS)
         out_blocks = blocks(out_channels)
@@ -121,7 +170,16 @@ class BlockedDirectPlan:
         self.row_at = ((rows % sh) * sw * plane + rows // sh * self.wq).astype(np.int64)
         self.column_at = ((columns % sw) * plane + columns // sw).astype(np.int64)
         self.units = self.groups * self.tiles
+        # NOTE: into channel blocks (a chain's), a tile takes ROWS output positions of the plane, each
+        # reading from its own base (the last tile's past the plane repeat its last position)
+        positions = g.out[0] * g.out[1]
+        self.block_tiles = -(-positions // ROWS)
+        self.block_units = self.groups * self.block_tiles
+        at = np.minimum(np.arange(self.block_tiles * ROWS), positions - 1)
+        self.bases = ((at // self.ow * self.wq + at % self.ow) * LANES).astype(np.int64).reshape(-1, ROWS)
         self.scratch = ((blocks(channels), phases * plane, LANES), (out_blocks, self.tiles * ROWS, LANES))
+        self.block_scratch = ((blocks(channels), phases * plane, LANES), (self.groups, VECTORS, ROWS, LANES))
+        """Into channel blocks: the padded input and each group's last tile (short of ROWS positions)."""
 
     def arrange(self, weight: np.ndarray) -> np.ndarray:
         """The weight (O, C, KH, KW) as the tiles read it: (groups, K, WIDTH), the terms in the
@@ -156,6 +214,21 @@ class BlockedDirectPlan:
         write_out(wide, out, image, bias, lo, hi, code, alpha, self.wq, first,
                   out.shape[1] if last is None else last, added)
 
+    def refill(self, x: np.ndarray, padded: np.ndarray, first: int = 0, last: int | None = None) -> None:
+        """Blocks ``first`` to ``last - 1`` (default all) of x (CB, H * W, LANES), an image already in
+        channel blocks, into ``padded`` (scratch[0]), zero pads."""
+        refill(x, padded, self.row_at, self.column_at, first, padded.shape[0] if last is None else last)
+
+    def block_products(self, weights: np.ndarray, padded: np.ndarray, out: np.ndarray, tail: np.ndarray,
+                       bias: np.ndarray, lo: np.float32, hi: np.float32, code: int = CLIP_CODE,
+                       alpha: np.float32 = ONE, first: int = 0, last: int | None = None,
+                       residual: np.ndarray = NO_RESIDUAL_BLOCKS) -> None:
+        """Units ``first`` to ``last - 1`` (default all ``block_units``) of out (OB, OH * OW, LANES), an
+        image in channel blocks: the sums of the padded input, then clip(sum + bias (OB, LANES) (+
+        residual, out's shape), lo, hi) and the activation of ``code``; ``tail``: block_scratch[1]."""
+        block_products(padded, self.offsets, weights, out, self.bases, tail, self.block_tiles, first,
+                       self.block_units if last is None else last, bias, lo, hi, code, alpha, residual)
+
     def warm(self) -> None:
         """Compiles the kernels now (at build), not in the first predict."""
         _warm()
@@ -169,6 +242,12 @@ def _warm() -> None:
     compiled(plan.fill, x, 0, padded)
     compiled(plan.products, plan.arrange(np.zeros((2, 2, 3, 3), np.float32)), padded, wide)
     compiled(plan.write_out, wide, out, 0, np.zeros(2, np.float32), np.float32(-np.inf), np.float32(np.inf))
+    image, bias = np.zeros((1, 16, LANES), np.float32), np.zeros((1, LANES), np.float32)
+    compiled(plan.refill, image, padded)
+    tail = np.zeros(plan.block_scratch[1], np.float32)
+    for residual in (NO_RESIDUAL_BLOCKS, image.copy()):
+        compiled(plan.block_products, plan.arrange(np.zeros((2, 2, 3, 3), np.float32)), padded, image, tail, bias,
+                 np.float32(-np.inf), np.float32(np.inf), CLIP_CODE, ONE, 0, 1, residual)
 
 
 @jit
@@ -224,6 +303,71 @@ def write_out(wide, out, image, bias, lo, hi, code, alpha, wq, first, last, resi
                     flat[_u(at + i)] = min(max(wide[block, y * wq + i, lane] + shift, lo), hi)
         if code != CLIP_CODE:
             activate_run(flat, base, oh * ow, flat.dtype.type(0), code, alpha)
+
+
+@jit
+def refill(x, padded, row_at, column_at, first, last):
+    """Blocks ``first`` to ``last - 1`` of x (CB, H * W, LANES), an image already in channel blocks
+    (a ``lite.blocking`` chain's), into padded (CB, positions, LANES) as ``fill`` places them:
+    x[., y * W + i] at row_at[y] + column_at[i]; zero elsewhere."""
+    h, w = row_at.size, column_at.size
+    padded[first:last] = 0
+    for block in range(first, last):
+        for y in range(h):
+            at = row_at[y]
+            for i in range(w):
+                to, source = _u(at + column_at[i]), _u(y * w + i)
+                for lane in range(LANES):
+                    padded[block, to, lane] = x[block, source, lane]
+
+
+@jit
+def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last, bias, lo, hi, code, alpha,
+                   residual):
+    """Units ``first`` to ``last - 1`` (unit u: position tile u % tiles of group u // tiles) of out
+    (OB, P, LANES) from the padded blocks, each tile's terms in chunks of CHUNK_TERMS; a tile's
+    epilogue (``_finish``) follows its last chunk, while its sums are in cache. A last tile short of
+    ROWS positions sums in ``tail[group]`` (VECTORS, ROWS, LANES) and copies its positions out."""
+    terms, out_blocks, positions = offsets.size, out.shape[0], out.shape[1]
+    plane, short_rows = positions * LANES, positions - (tiles - 1) * ROWS
+    for group in range(first // tiles, (last - 1) // tiles + 1):
+        start, stop = max(first - group * tiles, 0), min(last - group * tiles, tiles)
+        block = group * VECTORS
+        vectors = min(VECTORS, out_blocks - block)
+        for chunk in range(0, terms, CHUNK_TERMS):
+            count = min(CHUNK_TERMS, terms - chunk)
+            for tile in range(start, stop):
+                short = tile == tiles - 1 and short_rows < ROWS
+                if short:
+                    target, stride = tail[group].ctypes.data, ROWS * LANES
+                else:
+                    target, stride = out.ctypes.data + (block * plane + tile * ROWS * LANES) * 4, plane
+                _rows_tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
+                              offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count, target, stride)
+                if chunk + count == terms:
+                    rows = short_rows if short else ROWS
+                    if short:
+                        for j in range(vectors):
+                            out[block + j, tile * ROWS:positions] = tail[group, j, :rows]
+                    _finish(out, block, vectors, tile * ROWS, rows, bias, lo, hi, code, alpha, residual)
+
+
+@jit
+def _finish(out, block, vectors, top, rows, bias, lo, hi, code, alpha, residual):
+    """Positions ``top`` to ``top + rows - 1`` of blocks ``block`` to ``block + vectors - 1`` of out
+    (OB, P, LANES), in place: clip(sum + bias (OB, LANES) (+ residual, out's shape; empty for
+    none), lo, hi), then the activation of ``code``."""
+    flat, positions = out.reshape(out.size), out.shape[1]
+    for b in range(block, block + vectors):
+        for p in range(top, top + rows):
+            if residual.size:
+                for lane in range(LANES):
+                    out[b, p, lane] = min(max(out[b, p, lane] + bias[b, lane] + residual[b, p, lane], lo), hi)
+            else:
+                for lane in range(LANES):
+                    out[b, p, lane] = min(max(out[b, p, lane] + bias[b, lane], lo), hi)
+        if code != CLIP_CODE:
+            activate_run(flat, (b * positions + top) * LANES, rows * LANES, flat.dtype.type(0), code, alpha)
 
 
 # The block of the products on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
@@ -314,3 +458,76 @@ def write_job(index, data, extra):
     piece = _O_HEADER + 2 * index
     write_out(wide, out, block[_O_IMAGE], bias, np.float32(floats[_O_LO]), np.float32(floats[_O_HI]),
               block[_O_CODE], np.float32(floats[_O_ALPHA]), block[_O_WQ], block[piece], block[piece + 1], residual)
+
+
+# The block of the refill on the crew:
+_R_X, _R_BLOCKS, _R_POSITIONS, _R_PADDED, _R_PADDED_POSITIONS, _R_ROWS, _R_H, _R_COLUMNS, _R_W = range(9)
+_R_HEADER = 9
+
+
+def refill_jobs(plan: BlockedDirectPlan, x: np.ndarray, padded: np.ndarray, bounds: list[tuple[int, int]]):
+    """``refill``'s pieces of ``bounds`` (input blocks) as jobs for the crew."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_R_HEADER, bounds)
+    block[:_R_HEADER] = x.ctypes.data, *x.shape[:2], padded.ctypes.data, padded.shape[1], \
+        plan.row_at.ctypes.data, plan.row_at.size, plan.column_at.ctypes.data, plan.column_at.size
+    return Jobs(refill_job, block, len(bounds), (x, padded, plan.row_at, plan.column_at))
+
+
+def refill_job(index, data, extra):
+    """Piece ``index`` of the refill that the block at ``data`` describes."""
+    block = carray(data, (_R_HEADER + 2 * (index + 1),), np.int64)
+    blocks = block[_R_BLOCKS]
+    x = carray(as_pointer(block[_R_X]), (blocks, block[_R_POSITIONS], LANES), np.float32)
+    padded = carray(as_pointer(block[_R_PADDED]), (blocks, block[_R_PADDED_POSITIONS], LANES), np.float32)
+    row_at = carray(as_pointer(block[_R_ROWS]), (block[_R_H],), np.int64)
+    column_at = carray(as_pointer(block[_R_COLUMNS]), (block[_R_W],), np.int64)
+    piece = _R_HEADER + 2 * index
+    refill(x, padded, row_at, column_at, block[piece], block[piece + 1])
+
+
+# The block of the products into channel blocks on the crew:
+(_B_PADDED, _B_PADDED_N, _B_OFFSETS, _B_TERMS, _B_PANELS, _B_GROUPS, _B_OUT, _B_BLOCKS, _B_POSITIONS, _B_BASES,
+ _B_TILES, _B_TAIL, _B_BIAS, _B_CODE, _B_RESIDUAL) = range(15)
+_B_LO, _B_HI, _B_ALPHA = range(15, 18)
+_B_HEADER = 18
+
+
+def block_products_jobs(plan: BlockedDirectPlan, weights: np.ndarray, padded: np.ndarray, out: np.ndarray,
+                        tail: np.ndarray, bias: np.ndarray, lo, hi, code: int, alpha, residual: np.ndarray,
+                        bounds: list[tuple[int, int]]):
+    """``plan.block_products``' pieces of ``bounds`` (units) as jobs for the crew."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_B_HEADER, bounds)
+    block[[_B_PADDED, _B_PADDED_N, _B_OFFSETS, _B_TERMS]] = padded.ctypes.data, padded.size, \
+        plan.offsets.ctypes.data, plan.offsets.size
+    block[[_B_PANELS, _B_GROUPS, _B_OUT, _B_BLOCKS, _B_POSITIONS]] = weights.ctypes.data, weights.shape[0], \
+        out.ctypes.data, *out.shape[:2]
+    block[[_B_BASES, _B_TILES, _B_TAIL, _B_BIAS, _B_CODE]] = plan.bases.ctypes.data, plan.block_tiles, \
+        tail.ctypes.data, bias.ctypes.data, code
+    block[_B_RESIDUAL] = residual.ctypes.data if residual.size else 0
+    block[_B_LO:_B_HEADER].view(np.float64)[:] = lo, hi, alpha
+    return Jobs(block_products_job, block, len(bounds), (weights, padded, plan.offsets, out, plan.bases, tail, bias,
+                                                         residual))
+
+
+def block_products_job(index, data, extra):
+    """Piece ``index`` of the products into channel blocks that the block at ``data`` describes."""
+    block = carray(data, (_B_HEADER + 2 * (index + 1),), np.int64)
+    floats = carray(data, (_B_HEADER,), np.float64)
+    terms, groups, blocks, positions = block[_B_TERMS], block[_B_GROUPS], block[_B_BLOCKS], block[_B_POSITIONS]
+    padded = carray(as_pointer(block[_B_PADDED]), (block[_B_PADDED_N],), np.float32)
+    offsets = carray(as_pointer(block[_B_OFFSETS]), (terms,), np.int64)
+    panels = carray(as_pointer(block[_B_PANELS]), (groups, terms, WIDTH), np.float32)
+    out = carray(as_pointer(block[_B_OUT]), (blocks, positions, LANES), np.float32)
+    bases = carray(as_pointer(block[_B_BASES]), (block[_B_TILES], ROWS), np.int64)
+    tail = carray(as_pointer(block[_B_TAIL]), (groups, VECTORS, ROWS, LANES), np.float32)
+    bias = carray(as_pointer(block[_B_BIAS]), (blocks, LANES), np.float32)
+    residual = carray(as_pointer(block[_B_RESIDUAL]), (blocks if block[_B_RESIDUAL] else 0, positions, LANES),
+                      np.float32)
+    piece = _B_HEADER + 2 * index
+    block_products(padded, offsets, panels, out, bases, tail, block[_B_TILES], block[piece], block[piece + 1],
+                   bias, np.float32(floats[_B_LO]), np.float32(floats[_B_HI]), block[_B_CODE],
+                   np.float32(floats[_B_ALPHA]), residual)

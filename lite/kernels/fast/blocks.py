@@ -118,10 +118,15 @@ def pack_pointwise(weight: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndar
     matrix = np.zeros((groups * WIDTH, in_terms), np.float32)
     matrix[:out_c, :channels] = weight.reshape(out_c, channels)
     panels = np.ascontiguousarray(matrix.reshape(groups, WIDTH, in_terms).transpose(0, 2, 1))
+    return panels, padded_bias(bias, out_blocks)
+
+
+def padded_bias(bias: np.ndarray | None, out_blocks: int) -> np.ndarray:
+    """A bias (O,) or None as the blocked kernels add it: (OB, LANES), zero past O."""
     shift = np.zeros(out_blocks * LANES, np.float32)
     if bias is not None:
-        shift[:out_c] = bias
-    return panels, shift.reshape(out_blocks, LANES)
+        shift[:bias.size] = bias
+    return shift.reshape(out_blocks, LANES)
 
 
 @jit
