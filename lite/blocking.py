@@ -77,6 +77,8 @@ class Member:
     clip: str = "NO_ACTIVATION"  # the activation_type giving the clip bounds
     activation: tuple[str, float] | None = None  # an epilogue activation (``EPILOGUE_CODES``), or None
     gate: Tensor | None = None  # the gate (N, C, 1, 1) scaling x's channels before a 1x1 convolution
+    joined: list[Tensor] | None = None  # a Concat's inputs, joined along the channels
+    pooled: bool = False  # a 2-D max pool of x
 
     @property
     def out(self) -> Tensor:
@@ -94,6 +96,8 @@ class Member:
 
     @property
     def reads(self) -> list[Tensor]:
+        if self.joined is not None:
+            return list(dict.fromkeys(self.joined))
         return [t for t in (self.x, self.residual, self.gate) if t is not None]
 
 
@@ -105,6 +109,10 @@ def member(kernel: Kernel) -> Member | None:
         return Member(kernel, None, kernel.inputs[0])
     if kernel.type == "MulFusion":
         return _gated(kernel)
+    if kernel.type == "Concat":
+        return _joined(kernel)
+    if kernel.type == "MaxPoolFusion":
+        return _max_pool(kernel)
     if isinstance(kernel, ScaledInput):
         inner = _convolution(kernel.consumer)
         if inner is None or inner.depthwise:
@@ -124,6 +132,27 @@ def _gated(mul: Kernel) -> Member | None:
                 and np.dtype(x.dtype) == np.dtype(gate.dtype) == np.float32):
             return Member(mul, None, x, gate=gate)
     return None
+
+
+def _joined(concat: Kernel) -> Member | None:
+    """A float32 Concat of 4-D tensors along the channels, each input but the last a whole number of
+    channel blocks (so the blocks of the inputs, one after the other, are the output's), as a member."""
+    from lite.kernels.fast.blocks import LANES
+
+    inputs = concat.inputs
+    if (len(inputs) < 2 or None in inputs or any(t.is_const or len(t.shape) != 4 for t in inputs)
+            or concat.attrs["axis"] % 4 != 1 or any(np.dtype(t.dtype) != np.float32 for t in inputs)
+            or any(not isinstance(t.shape[1], int) or t.shape[1] % LANES for t in inputs[:-1])):
+        return None
+    return Member(concat, None, inputs[0], joined=list(inputs))
+
+
+def _max_pool(pool: Kernel) -> Member | None:
+    """A float32 2-D max pool (one output, no dilation, not global) as a member."""
+    if (pool.is_global or pool.rank != 2 or len(pool.outputs) != 1 or tuple(pool.dilations) != (1, 1)
+            or np.dtype(pool.inputs[0].dtype) != np.float32):
+        return None
+    return Member(pool, None, pool.inputs[0], pooled=True)
 
 
 def _convolution(kernel: Kernel) -> Member | None:
@@ -178,11 +207,15 @@ def _fits_shapes(found: Member) -> bool:
     """Whether the chain runs the member at its current shapes: 4-D, the residual of the output's
     shape, a gate of one value per channel of x (for each image, or one for all), and a 1x1
     convolution's plane at least ``ROWS`` positions."""
-    from lite.kernels.fast.tile import ROWS
+    from lite.kernels.fast.tile import LANES, ROWS
 
     x, out = tuple(found.x.shape), tuple(found.out.shape)
     if len(x) != 4 or (found.residual is not None and tuple(found.residual.shape) != out):
         return False
+    if found.joined is not None:  # NOTE: the channels seen at build may differ now
+        return all(t.shape[1] % LANES == 0 for t in found.joined[:-1])
+    if found.pooled:
+        return True
     if found.gate is not None and tuple(found.gate.shape) not in ((x[0], x[1], 1, 1), (1, x[1], 1, 1)):
         return False
     if found.conv is None:  # NOTE: a gate scales its input's channels: one value each
@@ -200,6 +233,8 @@ def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: l
         if current is not None:
             run.append(current)
             continue
+        while run and run[0].pooled:  # NOTE: a pool first would take its larger input into blocks
+            run.pop(0)
         chain = BlockedChain(run, readers, outputs) if len(run) >= MIN_MEMBERS else None
         if chain is not None and len(run) - len(chain.outputs) >= MIN_INSIDE:
             found.append(chain)
@@ -243,7 +278,7 @@ class BlockedChain(Kernel):
         blocks.warm()
         blocked_depthwise.warm()
         if self.threads.crew() is not None:
-            crew.warm(blocks.pointwise_job, blocks.depthwise_job)
+            crew.warm(blocks.pointwise_job, blocks.depthwise_job, blocks.max_pool_job)
         self.fallback = not all(_fits_shapes(m) for m in self.members)
         if not self.fallback:
             try:
@@ -328,6 +363,10 @@ class BlockedChain(Kernel):
         from lite.kernels.fast import blocks
 
         x, out = self.blocked[m.x], self.blocked[m.out]
+        if m.joined is not None:
+            return [partial(_join, [self.blocked[t] for t in m.joined], out)]
+        if m.pooled:
+            return [self._max_pool(m, x, out)]
         if m.conv is None and m.gate is not None:
             return [partial(blocks.scale_blocks, x, self.blocked[m.gate], out)]
         if m.conv is None:
@@ -384,6 +423,18 @@ class BlockedChain(Kernel):
                                                                        residual),
                  lambda bounds: blocked_direct.block_products_jobs(plan, *terms, residual, bounds)),
         ]
+
+    def _max_pool(self, m: Member, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        """The call running the max pool of member ``m`` on one image's blocks, its output rows
+        shared out among the model's threads."""
+        from lite.kernels.fast import blocks
+
+        (h, w), (oh, ow) = m.x.shape[2:], m.out.shape[2:]
+        begins, _, _ = m.kernel.geometry(tuple(m.x.shape))
+        window = (*m.kernel.kernel_size, *m.kernel.strides, *begins)
+        return self.threads.crew_loop(oh, lambda _index, first, last: partial(blocks.max_pool, x, out, h, w, *window,
+                                                                              ow, first, last),
+                                      lambda bounds: blocks.max_pool_jobs(x, out, h, w, oh, ow, window, bounds))
 
     def _depthwise(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                    alpha) -> Callable[[], None]:
@@ -442,6 +493,14 @@ class BlockedChain(Kernel):
                 if m.out in leaving:
                     from_blocks(self.blocked[m.out], image, m.out.data)
                 clock.charge(m.kernel)
+
+
+def _join(parts: list[np.ndarray], out: np.ndarray) -> None:
+    """out (OB, P, LANES) = the blocks of ``parts`` one after the other (a Concat of channels)."""
+    first = 0
+    for part in parts:
+        out[first:first + part.shape[0]] = part
+        first += part.shape[0]
 
 
 def _packed(conv: Kernel, name: str, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:

@@ -297,3 +297,47 @@ def test_dense_members_take_planes_of_any_size(thread_num):
     for side in (9, 5, 3, 1, 12):  # NOTE: 81/25, 25/9, 9/4, 1/1 and 144/36 positions: tiles short of ROWS
         assert_matches(model, onnx_model, RNG.standard_normal((2, 32, side, side)).astype(np.float32))
         assert not chain.fallback
+
+
+def fire_modules(squeeze: int = 16, expand: int = 32, plane: int = 15, ceil: int = 1) -> onnx.ModelProto:
+    """x (batch, 32, plane, plane) -> MaxPool 3x3 stride 2 -> a SqueezeNet fire module (1x1 squeeze,
+    Relu; 1x1 and 3x3 expands, Relu; Concat) -> MaxPool 3x3 stride 2 (``ceil`` mode) -> another
+    fire module -> y."""
+    inits: dict = {}
+
+    def fire(name: str, x: str, channels: int) -> list[onnx.NodeProto]:
+        return [conv_node(inits, f"{name}s", x, squeeze, channels),
+                helper.make_node("Relu", [f"{name}s"], [f"{name}r"]),
+                conv_node(inits, f"{name}a", f"{name}r", expand, squeeze),
+                helper.make_node("Relu", [f"{name}a"], [f"{name}ar"]),
+                conv_node(inits, f"{name}b", f"{name}r", expand, squeeze, 3, pads=[1] * 4),
+                helper.make_node("Relu", [f"{name}b"], [f"{name}br"]),
+                helper.make_node("Concat", [f"{name}ar", f"{name}br"], [f"{name}c"], axis=1)]
+
+    nodes = [helper.make_node("MaxPool", ["x"], ["p0"], kernel_shape=[3, 3], strides=[2, 2]), *fire("f1", "p0", 32),
+             helper.make_node("MaxPool", ["f1c"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=ceil),
+             *fire("f2", "p1", 2 * expand), helper.make_node("Identity", ["f2c"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "fire", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32, plane, plane])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(("expand", "plane", "ceil", "thread_num"), [(32, 15, 1, 1), (32, 16, 0, 2), (48, 21, 1, 2)])
+@pytest.mark.usefixtures("dense_members")
+def test_fire_modules_run_as_one_chain_with_their_concats_and_pools(expand, plane, ceil, thread_num):
+    onnx_model = fire_modules(expand=expand, plane=plane, ceil=ceil)
+    model = build(onnx_model, thread_num)
+    [chain] = chains(model)
+    kinds = [m.kernel.type if m.conv is None else "conv" for m in chain.members]
+    assert kinds == ["conv"] * 3 + ["Concat", "MaxPoolFusion"] + ["conv"] * 3 + ["Concat"]  # NOTE: not the first pool
+    for batch in (1, 2):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, plane, plane)).astype(np.float32))
+
+
+def test_a_concat_of_channels_short_of_a_block_ends_the_chain():
+    onnx_model = fire_modules(expand=24)  # NOTE: 24 channels before the 3x3 expand's: not whole blocks
+    model = build(onnx_model)
+    assert all(m.kernel.type != "Concat" for c in chains(model) for m in c.members)
+    assert_matches(model, onnx_model, RNG.standard_normal((1, 32, 15, 15)).astype(np.float32))

@@ -214,6 +214,7 @@ def warm() -> None:
              ONE, vector, vector.copy(), np.zeros((1, 1, LANES), np.float32))
     compiled(scale_panels, panels, np.zeros((1, 1, LANES), np.float32), panels.copy())
     compiled(scale_blocks, image, np.zeros((1, 1, LANES), np.float32), image.copy())
+    compiled(max_pool, image, image.copy(), 3, 3, 3, 3, 1, 1, 1, 1, 3, 0, 3)
 
 
 # The block of a 1x1 convolution on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
@@ -335,6 +336,76 @@ def scale_blocks(x, gate, out):
         for p in range(x.shape[1]):
             for lane in range(LANES):
                 out[block, p, lane] = x[block, p, lane] * gate[block, 0, lane]
+
+
+@intrinsic
+def _window_max(typingctx, x, rows, columns, row_stride, out):
+    """out[l] = the max over rows r < ``rows`` and columns c < ``columns`` of x[r * row_stride + c *
+    LANES + l] (float offsets), starting from -inf, in one vector register; max as Python's (a NaN
+    already taken stays); addresses and counts as int64."""
+    def codegen(context, builder, signature, args):
+        x_at, row_count, column_count, stride, out_at = args
+        floats, pointer = FLOAT.as_pointer(), VECTOR.as_pointer()
+        x_p = builder.inttoptr(x_at, floats)
+
+        def row(r, carried):
+            start = builder.gep(x_p, [builder.mul(r, stride)])
+
+            def column(c, inner):
+                value = builder.load(builder.bitcast(builder.gep(start, [builder.mul(c, INDEX(LANES))]), pointer),
+                                     align=4)
+                return [builder.select(builder.fcmp_ordered(">", value, inner[0]), value, inner[0])]
+            return emit_loop(builder, column_count, carried, column)
+
+        [top] = emit_loop(builder, row_count, [ir.Constant(VECTOR, [float("-inf")] * LANES)], row)
+        builder.store(top, builder.inttoptr(out_at, pointer), align=4)
+        return context.get_dummy_value()
+    return types.void(*(types.int64,) * 5), codegen
+
+
+@jit
+def max_pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, first, last):
+    """Output rows ``first`` to ``last - 1`` of every block of out (CB, OH * OW, LANES) = the max
+    over each window of x (CB, H * W, LANES), an image in channel blocks (window kh x kw, strides
+    sh, sw, pads top, left); the window's positions outside x are ignored."""
+    plane = h * w * LANES
+    for block in range(x.shape[0]):
+        for r in range(first, last):
+            y0 = r * sh - top
+            ya, yb = max(y0, 0), min(y0 + kh, h)
+            for i in range(ow):
+                x0 = i * sw - left
+                xa, xb = max(x0, 0), min(x0 + kw, w)
+                _window_max(x.ctypes.data + (block * plane + (ya * w + xa) * LANES) * 4, yb - ya, xb - xa, w * LANES,
+                            out.ctypes.data + ((block * out.shape[1] + r * ow + i) * LANES) * 4)
+
+
+# The block of a blocked max pool on the crew, then (first, last) a piece (output rows):
+_P_X, _P_BLOCKS, _P_H, _P_W, _P_OUT, _P_OH, _P_OW, _P_KH, _P_KW, _P_SH, _P_SW, _P_TOP, _P_LEFT = range(13)
+_P_HEADER = 13
+
+
+def max_pool_jobs(x: np.ndarray, out: np.ndarray, h: int, w: int, oh: int, ow: int, window: tuple[int, ...],
+                  bounds: list[tuple[int, int]]):
+    """``max_pool``'s pieces of ``bounds`` (output rows) as jobs for the crew: x's plane h x w,
+    out's oh x ow, ``window`` max_pool's (kh, kw, sh, sw, top, left)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_P_HEADER, bounds)
+    block[:_P_KH] = x.ctypes.data, x.shape[0], h, w, out.ctypes.data, oh, ow
+    block[_P_KH:_P_HEADER] = window[:6]
+    return Jobs(max_pool_job, block, len(bounds), (x, out))
+
+
+def max_pool_job(index, data, extra):
+    """Piece ``index`` of the blocked max pool that the block at ``data`` describes."""
+    block = carray(data, (_P_HEADER + 2 * (index + 1),), np.int64)
+    blocks, h, w, oh, ow = block[_P_BLOCKS], block[_P_H], block[_P_W], block[_P_OH], block[_P_OW]
+    x = carray(as_pointer(block[_P_X]), (blocks, h * w, LANES), np.float32)
+    out = carray(as_pointer(block[_P_OUT]), (blocks, oh * ow, LANES), np.float32)
+    piece = _P_HEADER + 2 * index
+    max_pool(x, out, h, w, block[_P_KH], block[_P_KW], block[_P_SH], block[_P_SW], block[_P_TOP], block[_P_LEFT],
+             ow, block[piece], block[piece + 1])
 
 
 @jit

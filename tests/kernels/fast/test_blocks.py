@@ -92,3 +92,41 @@ def test_the_pointwise_convolution_runs_as_crew_jobs(crew_runs):
     crew_jobs(*terms, pieces, threads.loop_bounds(count))()
     np.testing.assert_array_equal(pieces, whole)
     assert len(runs) == 1
+
+
+@pytest.mark.parametrize(("plane", "window"), [
+    ((9, 9), (3, 3, 2, 2, 0, 0)),    # SqueezeNet's pool, no pads
+    ((8, 8), (3, 3, 2, 2, 1, 1)),    # ResNet's, pads 1
+    ((7, 10), (2, 3, 1, 2, 1, 0)),   # uneven window, strides and pads
+])
+def test_the_blocked_max_pool_matches_numpy(plane, window):
+    from lite.kernels.fast.blocks import max_pool
+
+    (h, w), (kh, kw, sh, sw, top, left) = plane, window
+    x = RNG.standard_normal((20, h, w)).astype(np.float32)
+    oh, ow = -(-(h + top - kh) // sh) + 1, (w + left - kw) // sw + 1  # NOTE: ceil rows: a window past the end
+    padded = np.full((20, top + oh * sh + kh, left + ow * sw + kw), -np.inf, np.float32)
+    padded[:, top:top + h, left:left + w] = x
+    want = np.empty((20, oh, ow), np.float32)
+    for r in range(oh):
+        for i in range(ow):
+            want[:, r, i] = padded[:, r * sh:r * sh + kh, i * sw:i * sw + kw].max(axis=(1, 2))
+    out = np.full((2, oh * ow, 16), np.nan, np.float32)
+    for first, last in ((0, oh // 2), (oh // 2, oh)):
+        max_pool(blocked(x), out, h, w, kh, kw, sh, sw, top, left, ow, first, last)
+    np.testing.assert_array_equal(out, blocked(want))
+
+
+def test_the_blocked_max_pool_runs_as_crew_jobs(crew_runs):
+    from lite.kernels.fast import crew
+    from lite.kernels.fast.blocks import max_pool, max_pool_job, max_pool_jobs
+
+    threads, runs = crew_runs
+    x = blocked(RNG.standard_normal((40, 11, 11)).astype(np.float32))
+    whole, pieces = np.zeros((3, 25, 16), np.float32), np.zeros((3, 25, 16), np.float32)
+    max_pool(x, whole, 11, 11, 3, 3, 2, 2, 0, 0, 5, 0, 5)
+    crew.warm(max_pool_job)
+    threads.staff()
+    max_pool_jobs(x, pieces, 11, 11, 5, 5, (3, 3, 2, 2, 0, 0), threads.loop_bounds(5))()
+    np.testing.assert_array_equal(pieces, whole)
+    assert len(runs) == 1
