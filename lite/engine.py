@@ -15,6 +15,7 @@ from functools import partial
 import numpy as np
 
 from lite.aligned import aligned_array
+from lite.blocking import member
 from lite.context import Context
 from lite.delegate import Delegate, DelegateModel
 from lite.delegate.partition import DelegationLog, Partition, logger
@@ -159,10 +160,13 @@ class Engine:
         """Prepares every kernel (a failing graph kernel falls back), releases dead weights, plans."""
         prepared: list[Kernel] = []
         readers, held = self._constant_readers()
+        unplanned = set()  # NOTE: convolutions a blocked chain may run: the chain packs their weights itself
         for kernel in self.kernels:
             partition = self.log.partitions.get(kernel)
             if partition is None:
-                self._prepare_native(kernel)
+                chained = kernel.type == "Conv2DFusion" and kernel not in self.ready and member(kernel) is not None
+                self._prepare_native(kernel, plan=not chained)
+                unplanned.update([kernel] if chained else [])
                 prepared.append(kernel)
                 self._release_packed(kernel, readers, held)
             elif self._prepare_graph_kernel(partition):
@@ -171,6 +175,9 @@ class Engine:
                 prepared.extend(partition.covered)
         self.kernels = prepared
         self._fuse()
+        for kernel in self.kernels:  # NOTE: those left running alone (a fused kernel resized its own parts)
+            if kernel in unplanned and not self.shapes_dirty and kernel not in self.runtime_shaped:
+                kernel.resize()
         self._release_unused_constants()
         if self.pages is not None:
             self.pages.forget_released()  # NOTE: the fused kernels packed again, faulting released pages in
@@ -241,13 +248,13 @@ class Engine:
         self._prepare_native(kernel)
         self.ready.add(kernel)
 
-    def _prepare_native(self, kernel: Kernel) -> None:
-        """prepare(), then resize() when shapes are known: native kernels plan for shapes there."""
+    def _prepare_native(self, kernel: Kernel, plan: bool = True) -> None:
+        """prepare(), then (``plan``) resize() when shapes are known: native kernels plan for shapes there."""
         if kernel in self.ready:
             return
         with blame(kernel, "prepare failed"):
             kernel.prepare()
-            if not self.shapes_dirty and kernel not in self.runtime_shaped:
+            if plan and not self.shapes_dirty and kernel not in self.runtime_shaped:
                 kernel.resize()
 
     def _prepare_graph_kernel(self, partition: Partition) -> bool:

@@ -74,6 +74,12 @@ def result(pipeline: lite.PipelineExecutor) -> np.ndarray:
     return pipeline.get_output(block=True, timeout=60)[0].data
 
 
+def same(got: np.ndarray, want: np.ndarray) -> bool:
+    """Equal up to summation order: a stage's blocked chains end at the split, where the whole
+    model's run on, so a stage may run a convolution on other kernels than the whole model."""
+    return got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+
+
 # ---- results --------------------------------------------------------------------------------
 
 def test_process_stages_give_the_whole_models_outputs_and_survive_a_stage_error(split, whole):
@@ -90,7 +96,7 @@ def test_process_stages_give_the_whole_models_outputs_and_survive_a_stage_error(
         with pytest.raises(lite.StageError, match="pipeline stage 0 failed on request 10") as failure:
             pipeline.get_output(block=True, timeout=60)
         got += [result(pipeline) for _ in inputs[10:]]
-    assert all(np.array_equal(y, expect(whole, x)) for y, x in zip(got, inputs, strict=True))
+    assert all(same(y, expect(whole, x)) for y, x in zip(got, inputs, strict=True))
     cause = failure.value.__cause__
     assert isinstance(cause, lite.DelegateError) and "refuses NaN" in str(cause)
     assert any("raised in the worker process of stage 0" in note for note in cause.__notes__)
@@ -103,7 +109,7 @@ def test_one_stage_in_a_process_and_one_in_a_thread(split, whole):
         assert list(pipeline.worker_pids) == [1]
         for x in inputs:
             pipeline.run([x])
-        assert all(np.array_equal(result(pipeline), expect(whole, x)) for x in inputs)
+        assert all(same(result(pipeline), expect(whole, x)) for x in inputs)
     assert leftovers() == CLEAN
 
 
