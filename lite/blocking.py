@@ -48,6 +48,7 @@ from lite.fusion_kernels import ConvResidual, ProducerActivation, ScaledInput, S
 from lite.kernel import Kernel, charge
 from lite.kernels.fused import activation_code, compiled_terms
 from lite.kernels.window import Geometry
+from lite.ops.activation import FUSED_CLIPS
 from lite.tensor import Tensor
 
 MIN_MEMBERS = 2
@@ -79,6 +80,8 @@ class Member:
     gate: Tensor | None = None  # the gate (N, C, 1, 1) scaling x's channels before a 1x1 convolution
     joined: list[Tensor] | None = None  # a Concat's inputs, joined along the channels
     pooled: bool = False  # a 2-D max pool of x
+    mapped: tuple[np.ndarray, np.ndarray] | None = None  # an element-wise x * multiplier + offset (C,) each,
+    # then the clip and activation: a BatchNorm (no activation) or an Activation (ones and zeros)
 
     @property
     def out(self) -> Tensor:
@@ -111,8 +114,10 @@ def member(kernel: Kernel) -> Member | None:
         return _gated(kernel)
     if kernel.type == "Concat":
         return _joined(kernel)
-    if kernel.type == "MaxPoolFusion":
-        return _max_pool(kernel)
+    if kernel.type in ("MaxPoolFusion", "AvgPoolFusion"):
+        return _pool(kernel)
+    if kernel.type in ("BatchNorm", "Activation"):
+        return _mapped(kernel)
     if isinstance(kernel, ScaledInput):
         inner = _convolution(kernel.consumer)
         if inner is None or inner.depthwise:
@@ -147,12 +152,34 @@ def _joined(concat: Kernel) -> Member | None:
     return Member(concat, None, inputs[0], joined=list(inputs))
 
 
-def _max_pool(pool: Kernel) -> Member | None:
-    """A float32 2-D max pool (one output, no dilation, not global) as a member."""
+def _pool(pool: Kernel) -> Member | None:
+    """A float32 2-D max or average pool (one output, no dilation, not global) as a member."""
     if (pool.is_global or pool.rank != 2 or len(pool.outputs) != 1 or tuple(pool.dilations) != (1, 1)
             or np.dtype(pool.inputs[0].dtype) != np.float32):
         return None
     return Member(pool, None, pool.inputs[0], pooled=True)
+
+
+def _mapped(kernel: Kernel) -> Member | None:
+    """A float32 BatchNorm with constant statistics, or an Activation a compiled epilogue applies
+    (a clip or ``EPILOGUE_CODES``), of a 4-D tensor, as a member."""
+    from lite.kernels.fast.activation import EPILOGUE_CODES
+
+    x = kernel.inputs[0]
+    if len(x.shape) != 4 or np.dtype(x.dtype) != np.float32 or len(kernel.outputs) != 1:
+        return None
+    channels = x.shape[1]
+    if kernel.type == "BatchNorm":
+        if kernel.folded is None:
+            return None
+        return Member(kernel, None, x, mapped=tuple(np.asarray(a, np.float32) for a in kernel.folded))
+    kind = kernel.attrs["activation_type"]
+    if kind not in FUSED_CLIPS and kind not in EPILOGUE_CODES or not isinstance(channels, int):
+        return None
+    identity = (np.ones(channels, np.float32), np.zeros(channels, np.float32))
+    if kind in FUSED_CLIPS:
+        return Member(kernel, None, x, clip=kind, mapped=identity)
+    return Member(kernel, None, x, activation=(kind, float(kernel.alpha)), mapped=identity)
 
 
 def _convolution(kernel: Kernel) -> Member | None:
@@ -216,6 +243,8 @@ def _fits_shapes(found: Member) -> bool:
         return all(t.shape[1] % LANES == 0 for t in found.joined[:-1])
     if found.pooled:
         return True
+    if found.mapped is not None:
+        return found.mapped[0].size == x[1]
     if found.gate is not None and tuple(found.gate.shape) not in ((x[0], x[1], 1, 1), (1, x[1], 1, 1)):
         return False
     if found.conv is None:  # NOTE: a gate scales its input's channels: one value each
@@ -278,7 +307,7 @@ class BlockedChain(Kernel):
         blocks.warm()
         blocked_depthwise.warm()
         if self.threads.crew() is not None:
-            crew.warm(blocks.pointwise_job, blocks.depthwise_job, blocks.max_pool_job)
+            crew.warm(blocks.pointwise_job, blocks.depthwise_job, blocks.pool_job, blocks.affine_job)
         self.fallback = not all(_fits_shapes(m) for m in self.members)
         if not self.fallback:
             try:
@@ -366,7 +395,9 @@ class BlockedChain(Kernel):
         if m.joined is not None:
             return [partial(_join, [self.blocked[t] for t in m.joined], out)]
         if m.pooled:
-            return [self._max_pool(m, x, out)]
+            return [self._pool(m, x, out)]
+        if m.mapped is not None:
+            return [self._mapped(m, x, out)]
         if m.conv is None and m.gate is not None:
             return [partial(blocks.scale_blocks, x, self.blocked[m.gate], out)]
         if m.conv is None:
@@ -424,17 +455,38 @@ class BlockedChain(Kernel):
                  lambda bounds: blocked_direct.block_products_jobs(plan, *terms, residual, bounds)),
         ]
 
-    def _max_pool(self, m: Member, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
-        """The call running the max pool of member ``m`` on one image's blocks, its output rows
-        shared out among the model's threads."""
+    def _mapped(self, m: Member, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        """The call running the element-wise member ``m`` on one image's blocks, its blocks shared
+        out among the model's threads."""
+        from lite.kernels.fast import blocks
+
+        multiplier, offset = (blocks.padded_bias(a, x.shape[0]) for a in m.mapped)
+        _, lo, hi = compiled_terms(None, 1, m.clip, np.dtype(np.float32))
+        terms = (x, multiplier, offset, lo, hi, *activation_code(m.activation, np.dtype(np.float32)))
+        return self.threads.crew_loop(x.shape[0], lambda _index, first, last: partial(blocks.affine, *terms, out,
+                                                                                      first, last),
+                                      lambda bounds: blocks.affine_jobs(*terms, out, bounds))
+
+    def _pool(self, m: Member, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        """The call running the pool of member ``m`` on one image's blocks, its output rows shared
+        out among the model's threads."""
         from lite.kernels.fast import blocks
 
         (h, w), (oh, ow) = m.x.shape[2:], m.out.shape[2:]
         begins, _, _ = m.kernel.geometry(tuple(m.x.shape))
         window = (*m.kernel.kernel_size, *m.kernel.strides, *begins)
-        return self.threads.crew_loop(oh, lambda _index, first, last: partial(blocks.max_pool, x, out, h, w, *window,
-                                                                              ow, first, last),
-                                      lambda bounds: blocks.max_pool_jobs(x, out, h, w, oh, ow, window, bounds))
+        scale = None
+        if m.kernel.type == "AvgPoolFusion":
+            m.kernel.resize()  # NOTE: its divisors
+            scale = np.broadcast_to(np.asarray(m.kernel.scale, np.float32), (oh, ow)).ravel().copy()
+
+        def piece(_index: int, first: int, last: int) -> Callable[[], None]:
+            if scale is None:
+                return partial(blocks.max_pool, x, out, h, w, *window, ow, first, last)
+            return partial(blocks.average_pool, x, out, h, w, *window, ow, scale, first, last)
+
+        return self.threads.crew_loop(oh, piece, lambda bounds: blocks.pool_jobs(x, out, h, w, oh, ow, window, scale,
+                                                                                 bounds))
 
     def _depthwise(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                    alpha) -> Callable[[], None]:

@@ -121,8 +121,8 @@ def test_a_plane_too_small_for_the_tiles_runs_the_kernels_one_by_one():
 
 
 def test_a_lone_convolution_stays_in_nchw():
-    onnx_model = inverted_residuals(extra=[helper.make_node("Relu", ["y"], ["z"])], outputs=("z",))
-    onnx_model.graph.node.insert(2, helper.make_node("Relu", ["a1"], ["a1r"]))  # NOTE: splits the first run
+    onnx_model = inverted_residuals(extra=[helper.make_node("Sigmoid", ["y"], ["z"])], outputs=("z",))
+    onnx_model.graph.node.insert(2, helper.make_node("Sigmoid", ["a1"], ["a1r"]))  # NOTE: splits the first run
     onnx_model.graph.node[3].input[0] = "a1r"
     model = build(onnx_model)
     assert [len(c.members) for c in chains(model)] == [5]
@@ -341,3 +341,41 @@ def test_a_concat_of_channels_short_of_a_block_ends_the_chain():
     model = build(onnx_model)
     assert all(m.kernel.type != "Concat" for c in chains(model) for m in c.members)
     assert_matches(model, onnx_model, RNG.standard_normal((1, 32, 15, 15)).astype(np.float32))
+
+
+def dense_block(channels: int = 32, growth: int = 16, plane: int = 12) -> onnx.ModelProto:
+    """x (batch, channels, plane, plane) -> a DenseNet layer (BatchNorm, Relu, 1x1, Relu, 3x3 to
+    ``growth``; Concat with its input) -> a transition (BatchNorm, Relu, 1x1, AveragePool 2x2
+    stride 2) -> y. Each BatchNorm follows a Concat or the input: none folds into a convolution."""
+    inits: dict = {}
+
+    def norm(name: str, x: str, c: int) -> list[onnx.NodeProto]:
+        for part, value in (("s", RNG.uniform(0.5, 1.5, c)), ("b", RNG.standard_normal(c) * 0.1),
+                            ("m", RNG.standard_normal(c) * 0.1), ("v", RNG.uniform(0.5, 1.5, c))):
+            inits[f"{name}{part}"] = value
+        return [helper.make_node("BatchNormalization", [x, *(f"{name}{p}" for p in "sbmv")], [name]),
+                helper.make_node("Relu", [name], [f"{name}r"])]
+
+    c = channels + growth
+    nodes = [*norm("n1", "x", channels), conv_node(inits, "a", "n1r", 64, channels),
+             helper.make_node("Relu", ["a"], ["ar"]), conv_node(inits, "b", "ar", growth, 64, 3, pads=[1] * 4),
+             helper.make_node("Concat", ["x", "b"], ["cat"], axis=1), *norm("n2", "cat", c),
+             conv_node(inits, "t", "n2r", c // 2, c),
+             helper.make_node("AveragePool", ["t"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    graph = helper.make_graph(
+        nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, plane, plane])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("thread_num", [1, 2])
+@pytest.mark.usefixtures("dense_members")
+def test_a_dense_block_runs_as_one_chain_with_its_norms_activations_and_pool(thread_num):
+    onnx_model = dense_block()
+    model = build(onnx_model, thread_num)
+    [chain] = chains(model)
+    kinds = {m.kernel.type for m in chain.members}
+    assert {"BatchNorm", "Activation", "Concat", "AvgPoolFusion"} <= kinds
+    for batch in (1, 3):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 12, 12)).astype(np.float32))

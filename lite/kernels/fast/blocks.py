@@ -215,6 +215,9 @@ def warm() -> None:
     compiled(scale_panels, panels, np.zeros((1, 1, LANES), np.float32), panels.copy())
     compiled(scale_blocks, image, np.zeros((1, 1, LANES), np.float32), image.copy())
     compiled(max_pool, image, image.copy(), 3, 3, 3, 3, 1, 1, 1, 1, 3, 0, 3)
+    compiled(average_pool, image, image.copy(), 3, 3, 3, 3, 1, 1, 1, 1, 3, np.ones(9, np.float32), 0, 3)
+    compiled(affine, image, np.zeros((1, LANES), np.float32), np.zeros((1, LANES), np.float32), -bound, bound,
+             CLIP_CODE, ONE, image.copy(), 0, 1)
 
 
 # The block of a 1x1 convolution on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
@@ -338,29 +341,38 @@ def scale_blocks(x, gate, out):
                 out[block, p, lane] = x[block, p, lane] * gate[block, 0, lane]
 
 
-@intrinsic
-def _window_max(typingctx, x, rows, columns, row_stride, out):
-    """out[l] = the max over rows r < ``rows`` and columns c < ``columns`` of x[r * row_stride + c *
-    LANES + l] (float offsets), starting from -inf, in one vector register; max as Python's (a NaN
-    already taken stays); addresses and counts as int64."""
-    def codegen(context, builder, signature, args):
-        x_at, row_count, column_count, stride, out_at = args
-        floats, pointer = FLOAT.as_pointer(), VECTOR.as_pointer()
-        x_p = builder.inttoptr(x_at, floats)
+def _window(maximum: bool):
+    """An intrinsic ``(x, rows, columns, row_stride, out)``: out[l] = the max (``maximum``; from
+    -inf, as Python's max: a NaN already taken stays) or the sum (from 0) over rows r < ``rows`` and
+    columns c < ``columns`` of x[r * row_stride + c * LANES + l] (float offsets), in one vector
+    register; addresses and counts as int64."""
+    @intrinsic
+    def window(typingctx, x, rows, columns, row_stride, out):
+        def codegen(context, builder, signature, args):
+            x_at, row_count, column_count, stride, out_at = args
+            floats, pointer = FLOAT.as_pointer(), VECTOR.as_pointer()
+            x_p = builder.inttoptr(x_at, floats)
 
-        def row(r, carried):
-            start = builder.gep(x_p, [builder.mul(r, stride)])
+            def row(r, carried):
+                start = builder.gep(x_p, [builder.mul(r, stride)])
 
-            def column(c, inner):
-                value = builder.load(builder.bitcast(builder.gep(start, [builder.mul(c, INDEX(LANES))]), pointer),
-                                     align=4)
-                return [builder.select(builder.fcmp_ordered(">", value, inner[0]), value, inner[0])]
-            return emit_loop(builder, column_count, carried, column)
+                def column(c, inner):
+                    value = builder.load(builder.bitcast(builder.gep(start, [builder.mul(c, INDEX(LANES))]),
+                                                         pointer), align=4)
+                    if maximum:
+                        return [builder.select(builder.fcmp_ordered(">", value, inner[0]), value, inner[0])]
+                    return [builder.fadd(inner[0], value)]
+                return emit_loop(builder, column_count, carried, column)
 
-        [top] = emit_loop(builder, row_count, [ir.Constant(VECTOR, [float("-inf")] * LANES)], row)
-        builder.store(top, builder.inttoptr(out_at, pointer), align=4)
-        return context.get_dummy_value()
-    return types.void(*(types.int64,) * 5), codegen
+            first = ir.Constant(VECTOR, [float("-inf") if maximum else 0.0] * LANES)
+            [result] = emit_loop(builder, row_count, [first], row)
+            builder.store(result, builder.inttoptr(out_at, pointer), align=4)
+            return context.get_dummy_value()
+        return types.void(*(types.int64,) * 5), codegen
+    return window
+
+
+_window_max, _window_sum = _window(True), _window(False)
 
 
 @jit
@@ -380,32 +392,103 @@ def max_pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, first, last):
                             out.ctypes.data + ((block * out.shape[1] + r * ow + i) * LANES) * 4)
 
 
+@jit
+def average_pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, scale, first, last):
+    """As ``max_pool``, the mean: each window's sum over its positions inside x times ``scale``
+    (OH * OW: one over the window's count, ``lite.kernels.pool.AvgPoolFusion``'s)."""
+    plane = h * w * LANES
+    for block in range(x.shape[0]):
+        for r in range(first, last):
+            y0 = r * sh - top
+            ya, yb = max(y0, 0), min(y0 + kh, h)
+            for i in range(ow):
+                x0, p = i * sw - left, r * ow + i
+                xa, xb = max(x0, 0), min(x0 + kw, w)
+                _window_sum(x.ctypes.data + (block * plane + (ya * w + xa) * LANES) * 4, yb - ya, xb - xa, w * LANES,
+                            out.ctypes.data + ((block * out.shape[1] + p) * LANES) * 4)
+                share = scale[p]
+                for lane in range(LANES):
+                    out[block, p, lane] *= share
+
+
 # The block of a blocked max pool on the crew, then (first, last) a piece (output rows):
-_P_X, _P_BLOCKS, _P_H, _P_W, _P_OUT, _P_OH, _P_OW, _P_KH, _P_KW, _P_SH, _P_SW, _P_TOP, _P_LEFT = range(13)
-_P_HEADER = 13
+_P_X, _P_BLOCKS, _P_H, _P_W, _P_OUT, _P_OH, _P_OW, _P_KH, _P_KW, _P_SH, _P_SW, _P_TOP, _P_LEFT, _P_SCALE = range(14)
+_P_HEADER = 14
 
 
-def max_pool_jobs(x: np.ndarray, out: np.ndarray, h: int, w: int, oh: int, ow: int, window: tuple[int, ...],
-                  bounds: list[tuple[int, int]]):
-    """``max_pool``'s pieces of ``bounds`` (output rows) as jobs for the crew: x's plane h x w,
-    out's oh x ow, ``window`` max_pool's (kh, kw, sh, sw, top, left)."""
+def pool_jobs(x: np.ndarray, out: np.ndarray, h: int, w: int, oh: int, ow: int, window: tuple[int, ...],
+              scale: np.ndarray | None, bounds: list[tuple[int, int]]):
+    """``max_pool``'s (``scale`` None) or ``average_pool``'s pieces of ``bounds`` (output rows) as
+    jobs for the crew: x's plane h x w, out's oh x ow, ``window`` their (kh, kw, sh, sw, top, left)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_P_HEADER, bounds)
     block[:_P_KH] = x.ctypes.data, x.shape[0], h, w, out.ctypes.data, oh, ow
-    block[_P_KH:_P_HEADER] = window[:6]
-    return Jobs(max_pool_job, block, len(bounds), (x, out))
+    block[_P_KH:_P_SCALE] = window[:6]
+    block[_P_SCALE] = 0 if scale is None else scale.ctypes.data
+    return Jobs(pool_job, block, len(bounds), (x, out, scale))
 
 
-def max_pool_job(index, data, extra):
-    """Piece ``index`` of the blocked max pool that the block at ``data`` describes."""
+def pool_job(index, data, extra):
+    """Piece ``index`` of the blocked pool that the block at ``data`` describes."""
     block = carray(data, (_P_HEADER + 2 * (index + 1),), np.int64)
     blocks, h, w, oh, ow = block[_P_BLOCKS], block[_P_H], block[_P_W], block[_P_OH], block[_P_OW]
     x = carray(as_pointer(block[_P_X]), (blocks, h * w, LANES), np.float32)
     out = carray(as_pointer(block[_P_OUT]), (blocks, oh * ow, LANES), np.float32)
+    window = (block[_P_KH], block[_P_KW], block[_P_SH], block[_P_SW], block[_P_TOP], block[_P_LEFT])
     piece = _P_HEADER + 2 * index
-    max_pool(x, out, h, w, block[_P_KH], block[_P_KW], block[_P_SH], block[_P_SW], block[_P_TOP], block[_P_LEFT],
-             ow, block[piece], block[piece + 1])
+    if block[_P_SCALE]:
+        scale = carray(as_pointer(block[_P_SCALE]), (oh * ow,), np.float32)
+        average_pool(x, out, h, w, *window, ow, scale, block[piece], block[piece + 1])
+    else:
+        max_pool(x, out, h, w, *window, ow, block[piece], block[piece + 1])
+
+
+@jit
+def affine(x, multiplier, offset, lo, hi, code, alpha, out, first, last):
+    """Blocks ``first`` to ``last - 1`` of out (CB, P, LANES) = act(clip(x * multiplier + offset,
+    lo, hi), alpha), the multiplier and offset (CB, LANES) per channel (zero past C), the
+    activation of ``code`` (CLIP_CODE: none): a BatchNorm, an activation, or both."""
+    positions = x.shape[1]
+    flat = out.reshape(out.size)
+    for block in range(first, last):
+        for p in range(positions):
+            for lane in range(LANES):
+                value = x[block, p, lane] * multiplier[block, lane] + offset[block, lane]
+                out[block, p, lane] = min(max(value, lo), hi)
+        if code != CLIP_CODE:
+            activate_run(flat, block * positions * LANES, positions * LANES, flat.dtype.type(0), code, alpha)
+
+
+# The block of a blocked affine map on the crew, then (first, last) a piece (channel blocks):
+_A_X, _A_BLOCKS, _A_POSITIONS, _A_MULTIPLIER, _A_OFFSET, _A_OUT, _A_CODE = range(7)
+_A_LO, _A_HI, _A_ALPHA = range(7, 10)
+_A_HEADER = 10
+
+
+def affine_jobs(x: np.ndarray, multiplier: np.ndarray, offset: np.ndarray, lo, hi, code: int, alpha,
+                out: np.ndarray, bounds: list[tuple[int, int]]):
+    """``affine``'s pieces of ``bounds`` (channel blocks) as jobs for the crew."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_A_HEADER, bounds)
+    block[:_A_LO] = x.ctypes.data, *x.shape[:2], multiplier.ctypes.data, offset.ctypes.data, out.ctypes.data, code
+    block[_A_LO:_A_HEADER].view(np.float64)[:] = lo, hi, alpha
+    return Jobs(affine_job, block, len(bounds), (x, multiplier, offset, out))
+
+
+def affine_job(index, data, extra):
+    """Piece ``index`` of the blocked affine map that the block at ``data`` describes."""
+    block = carray(data, (_A_HEADER + 2 * (index + 1),), np.int64)
+    floats = carray(data, (_A_HEADER,), np.float64)
+    blocks, positions = block[_A_BLOCKS], block[_A_POSITIONS]
+    x = carray(as_pointer(block[_A_X]), (blocks, positions, LANES), np.float32)
+    multiplier = carray(as_pointer(block[_A_MULTIPLIER]), (blocks, LANES), np.float32)
+    offset = carray(as_pointer(block[_A_OFFSET]), (blocks, LANES), np.float32)
+    out = carray(as_pointer(block[_A_OUT]), (blocks, positions, LANES), np.float32)
+    piece = _A_HEADER + 2 * index
+    affine(x, multiplier, offset, np.float32(floats[_A_LO]), np.float32(floats[_A_HI]), block[_A_CODE],
+           np.float32(floats[_A_ALPHA]), out, block[piece], block[piece + 1])
 
 
 @jit

@@ -117,16 +117,57 @@ def test_the_blocked_max_pool_matches_numpy(plane, window):
     np.testing.assert_array_equal(out, blocked(want))
 
 
-def test_the_blocked_max_pool_runs_as_crew_jobs(crew_runs):
+@pytest.mark.parametrize(("plane", "window"), [((8, 8), (2, 2, 2, 2, 0, 0)), ((7, 10), (3, 3, 2, 2, 1, 1))])
+def test_the_blocked_average_pool_matches_numpy(plane, window):
+    """The sums over each window's positions inside x, times the divisor's reciprocal given."""
+    from lite.kernels.fast.blocks import average_pool
+
+    (h, w), (kh, kw, sh, sw, top, left) = plane, window
+    x = RNG.standard_normal((20, h, w)).astype(np.float32)
+    oh, ow = (h + 2 * top - kh) // sh + 1, (w + 2 * left - kw) // sw + 1
+    padded = np.zeros((20, h + 2 * top, w + 2 * left), np.float32)
+    padded[:, top:top + h, left:left + w] = x
+    scale = RNG.uniform(0.1, 1, (oh, ow)).astype(np.float32)
+    want = np.empty((20, oh, ow), np.float32)
+    for r in range(oh):
+        for i in range(ow):
+            want[:, r, i] = padded[:, r * sh:r * sh + kh, i * sw:i * sw + kw].sum(axis=(1, 2)) * scale[r, i]
+    out = np.full((2, oh * ow, 16), np.nan, np.float32)
+    average_pool(blocked(x), out, h, w, kh, kw, sh, sw, top, left, ow, scale.ravel(), 0, oh)
+    np.testing.assert_allclose(out, blocked(want), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("average", [False, True])
+def test_the_blocked_pools_run_as_crew_jobs(crew_runs, average):
     from lite.kernels.fast import crew
-    from lite.kernels.fast.blocks import max_pool, max_pool_job, max_pool_jobs
+    from lite.kernels.fast.blocks import average_pool, max_pool, pool_job, pool_jobs
 
     threads, runs = crew_runs
     x = blocked(RNG.standard_normal((40, 11, 11)).astype(np.float32))
     whole, pieces = np.zeros((3, 25, 16), np.float32), np.zeros((3, 25, 16), np.float32)
-    max_pool(x, whole, 11, 11, 3, 3, 2, 2, 0, 0, 5, 0, 5)
-    crew.warm(max_pool_job)
+    scale = np.full(25, 1 / 9, np.float32) if average else None
+    if average:
+        average_pool(x, whole, 11, 11, 3, 3, 2, 2, 0, 0, 5, scale, 0, 5)
+    else:
+        max_pool(x, whole, 11, 11, 3, 3, 2, 2, 0, 0, 5, 0, 5)
+    crew.warm(pool_job)
     threads.staff()
-    max_pool_jobs(x, pieces, 11, 11, 5, 5, (3, 3, 2, 2, 0, 0), threads.loop_bounds(5))()
+    pool_jobs(x, pieces, 11, 11, 5, 5, (3, 3, 2, 2, 0, 0), scale, threads.loop_bounds(5))()
     np.testing.assert_array_equal(pieces, whole)
     assert len(runs) == 1
+
+
+@pytest.mark.parametrize("code", ["none", "SWISH"])
+def test_the_blocked_affine_map_matches_numpy(code):
+    from lite.kernels.fast.activation import EPILOGUE_CODES
+    from lite.kernels.fast.blocks import affine, padded_bias
+
+    x = RNG.standard_normal((20, 5, 5)).astype(np.float32)
+    multiplier, offset = RNG.standard_normal(20).astype(np.float32), RNG.standard_normal(20).astype(np.float32)
+    want = np.clip(x * multiplier[:, None, None] + offset[:, None, None], 0, 6)
+    if code == "SWISH":
+        want = want / (1 + np.exp(-want))
+    out = np.full((2, 25, 16), np.nan, np.float32)
+    affine(blocked(x), padded_bias(multiplier, 2), padded_bias(offset, 2), np.float32(0), np.float32(6),
+           EPILOGUE_CODES.get(code, 0), np.float32(1), out, 0, 2)
+    np.testing.assert_allclose(out, blocked(want.astype(np.float32)), rtol=1e-6, atol=1e-6)
