@@ -12,13 +12,19 @@ depthwise convolution multiplies vectors of channels tap by tap
 
 A run of consecutive native kernels that are each one of these becomes one ``BlockedChain``:
 
-- a float32 2-D convolution with a constant weight and bias, 1x1 (one group, stride 1, no pads)
-  or depthwise (one input channel per group, as many outputs), alone or fused with its residual
-  Add (``ConvResidual``, 1x1 only) or its Activation (``ProducerActivation``);
+- a float32 2-D convolution with a constant weight and bias, 1x1 (one group, stride 1, no pads),
+  depthwise (one input channel per group, as many outputs) or dense (one group, any window,
+  strides and pads: ``lite.kernels.fast.blocked_direct``, where registers are 512 bits and the
+  input fills its blocks), alone or fused with its residual Add (``ConvResidual``, not depthwise)
+  or its Activation (``ProducerActivation``);
 - a squeeze-and-excitation gate (``SqueezeExcite``: the channel means from the blocks, then its
   two small products as in NCHW);
 - a gate's Mul, alone or fused with the 1x1 convolution reading it (``ScaledInput``: each run
-  scales the packed weight's rows by the gate).
+  scales the packed weight's rows by the gate);
+- a Concat of channels whose inputs but the last are whole blocks; a 2-D max or average pool; a
+  BatchNorm with constant statistics, or an Activation a compiled epilogue applies.
+
+A run does not start with a pool (its larger input would go into blocks).
 
 The run must keep at least MIN_INSIDE results in blocks. Its inputs go into blocks as it first
 reads them, the tensors only its members read stay in blocks (in buffers reused once read), and
@@ -28,8 +34,8 @@ profile charges each member its own time. Where the shapes of a resize do not su
 (a 1x1 convolution on fewer than ``ROWS`` positions, a gate that broadcasts otherwise), the
 members run as the NCHW kernels they are.
 
-The mobile networks run faster in chains than on the NCHW kernels, at one thread and two
-(paired measurements: docs/performance.md, channel blocks).
+The mobile networks and the ResNets, SqueezeNet, GoogLeNet, Inception-v3 and DenseNet run faster
+in chains than on the NCHW kernels (paired measurements: docs/performance.md, channel blocks).
 """
 
 from __future__ import annotations
