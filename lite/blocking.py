@@ -481,18 +481,13 @@ class BlockedChain(Kernel):
         (h, w), (oh, ow) = m.x.shape[2:], m.out.shape[2:]
         begins, _, _ = m.kernel.geometry(tuple(m.x.shape))
         window = (*m.kernel.kernel_size, *m.kernel.strides, *begins)
-        scale = None
+        scale = blocks.NO_SCALE
         if m.kernel.type == "AvgPoolFusion":
             m.kernel.resize()  # NOTE: its divisors
             scale = np.broadcast_to(np.asarray(m.kernel.scale, np.float32), (oh, ow)).ravel().copy()
-
-        def piece(_index: int, first: int, last: int) -> Callable[[], None]:
-            if scale is None:
-                return partial(blocks.max_pool, x, out, h, w, *window, ow, first, last)
-            return partial(blocks.average_pool, x, out, h, w, *window, ow, scale, first, last)
-
-        return self.threads.crew_loop(oh, piece, lambda bounds: blocks.pool_jobs(x, out, h, w, oh, ow, window, scale,
-                                                                                 bounds))
+        return self.threads.crew_loop(oh, lambda _index, first, last: partial(blocks.pool, x, out, h, w, *window, ow,
+                                                                              scale, first, last),
+                                      lambda bounds: blocks.pool_jobs(x, out, h, w, oh, ow, window, scale, bounds))
 
     def _depthwise(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                    alpha) -> Callable[[], None]:

@@ -46,8 +46,15 @@ def inverted_residuals(channels: int = 24, plane: int | str = 12, outputs=("y",)
              conv("e2", "r", wide, channels), helper.make_node("HardSwish", ["e2"], ["a3"]),
              conv("d2", "a3", wide, wide, 5, wide, pads=[2] * 4, strides=[2, 2]),
              helper.make_node("Relu", ["d2"], ["a4"]), conv("y", "a4", 40, wide), *extra]
+    return model_of(nodes, "inverted", ["batch", channels, plane, plane], inits, outputs)
+
+
+def model_of(nodes: list[onnx.NodeProto], name: str, x_shape: list, inits: dict,
+             outputs: tuple[str, ...] = ("y",)) -> onnx.ModelProto:
+    """An opset-17 model of ``nodes``: float input x of ``x_shape``, the named outputs, ``inits`` as
+    float32 initializers."""
     graph = helper.make_graph(
-        nodes, "inverted", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, plane, plane])],
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
         [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -169,11 +176,7 @@ def squeeze_excite_block(gate: str = "Sigmoid", plane: int = 12) -> onnx.ModelPr
              helper.make_node("Relu", ["s1"], ["s1r"]), conv("s2", "s1r", 64, 8),
              helper.make_node(gate, ["s2"], ["g"]), helper.make_node("Mul", ["d", "g"], ["m"]), conv("j", "m", 16, 64),
              helper.make_node("Add", ["j", "x"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "excite", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, plane, plane])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model_of(nodes, "excite", ["batch", 16, plane, plane], inits)
 
 
 @pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
@@ -226,11 +229,7 @@ def bottlenecks(channels: int = 32, plane: int = 14) -> onnx.ModelProto:
              conv("b1", "ar", c, c), relu("b1"), conv("b2", "b1r", c, c, 3, pads=[1] * 4, strides=[2, 2]), relu("b2"),
              conv("b3", "b2r", wide, c), conv("d", "ar", wide, c, strides=[2, 2]),
              helper.make_node("Add", ["d", "b3"], ["b"]), helper.make_node("Relu", ["b"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "bottlenecks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, plane, plane])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model_of(nodes, "bottlenecks", ["batch", 3, plane, plane], inits)
 
 
 @pytest.fixture
@@ -280,11 +279,7 @@ def dense_run(channels: int = 32) -> onnx.ModelProto:
              conv_node(inits, "b", "h", channels, channels, 3, pads=[1] * 4, strides=[2, 2]),
              helper.make_node("Clip", ["b", "lo", "hi"], ["c"]),
              conv_node(inits, "y", "c", channels, channels, 3, pads=[1] * 4)]
-    graph = helper.make_graph(
-        nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, "side", "side"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model_of(nodes, "dense", ["batch", channels, "side", "side"], inits)
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])
@@ -317,11 +312,7 @@ def fire_modules(squeeze: int = 16, expand: int = 32, plane: int = 15, ceil: int
     nodes = [helper.make_node("MaxPool", ["x"], ["p0"], kernel_shape=[3, 3], strides=[2, 2]), *fire("f1", "p0", 32),
              helper.make_node("MaxPool", ["f1c"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=ceil),
              *fire("f2", "p1", 2 * expand), helper.make_node("Identity", ["f2c"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "fire", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32, plane, plane])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model_of(nodes, "fire", ["batch", 32, plane, plane], inits)
 
 
 @pytest.mark.parametrize(("expand", "plane", "ceil", "thread_num"), [(32, 15, 1, 1), (32, 16, 0, 2), (48, 21, 1, 2)])
@@ -362,11 +353,7 @@ def dense_block(channels: int = 32, growth: int = 16, plane: int = 12) -> onnx.M
              helper.make_node("Concat", ["x", "b"], ["cat"], axis=1), *norm("n2", "cat", c),
              conv_node(inits, "t", "n2r", c // 2, c),
              helper.make_node("AveragePool", ["t"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
-    graph = helper.make_graph(
-        nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, plane, plane])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model_of(nodes, "dense", ["batch", channels, plane, plane], inits)
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])

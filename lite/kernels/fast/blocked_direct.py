@@ -53,56 +53,12 @@ def fits(geometry: Geometry, group: int) -> bool:
 
 
 def _tile(vectors: int, accumulate: bool):
-    """The tile of ``vectors`` output blocks as an intrinsic ``(x, offsets, panel, terms, out,
-    out_plane)``: for ROWS positions r, blocks j and lanes l, out[j * out_plane + r * LANES + l]
-    (+)= sum over k < terms of x[offsets[k] + r * LANES] * panel[k * WIDTH + j * LANES + l];
-    addresses and counts in int64 (floats apart)."""
-    @intrinsic
-    def tile(typingctx, x, offsets, panel, terms, out, out_plane):
-        def codegen(context, builder, signature, args):
-            x_at, offsets_at, panel_at, count, out_at, plane = args
-            floats = FLOAT.as_pointer()
-            x_p, panel_p, out_p = (builder.inttoptr(at, floats) for at in (x_at, panel_at, out_at))
-            offsets_p = builder.inttoptr(offsets_at, INDEX.as_pointer())
-
-            def scalar(k, r):
-                return builder.gep(x_p, [builder.add(builder.load(builder.gep(offsets_p, [k])), INDEX(r * LANES))])
-
-            emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
-                      INDEX(LANES), vectors, accumulate, vector_stride=plane)
-            return context.get_dummy_value()
-        return types.void(*(types.int64,) * 6), codegen
-    return tile
-
-
-_one, _two, _three = (_tile(vectors, False) for vectors in TILE_VECTORS)
-_add_one, _add_two, _add_three = (_tile(vectors, True) for vectors in TILE_VECTORS)
-
-
-@jit
-def _tile_of(vectors, add, x, offsets, panel, terms, out, plane):
-    """The tile of ``vectors`` (1 to VECTORS) blocks, adding to out's sums when ``add``."""
-    if vectors == VECTORS:
-        if add:
-            _add_three(x, offsets, panel, terms, out, plane)
-        else:
-            _three(x, offsets, panel, terms, out, plane)
-    elif vectors == 2:
-        if add:
-            _add_two(x, offsets, panel, terms, out, plane)
-        else:
-            _two(x, offsets, panel, terms, out, plane)
-    elif add:
-        _add_one(x, offsets, panel, terms, out, plane)
-    else:
-        _one(x, offsets, panel, terms, out, plane)
-
-
-def _rows_tile(vectors: int, accumulate: bool):
     """The tile of ``vectors`` output blocks as an intrinsic ``(x, bases, offsets, panel, terms, out,
-    out_plane)``: as ``_tile``'s, but position r reads x at ``bases[r]`` (ROWS int64) plus each term's
-    offset, so the ROWS positions need not lie in one run: a chain's output positions, whose rows
-    are narrower than the padded input's."""
+    out_plane)``: for ROWS positions r, blocks j and lanes l, out[j * out_plane + r * LANES + l]
+    (+)= sum over k < terms of x[bases[r] + offsets[k]] * panel[k * WIDTH + j * LANES + l]; bases
+    (ROWS int64) place each position on its own, so they need not lie in one run (a chain's output
+    positions, whose rows are narrower than the padded input's); addresses and counts in int64
+    (floats apart)."""
     @intrinsic
     def tile(typingctx, x, bases, offsets, panel, terms, out, out_plane):
         def codegen(context, builder, signature, args):
@@ -122,27 +78,27 @@ def _rows_tile(vectors: int, accumulate: bool):
     return tile
 
 
-_rows_one, _rows_two, _rows_three = (_rows_tile(vectors, False) for vectors in TILE_VECTORS)
-_rows_add_one, _rows_add_two, _rows_add_three = (_rows_tile(vectors, True) for vectors in TILE_VECTORS)
+_one, _two, _three = (_tile(vectors, False) for vectors in TILE_VECTORS)
+_add_one, _add_two, _add_three = (_tile(vectors, True) for vectors in TILE_VECTORS)
 
 
 @jit
-def _rows_tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane):
-    """The row-base tile of ``vectors`` (1 to VECTORS) blocks, adding to out's sums when ``add``."""
+def _tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane):
+    """The tile of ``vectors`` (1 to VECTORS) blocks, adding to out's sums when ``add``."""
     if vectors == VECTORS:
         if add:
-            _rows_add_three(x, bases, offsets, panel, terms, out, plane)
+            _add_three(x, bases, offsets, panel, terms, out, plane)
         else:
-            _rows_three(x, bases, offsets, panel, terms, out, plane)
+            _three(x, bases, offsets, panel, terms, out, plane)
     elif vectors == 2:
         if add:
-            _rows_add_two(x, bases, offsets, panel, terms, out, plane)
+            _add_two(x, bases, offsets, panel, terms, out, plane)
         else:
-            _rows_two(x, bases, offsets, panel, terms, out, plane)
+            _two(x, bases, offsets, panel, terms, out, plane)
     elif add:
-        _rows_add_one(x, bases, offsets, panel, terms, out, plane)
+        _add_one(x, bases, offsets, panel, terms, out, plane)
     else:
-        _rows_one(x, bases, offsets, panel, terms, out, plane)
+        _one(x, bases, offsets, panel, terms, out, plane)
 
 
 class BlockedDirectPlan:
@@ -269,8 +225,10 @@ def fill(x, image, padded, row_at, column_at, first, last):
 @jit
 def products(padded, offsets, panels, wide, tiles, first, last):
     """Units ``first`` to ``last - 1`` (unit u: tile u % tiles of group u // tiles), a group's
-    terms in chunks of CHUNK_TERMS over its tiles in the range."""
+    terms in chunks of CHUNK_TERMS over its tiles in the range; a tile's ROWS wide positions are
+    one run."""
     terms, out_blocks, plane = offsets.size, wide.shape[0], wide.shape[1] * LANES
+    run = np.arange(ROWS) * LANES
     for group in range(first // tiles, (last - 1) // tiles + 1):
         start, stop = max(first - group * tiles, 0), min(last - group * tiles, tiles)
         block = group * VECTORS
@@ -278,8 +236,8 @@ def products(padded, offsets, panels, wide, tiles, first, last):
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
             for tile in range(start, stop):
-                _tile_of(vectors, chunk > 0, padded.ctypes.data + tile * ROWS * LANES * 4, offsets[chunk:].ctypes.data,
-                         panels[group, chunk:].ctypes.data, count,
+                _tile_of(vectors, chunk > 0, padded.ctypes.data + tile * ROWS * LANES * 4, run.ctypes.data,
+                         offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
                          wide.ctypes.data + (block * plane + tile * ROWS * LANES) * 4, plane)
 
 
@@ -342,7 +300,7 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
                     target, stride = tail[group].ctypes.data, ROWS * LANES
                 else:
                     target, stride = out.ctypes.data + (block * plane + tile * ROWS * LANES) * 4, plane
-                _rows_tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
+                _tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
                               offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count, target, stride)
                 if chunk + count == terms:
                     rows = short_rows if short else ROWS

@@ -214,8 +214,8 @@ def warm() -> None:
              ONE, vector, vector.copy(), np.zeros((1, 1, LANES), np.float32))
     compiled(scale_panels, panels, np.zeros((1, 1, LANES), np.float32), panels.copy())
     compiled(scale_blocks, image, np.zeros((1, 1, LANES), np.float32), image.copy())
-    compiled(max_pool, image, image.copy(), 3, 3, 3, 3, 1, 1, 1, 1, 3, 0, 3)
-    compiled(average_pool, image, image.copy(), 3, 3, 3, 3, 1, 1, 1, 1, 3, np.ones(9, np.float32), 0, 3)
+    for scale in (NO_SCALE, np.ones(9, np.float32)):
+        compiled(pool, image, image.copy(), 3, 3, 3, 3, 1, 1, 1, 1, 3, scale, 0, 3)
     compiled(affine, image, np.zeros((1, LANES), np.float32), np.zeros((1, LANES), np.float32), -bound, bound,
              CLIP_CODE, ONE, image.copy(), 0, 1)
 
@@ -376,26 +376,12 @@ _window_max, _window_sum = _window(True), _window(False)
 
 
 @jit
-def max_pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, first, last):
+def pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, scale, first, last):
     """Output rows ``first`` to ``last - 1`` of every block of out (CB, OH * OW, LANES) = the max
-    over each window of x (CB, H * W, LANES), an image in channel blocks (window kh x kw, strides
-    sh, sw, pads top, left); the window's positions outside x are ignored."""
-    plane = h * w * LANES
-    for block in range(x.shape[0]):
-        for r in range(first, last):
-            y0 = r * sh - top
-            ya, yb = max(y0, 0), min(y0 + kh, h)
-            for i in range(ow):
-                x0 = i * sw - left
-                xa, xb = max(x0, 0), min(x0 + kw, w)
-                _window_max(x.ctypes.data + (block * plane + (ya * w + xa) * LANES) * 4, yb - ya, xb - xa, w * LANES,
-                            out.ctypes.data + ((block * out.shape[1] + r * ow + i) * LANES) * 4)
-
-
-@jit
-def average_pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, scale, first, last):
-    """As ``max_pool``, the mean: each window's sum over its positions inside x times ``scale``
-    (OH * OW: one over the window's count, ``lite.kernels.pool.AvgPoolFusion``'s)."""
+    (``scale`` empty) or the mean over each window of x (CB, H * W, LANES), an image in channel
+    blocks (window kh x kw, strides sh, sw, pads top, left); the window's positions outside x are
+    ignored. The mean is the sum times ``scale`` (OH * OW: one over each window's count,
+    ``lite.kernels.pool.AvgPoolFusion``'s)."""
     plane = h * w * LANES
     for block in range(x.shape[0]):
         for r in range(first, last):
@@ -404,28 +390,36 @@ def average_pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, scale, first, last
             for i in range(ow):
                 x0, p = i * sw - left, r * ow + i
                 xa, xb = max(x0, 0), min(x0 + kw, w)
-                _window_sum(x.ctypes.data + (block * plane + (ya * w + xa) * LANES) * 4, yb - ya, xb - xa, w * LANES,
-                            out.ctypes.data + ((block * out.shape[1] + p) * LANES) * 4)
+                at = x.ctypes.data + (block * plane + (ya * w + xa) * LANES) * 4
+                into = out.ctypes.data + ((block * out.shape[1] + p) * LANES) * 4
+                if scale.size == 0:
+                    _window_max(at, yb - ya, xb - xa, w * LANES, into)
+                    continue
+                _window_sum(at, yb - ya, xb - xa, w * LANES, into)
                 share = scale[p]
                 for lane in range(LANES):
                     out[block, p, lane] *= share
 
 
-# The block of a blocked max pool on the crew, then (first, last) a piece (output rows):
+NO_SCALE = np.zeros(0, np.float32)
+"""``pool``'s scale for a max pool."""
+
+
+# The block of a blocked pool on the crew, then (first, last) a piece (output rows):
 _P_X, _P_BLOCKS, _P_H, _P_W, _P_OUT, _P_OH, _P_OW, _P_KH, _P_KW, _P_SH, _P_SW, _P_TOP, _P_LEFT, _P_SCALE = range(14)
 _P_HEADER = 14
 
 
 def pool_jobs(x: np.ndarray, out: np.ndarray, h: int, w: int, oh: int, ow: int, window: tuple[int, ...],
-              scale: np.ndarray | None, bounds: list[tuple[int, int]]):
-    """``max_pool``'s (``scale`` None) or ``average_pool``'s pieces of ``bounds`` (output rows) as
-    jobs for the crew: x's plane h x w, out's oh x ow, ``window`` their (kh, kw, sh, sw, top, left)."""
+              scale: np.ndarray, bounds: list[tuple[int, int]]):
+    """``pool``'s pieces of ``bounds`` (output rows) as jobs for the crew: x's plane h x w, out's
+    oh x ow, ``window`` its (kh, kw, sh, sw, top, left), ``scale`` its (NO_SCALE: a max pool)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_P_HEADER, bounds)
     block[:_P_KH] = x.ctypes.data, x.shape[0], h, w, out.ctypes.data, oh, ow
     block[_P_KH:_P_SCALE] = window[:6]
-    block[_P_SCALE] = 0 if scale is None else scale.ctypes.data
+    block[_P_SCALE] = scale.ctypes.data if scale.size else 0
     return Jobs(pool_job, block, len(bounds), (x, out, scale))
 
 
@@ -436,12 +430,9 @@ def pool_job(index, data, extra):
     x = carray(as_pointer(block[_P_X]), (blocks, h * w, LANES), np.float32)
     out = carray(as_pointer(block[_P_OUT]), (blocks, oh * ow, LANES), np.float32)
     window = (block[_P_KH], block[_P_KW], block[_P_SH], block[_P_SW], block[_P_TOP], block[_P_LEFT])
+    scale = carray(as_pointer(block[_P_SCALE]), (oh * ow if block[_P_SCALE] else 0,), np.float32)
     piece = _P_HEADER + 2 * index
-    if block[_P_SCALE]:
-        scale = carray(as_pointer(block[_P_SCALE]), (oh * ow,), np.float32)
-        average_pool(x, out, h, w, *window, ow, scale, block[piece], block[piece + 1])
-    else:
-        max_pool(x, out, h, w, *window, ow, block[piece], block[piece + 1])
+    pool(x, out, h, w, *window, ow, scale, block[piece], block[piece + 1])
 
 
 @jit

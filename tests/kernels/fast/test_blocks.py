@@ -100,7 +100,7 @@ def test_the_pointwise_convolution_runs_as_crew_jobs(crew_runs):
     ((7, 10), (2, 3, 1, 2, 1, 0)),   # uneven window, strides and pads
 ])
 def test_the_blocked_max_pool_matches_numpy(plane, window):
-    from lite.kernels.fast.blocks import max_pool
+    from lite.kernels.fast.blocks import NO_SCALE, pool
 
     (h, w), (kh, kw, sh, sw, top, left) = plane, window
     x = RNG.standard_normal((20, h, w)).astype(np.float32)
@@ -113,14 +113,14 @@ def test_the_blocked_max_pool_matches_numpy(plane, window):
             want[:, r, i] = padded[:, r * sh:r * sh + kh, i * sw:i * sw + kw].max(axis=(1, 2))
     out = np.full((2, oh * ow, 16), np.nan, np.float32)
     for first, last in ((0, oh // 2), (oh // 2, oh)):
-        max_pool(blocked(x), out, h, w, kh, kw, sh, sw, top, left, ow, first, last)
+        pool(blocked(x), out, h, w, kh, kw, sh, sw, top, left, ow, NO_SCALE, first, last)
     np.testing.assert_array_equal(out, blocked(want))
 
 
 @pytest.mark.parametrize(("plane", "window"), [((8, 8), (2, 2, 2, 2, 0, 0)), ((7, 10), (3, 3, 2, 2, 1, 1))])
 def test_the_blocked_average_pool_matches_numpy(plane, window):
     """The sums over each window's positions inside x, times the divisor's reciprocal given."""
-    from lite.kernels.fast.blocks import average_pool
+    from lite.kernels.fast.blocks import pool
 
     (h, w), (kh, kw, sh, sw, top, left) = plane, window
     x = RNG.standard_normal((20, h, w)).astype(np.float32)
@@ -133,23 +133,20 @@ def test_the_blocked_average_pool_matches_numpy(plane, window):
         for i in range(ow):
             want[:, r, i] = padded[:, r * sh:r * sh + kh, i * sw:i * sw + kw].sum(axis=(1, 2)) * scale[r, i]
     out = np.full((2, oh * ow, 16), np.nan, np.float32)
-    average_pool(blocked(x), out, h, w, kh, kw, sh, sw, top, left, ow, scale.ravel(), 0, oh)
+    pool(blocked(x), out, h, w, kh, kw, sh, sw, top, left, ow, scale.ravel(), 0, oh)
     np.testing.assert_allclose(out, blocked(want), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("average", [False, True])
 def test_the_blocked_pools_run_as_crew_jobs(crew_runs, average):
     from lite.kernels.fast import crew
-    from lite.kernels.fast.blocks import average_pool, max_pool, pool_job, pool_jobs
+    from lite.kernels.fast.blocks import NO_SCALE, pool, pool_job, pool_jobs
 
     threads, runs = crew_runs
     x = blocked(RNG.standard_normal((40, 11, 11)).astype(np.float32))
     whole, pieces = np.zeros((3, 25, 16), np.float32), np.zeros((3, 25, 16), np.float32)
-    scale = np.full(25, 1 / 9, np.float32) if average else None
-    if average:
-        average_pool(x, whole, 11, 11, 3, 3, 2, 2, 0, 0, 5, scale, 0, 5)
-    else:
-        max_pool(x, whole, 11, 11, 3, 3, 2, 2, 0, 0, 5, 0, 5)
+    scale = np.full(25, 1 / 9, np.float32) if average else NO_SCALE
+    pool(x, whole, 11, 11, 3, 3, 2, 2, 0, 0, 5, scale, 0, 5)
     crew.warm(pool_job)
     threads.staff()
     pool_jobs(x, pieces, 11, 11, 5, 5, (3, 3, 2, 2, 0, 0), scale, threads.loop_bounds(5))()
