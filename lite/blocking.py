@@ -384,7 +384,7 @@ class BlockedChain(Kernel):
                                                              tuple(m.conv.dilations), begins, ends, sizes), weight[0])
         if not plans:
             return {}
-        next(iter(plans.values())).warm()
+        next(iter(plans.values())).warm_blocks()
         if self.threads.crew() is not None:
             warm(refill_job, block_products_job)
         sizes = {kernel: [math.prod(shape) for shape in plan.block_scratch] for kernel, plan in plans.items()}
@@ -450,7 +450,7 @@ class BlockedChain(Kernel):
         shape = tuple(m.conv.inputs[1].shape)
         panels = self._pack(m, f"arranged for {type(plan).__name__}",
                             lambda source: np.require(plan.arrange(source.reshape(shape)), requirements=["C", "W"]))
-        residual = blocked_direct.NO_RESIDUAL_BLOCKS if m.residual is None else self.blocked[m.residual]
+        residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
         terms = (panels, padded, out, tail, blocks.padded_bias(bias, out.shape[0]), lo, hi, code, alpha)
         loop = self.threads.crew_loop
         return [

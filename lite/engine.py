@@ -166,7 +166,8 @@ class Engine:
             if partition is None:
                 chained = kernel.type == "Conv2DFusion" and kernel not in self.ready and member(kernel) is not None
                 self._prepare_native(kernel, plan=not chained)
-                unplanned.update([kernel] if chained else [])
+                if chained:
+                    unplanned.add(kernel)
                 prepared.append(kernel)
                 self._release_packed(kernel, readers, held)
             elif self._prepare_graph_kernel(partition):
@@ -179,8 +180,6 @@ class Engine:
             if kernel in unplanned and not self.shapes_dirty and kernel not in self.runtime_shaped:
                 kernel.resize()
         self._release_unused_constants()
-        if self.pages is not None:
-            self.pages.forget_released()  # NOTE: the fused kernels packed again, faulting released pages in
         self._release_pages()
         if not self.shapes_dirty:
             self.plan()
@@ -215,12 +214,11 @@ class Engine:
             self.pages.release(t for t in kernel.packed_constants()
                                if t not in held and packed_by_all(t, readers.get(t, [])))
 
-    def _release_repacked(self, tensor: Tensor, readers: dict[Tensor, list[Kernel]], held: set[Tensor]) -> None:
-        """Releases the pages of ``tensor`` once more when every reader has packed it (a fused kernel
-        packing it again faulted them in)."""
+    def _release_repacked(self, readers: dict[Tensor, list[Kernel]], held: set[Tensor], tensor: Tensor) -> None:
+        """Releases the pages of ``tensor`` once more when every reader (``readers``, ``held`` as
+        ``_constant_readers`` gives them) has packed it: a fused kernel packing it again faulted them in."""
         if tensor not in held and packed_by_all(tensor, readers.get(tensor, [])):
-            self.pages.released.discard(tensor)
-            self.pages.release([tensor])
+            self.pages.release_again([tensor])
 
     def _release_pages(self) -> None:
         """Releases the pages of every constant no running kernel reads in its original layout."""
@@ -236,11 +234,11 @@ class Engine:
         self.fusion = fuse(self.kernels, self.shape_kernels, self.outputs, native)
         self.kernels = self.fusion.running
         if not self.shapes_dirty:
-            readers, held = self._constant_readers()
+            hook = None if self.pages is None else partial(self._release_repacked, *self._constant_readers())
             for kernel in self.kernels:
                 if kernel not in before:
-                    if self.pages is not None and hasattr(kernel, "packed_hook"):
-                        kernel.packed_hook = partial(self._release_repacked, readers=readers, held=held)
+                    if hook is not None and hasattr(kernel, "packed_hook"):
+                        kernel.packed_hook = hook
                     kernel.resize()
 
     def prepare_native_once(self, kernel: Kernel) -> None:

@@ -38,6 +38,13 @@ class ConstantPages:
                 self.mapped.release(*span)
                 self.released.add(tensor)
 
+    def release_again(self, tensors: Iterable[Tensor]) -> None:
+        """Releases the pages of ``tensors`` even where released before: a kernel that packed them
+        again read them, faulting their pages back in."""
+        tensors = list(tensors)
+        self.released.difference_update(tensors)
+        self.release(tensors)
+
     def forget_released(self) -> None:
         """Counts every constant as resident again (before a resize, which may read released ones:
         the int8 plans check their weights' range again); each is released again once packed."""

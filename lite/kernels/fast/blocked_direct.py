@@ -30,6 +30,7 @@ from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
+from lite.kernels.fast.blocks import NO_RESIDUAL as NO_BLOCKS_RESIDUAL
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, TILE_VECTORS, VECTORS, WIDTH, emit_tile
 from lite.kernels.window import Geometry
@@ -38,7 +39,6 @@ CHUNK_TERMS = 192
 """Terms a pass of the tiles takes: their panel rows (192 x WIDTH floats, 36 KB) stay in L1."""
 
 NO_RESIDUAL = np.zeros(0, np.float32)
-NO_RESIDUAL_BLOCKS = np.zeros((0, 0, LANES), np.float32)
 ONE = np.float32(1)
 
 
@@ -178,7 +178,7 @@ class BlockedDirectPlan:
     def block_products(self, weights: np.ndarray, padded: np.ndarray, out: np.ndarray, tail: np.ndarray,
                        bias: np.ndarray, lo: np.float32, hi: np.float32, code: int = CLIP_CODE,
                        alpha: np.float32 = ONE, first: int = 0, last: int | None = None,
-                       residual: np.ndarray = NO_RESIDUAL_BLOCKS) -> None:
+                       residual: np.ndarray = NO_BLOCKS_RESIDUAL) -> None:
         """Units ``first`` to ``last - 1`` (default all ``block_units``) of out (OB, OH * OW, LANES), an
         image in channel blocks: the sums of the padded input, then clip(sum + bias (OB, LANES) (+
         residual, out's shape), lo, hi) and the activation of ``code``; ``tail``: block_scratch[1]."""
@@ -186,24 +186,40 @@ class BlockedDirectPlan:
                        self.block_units if last is None else last, bias, lo, hi, code, alpha, residual)
 
     def warm(self) -> None:
-        """Compiles the kernels now (at build), not in the first predict."""
+        """Compiles the NCHW form's kernels (``fill``, ``products``, ``write_out``) now (at build), not
+        in the first predict."""
         _warm()
+
+    def warm_blocks(self) -> None:
+        """Compiles the channel-block form's kernels (``refill``, ``block_products``) now."""
+        _warm_blocks()
+
+
+def _warm_plan() -> tuple[BlockedDirectPlan, np.ndarray, np.ndarray, np.ndarray]:
+    """A small plan, its packed weight and its scratch (padded, wide) to compile the kernels with."""
+    plan = BlockedDirectPlan(Geometry((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4)), 2)
+    padded, wide = (np.zeros(shape, np.float32) for shape in plan.scratch)
+    return plan, plan.arrange(np.zeros((2, 2, 3, 3), np.float32)), padded, wide
 
 
 @functools.cache
 def _warm() -> None:
-    plan = BlockedDirectPlan(Geometry((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4)), 2)
+    plan, weights, padded, wide = _warm_plan()
     x, out = np.zeros((1, 2, 4, 4), np.float32), np.zeros((1, 2, 4, 4), np.float32)
-    padded, wide = (np.zeros(shape, np.float32) for shape in plan.scratch)
     compiled(plan.fill, x, 0, padded)
-    compiled(plan.products, plan.arrange(np.zeros((2, 2, 3, 3), np.float32)), padded, wide)
+    compiled(plan.products, weights, padded, wide)
     compiled(plan.write_out, wide, out, 0, np.zeros(2, np.float32), np.float32(-np.inf), np.float32(np.inf))
+
+
+@functools.cache
+def _warm_blocks() -> None:
+    plan, weights, padded, _ = _warm_plan()
     image, bias = np.zeros((1, 16, LANES), np.float32), np.zeros((1, LANES), np.float32)
     compiled(plan.refill, image, padded)
     tail = np.zeros(plan.block_scratch[1], np.float32)
-    for residual in (NO_RESIDUAL_BLOCKS, image.copy()):
-        compiled(plan.block_products, plan.arrange(np.zeros((2, 2, 3, 3), np.float32)), padded, image, tail, bias,
-                 np.float32(-np.inf), np.float32(np.inf), CLIP_CODE, ONE, 0, 1, residual)
+    for residual in (NO_BLOCKS_RESIDUAL, image.copy()):
+        compiled(plan.block_products, weights, padded, image, tail, bias, np.float32(-np.inf), np.float32(np.inf),
+                 CLIP_CODE, ONE, 0, 1, residual)
 
 
 @jit
