@@ -32,7 +32,7 @@ from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocks import NO_RESIDUAL as NO_BLOCKS_RESIDUAL
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, TILE_VECTORS, VECTORS, WIDTH, emit_tile
+from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, TILE_VECTORS, VECTORS, WIDTH, clip_finish, emit_tile
 from lite.kernels.window import Geometry
 
 CHUNK_TERMS = 192
@@ -40,6 +40,8 @@ CHUNK_TERMS = 192
 
 NO_RESIDUAL = np.zeros(0, np.float32)
 ONE = np.float32(1)
+ZEROS = np.zeros(LANES, np.float32)
+"""The residual a finishing tile adds where there is none (its step 0: every vector reads these)."""
 
 
 def blocks(channels: int) -> int:
@@ -52,34 +54,41 @@ def fits(geometry: Geometry, group: int) -> bool:
     return group == 1 and geometry.dilations == (1, 1) and geometry.kernel[0] * geometry.kernel[1] > 1
 
 
-def _tile(vectors: int, accumulate: bool):
+def _tile(vectors: int, accumulate: bool, finishing: bool = False):
     """The tile of ``vectors`` output blocks as an intrinsic ``(x, bases, offsets, panel, terms, out,
-    out_plane)``: for ROWS positions r, blocks j and lanes l, out[j * out_plane + r * LANES + l]
-    (+)= sum over k < terms of x[bases[r] + offsets[k]] * panel[k * WIDTH + j * LANES + l]; bases
-    (ROWS int64) place each position on its own, so they need not lie in one run (a chain's output
-    positions, whose rows are narrower than the padded input's); addresses and counts in int64
+    out_plane, bias, added, added_step, lo, hi)``: for ROWS positions r, blocks j and lanes l,
+    out[j * out_plane + r * LANES + l] (+)= sum over k < terms of x[bases[r] + offsets[k]] *
+    panel[k * WIDTH + j * LANES + l]; bases (ROWS int64) place each position on its own, so they
+    need not lie in one run (a chain's output positions, whose rows are narrower than the padded
+    input's). ``finishing``: the tile of a unit's last terms stores clip(sum + bias (+ the residual
+    at added, out's layout), lo, hi) instead (``tile.clip_finish``; added_step 0 and added one
+    vector of zeros: no residual); the others ignore those arguments. Addresses and counts in int64
     (floats apart)."""
     @intrinsic
-    def tile(typingctx, x, bases, offsets, panel, terms, out, out_plane):
+    def tile(typingctx, x, bases, offsets, panel, terms, out, out_plane, bias, added, added_step, lo, hi):
         def codegen(context, builder, signature, args):
-            x_at, bases_at, offsets_at, panel_at, count, out_at, plane = args
+            x_at, bases_at, offsets_at, panel_at, count, out_at, plane, bias_at, added_at, step, low, high = args
             floats = FLOAT.as_pointer()
             x_p, panel_p, out_p = (builder.inttoptr(at, floats) for at in (x_at, panel_at, out_at))
             offsets_p, bases_p = (builder.inttoptr(at, INDEX.as_pointer()) for at in (offsets_at, bases_at))
             starts = [builder.gep(x_p, [builder.load(builder.gep(bases_p, [INDEX(r)]))]) for r in range(ROWS)]
+            finish = clip_finish(builder, builder.inttoptr(bias_at, floats), vectors, low, high, out_at, added_at,
+                                 step) if finishing else None
 
             def scalar(k, r):
                 return builder.gep(starts[r], [builder.load(builder.gep(offsets_p, [k]))])
 
             emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
-                      INDEX(LANES), vectors, accumulate, vector_stride=plane)
+                      INDEX(LANES), vectors, accumulate, vector_stride=plane, finish=finish)
             return context.get_dummy_value()
-        return types.void(*(types.int64,) * 7), codegen
+        return types.void(*(types.int64,) * 10, types.float32, types.float32), codegen
     return tile
 
 
 _one, _two, _three = (_tile(vectors, False) for vectors in TILE_VECTORS)
 _add_one, _add_two, _add_three = (_tile(vectors, True) for vectors in TILE_VECTORS)
+_end_one, _end_two, _end_three = (_tile(vectors, False, True) for vectors in TILE_VECTORS)
+_add_end_one, _add_end_two, _add_end_three = (_tile(vectors, True, True) for vectors in TILE_VECTORS)
 
 
 @jit
@@ -87,18 +96,37 @@ def _tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane):
     """The tile of ``vectors`` (1 to VECTORS) blocks, adding to out's sums when ``add``."""
     if vectors == VECTORS:
         if add:
-            _add_three(x, bases, offsets, panel, terms, out, plane)
+            _add_three(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
         else:
-            _three(x, bases, offsets, panel, terms, out, plane)
+            _three(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
     elif vectors == 2:
         if add:
-            _add_two(x, bases, offsets, panel, terms, out, plane)
+            _add_two(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
         else:
-            _two(x, bases, offsets, panel, terms, out, plane)
+            _two(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
     elif add:
-        _add_one(x, bases, offsets, panel, terms, out, plane)
+        _add_one(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
     else:
-        _one(x, bases, offsets, panel, terms, out, plane)
+        _one(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
+
+
+@jit
+def _last_tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi):
+    """The tile of a unit's last terms (``_tile_of``'s, then ``tile.clip_finish``'s epilogue in registers)."""
+    if vectors == VECTORS:
+        if add:
+            _add_end_three(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+        else:
+            _end_three(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+    elif vectors == 2:
+        if add:
+            _add_end_two(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+        else:
+            _end_two(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+    elif add:
+        _add_end_one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+    else:
+        _end_one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
 
 
 class BlockedDirectPlan:
@@ -299,31 +327,45 @@ def refill(x, padded, row_at, column_at, first, last):
 def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last, bias, lo, hi, code, alpha,
                    residual):
     """Units ``first`` to ``last - 1`` (unit u: position tile u % tiles of group u // tiles) of out
-    (OB, P, LANES) from the padded blocks, each tile's terms in chunks of CHUNK_TERMS; a tile's
-    epilogue (``_finish``) follows its last chunk, while its sums are in cache. A last tile short of
-    ROWS positions sums in ``tail[group]`` (VECTORS, ROWS, LANES) and copies its positions out."""
+    (OB, P, LANES) from the padded blocks, each tile's terms in chunks of CHUNK_TERMS; the tile of
+    a unit's last chunk adds the bias and residual and clips in registers (then the activation runs
+    on its positions while they are in cache). A last tile short of ROWS positions sums in
+    ``tail[group]`` (VECTORS, ROWS, LANES), copies its positions out and finishes them there
+    (``_finish``)."""
     terms, out_blocks, positions = offsets.size, out.shape[0], out.shape[1]
     plane, short_rows = positions * LANES, positions - (tiles - 1) * ROWS
+    added, step = (residual.ctypes.data, 1) if residual.size else (ZEROS.ctypes.data, 0)
+    flat = out.reshape(out.size)
     for group in range(first // tiles, (last - 1) // tiles + 1):
         start, stop = max(first - group * tiles, 0), min(last - group * tiles, tiles)
         block = group * VECTORS
         vectors = min(VECTORS, out_blocks - block)
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
+            ends = chunk + count == terms
             for tile in range(start, stop):
-                short = tile == tiles - 1 and short_rows < ROWS
-                if short:
-                    target, stride = tail[group].ctypes.data, ROWS * LANES
-                else:
-                    target, stride = out.ctypes.data + (block * plane + tile * ROWS * LANES) * 4, plane
-                _tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
-                              offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count, target, stride)
-                if chunk + count == terms:
-                    rows = short_rows if short else ROWS
-                    if short:
+                offset = (block * plane + tile * ROWS * LANES) * 4
+                if tile == tiles - 1 and short_rows < ROWS:
+                    _tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
+                             offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
+                             tail[group].ctypes.data, ROWS * LANES)
+                    if ends:
                         for j in range(vectors):
-                            out[block + j, tile * ROWS:positions] = tail[group, j, :rows]
-                    _finish(out, block, vectors, tile * ROWS, rows, bias, lo, hi, code, alpha, residual)
+                            out[block + j, tile * ROWS:positions] = tail[group, j, :short_rows]
+                        _finish(out, block, vectors, tile * ROWS, short_rows, bias, lo, hi, code, alpha, residual)
+                elif ends:
+                    _last_tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
+                                  offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
+                                  out.ctypes.data + offset, plane, bias[block:].ctypes.data, added + offset * step,
+                                  step, lo, hi)
+                    if code != CLIP_CODE:
+                        for b in range(block, block + vectors):
+                            activate_run(flat, (b * positions + tile * ROWS) * LANES, ROWS * LANES,
+                                         flat.dtype.type(0), code, alpha)
+                else:
+                    _tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
+                             offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
+                             out.ctypes.data + offset, plane)
 
 
 @jit

@@ -34,10 +34,9 @@ from lite.kernels.fast.tile import (
     VECTOR,
     VECTORS,
     WIDTH,
+    clip_finish,
     emit_loop,
     emit_tile,
-    splat,
-    vector_call,
 )
 
 LANE_BITS = 4
@@ -61,24 +60,14 @@ def _pointwise_tile(vectors: int, residual: bool):
     def tile(typingctx, x, plane, panel, terms, out, out_plane, bias, added, lo, hi):
         def codegen(context, builder, signature, args):
             x_at, x_plane, panel_at, count, out_at, o_plane, bias_at, added_at, low, high = args
-            floats, pointer = FLOAT.as_pointer(), VECTOR.as_pointer()
+            floats = FLOAT.as_pointer()
             x_p, panel_p, out_p, bias_p = (builder.inttoptr(at, floats) for at in (x_at, panel_at, out_at, bias_at))
-            shifts = [builder.load(builder.bitcast(builder.gep(bias_p, [INDEX(j * LANES)]), pointer), align=4)
-                      for j in range(vectors)]
-            low, high = (splat(builder, bound) for bound in (low, high))
 
             def scalar(k, r):
                 block, lane = builder.lshr(k, INDEX(LANE_BITS)), builder.and_(k, INDEX(LANES - 1))
                 return builder.gep(x_p, [builder.add(builder.add(builder.mul(block, x_plane), INDEX(r * LANES)), lane)])
 
-            def finish(sums, place, r, j):
-                value = builder.fadd(sums, shifts[j])
-                if residual:
-                    offset = builder.sub(builder.ptrtoint(place, INDEX), out_at)
-                    value = builder.fadd(value, builder.load(builder.inttoptr(builder.add(added_at, offset), pointer),
-                                                             align=4))
-                return vector_call(builder, "minnum", vector_call(builder, "maxnum", value, low), high)
-
+            finish = clip_finish(builder, bias_p, vectors, low, high, out_at, added_at if residual else None)
             emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
                       INDEX(LANES), vectors, vector_stride=o_plane, finish=finish)
             return context.get_dummy_value()

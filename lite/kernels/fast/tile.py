@@ -112,6 +112,30 @@ def splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
                                   ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
 
 
+def clip_finish(builder: ir.IRBuilder, bias: ir.Value, vectors: int, low: ir.Value, high: ir.Value,
+                out: ir.Value, added: ir.Value | None = None,
+                added_step: ir.Value | None = None) -> Callable[[ir.Value, ir.Value, int, int], ir.Value]:
+    """A ``finish`` for ``emit_tile``: clip(sums + bias's vector j (+ the vector at ``added`` + (place
+    - out) * added_step bytes), low, high), min and max as LLVM's minnum and maxnum. ``bias``: a float
+    pointer (``vectors`` vectors, loaded here, before the loop); ``out`` and ``added``: addresses
+    (int64); ``added_step``: 1, or 0 where ``added`` is one vector of zeros (no residual: one tile
+    for both); None: no residual; ``low`` and ``high``: floats."""
+    pointer = VECTOR.as_pointer()
+    shifts = [builder.load(builder.bitcast(builder.gep(bias, [INDEX(j * LANES)]), pointer), align=4)
+              for j in range(vectors)]
+    low, high = splat(builder, low), splat(builder, high)
+
+    def finish(sums: ir.Value, place: ir.Value, r: int, j: int) -> ir.Value:
+        value = builder.fadd(sums, shifts[j])
+        if added is not None:
+            offset = builder.sub(builder.ptrtoint(place, INDEX), out)
+            if added_step is not None:
+                offset = builder.mul(offset, added_step)
+            value = builder.fadd(value, builder.load(builder.inttoptr(builder.add(added, offset), pointer), align=4))
+        return vector_call(builder, "minnum", vector_call(builder, "maxnum", value, low), high)
+    return finish
+
+
 def emit_clip_span(builder: ir.IRBuilder, source: ir.Value, target: ir.Value, added: ir.Value | None,
                    count: ir.Value, shift: ir.Value, low: ir.Value, high: ir.Value) -> None:
     """Emits ``target[i] = min(max(source[i] + shift (+ added[i]), low), high)`` for i < count, at
