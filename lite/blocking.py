@@ -14,9 +14,9 @@ A run of consecutive native kernels that are each one of these becomes one ``Blo
 
 - a float32 2-D convolution with a constant weight and bias, 1x1 (one group, stride 1, no pads),
   depthwise (one input channel per group, as many outputs) or dense (one group, any window,
-  strides and pads: ``lite.kernels.fast.blocked_direct``, where registers are 512 bits and the
-  input fills its blocks), alone or fused with its residual Add (``ConvResidual``, not depthwise)
-  or its Activation (``ProducerActivation``);
+  strides and pads: ``lite.kernels.fast.blocked_direct``, where registers are 512 bits), alone or
+  fused with its residual Add (``ConvResidual``, not depthwise) or its Activation
+  (``ProducerActivation``);
 - a squeeze-and-excitation gate (``SqueezeExcite``: the channel means from the blocks, then its
   two small products as in NCHW);
 - a gate's Mul, alone or fused with the 1x1 convolution reading it (``ScaledInput``: each run
@@ -24,7 +24,9 @@ A run of consecutive native kernels that are each one of these becomes one ``Blo
 - a Concat of channels whose inputs but the last are whole blocks; a 2-D max or average pool; a
   BatchNorm with constant statistics, or an Activation a compiled epilogue applies.
 
-A run does not start with a pool (its larger input would go into blocks).
+A run does not start with a pool (its larger input would go into blocks). A dense convolution
+whose input would not fill its blocks (a stem's 3 channels in 16 lanes) is ``narrow``: it reads its
+NCHW input as it is (``BlockedDirectPlan``'s narrow form), so it only starts a run.
 
 The run must keep at least MIN_INSIDE results in blocks. Its inputs go into blocks as it first
 reads them, the tensors only its members read stay in blocks (in buffers reused once read), and
@@ -64,7 +66,8 @@ CHAIN_SLOT = 1 << 20
 DENSE_SLOT = CHAIN_SLOT + 1
 """The workspace slot of the dense members' padded inputs and last tiles (shared the same way)."""
 MAX_PADDED_SHARE = 1.25
-"""A dense member's padded input lanes over its channels, at most (a stem's 3 channels stay in NCHW)."""
+"""A dense member's padded input lanes over its channels, at most, for it to read blocks; past that
+it is narrow (its terms would be mostly padding)."""
 MIN_INSIDE = 2
 """The fewest results a chain keeps in blocks (read by its members alone): EfficientNet-B0's chains
 of an expansion and its depthwise convolution, whose result the squeeze-and-excitation gate reads
@@ -102,6 +105,12 @@ class Member:
         """A convolution of one group other than a 1x1 stride-1 unpadded one (its taps or strides
         read other positions: ``lite.kernels.fast.blocked_direct`` on the blocks)."""
         return self.conv is not None and self.conv.group == 1 and not _pointwise(self.conv)
+
+    @property
+    def narrow(self) -> bool:
+        """A dense convolution whose input would not fill its channel blocks: it reads x in NCHW
+        (a chain's input), each position's channels alone."""
+        return self.dense and not _fills_blocks(self.conv.inputs[1].shape[1])
 
     @property
     def reads(self) -> list[Tensor]:
@@ -215,19 +224,25 @@ def _fits(found: Member) -> bool:
             or (bias is not None and not bias.is_const)):
         return False
     if conv.group == 1:
-        return tuple(conv.dilations) == (1, 1) and (_pointwise(conv) or _dense_fits(weight.shape[1]))
+        return tuple(conv.dilations) == (1, 1) and (_pointwise(conv) or _dense_fits())
     return tuple(weight.shape[:2]) == (conv.group, 1) and found.residual is None
 
 
-def _dense_fits(channels: int) -> bool:
-    """Whether a chain runs a dense convolution of ``channels`` input channels: on cores whose
-    compiled kernels use 512-bit registers (with 256-bit ones, ResNet-18 ran slower in the chain
-    than on the NCHW kernels: Winograd there), where the input fills its channel blocks enough (the
-    terms run over whole blocks, so a stem's 3 channels would take 16 lanes' work)."""
+def _dense_fits() -> bool:
+    """Whether a chain runs dense convolutions: on cores whose compiled kernels use 512-bit
+    registers (with 256-bit ones, ResNet-18 ran slower in the chain than on the NCHW kernels:
+    Winograd there)."""
     from lite.kernels.fast import wide_registers
+
+    return wide_registers()
+
+
+def _fills_blocks(channels: int) -> bool:
+    """Whether ``channels`` fill their channel blocks enough for a dense member to read them there
+    (its terms run over whole blocks)."""
     from lite.kernels.fast.blocks import LANES, blocks
 
-    return wide_registers() and blocks(channels) * LANES <= MAX_PADDED_SHARE * channels
+    return blocks(channels) * LANES <= MAX_PADDED_SHARE * channels
 
 
 def _pointwise(conv: Kernel) -> bool:
@@ -265,7 +280,7 @@ def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: l
     found, run = [], []
     for kernel in [*kernels, None]:
         current = None if kernel is None else member(kernel)
-        if current is not None:
+        if current is not None and not (current.narrow and run):  # NOTE: a narrow member reads NCHW
             run.append(current)
             continue
         while run and run[0].pooled:  # NOTE: a pool first would take its larger input into blocks
@@ -273,7 +288,7 @@ def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: l
         chain = BlockedChain(run, readers, outputs) if len(run) >= MIN_MEMBERS else None
         if chain is not None and len(run) - len(chain.outputs) >= MIN_INSIDE:
             found.append(chain)
-        run = []
+        run = [] if current is None else [current]
     return found
 
 
@@ -287,6 +302,9 @@ class BlockedChain(Kernel):
         self.parts = tuple(part for m in members for part in getattr(m.kernel, "parts", (m.kernel,)))
         parts = set(self.parts)
         self.entering = list(dict.fromkeys(t for m in members for t in m.reads if t not in made))
+        self.converted = [t for t in self.entering if any(t in _blocked_reads(m) for m in members)]
+        """The inputs going into blocks (a narrow member reads its input in NCHW)."""
+        self.image = 0  # the image the members run on (a narrow member's fill reads it)
         leaving = [m.out for m in members
                    if m.out in outputs or any(r not in parts and r not in kernels for r in readers.get(m.out, ()))]
         constants = dict.fromkeys(t for m in members for t in m.kernel.inputs if t is not None and t.is_const)
@@ -350,13 +368,13 @@ class BlockedChain(Kernel):
         a buffer is reused once the last member reading its tensor has run."""
         from lite.kernels.fast.blocks import LANES, blocks
 
-        last = {t: index for index, m in enumerate(self.members) for t in m.reads}
+        last = {t: index for index, m in enumerate(self.members) for t in _blocked_reads(m)}
         free: list[tuple[int, int]] = []  # (offset, floats) of the buffers free again
         spans: dict[Tensor, tuple[int, int]] = {}
         shapes = {t: (blocks(t.shape[1]), t.shape[2] * t.shape[3], LANES)
-                  for t in [*self.entering, *(m.out for m in self.members)]}
+                  for t in [*self.converted, *(m.out for m in self.members)]}
         total = 0
-        for index, t in [(-1, t) for t in self.entering] + [(i, m.out) for i, m in enumerate(self.members)]:
+        for index, t in [(-1, t) for t in self.converted] + [(i, m.out) for i, m in enumerate(self.members)]:
             size = math.prod(shapes[t])
             fitting = [i for i, (_, floats) in enumerate(free) if floats >= size]
             if fitting:
@@ -364,7 +382,7 @@ class BlockedChain(Kernel):
             else:
                 spans[t], total = (total, size), total + size
             if index >= 0:
-                free += [spans[r] for r in set(self.members[index].reads) if last[r] == index]
+                free += [spans[r] for r in set(_blocked_reads(self.members[index])) if last[r] == index]
         scratch = self.parts[0].workspace.array((total,), np.float32, CHAIN_SLOT)
         return {t: scratch[offset:offset + math.prod(shapes[t])].reshape(shapes[t]) for t, (offset, _) in spans.items()}
 
@@ -381,7 +399,8 @@ class BlockedChain(Kernel):
                 weight = tuple(m.conv.inputs[1].shape)
                 begins, ends, sizes = m.conv.geometry(tuple(m.x.shape), weight)
                 plans[m.kernel] = BlockedDirectPlan(Geometry(tuple(m.x.shape), weight[2:], tuple(m.conv.strides),
-                                                             tuple(m.conv.dilations), begins, ends, sizes), weight[0])
+                                                             tuple(m.conv.dilations), begins, ends, sizes), weight[0],
+                                                    m.narrow)
         if not plans:
             return {}
         next(iter(plans.values())).warm_blocks()
@@ -397,7 +416,7 @@ class BlockedChain(Kernel):
         """The calls running member ``m`` on one image's blocks."""
         from lite.kernels.fast import blocks
 
-        x, out = self.blocked[m.x], self.blocked[m.out]
+        x, out = self.blocked.get(m.x), self.blocked[m.out]
         if m.joined is not None:
             return [partial(_join, [self.blocked[t] for t in m.joined], out)]
         if m.pooled:
@@ -439,27 +458,33 @@ class BlockedChain(Kernel):
             self.packed_hook(m.conv.inputs[1])
         return packed
 
-    def _dense(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
+    def _dense(self, m: Member, x: np.ndarray | None, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                alpha) -> list:
         """The calls running dense member ``m`` on one image's blocks: its input into the padded
-        blocks, then the products into its output's blocks, each tile with bias, residual, clip and
-        activation; each shared out among the model's threads."""
+        blocks (a narrow member's from NCHW, ``x`` None), then the products into its output's blocks,
+        each tile with bias, residual, clip and activation; each shared out among the model's
+        threads."""
         from lite.kernels.fast import blocked_direct, blocks
 
         plan, padded, tail = self.dense[m.kernel]
         shape = tuple(m.conv.inputs[1].shape)
-        panels = self._pack(m, f"arranged for {type(plan).__name__}",
+        panels = self._pack(m, f"arranged for {type(plan).__name__}{', narrow' if m.narrow else ''}",
                             lambda source: np.require(plan.arrange(source.reshape(shape)), requirements=["C", "W"]))
         residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
         terms = (panels, padded, out, tail, blocks.padded_bias(bias, out.shape[0]), lo, hi, code, alpha)
         loop = self.threads.crew_loop
         return [
+            partial(self._fill, plan, m.x, padded) if x is None else
             loop(x.shape[0], lambda _index, first, last: partial(plan.refill, x, padded, first, last),
                  lambda bounds: blocked_direct.refill_jobs(plan, x, padded, bounds)),
             loop(plan.block_units, lambda _index, first, last: partial(plan.block_products, *terms, first, last,
                                                                        residual),
                  lambda bounds: blocked_direct.block_products_jobs(plan, *terms, residual, bounds)),
         ]
+
+    def _fill(self, plan, x: Tensor, padded: np.ndarray) -> None:
+        """A narrow member's input: the current image of x (NCHW) into its padded positions."""
+        plan.fill(x.data, min(self.image, x.shape[0] - 1), padded)
 
     def _mapped(self, m: Member, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
         """The call running the element-wise member ``m`` on one image's blocks, its blocks shared
@@ -538,7 +563,8 @@ class BlockedChain(Kernel):
 
         leaving = self.outputs
         for image in range(self.members[0].x.shape[0]):
-            for t in self.entering:
+            self.image = image
+            for t in self.converted:
                 to_blocks(t.data, min(image, t.shape[0] - 1), self.blocked[t])  # NOTE: one image may serve all
             for m, steps in zip(self.members, self.steps, strict=True):
                 for step in steps:
@@ -546,6 +572,11 @@ class BlockedChain(Kernel):
                 if m.out in leaving:
                     from_blocks(self.blocked[m.out], image, m.out.data)
                 clock.charge(m.kernel)
+
+
+def _blocked_reads(m: Member) -> list[Tensor]:
+    """The tensors member ``m`` reads in channel blocks (a narrow member reads its input in NCHW)."""
+    return [] if m.narrow else m.reads
 
 
 def _join(parts: list[np.ndarray], out: np.ndarray) -> None:

@@ -239,11 +239,16 @@ def dense_members(monkeypatch):
     monkeypatch.setattr(fast, "wide_registers", lambda: True)
 
 
-def test_dense_convolutions_join_chains_where_registers_are_512_bits_and_channels_fill_blocks(monkeypatch):
-    for wide, channels, joins in [(True, 32, True), (True, 40, True), (True, 24, False), (True, 3, False),
-                                  (False, 64, False)]:
+def test_dense_convolutions_join_chains_where_registers_are_512_bits(monkeypatch):
+    for wide in (True, False):
         monkeypatch.setattr(fast, "wide_registers", lambda wide=wide: wide)
-        assert blocking._dense_fits(channels) == joins
+        assert blocking._dense_fits() == wide
+
+
+def test_a_dense_convolution_reads_blocks_where_its_channels_fill_them():
+    """Else it is narrow: it reads its NCHW input, so it only starts a chain."""
+    for channels, fills in [(32, True), (40, True), (16, True), (24, False), (3, False), (1, False)]:
+        assert blocking._fills_blocks(channels) == fills
 
 
 @pytest.mark.parametrize(("channels", "plane", "thread_num"), [(32, 14, 1), (80, 13, 1), (64, 20, 2)])
@@ -252,8 +257,9 @@ def test_bottleneck_blocks_run_as_one_chain_with_their_dense_convolutions(channe
     onnx_model = bottlenecks(channels, plane)
     model = build(onnx_model, thread_num)
     [chain] = chains(model)
-    assert [m.dense for m in chain.members] == [False, True, False, False, True, False, True]
-    assert chain.members[0].conv.name != "s"  # NOTE: the 3-channel stem stays in NCHW
+    assert [m.dense for m in chain.members] == [True, False, True, False, False, True, False, True]
+    assert [m.narrow for m in chain.members] == [True] + [False] * 7  # NOTE: the 3-channel stem reads NCHW
+    assert chain.converted == []  # NOTE: so the image does not go into blocks
     for batch in (1, 3):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 3, plane, plane)).astype(np.float32))
 
@@ -268,6 +274,49 @@ def test_a_dense_member_gives_what_its_kernel_gives_alone(monkeypatch):
     assert not chains(alone)
     [a], [b] = chained, predict(alone, x)
     assert np.abs(a - b).max() <= 1e-4 * max(1.0, np.abs(b).max())
+
+
+@pytest.mark.parametrize("thread_num", [1, 2])
+@pytest.mark.usefixtures("dense_members")
+def test_a_narrow_convolution_starts_a_chain_of_its_own(thread_num):
+    """The bottlenecks' second 3x3 convolution has 24 input channels: the chain ends before it and
+    a new one starts with it, taking the residual it reads back into blocks."""
+    onnx_model = bottlenecks(48, 13)
+    model = build(onnx_model, thread_num)
+    [chain] = chains(model)  # NOTE: the stem and the first 1x1 alone keep nothing inside: no chain
+    assert chain.members[0].narrow and chain.members[0].x.name == "a1r"
+    assert [t.name for t in chain.converted] == ["sr"]
+    for batch in (1, 2):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 3, 13, 13)).astype(np.float32))
+
+
+def resnet_stem(plane: int = 32) -> onnx.ModelProto:
+    """x (batch, 3, plane, plane) -> 7x7 stride 2 pads 3 to 64 (Relu) -> MaxPool 3x3 stride 2 pads
+    1 -> 1x1 (Relu) -> + AveragePool 4x4 stride 4 of a 1x1 convolution of x -> y: ResNet's start,
+    the image read by the stem in NCHW and by the second 1x1 convolution in blocks."""
+    inits: dict = {}
+    nodes = [conv_node(inits, "s", "x", 64, 3, 7, pads=[3] * 4, strides=[2, 2]),
+             helper.make_node("Relu", ["s"], ["sr"]),
+             helper.make_node("MaxPool", ["sr"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4),
+             conv_node(inits, "a", "p", 64, 64), helper.make_node("Relu", ["a"], ["ar"]),
+             conv_node(inits, "q", "x", 64, 3),
+             helper.make_node("AveragePool", ["q"], ["qp"], kernel_shape=[4, 4], strides=[4, 4]),
+             helper.make_node("Add", ["ar", "qp"], ["y"])]
+    return model_of(nodes, "stem", ["batch", 3, plane, plane], inits)
+
+
+@pytest.mark.parametrize("thread_num", [1, 2])
+@pytest.mark.usefixtures("dense_members")
+def test_a_stem_starts_the_chain_with_its_pool(thread_num):
+    onnx_model = resnet_stem()
+    model = build(onnx_model, thread_num)
+    [chain] = chains(model)
+    assert [m.kernel.type for m in chain.members] == ["Conv2DFusion", "MaxPoolFusion", *["Conv2DFusion"] * 2,
+                                                      "AvgPoolFusion"]
+    assert [m.narrow for m in chain.members] == [True] + [False] * 4
+    assert [t.name for t in chain.converted] == ["x"]  # NOTE: for the 1x1 convolution
+    for batch in (1, 3):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 3, 32, 32)).astype(np.float32))
 
 
 def dense_run(channels: int = 32) -> onnx.ModelProto:

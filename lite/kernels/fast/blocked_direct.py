@@ -132,9 +132,14 @@ def _last_tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane, bia
 class BlockedDirectPlan:
     """The padded blocks, term offsets, tiles and scratch of one geometry: ``fill``, then
     ``products`` over the units (a unit: one tile of one group of VECTORS output blocks), then
-    ``write_out``."""
+    ``write_out``; or, into a chain's channel blocks, ``refill`` (``fill`` where ``narrow``), then
+    ``block_products``.
 
-    def __init__(self, g: Geometry, out_channels: int) -> None:
+    ``narrow``: the padded input holds each position's C channels alone (C floats a position, not
+    whole blocks of LANES), so the terms are the C x KH x KW real ones: for a stem's 3 channels,
+    whose blocks would be 13 lanes of zeros in 16; ``fill`` places an NCHW image there."""
+
+    def __init__(self, g: Geometry, out_channels: int, narrow: bool = False) -> None:
         (_, channels, h, w), (kh, kw), (sh, sw) = g.x[:4], g.kernel, g.strides
         (top, left), (bottom, right) = g.begins, g.ends
         # NOTE: strided, the padded input goes into its stride phases, a plane each, where each
@@ -147,9 +152,11 @@ class BlockedDirectPlan:
         taps = [((dy % sh) * sw + dx % sw, (dy // sh) * self.wq + dx // sw) for dy in range(kh) for dx in range(kw)]
         # NOTE: the last tile's last tap reads up to tiles * ROWS - 1 past that tap's offset
         plane = max(hq * self.wq, self.tiles * ROWS + max(offset for _, offset in taps))
-        self.offsets = np.array([((block * phases + phase) * plane + offset) * LANES + lane
-                                 for block in range(blocks(channels)) for phase, offset in taps
-                                 for lane in range(LANES)], np.int64)
+        self.lanes, self.in_blocks = (channels, 1) if narrow else (LANES, blocks(channels))
+        """Floats a padded position holds, and the padded input's blocks."""
+        self.offsets = np.array([((block * phases + phase) * plane + offset) * self.lanes + lane
+                                 for block in range(self.in_blocks) for phase, offset in taps
+                                 for lane in range(self.lanes)], np.int64)
         rows, columns = np.arange(h) + top, np.arange(w) + left
         self.row_at = ((rows % sh) * sw * plane + rows // sh * self.wq).astype(np.int64)
         self.column_at = ((columns % sw) * plane + columns // sw).astype(np.int64)
@@ -160,9 +167,10 @@ class BlockedDirectPlan:
         self.block_tiles = -(-positions // ROWS)
         self.block_units = self.groups * self.block_tiles
         at = np.minimum(np.arange(self.block_tiles * ROWS), positions - 1)
-        self.bases = ((at // self.ow * self.wq + at % self.ow) * LANES).astype(np.int64).reshape(-1, ROWS)
-        self.scratch = ((blocks(channels), phases * plane, LANES), (out_blocks, self.tiles * ROWS, LANES))
-        self.block_scratch = ((blocks(channels), phases * plane, LANES), (self.groups, VECTORS, ROWS, LANES))
+        self.bases = ((at // self.ow * self.wq + at % self.ow) * self.lanes).astype(np.int64).reshape(-1, ROWS)
+        padded = (self.in_blocks, phases * plane, self.lanes)
+        self.scratch = (padded, (out_blocks, self.tiles * ROWS, LANES))
+        self.block_scratch = (padded, (self.groups, VECTORS, ROWS, LANES))
         """Into channel blocks: the padded input and each group's last tile (short of ROWS positions)."""
 
     def arrange(self, weight: np.ndarray) -> np.ndarray:
@@ -170,13 +178,13 @@ class BlockedDirectPlan:
         offsets' order (block, tap, lane), zero past O and C; padded a group at a time (the
         transient copy is one group's, not the whole weight's: 9.4 MB on 512 channels)."""
         out_c, channels, kh, kw = weight.shape
-        in_blocks, taps = blocks(channels), kh * kw
-        panels = np.empty((self.groups, in_blocks * taps * LANES, WIDTH), np.float32)
+        in_blocks, lanes, taps = self.in_blocks, self.lanes, kh * kw
+        panels = np.empty((self.groups, in_blocks * taps * lanes, WIDTH), np.float32)
         for group in range(self.groups):
             rows = weight[group * WIDTH:(group + 1) * WIDTH].reshape(-1, channels, taps)
-            padded = np.zeros((WIDTH, in_blocks * LANES, taps), np.float32)
+            padded = np.zeros((WIDTH, in_blocks * lanes, taps), np.float32)
             padded[:rows.shape[0], :channels] = rows
-            panels[group] = padded.reshape(WIDTH, in_blocks, LANES, taps).transpose(1, 3, 2, 0).reshape(-1, WIDTH)
+            panels[group] = padded.reshape(WIDTH, in_blocks, lanes, taps).transpose(1, 3, 2, 0).reshape(-1, WIDTH)
         return panels
 
     def fill(self, x: np.ndarray, image: int, padded: np.ndarray, first: int = 0, last: int | None = None) -> None:
@@ -253,13 +261,14 @@ def _warm_blocks() -> None:
 @jit
 def fill(x, image, padded, row_at, column_at, first, last):
     """Blocks ``first`` to ``last - 1`` of image ``image`` of x (N, C, H, W) into padded (CB,
-    positions, LANES): x[., ., y, i] at position row_at[y] + column_at[i]; zero elsewhere."""
-    channels, h, w = x.shape[1], x.shape[2], x.shape[3]
+    positions, lanes: LANES, or C in a plan's narrow form): x[., ., y, i] at position row_at[y] +
+    column_at[i]; zero elsewhere."""
+    channels, h, w, lanes = x.shape[1], x.shape[2], x.shape[3], padded.shape[2]
     padded[first:last] = 0
     flat = x.reshape(x.size)
     for block in range(first, last):
-        for lane in range(min(LANES, channels - block * LANES)):
-            base = (image * channels + block * LANES + lane) * h * w
+        for lane in range(min(lanes, channels - block * lanes)):
+            base = (image * channels + block * lanes + lane) * h * w
             for y in range(h):
                 at = row_at[y]
                 for i in range(w):

@@ -145,3 +145,44 @@ def test_1x1_layers_on_the_blocked_kernel_match_the_numpy_kernel(monkeypatch, x_
         kernel.resize()
         assert (kernel.algorithm == "blocked_pointwise") == chosen
         matches_the_numpy_kernel(monkeypatch, x_shape, w_shape, attrs, KernelThreads(threads))
+
+
+# (x shape, weight shape, strides, pads): the stems of SqueezeNet and ResNet, one channel, a
+# 24-channel input (its blocks would be a quarter padding), planes whose last tile is short
+NARROW = [
+    ((2, 3, 31, 31), (64, 3, 3, 3), (2, 2), (0, 0, 0, 0)),
+    ((1, 3, 30, 30), (64, 3, 7, 7), (2, 2), (3, 3, 3, 3)),
+    ((1, 1, 15, 13), (40, 1, 3, 3), (2, 1), (1, 0, 1, 2)),
+    ((1, 24, 9, 9), (50, 24, 3, 3), (1, 1), (1, 1, 1, 1)),
+    ((1, 3, 3, 3), (20, 3, 3, 3), (1, 1), (0, 0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize(("x_shape", "w_shape", "strides", "pads"), NARROW)
+def test_the_narrow_form_reads_nchw_into_channel_blocks(x_shape, w_shape, strides, pads, residual):
+    """``fill`` with each position's channels alone, then ``block_products`` into channel blocks:
+    the convolution with bias, residual and clip."""
+    from lite.kernels.fast.blocks import LANES, blocks, from_blocks, padded_bias, to_blocks
+
+    x, w, b = operands(x_shape, w_shape, seed=7)
+    top, left, bottom, right = pads
+    expected = onnx_reference("Conv", x, {"w": w, "b": b}, strides=list(strides), pads=[top, left, bottom, right])
+    added = np.random.default_rng(8).standard_normal(expected.shape).astype(np.float32)
+    plan = blocked_direct.BlockedDirectPlan(Geometry(x_shape, w_shape[2:], strides, (1, 1), (top, left),
+                                                     (bottom, right), expected.shape[2:]), w_shape[0], narrow=True)
+    assert plan.offsets.size == np.prod(w_shape[1:])  # NOTE: the real terms alone
+    padded, tail = (np.full(shape, np.nan, np.float32) for shape in plan.block_scratch)
+    out_blocks, positions = blocks(w_shape[0]), expected.shape[2] * expected.shape[3]
+    out, blocked_residual = (np.full((out_blocks, positions, LANES), np.nan, np.float32) for _ in range(2))
+    got = np.empty_like(expected)
+    weights, bias, lo = plan.arrange(w), padded_bias(b, out_blocks), np.float32(-1.0)
+    for image in range(x_shape[0]):
+        plan.fill(x, image, padded)
+        if residual:
+            to_blocks(added, image, blocked_residual)
+        plan.block_products(weights, padded, out, tail, bias, lo, np.float32(np.inf),
+                            residual=blocked_residual if residual else blocked_direct.NO_BLOCKS_RESIDUAL)
+        from_blocks(out, image, got)
+    want = np.maximum(expected + added if residual else expected, -1.0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
