@@ -13,10 +13,11 @@ depthwise convolution multiplies vectors of channels tap by tap
 A run of consecutive native kernels that are each one of these becomes one ``BlockedChain``:
 
 - a float32 2-D convolution with a constant weight and bias, 1x1 (one group, stride 1, no pads),
-  depthwise (one input channel per group, as many outputs) or dense (one group, any window,
-  strides and pads: ``lite.kernels.fast.blocked_direct``, where registers are 512 bits), alone or
-  fused with its residual Add (``ConvResidual``, not depthwise) or its Activation
-  (``ProducerActivation``);
+  depthwise (one input channel per group, as many outputs), dense (one group, any window,
+  strides and pads: ``lite.kernels.fast.blocked_direct``, where registers are 512 bits) or grouped
+  (as many channels a group in as out, a divisor or a multiple of a block: the same kernel, each
+  output block from its groups' input blocks), alone or fused with its residual Add
+  (``ConvResidual``, not depthwise) or its Activation (``ProducerActivation``);
 - a squeeze-and-excitation gate (``SqueezeExcite``: the channel means from the blocks, then its
   two small products as in NCHW);
 - a gate's Mul, alone or fused with the 1x1 convolution reading it (``ScaledInput``: each run
@@ -98,7 +99,17 @@ class Member:
 
     @property
     def depthwise(self) -> bool:
-        return self.conv is not None and self.conv.group > 1
+        return self.conv is not None and self.conv.group > 1 and self.conv.inputs[1].shape[1] == 1
+
+    @property
+    def grouped(self) -> bool:
+        """A convolution of several groups of more than one channel (ResNeXt's, RegNet's)."""
+        return self.conv is not None and self.conv.group > 1 and self.conv.inputs[1].shape[1] > 1
+
+    @property
+    def direct(self) -> bool:
+        """A dense or grouped member: ``lite.kernels.fast.blocked_direct`` runs it on padded blocks."""
+        return self.dense or self.grouped
 
     @property
     def dense(self) -> bool:
@@ -216,8 +227,9 @@ def _convolution(kernel: Kernel) -> Member | None:
 
 def _fits(found: Member) -> bool:
     """Whether the convolution is one a chain runs, by its attributes and weight: float32, 2-D, a
-    constant weight and bias, 1x1 (one group, stride 1, no pads) or depthwise (one input channel
-    per group, as many outputs, no residual)."""
+    constant weight and bias, 1x1 (one group, stride 1, no pads), dense or grouped (512-bit
+    registers, no dilation) or depthwise (one input channel per group, as many outputs, no
+    residual)."""
     conv = found.conv
     weight, bias = conv.inputs[1], conv.bias()
     if (conv.rank != 2 or np.dtype(conv.inputs[0].dtype) != np.float32 or not weight.is_const
@@ -225,6 +237,9 @@ def _fits(found: Member) -> bool:
         return False
     if conv.group == 1:
         return tuple(conv.dilations) == (1, 1) and (_pointwise(conv) or _dense_fits())
+    if weight.shape[1] > 1:
+        return tuple(conv.dilations) == (1, 1) and _dense_fits() and _grouped_fits(weight.shape[0], weight.shape[1],
+                                                                                   conv.group)
     return tuple(weight.shape[:2]) == (conv.group, 1) and found.residual is None
 
 
@@ -235,6 +250,15 @@ def _dense_fits() -> bool:
     from lite.kernels.fast import wide_registers
 
     return wide_registers()
+
+
+def _grouped_fits(out_channels: int, width: int, group: int) -> bool:
+    """Whether a chain runs a grouped convolution of ``group`` groups of ``width`` input channels:
+    as many output channels a group, and no group straddling a block (``width`` a divisor or a
+    multiple of LANES)."""
+    from lite.kernels.fast.blocks import LANES
+
+    return out_channels == group * width and (LANES % width == 0 or width % LANES == 0)
 
 
 def _fills_blocks(channels: int) -> bool:
@@ -270,7 +294,7 @@ def _fits_shapes(found: Member) -> bool:
         return False
     if found.conv is None:  # NOTE: a gate scales its input's channels: one value each
         return out == ((x[0], x[1], 1, 1) if found.gate is None else x)
-    return found.depthwise or found.dense or x[2] * x[3] >= ROWS
+    return found.depthwise or found.direct or x[2] * x[3] >= ROWS
 
 
 def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]) -> list[BlockedChain]:
@@ -313,7 +337,7 @@ class BlockedChain(Kernel):
         self.threads = self.parts[0].threads
         self.steps: list[list] = []
         self.blocked: dict[Tensor, np.ndarray] = {}
-        self.dense: dict[Kernel, tuple] = {}  # a dense member's kernel: (plan, padded, tail)
+        self.dense: dict[Kernel, tuple] = {}  # a dense or grouped member's kernel: (plan, padded, tail)
         self.packed_hook: Callable[[Tensor], None] | None = None
         """Called with each member's weight once the chain has packed it (the engine releases its
         pages there: the chain's first resize packs every member, one copy at a time)."""
@@ -395,12 +419,12 @@ class BlockedChain(Kernel):
 
         plans = {}
         for m in self.members:
-            if m.dense:
+            if m.direct:
                 weight = tuple(m.conv.inputs[1].shape)
                 begins, ends, sizes = m.conv.geometry(tuple(m.x.shape), weight)
                 plans[m.kernel] = BlockedDirectPlan(Geometry(tuple(m.x.shape), weight[2:], tuple(m.conv.strides),
                                                              tuple(m.conv.dilations), begins, ends, sizes), weight[0],
-                                                    m.narrow)
+                                                    m.narrow, weight[1] if m.grouped else 0)
         if not plans:
             return {}
         next(iter(plans.values())).warm_blocks()
@@ -434,7 +458,7 @@ class BlockedChain(Kernel):
         code, alpha = activation_code(m.activation, np.dtype(np.float32))
         if m.depthwise:
             return [self._depthwise(m, x, out, bias, lo, hi, code, alpha)]
-        if m.dense:
+        if m.direct:
             return self._dense(m, x, out, bias, lo, hi, code, alpha)
         panels = self._pack(m, "arranged for blocks.pointwise", lambda source: blocks.pack_pointwise(
             source.reshape(m.conv.inputs[1].shape), None)[0])
@@ -460,7 +484,7 @@ class BlockedChain(Kernel):
 
     def _dense(self, m: Member, x: np.ndarray | None, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                alpha) -> list:
-        """The calls running dense member ``m`` on one image's blocks: its input into the padded
+        """The calls running dense or grouped member ``m`` on one image's blocks: its input into the padded
         blocks (a narrow member's from NCHW, ``x`` None), then the products into its output's blocks,
         each tile with bias, residual, clip and activation; each shared out among the model's
         threads."""
@@ -468,7 +492,8 @@ class BlockedChain(Kernel):
 
         plan, padded, tail = self.dense[m.kernel]
         shape = tuple(m.conv.inputs[1].shape)
-        panels = self._pack(m, f"arranged for {type(plan).__name__}{', narrow' if m.narrow else ''}",
+        form = ", narrow" if m.narrow else ", grouped" if m.grouped else ""
+        panels = self._pack(m, f"arranged for {type(plan).__name__}{form}",
                             lambda source: np.require(plan.arrange(source.reshape(shape)), requirements=["C", "W"]))
         residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
         terms = (panels, padded, out, tail, blocks.padded_bias(bias, out.shape[0]), lo, hi, code, alpha)

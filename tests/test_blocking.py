@@ -415,3 +415,46 @@ def test_a_dense_block_runs_as_one_chain_with_its_norms_activations_and_pool(thr
     assert {"BatchNorm", "Activation", "Concat", "AvgPoolFusion"} <= kinds
     for batch in (1, 3):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 12, 12)).astype(np.float32))
+
+
+def grouped_blocks() -> onnx.ModelProto:
+    """x (batch, 64, side, side) -> a ResNeXt bottleneck (1x1 to 128, Relu; 3x3 in 32 groups of 4,
+    Relu; 1x1 to 64 + x, Relu) -> a RegNetY block (1x1 to 96, Relu; 3x3 stride 2 in 12 groups of 8,
+    Relu; a squeeze-and-excitation gate; 1x1 to 96 + a 1x1 stride-2 shortcut, Relu) -> 3x3 in 3
+    groups of 32 -> y."""
+    inits: dict = {}
+
+    def conv(*args, **attrs):
+        return conv_node(inits, *args, **attrs)
+
+    def relu(x: str) -> onnx.NodeProto:
+        return helper.make_node("Relu", [x], [f"{x}r"])
+
+    nodes = [conv("a1", "x", 128, 64), relu("a1"), conv("a2", "a1r", 128, 128, 3, 32, pads=[1] * 4), relu("a2"),
+             conv("a3", "a2r", 64, 128), helper.make_node("Add", ["a3", "x"], ["a"]), relu("a"),
+             conv("b1", "ar", 96, 64), relu("b1"), conv("b2", "b1r", 96, 96, 3, 12, pads=[1] * 4, strides=[2, 2]),
+             relu("b2"), helper.make_node("GlobalAveragePool", ["b2r"], ["p"]), conv("s1", "p", 16, 96), relu("s1"),
+             conv("s2", "s1r", 96, 16), helper.make_node("Sigmoid", ["s2"], ["g"]),
+             helper.make_node("Mul", ["b2r", "g"], ["m"]), conv("b3", "m", 96, 96),
+             conv("d", "ar", 96, 64, strides=[2, 2]), helper.make_node("Add", ["b3", "d"], ["b"]), relu("b"),
+             conv("y", "br", 96, 96, 3, 3, pads=[1] * 4)]
+    return model_of(nodes, "grouped", ["batch", 64, "side", "side"], inits)
+
+
+@pytest.mark.parametrize("thread_num", [1, 2])
+@pytest.mark.usefixtures("dense_members")
+def test_grouped_convolutions_run_in_the_chain(thread_num):
+    onnx_model = grouped_blocks()
+    model = build(onnx_model, thread_num)
+    [chain] = chains(model)
+    assert sum(m.grouped for m in chain.members) == 3
+    assert not any(m.depthwise for m in chain.members)
+    for batch, plane in ((1, 14), (2, 9)):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 64, plane, plane)).astype(np.float32))
+
+
+def test_a_grouped_convolution_joins_where_no_group_straddles_a_block():
+    for out_channels, width, group, joins in [(128, 4, 32, True), (96, 8, 12, True), (104, 8, 13, True),
+                                              (96, 32, 3, True), (96, 24, 4, False), (64, 4, 8, False),
+                                              (36, 12, 3, False)]:
+        assert blocking._grouped_fits(out_channels, width, group) == joins

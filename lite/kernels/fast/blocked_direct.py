@@ -54,7 +54,7 @@ def fits(geometry: Geometry, group: int) -> bool:
     return group == 1 and geometry.dilations == (1, 1) and geometry.kernel[0] * geometry.kernel[1] > 1
 
 
-def _tile(vectors: int, accumulate: bool, finishing: bool = False):
+def _tile(vectors: int, accumulate: bool, finishing: bool = False, row: int = WIDTH):
     """The tile of ``vectors`` output blocks as an intrinsic ``(x, bases, offsets, panel, terms, out,
     out_plane, bias, added, added_step, lo, hi)``: for ROWS positions r, blocks j and lanes l,
     out[j * out_plane + r * LANES + l] (+)= sum over k < terms of x[bases[r] + offsets[k]] *
@@ -62,8 +62,9 @@ def _tile(vectors: int, accumulate: bool, finishing: bool = False):
     need not lie in one run (a chain's output positions, whose rows are narrower than the padded
     input's). ``finishing``: the tile of a unit's last terms stores clip(sum + bias (+ the residual
     at added, out's layout), lo, hi) instead (``tile.clip_finish``; added_step 0 and added one
-    vector of zeros: no residual); the others ignore those arguments. Addresses and counts in int64
-    (floats apart)."""
+    vector of zeros: no residual); the others ignore those arguments. ``row``: floats between the
+    panel's rows (WIDTH; LANES for a grouped convolution's one-block panels). Addresses and counts
+    in int64 (floats apart)."""
     @intrinsic
     def tile(typingctx, x, bases, offsets, panel, terms, out, out_plane, bias, added, added_step, lo, hi):
         def codegen(context, builder, signature, args):
@@ -78,7 +79,7 @@ def _tile(vectors: int, accumulate: bool, finishing: bool = False):
             def scalar(k, r):
                 return builder.gep(starts[r], [builder.load(builder.gep(offsets_p, [k]))])
 
-            emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
+            emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(row))]), count, out_p,
                       INDEX(LANES), vectors, accumulate, vector_stride=plane, finish=finish)
             return context.get_dummy_value()
         return types.void(*(types.int64,) * 10, types.float32, types.float32), codegen
@@ -89,6 +90,8 @@ _one, _two, _three = (_tile(vectors, False) for vectors in TILE_VECTORS)
 _add_one, _add_two, _add_three = (_tile(vectors, True) for vectors in TILE_VECTORS)
 _end_one, _end_two, _end_three = (_tile(vectors, False, True) for vectors in TILE_VECTORS)
 _add_end_one, _add_end_two, _add_end_three = (_tile(vectors, True, True) for vectors in TILE_VECTORS)
+_lone, _lone_end, _lone_add, _lone_add_end = (_tile(1, add, end, LANES) for add in (False, True)
+                                              for end in (False, True))
 
 
 @jit
@@ -129,6 +132,21 @@ def _last_tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane, bia
         _end_one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
 
 
+@jit
+def _lone_tile_of(add, ends, x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi):
+    """A grouped convolution's tile: one block, its panel's rows LANES floats apart (``_tile_of``'s
+    and ``_last_tile_of``'s, as ``add`` and ``ends`` say)."""
+    if ends:
+        if add:
+            _lone_add_end(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+        else:
+            _lone_end(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+    elif add:
+        _lone_add(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+    else:
+        _lone(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+
+
 class BlockedDirectPlan:
     """The padded blocks, term offsets, tiles and scratch of one geometry: ``fill``, then
     ``products`` over the units (a unit: one tile of one group of VECTORS output blocks), then
@@ -137,9 +155,15 @@ class BlockedDirectPlan:
 
     ``narrow``: the padded input holds each position's C channels alone (C floats a position, not
     whole blocks of LANES), so the terms are the C x KH x KW real ones: for a stem's 3 channels,
-    whose blocks would be 13 lanes of zeros in 16; ``fill`` places an NCHW image there."""
+    whose blocks would be 13 lanes of zeros in 16; ``fill`` places an NCHW image there.
 
-    def __init__(self, g: Geometry, out_channels: int, narrow: bool = False) -> None:
+    ``width``: the channels of each group of a grouped convolution (as many in as out), a divisor
+    or a multiple of LANES, so that no group straddles a block. Each output block then reads the
+    ``span`` input blocks that hold its groups (its own block where groups are narrower than a
+    block: the terms run over its LANES input channels, a block-diagonal panel zero across
+    groups), and a unit is one tile of one output block."""
+
+    def __init__(self, g: Geometry, out_channels: int, narrow: bool = False, width: int = 0) -> None:
         (_, channels, h, w), (kh, kw), (sh, sw) = g.x[:4], g.kernel, g.strides
         (top, left), (bottom, right) = g.begins, g.ends
         # NOTE: strided, the padded input goes into its stride phases, a plane each, where each
@@ -154,8 +178,10 @@ class BlockedDirectPlan:
         plane = max(hq * self.wq, self.tiles * ROWS + max(offset for _, offset in taps))
         self.lanes, self.in_blocks = (channels, 1) if narrow else (LANES, blocks(channels))
         """Floats a padded position holds, and the padded input's blocks."""
+        self.width, self.span = width, max(width, LANES) // LANES if width else self.in_blocks
+        """A grouped convolution's channels a group (0: one group), and the input blocks an output block reads."""
         self.offsets = np.array([((block * phases + phase) * plane + offset) * self.lanes + lane
-                                 for block in range(self.in_blocks) for phase, offset in taps
+                                 for block in range(self.span) for phase, offset in taps
                                  for lane in range(self.lanes)], np.int64)
         rows, columns = np.arange(h) + top, np.arange(w) + left
         self.row_at = ((rows % sh) * sw * plane + rows // sh * self.wq).astype(np.int64)
@@ -165,18 +191,21 @@ class BlockedDirectPlan:
         # reading from its own base (the last tile's past the plane repeat its last position)
         positions = g.out[0] * g.out[1]
         self.block_tiles = -(-positions // ROWS)
-        self.block_units = self.groups * self.block_tiles
+        self.block_units = (out_blocks if width else self.groups) * self.block_tiles
         at = np.minimum(np.arange(self.block_tiles * ROWS), positions - 1)
         self.bases = ((at // self.ow * self.wq + at % self.ow) * self.lanes).astype(np.int64).reshape(-1, ROWS)
         padded = (self.in_blocks, phases * plane, self.lanes)
         self.scratch = (padded, (out_blocks, self.tiles * ROWS, LANES))
         self.block_scratch = (padded, (self.groups, VECTORS, ROWS, LANES))
-        """Into channel blocks: the padded input and each group's last tile (short of ROWS positions)."""
+        """Into channel blocks: the padded input and each group's last tile (short of ROWS positions;
+        a grouped convolution's output block b: [b // VECTORS, b % VECTORS])."""
 
     def arrange(self, weight: np.ndarray) -> np.ndarray:
         """The weight (O, C, KH, KW) as the tiles read it: (groups, K, WIDTH), the terms in the
         offsets' order (block, tap, lane), zero past O and C; padded a group at a time (the
         transient copy is one group's, not the whole weight's: 9.4 MB on 512 channels)."""
+        if self.width:
+            return self._arrange_grouped(weight)
         out_c, channels, kh, kw = weight.shape
         in_blocks, lanes, taps = self.in_blocks, self.lanes, kh * kw
         panels = np.empty((self.groups, in_blocks * taps * lanes, WIDTH), np.float32)
@@ -186,6 +215,19 @@ class BlockedDirectPlan:
             padded[:rows.shape[0], :channels] = rows
             panels[group] = padded.reshape(WIDTH, in_blocks, lanes, taps).transpose(1, 3, 2, 0).reshape(-1, WIDTH)
         return panels
+
+    def _arrange_grouped(self, weight: np.ndarray) -> np.ndarray:
+        """A grouped convolution's weight (O, width, KH, KW) as its tiles read it: (OB, K, LANES),
+        for output block b the terms of its ``span`` input blocks in the offsets' order (block, tap,
+        lane), each output channel's weights on its group's input lanes, zero elsewhere."""
+        out_c, width, kh, kw = weight.shape
+        out_blocks, taps, span = blocks(out_c), kh * kw, self.span
+        dense = np.zeros((out_blocks * LANES, span * LANES, taps), np.float32)
+        channel = np.arange(out_c)
+        first = channel // width * width - channel // LANES // span * span * LANES  # NOTE: within the span
+        dense[channel[:, None], first[:, None] + np.arange(width)] = weight.reshape(out_c, width, taps)
+        blocked = dense.reshape(out_blocks, LANES, span, LANES, taps).transpose(0, 2, 4, 3, 1)
+        return np.ascontiguousarray(blocked.reshape(out_blocks, span * taps * LANES, LANES))
 
     def fill(self, x: np.ndarray, image: int, padded: np.ndarray, first: int = 0, last: int | None = None) -> None:
         """Blocks ``first`` to ``last - 1`` (default all) of image ``image`` of x (N, C, H, W) into
@@ -219,7 +261,8 @@ class BlockedDirectPlan:
         image in channel blocks: the sums of the padded input, then clip(sum + bias (OB, LANES) (+
         residual, out's shape), lo, hi) and the activation of ``code``; ``tail``: block_scratch[1]."""
         block_products(padded, self.offsets, weights, out, self.bases, tail, self.block_tiles, first,
-                       self.block_units if last is None else last, bias, lo, hi, code, alpha, residual)
+                       self.block_units if last is None else last, bias, lo, hi, code, alpha, residual,
+                       self.span if self.width else 0)
 
     def warm(self) -> None:
         """Compiles the NCHW form's kernels (``fill``, ``products``, ``write_out``) now (at build), not
@@ -334,13 +377,17 @@ def refill(x, padded, row_at, column_at, first, last):
 
 @jit
 def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last, bias, lo, hi, code, alpha,
-                   residual):
+                   residual, span):
     """Units ``first`` to ``last - 1`` (unit u: position tile u % tiles of group u // tiles) of out
     (OB, P, LANES) from the padded blocks, each tile's terms in chunks of CHUNK_TERMS; the tile of
     a unit's last chunk adds the bias and residual and clips in registers (then the activation runs
     on its positions while they are in cache). A last tile short of ROWS positions sums in
     ``tail[group]`` (VECTORS, ROWS, LANES), copies its positions out and finishes them there
-    (``_finish``)."""
+    (``_finish``). ``span`` > 0: a grouped convolution's (``_grouped_units``)."""
+    if span:
+        _grouped_units(padded, offsets, panels, out, bases, tail, tiles, span, first, last, bias, lo, hi, code, alpha,
+                       residual)
+        return
     terms, out_blocks, positions = offsets.size, out.shape[0], out.shape[1]
     plane, short_rows = positions * LANES, positions - (tiles - 1) * ROWS
     added, step = (residual.ctypes.data, 1) if residual.size else (ZEROS.ctypes.data, 0)
@@ -375,6 +422,35 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
                     _tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
                              offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
                              out.ctypes.data + offset, plane)
+
+
+@jit
+def _grouped_units(padded, offsets, panels, out, bases, tail, tiles, span, first, last, bias, lo, hi, code, alpha,
+                   residual):
+    """``block_products`` for a grouped convolution: unit u is position tile u % tiles of output
+    block u // tiles, which reads the ``span`` input blocks from (u // tiles) // span * span of
+    padded (its panel panels[block], (K, LANES))."""
+    terms, positions = offsets.size, out.shape[1]
+    plane, short_rows, block_floats = positions * LANES, positions - (tiles - 1) * ROWS, padded.shape[1] * LANES
+    added, step = (residual.ctypes.data, 1) if residual.size else (ZEROS.ctypes.data, 0)
+    flat = out.reshape(out.size)
+    for unit in range(first, last):
+        block, tile = unit // tiles, unit % tiles
+        x_at = padded.ctypes.data + block // span * span * block_floats * 4
+        short = tile == tiles - 1 and short_rows < ROWS
+        offset = (block * plane + tile * ROWS * LANES) * 4
+        target = tail[block // VECTORS, block % VECTORS].ctypes.data if short else out.ctypes.data + offset
+        for chunk in range(0, terms, CHUNK_TERMS):
+            count = min(CHUNK_TERMS, terms - chunk)
+            ends = chunk + count == terms and not short
+            _lone_tile_of(chunk > 0, ends, x_at, bases[tile].ctypes.data, offsets[chunk:].ctypes.data,
+                          panels[block, chunk:].ctypes.data, count, target, plane, bias[block:].ctypes.data,
+                          added + offset * step, step, lo, hi)
+        if short:
+            out[block, tile * ROWS:positions] = tail[block // VECTORS, block % VECTORS, :short_rows]
+            _finish(out, block, 1, tile * ROWS, short_rows, bias, lo, hi, code, alpha, residual)
+        elif code != CLIP_CODE:
+            activate_run(flat, (block * positions + tile * ROWS) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
 
 
 @jit
@@ -513,10 +589,11 @@ def refill_job(index, data, extra):
 
 
 # The block of the products into channel blocks on the crew:
-(_B_PADDED, _B_PADDED_N, _B_OFFSETS, _B_TERMS, _B_PANELS, _B_GROUPS, _B_OUT, _B_BLOCKS, _B_POSITIONS, _B_BASES,
- _B_TILES, _B_TAIL, _B_BIAS, _B_CODE, _B_RESIDUAL) = range(15)
-_B_LO, _B_HI, _B_ALPHA = range(15, 18)
-_B_HEADER = 18
+(_B_PADDED, _B_PADDED_BLOCKS, _B_PADDED_POSITIONS, _B_PADDED_LANES, _B_OFFSETS, _B_TERMS, _B_PANELS, _B_GROUPS,
+ _B_OUT, _B_BLOCKS, _B_POSITIONS, _B_BASES, _B_TILES, _B_TAIL, _B_TAIL_GROUPS, _B_BIAS, _B_CODE, _B_RESIDUAL, _B_SPAN,
+ _B_ROW) = range(20)
+_B_LO, _B_HI, _B_ALPHA = range(20, 23)
+_B_HEADER = 23
 
 
 def block_products_jobs(plan: BlockedDirectPlan, weights: np.ndarray, padded: np.ndarray, out: np.ndarray,
@@ -526,12 +603,13 @@ def block_products_jobs(plan: BlockedDirectPlan, weights: np.ndarray, padded: np
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_B_HEADER, bounds)
-    block[[_B_PADDED, _B_PADDED_N, _B_OFFSETS, _B_TERMS]] = padded.ctypes.data, padded.size, \
-        plan.offsets.ctypes.data, plan.offsets.size
-    block[[_B_PANELS, _B_GROUPS, _B_OUT, _B_BLOCKS, _B_POSITIONS]] = weights.ctypes.data, weights.shape[0], \
-        out.ctypes.data, *out.shape[:2]
-    block[[_B_BASES, _B_TILES, _B_TAIL, _B_BIAS, _B_CODE]] = plan.bases.ctypes.data, plan.block_tiles, \
-        tail.ctypes.data, bias.ctypes.data, code
+    block[[_B_PADDED, _B_PADDED_BLOCKS, _B_PADDED_POSITIONS, _B_PADDED_LANES]] = padded.ctypes.data, *padded.shape
+    block[[_B_OFFSETS, _B_TERMS]] = plan.offsets.ctypes.data, plan.offsets.size
+    block[[_B_PANELS, _B_GROUPS, _B_ROW, _B_OUT, _B_BLOCKS, _B_POSITIONS]] = weights.ctypes.data, weights.shape[0], \
+        weights.shape[2], out.ctypes.data, *out.shape[:2]
+    block[[_B_BASES, _B_TILES, _B_TAIL, _B_TAIL_GROUPS, _B_BIAS, _B_CODE]] = plan.bases.ctypes.data, \
+        plan.block_tiles, tail.ctypes.data, tail.shape[0], bias.ctypes.data, code
+    block[_B_SPAN] = plan.span if plan.width else 0
     block[_B_RESIDUAL] = residual.ctypes.data if residual.size else 0
     block[_B_LO:_B_HEADER].view(np.float64)[:] = lo, hi, alpha
     return Jobs(block_products_job, block, len(bounds), (weights, padded, plan.offsets, out, plan.bases, tail, bias,
@@ -543,16 +621,17 @@ def block_products_job(index, data, extra):
     block = carray(data, (_B_HEADER + 2 * (index + 1),), np.int64)
     floats = carray(data, (_B_HEADER,), np.float64)
     terms, groups, blocks, positions = block[_B_TERMS], block[_B_GROUPS], block[_B_BLOCKS], block[_B_POSITIONS]
-    padded = carray(as_pointer(block[_B_PADDED]), (block[_B_PADDED_N],), np.float32)
+    padded = carray(as_pointer(block[_B_PADDED]), (block[_B_PADDED_BLOCKS], block[_B_PADDED_POSITIONS],
+                                                   block[_B_PADDED_LANES]), np.float32)
     offsets = carray(as_pointer(block[_B_OFFSETS]), (terms,), np.int64)
-    panels = carray(as_pointer(block[_B_PANELS]), (groups, terms, WIDTH), np.float32)
+    panels = carray(as_pointer(block[_B_PANELS]), (groups, terms, block[_B_ROW]), np.float32)
     out = carray(as_pointer(block[_B_OUT]), (blocks, positions, LANES), np.float32)
     bases = carray(as_pointer(block[_B_BASES]), (block[_B_TILES], ROWS), np.int64)
-    tail = carray(as_pointer(block[_B_TAIL]), (groups, VECTORS, ROWS, LANES), np.float32)
+    tail = carray(as_pointer(block[_B_TAIL]), (block[_B_TAIL_GROUPS], VECTORS, ROWS, LANES), np.float32)
     bias = carray(as_pointer(block[_B_BIAS]), (blocks, LANES), np.float32)
     residual = carray(as_pointer(block[_B_RESIDUAL]), (blocks if block[_B_RESIDUAL] else 0, positions, LANES),
                       np.float32)
     piece = _B_HEADER + 2 * index
     block_products(padded, offsets, panels, out, bases, tail, block[_B_TILES], block[piece], block[piece + 1],
                    bias, np.float32(floats[_B_LO]), np.float32(floats[_B_HI]), block[_B_CODE],
-                   np.float32(floats[_B_ALPHA]), residual)
+                   np.float32(floats[_B_ALPHA]), residual, block[_B_SPAN])

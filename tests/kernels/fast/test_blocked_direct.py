@@ -186,3 +186,50 @@ def test_the_narrow_form_reads_nchw_into_channel_blocks(x_shape, w_shape, stride
         from_blocks(out, image, got)
     want = np.maximum(expected + added if residual else expected, -1.0)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# (x shape, weight shape, group, strides, pads): channels a group a divisor of a block (2, 4, 8,
+# the last block half empty) and a multiple (16, 32: an output block reads its group's blocks)
+GROUPED = [
+    ((2, 48, 9, 9), (48, 8, 3, 3), 6, (1, 1), (1, 1, 1, 1)),
+    ((1, 104, 10, 10), (104, 8, 3, 3), 13, (2, 2), (1, 1, 1, 1)),
+    ((1, 32, 7, 7), (32, 4, 3, 3), 8, (1, 1), (1, 1, 1, 1)),
+    ((1, 20, 6, 6), (20, 2, 3, 3), 10, (1, 1), (0, 0, 0, 0)),
+    ((1, 64, 5, 5), (64, 16, 3, 3), 4, (1, 1), (1, 1, 1, 1)),
+    ((1, 96, 11, 11), (96, 32, 3, 3), 3, (2, 2), (1, 1, 1, 1)),  # NOTE: 288 terms: two chunks
+]
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize(("x_shape", "w_shape", "group", "strides", "pads"), GROUPED)
+def test_a_grouped_convolution_on_channel_blocks(x_shape, w_shape, group, strides, pads, residual):
+    """``refill``, then ``block_products`` with the plan's group width: each output block from
+    the input blocks of its groups, with bias, residual and clip."""
+    from lite.kernels.fast.blocks import LANES, blocks, from_blocks, padded_bias, to_blocks
+
+    x, w, b = operands(x_shape, w_shape, seed=9)
+    top, left, bottom, right = pads
+    expected = onnx_reference("Conv", x, {"w": w, "b": b}, group=group, strides=list(strides),
+                              pads=[top, left, bottom, right])
+    added = np.random.default_rng(10).standard_normal(expected.shape).astype(np.float32)
+    plan = blocked_direct.BlockedDirectPlan(Geometry(x_shape, w_shape[2:], strides, (1, 1), (top, left),
+                                                     (bottom, right), expected.shape[2:]), w_shape[0],
+                                            width=w_shape[1])
+    assert plan.offsets.size == max(w_shape[1], LANES) * w_shape[2] * w_shape[3]
+    padded, tail = (np.full(shape, np.nan, np.float32) for shape in plan.block_scratch)
+    positions = expected.shape[2] * expected.shape[3]
+    image_blocks, out, blocked_residual = (np.zeros((blocks(c), p, LANES), np.float32) for c, p in
+                                           [(x_shape[1], x_shape[2] * x_shape[3]), (w_shape[0], positions),
+                                            (w_shape[0], positions)])
+    got = np.empty_like(expected)
+    weights, bias, lo = plan.arrange(w), padded_bias(b, blocks(w_shape[0])), np.float32(-1.0)
+    for image in range(x_shape[0]):
+        to_blocks(x, image, image_blocks)
+        to_blocks(added, image, blocked_residual)
+        plan.refill(image_blocks, padded)
+        out[:] = np.nan
+        plan.block_products(weights, padded, out, tail, bias, lo, np.float32(np.inf),
+                            residual=blocked_residual if residual else blocked_direct.NO_BLOCKS_RESIDUAL)
+        from_blocks(out, image, got)
+    want = np.maximum(expected + added if residual else expected, -1.0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
