@@ -23,7 +23,8 @@ A run of consecutive native kernels that are each one of these becomes one ``Blo
 - a gate's Mul, alone or fused with the 1x1 convolution reading it (``ScaledInput``: each run
   scales the packed weight's rows by the gate);
 - a Concat of channels whose inputs but the last are whole blocks; a 2-D max or average pool; a
-  BatchNorm with constant statistics, or an Activation a compiled epilogue applies.
+  BatchNorm with constant statistics, or an Activation a compiled epilogue applies (a BatchNorm
+  applies the Activation that alone reads it: DenseNet's pre-activations in one pass).
 
 A run does not start with a pool (its larger input would go into blocks). A dense convolution
 whose input would not fill its blocks (a stem's 3 channels in 16 lanes) is ``narrow``: it reads its
@@ -91,11 +92,17 @@ class Member:
     joined: list[Tensor] | None = None  # a Concat's inputs, joined along the channels
     pooled: bool = False  # a 2-D max pool of x
     mapped: tuple[np.ndarray, np.ndarray] | None = None  # an element-wise x * multiplier + offset (C,) each,
-    # then the clip and activation: a BatchNorm (no activation) or an Activation (ones and zeros)
+    # then the clip and activation: a BatchNorm (with the Activation it absorbed) or an Activation (ones, zeros)
+    absorbed: Kernel | None = None  # the Activation a BatchNorm member applies too (it writes that one's output)
 
     @property
     def out(self) -> Tensor:
-        return self.kernel.outputs[0]
+        return (self.absorbed or self.kernel).outputs[0]
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        """The fused list's kernels the member runs: its own, then the Activation it absorbed."""
+        return [self.kernel] if self.absorbed is None else [self.kernel, self.absorbed]
 
     @property
     def depthwise(self) -> bool:
@@ -304,6 +311,9 @@ def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: l
     found, run = [], []
     for kernel in [*kernels, None]:
         current = None if kernel is None else member(kernel)
+        if current is not None and run and _absorbs(run[-1], current, readers, outputs):
+            run[-1].clip, run[-1].activation, run[-1].absorbed = current.clip, current.activation, current.kernel
+            continue
         if current is not None and not (current.narrow and run):  # NOTE: a narrow member reads NCHW
             run.append(current)
             continue
@@ -316,14 +326,23 @@ def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: l
     return found
 
 
+def _absorbs(norm: Member, activation: Member, readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]) -> bool:
+    """Whether BatchNorm member ``norm`` applies ``activation`` (an Activation member) too: the
+    activation alone reads the norm's result, which is not a model output (DenseNet's pre-activation
+    norms and Relus: one pass over the blocks, not two)."""
+    return (norm.kernel.type == "BatchNorm" and norm.absorbed is None and activation.kernel.type == "Activation"
+            and activation.x is norm.out and norm.out not in outputs
+            and readers.get(norm.out, set()) == {activation.kernel})
+
+
 class BlockedChain(Kernel):
     """Consecutive kernels (``members``: convolutions, gates, Muls) run on the channel-blocked
     layout, image by image."""
 
     def __init__(self, members: list[Member], readers: dict[Tensor, set[Kernel]], outputs: list[Tensor]):
-        kernels = {m.kernel for m in members}
+        kernels = {k for m in members for k in m.kernels}
         made = {m.out for m in members}
-        self.parts = tuple(part for m in members for part in getattr(m.kernel, "parts", (m.kernel,)))
+        self.parts = tuple(part for m in members for k in m.kernels for part in getattr(k, "parts", (k,)))
         parts = set(self.parts)
         self.entering = list(dict.fromkeys(t for m in members for t in m.reads if t not in made))
         self.converted = [t for t in self.entering if any(t in _blocked_reads(m) for m in members)]
@@ -375,7 +394,7 @@ class BlockedChain(Kernel):
             MemoryLimitError: those arrays would need more than ``Context.memory_limit`` bytes.
         """
         leaving = set(self.outputs)
-        inside = [m.out for m in self.members if m.out not in leaving]
+        inside = [k.outputs[0] for m in self.members for k in m.kernels if k.outputs[0] not in leaving]
         nbytes = sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in inside)
         limit = self.parts[0].workspace.limit
         if limit is not None and nbytes > limit:
@@ -384,7 +403,8 @@ class BlockedChain(Kernel):
         for t in inside:
             t.data = aligned_array(t.shape, t.dtype)
         for m in self.members:
-            m.kernel.resize()
+            for kernel in m.kernels:
+                kernel.resize()
 
     def _buffers(self) -> dict[Tensor, np.ndarray]:
         """A blocked buffer (CB, H * W, LANES) for each tensor the members read or write, one image's
@@ -581,7 +601,8 @@ class BlockedChain(Kernel):
         clock = _Clock(profile)
         if self.fallback:
             for m in self.members:
-                m.kernel.execute()
+                for kernel in m.kernels:
+                    kernel.execute()
                 clock.charge(m.kernel)
             return
         from lite.kernels.fast.blocks import from_blocks, to_blocks

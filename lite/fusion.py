@@ -132,7 +132,7 @@ def _chain(running: list[Kernel], shape_kernels: list[NativeKernel],
             if tensor is not None:
                 readers.setdefault(tensor, set()).add(kernel)
     found = chains(running, readers, outputs)
-    owner = {m.kernel: chain for chain in found for m in chain.members}
+    owner = {kernel: chain for chain in found for m in chain.members for kernel in m.kernels}
     last = {owner.get(k, k): i for i, k in enumerate(running)}
     return ([kernel for i, k in enumerate(running) if last[kernel := owner.get(k, k)] == i],
             {part for chain in found for part in chain.parts})

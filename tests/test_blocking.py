@@ -383,10 +383,11 @@ def test_a_concat_of_channels_short_of_a_block_ends_the_chain():
     assert_matches(model, onnx_model, RNG.standard_normal((1, 32, 15, 15)).astype(np.float32))
 
 
-def dense_block(channels: int = 32, growth: int = 16, plane: int = 12) -> onnx.ModelProto:
+def dense_block(channels: int = 32, growth: int = 16, plane: int = 12, outputs=("y",)) -> onnx.ModelProto:
     """x (batch, channels, plane, plane) -> a DenseNet layer (BatchNorm, Relu, 1x1, Relu, 3x3 to
-    ``growth``; Concat with its input) -> a transition (BatchNorm, Relu, 1x1, AveragePool 2x2
-    stride 2) -> y. Each BatchNorm follows a Concat or the input: none folds into a convolution."""
+    ``growth``; Concat with its input; Clip 0..6) -> a transition (BatchNorm, Relu, 1x1,
+    AveragePool 2x2 stride 2) -> y. Each BatchNorm follows a Concat, a Clip or the input: none
+    folds into a convolution."""
     inits: dict = {}
 
     def norm(name: str, x: str, c: int) -> list[onnx.NodeProto]:
@@ -397,12 +398,14 @@ def dense_block(channels: int = 32, growth: int = 16, plane: int = 12) -> onnx.M
                 helper.make_node("Relu", [name], [f"{name}r"])]
 
     c = channels + growth
+    inits.update(lo=np.array(0.0), hi=np.array(6.0))
     nodes = [*norm("n1", "x", channels), conv_node(inits, "a", "n1r", 64, channels),
              helper.make_node("Relu", ["a"], ["ar"]), conv_node(inits, "b", "ar", growth, 64, 3, pads=[1] * 4),
-             helper.make_node("Concat", ["x", "b"], ["cat"], axis=1), *norm("n2", "cat", c),
+             helper.make_node("Concat", ["x", "b"], ["cat"], axis=1),
+             helper.make_node("Clip", ["cat", "lo", "hi"], ["catc"]), *norm("n2", "catc", c),
              conv_node(inits, "t", "n2r", c // 2, c),
              helper.make_node("AveragePool", ["t"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
-    return model_of(nodes, "dense", ["batch", channels, plane, plane], inits)
+    return model_of(nodes, "dense", ["batch", channels, plane, plane], inits, outputs)
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])
@@ -413,8 +416,20 @@ def test_a_dense_block_runs_as_one_chain_with_its_norms_activations_and_pool(thr
     [chain] = chains(model)
     kinds = {m.kernel.type for m in chain.members}
     assert {"BatchNorm", "Activation", "Concat", "AvgPoolFusion"} <= kinds
+    norms = [m for m in chain.members if m.kernel.type == "BatchNorm"]
+    assert [m.absorbed.type for m in norms] == ["Activation"] * 2  # NOTE: each norm applies its Relu: one pass
     for batch in (1, 3):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 12, 12)).astype(np.float32))
+
+
+@pytest.mark.usefixtures("dense_members")
+def test_a_norm_whose_result_is_read_elsewhere_keeps_its_activation_apart():
+    onnx_model = dense_block(outputs=("y", "n2"))
+    model = build(onnx_model)
+    [chain] = chains(model)
+    norms = [m for m in chain.members if m.kernel.type == "BatchNorm"]
+    assert [m.absorbed is not None for m in norms] == [True, False]
+    assert_matches(model, onnx_model, RNG.standard_normal((2, 32, 12, 12)).astype(np.float32))
 
 
 def grouped_blocks() -> onnx.ModelProto:
