@@ -70,6 +70,13 @@ def chains(model: lite.Model) -> list[BlockedChain]:
     return [k for k in model._engine.kernels if isinstance(k, BlockedChain)]
 
 
+def one_chain(onnx_model: onnx.ModelProto, thread_num: int = 1) -> tuple[lite.Model, BlockedChain]:
+    """The model built, and the one chain it runs."""
+    model = build(onnx_model, thread_num)
+    [chain] = chains(model)
+    return model, chain
+
+
 def predict(model: lite.Model, x: np.ndarray) -> list[np.ndarray]:
     if list(model.get_inputs()[0].shape) != list(x.shape):
         model.resize(model.get_inputs(), [list(x.shape)])
@@ -85,8 +92,7 @@ def assert_matches(model: lite.Model, onnx_model: onnx.ModelProto, x: np.ndarray
 @pytest.mark.parametrize("channels", [24, 16, 40])
 def test_inverted_residual_blocks_run_as_one_chain(channels):
     onnx_model = inverted_residuals(channels)
-    model = build(onnx_model)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model)
     assert len(chain.members) == 6 and not chain.fallback
     assert [m.depthwise for m in chain.members] == [False, True, False, False, True, False]
     for batch in (1, 3, 2):
@@ -109,16 +115,14 @@ def test_the_chain_gives_what_the_kernels_give_one_by_one(monkeypatch):
 def test_tensors_read_after_the_chain_come_back_in_nchw():
     extra = [helper.make_node("ReduceMean", ["a2"], ["m"], axes=[1])]
     onnx_model = inverted_residuals(outputs=("y", "r", "m"), extra=extra)
-    model = build(onnx_model)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model)
     assert {t.name for t in chain.outputs} >= {"y", "r"}
     assert_matches(model, onnx_model, RNG.standard_normal((1, 24, 12, 12)).astype(np.float32))
 
 
 def test_a_plane_too_small_for_the_tiles_runs_the_kernels_one_by_one():
     onnx_model = inverted_residuals(plane="side")
-    model = build(onnx_model)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model)
     assert_matches(model, onnx_model, RNG.standard_normal((1, 24, 12, 12)).astype(np.float32))
     assert not chain.fallback
     assert_matches(model, onnx_model, RNG.standard_normal((2, 24, 2, 2)).astype(np.float32))
@@ -152,8 +156,7 @@ def test_two_threads_share_the_chain_on_the_crew():
     if crew() is None:
         pytest.skip("no crew here")
     onnx_model = inverted_residuals(32, 20)
-    model = build(onnx_model, thread_num=2)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model, thread_num=2)
     for batch in (1, 2):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 20, 20)).astype(np.float32))
         assert any(type(step).__name__ == "CrewStep" for steps in chain.steps for step in steps)
@@ -185,8 +188,7 @@ def test_a_squeeze_and_excitation_block_runs_in_one_chain(gate, plane, scaled):
     """On 12 x 12 the gate scales the projection's weight (ScaledInput); on 3 x 3, fewer positions
     than the projection's outputs, the Mul stays a kernel: the chain takes it too."""
     onnx_model = squeeze_excite_block(gate, plane)
-    model = build(onnx_model)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model)
     kinds = [("gate" if m.conv is None and m.gate is None else "mul" if m.conv is None else
               "scaled" if m.gate is not None else "conv") for m in chain.members]
     assert kinds == ["conv", "conv", "gate", *(["scaled"] if scaled else ["mul", "conv"])]
@@ -255,8 +257,7 @@ def test_a_dense_convolution_reads_blocks_where_its_channels_fill_them():
 @pytest.mark.usefixtures("dense_members")
 def test_bottleneck_blocks_run_as_one_chain_with_their_dense_convolutions(channels, plane, thread_num):
     onnx_model = bottlenecks(channels, plane)
-    model = build(onnx_model, thread_num)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model, thread_num)
     assert [m.dense for m in chain.members] == [True, False, True, False, False, True, False, True]
     assert [m.narrow for m in chain.members] == [True] + [False] * 7  # NOTE: the 3-channel stem reads NCHW
     assert chain.converted == []  # NOTE: so the image does not go into blocks
@@ -282,8 +283,7 @@ def test_a_narrow_convolution_starts_a_chain_of_its_own(thread_num):
     """The bottlenecks' second 3x3 convolution has 24 input channels: the chain ends before it and
     a new one starts with it, taking the residual it reads back into blocks."""
     onnx_model = bottlenecks(48, 13)
-    model = build(onnx_model, thread_num)
-    [chain] = chains(model)  # NOTE: the stem and the first 1x1 alone keep nothing inside: no chain
+    model, chain = one_chain(onnx_model, thread_num)  # NOTE: the stem and first 1x1 keep nothing inside: no chain
     assert chain.members[0].narrow and chain.members[0].x.name == "a1r"
     assert [t.name for t in chain.converted] == ["sr"]
     for batch in (1, 2):
@@ -309,8 +309,7 @@ def resnet_stem(plane: int = 32) -> onnx.ModelProto:
 @pytest.mark.usefixtures("dense_members")
 def test_a_stem_starts_the_chain_with_its_pool(thread_num):
     onnx_model = resnet_stem()
-    model = build(onnx_model, thread_num)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model, thread_num)
     assert [m.kernel.type for m in chain.members] == ["Conv2DFusion", "MaxPoolFusion", *["Conv2DFusion"] * 2,
                                                       "AvgPoolFusion"]
     assert [m.narrow for m in chain.members] == [True] + [False] * 4
@@ -335,8 +334,7 @@ def dense_run(channels: int = 32) -> onnx.ModelProto:
 @pytest.mark.usefixtures("dense_members")
 def test_dense_members_take_planes_of_any_size(thread_num):
     onnx_model = dense_run()
-    model = build(onnx_model, thread_num)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model, thread_num)
     assert [m.dense for m in chain.members] == [True, True, True]
     for side in (9, 5, 3, 1, 12):  # NOTE: 81/25, 25/9, 9/4, 1/1 and 144/36 positions: tiles short of ROWS
         assert_matches(model, onnx_model, RNG.standard_normal((2, 32, side, side)).astype(np.float32))
@@ -368,8 +366,7 @@ def fire_modules(squeeze: int = 16, expand: int = 32, plane: int = 15, ceil: int
 @pytest.mark.usefixtures("dense_members")
 def test_fire_modules_run_as_one_chain_with_their_concats_and_pools(expand, plane, ceil, thread_num):
     onnx_model = fire_modules(expand=expand, plane=plane, ceil=ceil)
-    model = build(onnx_model, thread_num)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model, thread_num)
     kinds = [m.kernel.type if m.conv is None else "conv" for m in chain.members]
     assert kinds == ["conv"] * 3 + ["Concat", "MaxPoolFusion"] + ["conv"] * 3 + ["Concat"]  # NOTE: not the first pool
     for batch in (1, 2):
@@ -412,8 +409,7 @@ def dense_block(channels: int = 32, growth: int = 16, plane: int = 12, outputs=(
 @pytest.mark.usefixtures("dense_members")
 def test_a_dense_block_runs_as_one_chain_with_its_norms_activations_and_pool(thread_num):
     onnx_model = dense_block()
-    model = build(onnx_model, thread_num)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model, thread_num)
     kinds = {m.kernel.type for m in chain.members}
     assert {"BatchNorm", "Activation", "Concat", "AvgPoolFusion"} <= kinds
     norms = [m for m in chain.members if m.kernel.type == "BatchNorm"]
@@ -425,8 +421,7 @@ def test_a_dense_block_runs_as_one_chain_with_its_norms_activations_and_pool(thr
 @pytest.mark.usefixtures("dense_members")
 def test_a_norm_whose_result_is_read_elsewhere_keeps_its_activation_apart():
     onnx_model = dense_block(outputs=("y", "n2"))
-    model = build(onnx_model)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model)
     norms = [m for m in chain.members if m.kernel.type == "BatchNorm"]
     assert [m.absorbed is not None for m in norms] == [True, False]
     assert_matches(model, onnx_model, RNG.standard_normal((2, 32, 12, 12)).astype(np.float32))
@@ -460,8 +455,7 @@ def grouped_blocks() -> onnx.ModelProto:
 @pytest.mark.usefixtures("dense_members")
 def test_grouped_convolutions_run_in_the_chain(thread_num):
     onnx_model = grouped_blocks()
-    model = build(onnx_model, thread_num)
-    [chain] = chains(model)
+    model, chain = one_chain(onnx_model, thread_num)
     assert sum(m.grouped for m in chain.members) == 3
     assert not any(m.depthwise for m in chain.members)
     for batch, plane in ((1, 14), (2, 9)):

@@ -95,47 +95,45 @@ _lone, _lone_end, _lone_add, _lone_add_end = (_tile(1, add, end, LANES) for add 
 
 
 @jit
-def _tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane):
-    """The tile of ``vectors`` (1 to VECTORS) blocks, adding to out's sums when ``add``."""
+def _tile_of(vectors, add, ends, x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi):
+    """The tile of ``vectors`` (1 to VECTORS) blocks, adding to out's sums when ``add``; ``ends``:
+    a unit's last terms, then ``tile.clip_finish``'s epilogue in registers (bias, added, step, lo,
+    hi: its arguments; ignored otherwise)."""
     if vectors == VECTORS:
-        if add:
-            _add_three(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
+        if ends:
+            if add:
+                _add_end_three(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+            else:
+                _end_three(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+        elif add:
+            _add_three(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
         else:
-            _three(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
+            _three(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
     elif vectors == 2:
-        if add:
-            _add_two(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
+        if ends:
+            if add:
+                _add_end_two(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+            else:
+                _end_two(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+        elif add:
+            _add_two(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
         else:
-            _two(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
+            _two(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+    elif ends:
+        if add:
+            _add_end_one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+        else:
+            _end_one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
     elif add:
-        _add_one(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
+        _add_one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
     else:
-        _one(x, bases, offsets, panel, terms, out, plane, 0, 0, 0, ONE, ONE)
-
-
-@jit
-def _last_tile_of(vectors, add, x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi):
-    """The tile of a unit's last terms (``_tile_of``'s, then ``tile.clip_finish``'s epilogue in registers)."""
-    if vectors == VECTORS:
-        if add:
-            _add_end_three(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
-        else:
-            _end_three(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
-    elif vectors == 2:
-        if add:
-            _add_end_two(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
-        else:
-            _end_two(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
-    elif add:
-        _add_end_one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
-    else:
-        _end_one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
+        _one(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
 
 
 @jit
 def _lone_tile_of(add, ends, x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi):
-    """A grouped convolution's tile: one block, its panel's rows LANES floats apart (``_tile_of``'s
-    and ``_last_tile_of``'s, as ``add`` and ``ends`` say)."""
+    """A grouped convolution's tile: one block, its panel's rows LANES floats apart (as ``_tile_of``,
+    ``add`` and ``ends`` say)."""
     if ends:
         if add:
             _lone_add_end(x, bases, offsets, panel, terms, out, plane, bias, added, step, lo, hi)
@@ -332,9 +330,9 @@ def products(padded, offsets, panels, wide, tiles, first, last):
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
             for tile in range(start, stop):
-                _tile_of(vectors, chunk > 0, padded.ctypes.data + tile * ROWS * LANES * 4, run.ctypes.data,
+                _tile_of(vectors, chunk > 0, False, padded.ctypes.data + tile * ROWS * LANES * 4, run.ctypes.data,
                          offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
-                         wide.ctypes.data + (block * plane + tile * ROWS * LANES) * 4, plane)
+                         wide.ctypes.data + (block * plane + tile * ROWS * LANES) * 4, plane, 0, 0, 0, ONE, ONE)
 
 
 @jit
@@ -401,27 +399,19 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
             ends = chunk + count == terms
             for tile in range(start, stop):
                 offset = (block * plane + tile * ROWS * LANES) * 4
-                if tile == tiles - 1 and short_rows < ROWS:
-                    _tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
-                             offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
-                             tail[group].ctypes.data, ROWS * LANES)
-                    if ends:
-                        for j in range(vectors):
-                            out[block + j, tile * ROWS:positions] = tail[group, j, :short_rows]
-                        _finish(out, block, vectors, tile * ROWS, short_rows, bias, lo, hi, code, alpha, residual)
-                elif ends:
-                    _last_tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
-                                  offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
-                                  out.ctypes.data + offset, plane, bias[block:].ctypes.data, added + offset * step,
-                                  step, lo, hi)
-                    if code != CLIP_CODE:
-                        for b in range(block, block + vectors):
-                            activate_run(flat, (b * positions + tile * ROWS) * LANES, ROWS * LANES,
-                                         flat.dtype.type(0), code, alpha)
-                else:
-                    _tile_of(vectors, chunk > 0, padded.ctypes.data, bases[tile].ctypes.data,
-                             offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
-                             out.ctypes.data + offset, plane)
+                short = tile == tiles - 1 and short_rows < ROWS
+                target, stride = (tail[group].ctypes.data, ROWS * LANES) if short else (out.ctypes.data + offset, plane)
+                _tile_of(vectors, chunk > 0, ends and not short, padded.ctypes.data, bases[tile].ctypes.data,
+                         offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count, target, stride,
+                         bias[block:].ctypes.data, added + offset * step, step, lo, hi)
+                if ends and short:
+                    for j in range(vectors):
+                        out[block + j, tile * ROWS:positions] = tail[group, j, :short_rows]
+                    _finish(out, block, vectors, tile * ROWS, short_rows, bias, lo, hi, code, alpha, residual)
+                elif ends and code != CLIP_CODE:
+                    for b in range(block, block + vectors):
+                        activate_run(flat, (b * positions + tile * ROWS) * LANES, ROWS * LANES, flat.dtype.type(0),
+                                     code, alpha)
 
 
 @jit
