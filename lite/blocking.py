@@ -22,9 +22,10 @@ A run of consecutive native kernels that are each one of these becomes one ``Blo
   two small products as in NCHW);
 - a gate's Mul, alone or fused with the 1x1 convolution reading it (``ScaledInput``: each run
   scales the packed weight's rows by the gate);
-- a Concat of channels whose inputs but the last are whole blocks; a 2-D max or average pool; a
-  BatchNorm with constant statistics, or an Activation a compiled epilogue applies (a BatchNorm
-  applies the Activation that alone reads it: DenseNet's pre-activations in one pass).
+- a Concat of channels whose inputs but the last are whole blocks; a 2-D max or average pool (a
+  global one ends a run); a BatchNorm with constant statistics, or an Activation a compiled
+  epilogue applies (a BatchNorm applies the Activation that alone reads it: DenseNet's
+  pre-activations in one pass).
 
 A run does not start with a pool (its larger input would go into blocks). A dense convolution
 whose input would not fill its blocks (a stem's 3 channels in 16 lanes) is ``narrow``: it reads its
@@ -90,7 +91,7 @@ class Member:
     activation: tuple[str, float] | None = None  # an epilogue activation (``EPILOGUE_CODES``), or None
     gate: Tensor | None = None  # the gate (N, C, 1, 1) scaling x's channels before a 1x1 convolution
     joined: list[Tensor] | None = None  # a Concat's inputs, joined along the channels
-    pooled: bool = False  # a 2-D max pool of x
+    pooled: bool = False  # a 2-D max or average pool of x (a global one: ``closing``)
     mapped: tuple[np.ndarray, np.ndarray] | None = None  # an element-wise x * multiplier + offset (C,) each,
     # then the clip and activation: a BatchNorm (with the Activation it absorbed) or an Activation (ones, zeros)
     absorbed: Kernel | None = None  # the Activation a BatchNorm member applies too (it writes that one's output)
@@ -123,6 +124,12 @@ class Member:
         """A convolution of one group other than a 1x1 stride-1 unpadded one (its taps or strides
         read other positions: ``lite.kernels.fast.blocked_direct`` on the blocks)."""
         return self.conv is not None and self.conv.group == 1 and not _pointwise(self.conv)
+
+    @property
+    def closing(self) -> bool:
+        """A global pool: it ends a run (what reads its one position, a 1x1 convolution on a 1 x 1
+        plane, would not suit the blocks)."""
+        return self.pooled and self.kernel.is_global
 
     @property
     def narrow(self) -> bool:
@@ -186,9 +193,14 @@ def _joined(concat: Kernel) -> Member | None:
 
 
 def _pool(pool: Kernel) -> Member | None:
-    """A float32 2-D max or average pool (one output, no dilation, not global) as a member."""
-    if (pool.is_global or pool.rank != 2 or len(pool.outputs) != 1 or tuple(pool.dilations) != (1, 1)
-            or np.dtype(pool.inputs[0].dtype) != np.float32):
+    """A float32 2-D max or average pool (one output, no dilation; or global over a 4-D input) as a
+    member."""
+    x = pool.inputs[0]
+    if np.dtype(x.dtype) != np.float32 or len(pool.outputs) != 1:
+        return None
+    if pool.is_global:
+        return Member(pool, None, x, pooled=True) if len(x.shape) == 4 else None
+    if pool.rank != 2 or tuple(pool.dilations) != (1, 1):
         return None
     return Member(pool, None, pool.inputs[0], pooled=True)
 
@@ -316,7 +328,9 @@ def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: l
             continue
         if current is not None and not (current.narrow and run):  # NOTE: a narrow member reads NCHW
             run.append(current)
-            continue
+            if not current.closing:
+                continue
+            current = None
         while run and run[0].pooled:  # NOTE: a pool first would take its larger input into blocks
             run.pop(0)
         chain = BlockedChain(run, readers, outputs) if len(run) >= MIN_MEMBERS else None
@@ -549,12 +563,17 @@ class BlockedChain(Kernel):
         from lite.kernels.fast import blocks
 
         (h, w), (oh, ow) = m.x.shape[2:], m.out.shape[2:]
-        begins, _, _ = m.kernel.geometry(tuple(m.x.shape))
-        window = (*m.kernel.kernel_size, *m.kernel.strides, *begins)
         scale = blocks.NO_SCALE
-        if m.kernel.type == "AvgPoolFusion":
-            m.kernel.resize()  # NOTE: its divisors
-            scale = np.broadcast_to(np.asarray(m.kernel.scale, np.float32), (oh, ow)).ravel().copy()
+        if m.kernel.is_global:  # NOTE: one window, the whole plane
+            window = (h, w, 1, 1, 0, 0)
+            if m.kernel.type == "AvgPoolFusion":
+                scale = np.full(1, 1 / (h * w), np.float32)
+        else:
+            begins, _, _ = m.kernel.geometry(tuple(m.x.shape))
+            window = (*m.kernel.kernel_size, *m.kernel.strides, *begins)
+            if m.kernel.type == "AvgPoolFusion":
+                m.kernel.resize()  # NOTE: its divisors
+                scale = np.broadcast_to(np.asarray(m.kernel.scale, np.float32), (oh, ow)).ravel().copy()
         return self.threads.crew_loop(oh, lambda _index, first, last: partial(blocks.pool, x, out, h, w, *window, ow,
                                                                               scale, first, last),
                                       lambda bounds: blocks.pool_jobs(x, out, h, w, oh, ow, window, scale, bounds))

@@ -341,10 +341,12 @@ def test_dense_members_take_planes_of_any_size(thread_num):
         assert not chain.fallback
 
 
-def fire_modules(squeeze: int = 16, expand: int = 32, plane: int = 15, ceil: int = 1) -> onnx.ModelProto:
+def fire_modules(squeeze: int = 16, expand: int = 32, plane: int = 15, ceil: int = 1,
+                 head: str | None = None) -> onnx.ModelProto:
     """x (batch, 32, plane, plane) -> MaxPool 3x3 stride 2 -> a SqueezeNet fire module (1x1 squeeze,
     Relu; 1x1 and 3x3 expands, Relu; Concat) -> MaxPool 3x3 stride 2 (``ceil`` mode) -> another
-    fire module -> y."""
+    fire module -> y; with a ``head`` (a global pool's op), that pool and a 1x1 convolution to 10
+    channels follow."""
     inits: dict = {}
 
     def fire(name: str, x: str, channels: int) -> list[onnx.NodeProto]:
@@ -358,7 +360,10 @@ def fire_modules(squeeze: int = 16, expand: int = 32, plane: int = 15, ceil: int
 
     nodes = [helper.make_node("MaxPool", ["x"], ["p0"], kernel_shape=[3, 3], strides=[2, 2]), *fire("f1", "p0", 32),
              helper.make_node("MaxPool", ["f1c"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=ceil),
-             *fire("f2", "p1", 2 * expand), helper.make_node("Identity", ["f2c"], ["y"])]
+             *fire("f2", "p1", 2 * expand), helper.make_node("Identity", ["f2c"], ["f" if head else "y"])]
+    if head:  # NOTE: a classifier head: the global pool, then a 1x1 convolution to 10 channels
+        inits["wh"] = RNG.standard_normal((10, 2 * expand, 1, 1)) * 0.1
+        nodes += [helper.make_node(head, ["f"], ["g"]), helper.make_node("Conv", ["g", "wh"], ["y"])]
     return model_of(nodes, "fire", ["batch", 32, plane, plane], inits)
 
 
@@ -467,3 +472,17 @@ def test_a_grouped_convolution_joins_where_no_group_straddles_a_block():
                                               (96, 32, 3, True), (96, 24, 4, False), (64, 4, 8, False),
                                               (36, 12, 3, False)]:
         assert blocking._grouped_fits(out_channels, width, group) == joins
+
+
+@pytest.mark.parametrize("pool", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("thread_num", [1, 2])
+@pytest.mark.usefixtures("dense_members")
+def test_a_global_pool_ends_the_chain(pool, thread_num):
+    """Its one position read in blocks, and the 1x1 convolution after it on a 1 x 1 plane runs in
+    NCHW (a classifier head)."""
+    onnx_model = fire_modules(head=pool)
+    model, chain = one_chain(onnx_model, thread_num)
+    assert chain.members[-1].closing and chain.members[-1].out.name == "g"
+    assert any(k.type == "Conv2DFusion" for k in model._engine.kernels)  # NOTE: the head, after the chain
+    for batch in (1, 2):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 15, 15)).astype(np.float32))
