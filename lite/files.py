@@ -8,9 +8,11 @@ through here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import stat
+import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,9 +68,9 @@ class MappedModelFile:
     """A ``.lite`` file mapped copy-on-write: ``array`` holds the bytes the reader validates, and
     ranges whose constants no kernel reads in their original layout any more can leave memory.
 
-    The file is read into the private mapping (``readinto``), so every page starts as this
-    process's own copy of the file as it was when built: a file that changes afterwards changes
-    nothing that was validated. ``release`` hands whole pages of a range back
+    Every page of the private mapping is made this process's own copy of the file as it was when
+    built (faulted in writable where Linux can, else read in with ``readinto``): a file that
+    changes afterwards changes nothing that was validated. ``release`` hands whole pages of a range back
     (``MADV_DONTNEED``): they are no longer resident and, read again (a fallback, a resize that
     repacks), fault back in from the file. ``check_unchanged`` refuses a file whose size or
     modification time changed since, before anything may read released pages again: a file
@@ -129,14 +131,41 @@ def map_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIMI
         size = _size_within(f, path, size_limit, "model file")
         if not size:
             return None
-        mapped = MappedModelFile(path, f, size)
         try:
-            done = f.readinto(memoryview(mapped._map))
+            mapped = MappedModelFile(path, f, size)
+        except ValueError as exc:  # NOTE: the file is shorter now than it was measured
+            raise _changed_size(path, "model file") from exc
+        try:
+            done = os.fstat(f.fileno()).st_size if _copied_in(mapped, size) else f.readinto(memoryview(mapped._map))
         except OSError as exc:  # NOTE: EFAULT: the file shrank under the mapping while it was read
-            raise ModelFileError(f"model file {str(path)!r} changed size while it was read; read it again once "
-                                 "nothing writes to it") from exc
+            raise _changed_size(path, "model file") from exc
+        f.seek(done)
         _check_complete(f, path, done, size, "model file")
     return mapped
+
+
+MADV_POPULATE_WRITE = 23
+"""Linux's madvise advice (5.14 and later) that faults every page of a range in writable: in a private
+file mapping, each page becomes this process's own copy of the file's bytes."""
+
+
+def _copied_in(mapped: MappedModelFile, size: int) -> bool:
+    """Makes every page of the mapping a private copy of the file in one call (Linux 5.14 and later:
+    one copy, where ``readinto`` copies each page twice, a write fault and the read); False where the
+    kernel lacks it (the caller reads the file in).
+
+    Raises:
+        OSError: EFAULT: the file shrank under the mapping.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mapped._map.madvise(MADV_POPULATE_WRITE, 0, size)
+    except OSError as exc:
+        if exc.errno == errno.EFAULT:
+            raise
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -186,8 +215,12 @@ def _size_within(f, path: Path, size_limit: int, what: str, limit_name: str = "C
 def _check_complete(f, path: Path, done: int, size: int, what: str) -> None:
     """Refuses a read of ``done`` bytes of a file that had ``size`` (it shrank), or that has more (it grew)."""
     if done != size or f.read(1):
-        raise ModelFileError(f"{what} {str(path)!r} changed size while it was read; read it again once "
-                             "nothing writes to it")
+        raise _changed_size(path, what)
+
+
+def _changed_size(path: Path, what: str) -> ModelFileError:
+    return ModelFileError(f"{what} {str(path)!r} changed size while it was read; read it again once nothing "
+                          "writes to it")
 
 
 def check_size(path: Path, size: int, limit: int, what: str = "model file",
