@@ -518,10 +518,10 @@ class BlockedChain(Kernel):
 
     def _dense(self, m: Member, x: np.ndarray | None, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                alpha) -> list:
-        """The calls running dense or grouped member ``m`` on one image's blocks: its input into the padded
-        blocks (a narrow member's from NCHW, ``x`` None), then the products into its output's blocks,
-        each tile with bias, residual, clip and activation; each shared out among the model's
-        threads."""
+        """The calls running dense or grouped member ``m`` on one image's blocks: its input into the
+        padded blocks (a narrow member's from NCHW, even where another member reads x in blocks),
+        then the products into its output's blocks, each tile with bias, residual, clip and
+        activation; each shared out among the model's threads."""
         from lite.kernels.fast import blocked_direct, blocks
 
         plan, padded, tail = self.dense[m.kernel]
@@ -533,7 +533,7 @@ class BlockedChain(Kernel):
         terms = (panels, padded, out, tail, blocks.padded_bias(bias, out.shape[0]), lo, hi, code, alpha)
         loop = self.threads.crew_loop
         return [
-            partial(self._fill, plan, m.x, padded) if x is None else
+            partial(self._fill, plan, m.x, padded) if m.narrow else
             loop(x.shape[0], lambda _index, first, last: partial(plan.refill, x, padded, first, last),
                  lambda bounds: blocked_direct.refill_jobs(plan, x, padded, bounds)),
             loop(plan.block_units, lambda _index, first, last: partial(plan.block_products, *terms, first, last,
