@@ -32,7 +32,19 @@ from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocks import NO_RESIDUAL as NO_BLOCKS_RESIDUAL
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.tile import FLOAT, INDEX, LANES, ROWS, TILE_VECTORS, VECTORS, WIDTH, clip_finish, emit_tile
+from lite.kernels.fast.tile import (
+    FLOAT,
+    INDEX,
+    LANES,
+    ROWS,
+    TILE_VECTORS,
+    VECTOR,
+    VECTORS,
+    WIDTH,
+    clip_finish,
+    emit_loop,
+    emit_tile,
+)
 from lite.kernels.window import Geometry
 
 CHUNK_TERMS = 192
@@ -357,20 +369,40 @@ def write_out(wide, out, image, bias, lo, hi, code, alpha, wq, first, last, resi
             activate_run(flat, base, oh * ow, flat.dtype.type(0), code, alpha)
 
 
+@intrinsic
+def _place_row(typingctx, source, target, column_at, count):
+    """An intrinsic ``(source, target, column_at, count)``: for i < count, the vector of LANES floats
+    at source + i * LANES goes to target + column_at[i] * LANES (float addresses; column_at an int64
+    pointer), one vector load and store each."""
+    def codegen(context, builder, signature, args):
+        source_at, target_at, columns_at, count_ = args
+        pointer = VECTOR.as_pointer()
+        source_p, target_p = (builder.inttoptr(at, pointer) for at in (source_at, target_at))
+        columns_p = builder.inttoptr(columns_at, INDEX.as_pointer())
+
+        def place(i, _):
+            value = builder.load(builder.gep(source_p, [i]), align=4)
+            builder.store(value, builder.gep(target_p, [builder.load(builder.gep(columns_p, [i]))]), align=4)
+            return []
+
+        emit_loop(builder, count_, [], place)
+        return context.get_dummy_value()
+    return types.void(*(types.int64,) * 4), codegen
+
+
 @jit
 def refill(x, padded, row_at, column_at, first, last):
     """Blocks ``first`` to ``last - 1`` of x (CB, H * W, LANES), an image already in channel blocks
     (a ``lite.blocking`` chain's), into padded (CB, positions, LANES) as ``fill`` places them:
-    x[., y * W + i] at row_at[y] + column_at[i]; zero elsewhere."""
+    x[., y * W + i] at row_at[y] + column_at[i]; zero elsewhere. One vector a position
+    (``_place_row``: the loop over lanes did not vectorize)."""
     h, w = row_at.size, column_at.size
     padded[first:last] = 0
+    x_block, padded_block = x.shape[1] * LANES * 4, padded.shape[1] * LANES * 4
     for block in range(first, last):
         for y in range(h):
-            at = row_at[y]
-            for i in range(w):
-                to, source = _u(at + column_at[i]), _u(y * w + i)
-                for lane in range(LANES):
-                    padded[block, to, lane] = x[block, source, lane]
+            _place_row(x.ctypes.data + block * x_block + y * w * LANES * 4,
+                       padded.ctypes.data + block * padded_block + row_at[y] * LANES * 4, column_at.ctypes.data, w)
 
 
 @jit
