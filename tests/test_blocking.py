@@ -316,6 +316,7 @@ def test_a_stem_starts_the_chain_with_its_pool(thread_num):
     assert [t.name for t in chain.converted] == ["x"]  # NOTE: for the 1x1 convolution
     for batch in (1, 3):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 3, 32, 32)).astype(np.float32))
+    assert chain.steps[0][0].func.__name__ == "_fill"  # NOTE: the stem still reads x in NCHW, not those blocks
 
 
 def dense_run(channels: int = 32) -> onnx.ModelProto:
