@@ -31,6 +31,7 @@ from numba.extending import intrinsic
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocks import NO_RESIDUAL as NO_BLOCKS_RESIDUAL
+from lite.kernels.fast.blocks import ZEROS
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import (
     FLOAT,
@@ -52,8 +53,6 @@ CHUNK_TERMS = 192
 
 NO_RESIDUAL = np.zeros(0, np.float32)
 ONE = np.float32(1)
-ZEROS = np.zeros(LANES, np.float32)
-"""The residual a finishing tile adds where there is none (its step 0: every vector reads these)."""
 
 
 def blocks(channels: int) -> int:
@@ -210,6 +209,12 @@ class BlockedDirectPlan:
         """Into channel blocks: the padded input and each group's last tile (short of ROWS positions;
         a grouped convolution's output block b: [b // VECTORS, b % VECTORS])."""
 
+    @property
+    def grouped_span(self) -> int:
+        """What ``block_products`` takes as ``span``: the input blocks a grouped convolution's output
+        block reads, 0 for one group."""
+        return self.span if self.width else 0
+
     def arrange(self, weight: np.ndarray) -> np.ndarray:
         """The weight (O, C, KH, KW) as the tiles read it: (groups, K, WIDTH), the terms in the
         offsets' order (block, tap, lane), zero past O and C; padded a group at a time (the
@@ -272,7 +277,7 @@ class BlockedDirectPlan:
         residual, out's shape), lo, hi) and the activation of ``code``; ``tail``: block_scratch[1]."""
         block_products(padded, self.offsets, weights, out, self.bases, tail, self.block_tiles, first,
                        self.block_units if last is None else last, bias, lo, hi, code, alpha, residual,
-                       self.span if self.width else 0)
+                       self.grouped_span)
 
     def warm(self) -> None:
         """Compiles the NCHW form's kernels (``fill``, ``products``, ``write_out``) now (at build), not
@@ -421,7 +426,6 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
     terms, out_blocks, positions = offsets.size, out.shape[0], out.shape[1]
     plane, short_rows = positions * LANES, positions - (tiles - 1) * ROWS
     added, step = (residual.ctypes.data, 1) if residual.size else (ZEROS.ctypes.data, 0)
-    flat = out.reshape(out.size)
     for group in range(first // tiles, (last - 1) // tiles + 1):
         start, stop = max(first - group * tiles, 0), min(last - group * tiles, tiles)
         block = group * VECTORS
@@ -436,14 +440,9 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
                 _tile_of(vectors, chunk > 0, ends and not short, padded.ctypes.data, bases[tile].ctypes.data,
                          offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count, target, stride,
                          bias[block:].ctypes.data, added + offset * step, step, lo, hi)
-                if ends and short:
-                    for j in range(vectors):
-                        out[block + j, tile * ROWS:positions] = tail[group, j, :short_rows]
-                    _finish(out, block, vectors, tile * ROWS, short_rows, bias, lo, hi, code, alpha, residual)
-                elif ends and code != CLIP_CODE:
-                    for b in range(block, block + vectors):
-                        activate_run(flat, (b * positions + tile * ROWS) * LANES, ROWS * LANES, flat.dtype.type(0),
-                                     code, alpha)
+                if ends:
+                    _close_tile(out, tail[group, :vectors], block, tile * ROWS, short, bias, lo, hi, code, alpha,
+                                residual)
 
 
 @jit
@@ -455,7 +454,6 @@ def _grouped_units(padded, offsets, panels, out, bases, tail, tiles, span, first
     terms, positions = offsets.size, out.shape[1]
     plane, short_rows, block_floats = positions * LANES, positions - (tiles - 1) * ROWS, padded.shape[1] * LANES
     added, step = (residual.ctypes.data, 1) if residual.size else (ZEROS.ctypes.data, 0)
-    flat = out.reshape(out.size)
     for unit in range(first, last):
         block, tile = unit // tiles, unit % tiles
         x_at = padded.ctypes.data + block // span * span * block_floats * 4
@@ -468,11 +466,26 @@ def _grouped_units(padded, offsets, panels, out, bases, tail, tiles, span, first
             _lone_tile_of(chunk > 0, ends, x_at, bases[tile].ctypes.data, offsets[chunk:].ctypes.data,
                           panels[block, chunk:].ctypes.data, count, target, plane, bias[block:].ctypes.data,
                           added + offset * step, step, lo, hi)
-        if short:
-            out[block, tile * ROWS:positions] = tail[block // VECTORS, block % VECTORS, :short_rows]
-            _finish(out, block, 1, tile * ROWS, short_rows, bias, lo, hi, code, alpha, residual)
-        elif code != CLIP_CODE:
-            activate_run(flat, (block * positions + tile * ROWS) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
+        sums = tail[block // VECTORS, block % VECTORS:block % VECTORS + 1]
+        _close_tile(out, sums, block, tile * ROWS, short, bias, lo, hi, code, alpha, residual)
+
+
+@jit
+def _close_tile(out, sums, block, top, short, bias, lo, hi, code, alpha, residual):
+    """After the last terms of the tile at position ``top`` of blocks ``block`` on (as many as
+    ``sums`` (vectors, ROWS, LANES) holds): a tile short of ROWS positions, which summed in ``sums``,
+    goes out and is finished (``_finish``); a whole one, clipped in registers, takes its activation
+    (``code``) while in cache."""
+    positions, vectors = out.shape[1], sums.shape[0]
+    if short:
+        rows = positions - top
+        for j in range(vectors):
+            out[block + j, top:positions] = sums[j, :rows]
+        _finish(out, block, vectors, top, rows, bias, lo, hi, code, alpha, residual)
+    elif code != CLIP_CODE:
+        flat = out.reshape(out.size)
+        for b in range(block, block + vectors):
+            activate_run(flat, (b * positions + top) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
 
 
 @jit
@@ -631,7 +644,7 @@ def block_products_jobs(plan: BlockedDirectPlan, weights: np.ndarray, padded: np
         weights.shape[2], out.ctypes.data, *out.shape[:2]
     block[[_B_BASES, _B_TILES, _B_TAIL, _B_TAIL_GROUPS, _B_BIAS, _B_CODE]] = plan.bases.ctypes.data, \
         plan.block_tiles, tail.ctypes.data, tail.shape[0], bias.ctypes.data, code
-    block[_B_SPAN] = plan.span if plan.width else 0
+    block[_B_SPAN] = plan.grouped_span
     block[_B_RESIDUAL] = residual.ctypes.data if residual.size else 0
     block[_B_LO:_B_HEADER].view(np.float64)[:] = lo, hi, alpha
     return Jobs(block_products_job, block, len(bounds), (weights, padded, plan.offsets, out, plan.bases, tail, bias,

@@ -37,6 +37,7 @@ from lite.kernels.fast.tile import (
     clip_finish,
     emit_loop,
     emit_tile,
+    select_clip,
     splat,
 )
 
@@ -44,6 +45,8 @@ LANE_BITS = 4
 assert 1 << LANE_BITS == LANES
 ONE = np.float32(1)
 NO_RESIDUAL = np.zeros((0, 0, LANES), np.float32)
+ZEROS = np.zeros(LANES, np.float32)
+"""One vector of zeros: an offset or a residual where there is none."""
 
 
 def blocks(channels: int) -> int:
@@ -327,9 +330,9 @@ def scale_blocks(x, gate, out):
     """out = x (CB, P, LANES) with each channel times its gate (CB, 1, LANES): ``_affine_run`` with
     no offset and no bounds."""
     positions = x.shape[1]
-    block_bytes, zeros, bound = positions * LANES * 4, np.zeros(LANES, np.float32), np.float32(np.inf)
+    block_bytes, bound = positions * LANES * 4, np.float32(np.inf)
     for block in range(x.shape[0]):
-        _affine_run(x.ctypes.data + block * block_bytes, gate.ctypes.data + block * LANES * 4, zeros.ctypes.data,
+        _affine_run(x.ctypes.data + block * block_bytes, gate.ctypes.data + block * LANES * 4, ZEROS.ctypes.data,
                     out.ctypes.data + block * block_bytes, positions, -bound, bound)
 
 
@@ -431,7 +434,7 @@ def pool_job(index, data, extra):
 def _affine_run(typingctx, x, multiplier, offset, out, count, lo, hi):
     """An intrinsic ``(x, multiplier, offset, out, count, lo, hi)``: for the ``count`` vectors of one
     block, out[k] = clip(x[k] * multiplier + offset, lo, hi), each a vector of LANES floats (LLVM
-    may fuse the product and the sum; the clip as ``tile.emit_clip_span``'s, a NaN kept); addresses
+    may fuse the product and the sum; the clip ``tile.select_clip``'s, a NaN kept); addresses
     and the count as int64, lo and hi float32."""
     def codegen(context, builder, signature, args):
         x_at, multiplier_at, offset_at, out_at, count, low, high = args
@@ -442,9 +445,7 @@ def _affine_run(typingctx, x, multiplier, offset, out, count, lo, hi):
 
         def one(k, _):
             total = builder.fadd(builder.fmul(builder.load(builder.gep(x_p, [k]), align=4), scale), shift)
-            total = builder.select(builder.fcmp_ordered(">", low, total), low, total)
-            builder.store(builder.select(builder.fcmp_ordered("<", high, total), high, total), builder.gep(out_p, [k]),
-                          align=4)
+            builder.store(select_clip(builder, total, low, high), builder.gep(out_p, [k]), align=4)
             return []
 
         emit_loop(builder, count, [], one)

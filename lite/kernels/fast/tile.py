@@ -136,6 +136,12 @@ def clip_finish(builder: ir.IRBuilder, bias: ir.Value, vectors: int, low: ir.Val
     return finish
 
 
+def select_clip(builder: ir.IRBuilder, value: ir.Value, low: ir.Value, high: ir.Value) -> ir.Value:
+    """``value`` clipped to [low, high] (vectors), as numba's min and max on floats: a NaN is kept."""
+    value = builder.select(builder.fcmp_ordered(">", low, value), low, value)
+    return builder.select(builder.fcmp_ordered("<", high, value), high, value)
+
+
 def emit_clip_span(builder: ir.IRBuilder, source: ir.Value, target: ir.Value, added: ir.Value | None,
                    count: ir.Value, shift: ir.Value, low: ir.Value, high: ir.Value) -> None:
     """Emits ``target[i] = min(max(source[i] + shift (+ added[i]), low), high)`` for i < count, at
@@ -149,8 +155,7 @@ def emit_clip_span(builder: ir.IRBuilder, source: ir.Value, target: ir.Value, ad
         total = builder.fadd(builder.load(builder.bitcast(builder.gep(source, [at]), pointer), align=4), shift)
         if added is not None:
             total = builder.fadd(total, builder.load(builder.bitcast(builder.gep(added, [at]), pointer), align=4))
-        total = builder.select(builder.fcmp_ordered(">", low, total), low, total)
-        return builder.select(builder.fcmp_ordered("<", high, total), high, total)
+        return select_clip(builder, total, low, high)
 
     last = builder.sub(count, INDEX(LANES))
     tail = value(last)
