@@ -31,7 +31,7 @@ from numba.extending import intrinsic
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocks import NO_RESIDUAL as NO_BLOCKS_RESIDUAL
-from lite.kernels.fast.blocks import ZEROS
+from lite.kernels.fast.blocks import ZEROS, group_blocks
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import (
     FLOAT,
@@ -158,7 +158,7 @@ def _lone_tile_of(add, ends, x, bases, offsets, panel, terms, out, plane, bias, 
 
 class BlockedDirectPlan:
     """The padded blocks, term offsets, tiles and scratch of one geometry: ``fill``, then
-    ``products`` over the units (a unit: one tile of one group of VECTORS output blocks), then
+    ``products`` over the units (a unit: one tile of one group of output blocks, ``blocks.group_blocks``), then
     ``write_out``; or, into a chain's channel blocks, ``refill`` (``fill`` where ``narrow``), then
     ``block_products``.
 
@@ -225,7 +225,8 @@ class BlockedDirectPlan:
         in_blocks, lanes, taps = self.in_blocks, self.lanes, kh * kw
         panels = np.empty((self.groups, in_blocks * taps * lanes, WIDTH), np.float32)
         for group in range(self.groups):
-            rows = weight[group * WIDTH:(group + 1) * WIDTH].reshape(-1, channels, taps)
+            first, count = group_blocks(group, blocks(out_c))
+            rows = weight[first * LANES:(first + count) * LANES].reshape(-1, channels, taps)
             padded = np.zeros((WIDTH, in_blocks * lanes, taps), np.float32)
             padded[:rows.shape[0], :channels] = rows
             panels[group] = padded.reshape(WIDTH, in_blocks, lanes, taps).transpose(1, 3, 2, 0).reshape(-1, WIDTH)
@@ -342,8 +343,7 @@ def products(padded, offsets, panels, wide, tiles, first, last):
     run = np.arange(ROWS) * LANES
     for group in range(first // tiles, (last - 1) // tiles + 1):
         start, stop = max(first - group * tiles, 0), min(last - group * tiles, tiles)
-        block = group * VECTORS
-        vectors = min(VECTORS, out_blocks - block)
+        block, vectors = group_blocks(group, out_blocks)
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
             for tile in range(start, stop):
@@ -428,8 +428,7 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
     added, step = (residual.ctypes.data, 1) if residual.size else (ZEROS.ctypes.data, 0)
     for group in range(first // tiles, (last - 1) // tiles + 1):
         start, stop = max(first - group * tiles, 0), min(last - group * tiles, tiles)
-        block = group * VECTORS
-        vectors = min(VECTORS, out_blocks - block)
+        block, vectors = group_blocks(group, out_blocks)
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
             ends = chunk + count == terms

@@ -37,6 +37,7 @@ CASES = [
     ((1, 130, 14, 14), (20, 130, 3, 3), {"stride": (2, 2), "pad_list": (1, 1, 1, 1), "activation_type": "RELU"}),
     ((2, 140, 9, 12), (17, 140, 3, 3), {"stride": (2, 3), "pad_list": (0, 1, 2, 1)}),  # odd sizes, uneven pads
     ((1, 64, 11, 11), (20, 64, 5, 5), {"stride": (3, 3), "pad_list": (2, 2, 2, 2)}),
+    ((1, 132, 9, 10), (112, 132, 3, 3), {"pad_list": (1, 1, 1, 1)}),  # seven blocks: groups of three, two, two
 ]
 
 

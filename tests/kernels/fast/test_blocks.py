@@ -52,6 +52,8 @@ def reference(x, weight, bias, residual, lo, hi, activation):
     (40, 24, (7, 7)),     # three blocks, the last padded; 49 positions: the last tile overlaps
     (96, 16, (4, 2)),     # two groups of three blocks; exactly one tile
     (80, 200, (14, 14)),  # a group of two blocks after one of three; K past 128
+    (64, 32, (6, 6)),     # four blocks: two groups of two, not three and one
+    (100, 24, (5, 5)),    # seven blocks: three, two and two, the last padded
 ])
 @pytest.mark.parametrize("epilogue", ["none", "relu6+residual", "SWISH", "HARD_SWISH"])
 def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
@@ -74,6 +76,18 @@ def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
     want = blocked(reference(x, weight, bias, residual, lo, hi, epilogue).astype(np.float32))
     assert np.abs(out - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
     assert not out[-1, :, (out_c - 1) % 16 + 1:].any()  # the padded channels stay zero
+
+
+@pytest.mark.parametrize("out_blocks", range(1, 23))
+def test_the_groups_of_blocks_cover_each_block_once_with_no_lone_block(out_blocks):
+    from lite.kernels.fast.blocks import VECTORS, group_blocks
+
+    groups = [group_blocks(group, out_blocks) for group in range(-(-out_blocks // VECTORS))]
+    covered = [block for first, count in groups for block in range(first, first + count)]
+    assert covered == list(range(out_blocks))
+    assert all(1 <= count <= VECTORS for _, count in groups)
+    if VECTORS == 3 and out_blocks > 1:
+        assert min(count for _, count in groups) >= 2
 
 
 def test_the_pointwise_convolution_runs_as_crew_jobs(crew_runs):
