@@ -38,6 +38,11 @@ class Context:
         placement_cache: where measured times are cached ("default": ``$DELITE_PLACEMENT_CACHE``
             or ``~/.cache/delite/placement``; a folder; None: no cache), so a second build of
             the same model, shapes, threads and delegates times nothing.
+        conversion_cache: where ``Model.build_from_file`` keeps the ``.lite`` conversions of
+            ``.onnx`` files ("default": ``$DELITE_CONVERSION_CACHE`` or
+            ``~/.cache/delite/converted``; a folder; None: convert every time), so a second
+            build of the same file (the same bytes and external data) maps the converted file
+            instead of converting again (``lite.conversion.convert_file``).
 
     Example:
         >>> ctx = Context(thread_num=2)
@@ -48,7 +53,8 @@ class Context:
     def __init__(self, thread_num: int | None = None, fallback: bool = True,
                  delegates: list[object] | None = None, memory_limit: int = DEFAULT_MEMORY_LIMIT,
                  placement: str = "priority", placement_budget: float = 60.0,
-                 placement_cache: str | os.PathLike | None = "default"):
+                 placement_cache: str | os.PathLike | None = "default",
+                 conversion_cache: str | os.PathLike | None = "default"):
         self.thread_num = thread_num if thread_num is not None else (os.cpu_count() or 1)
         self.fallback = fallback
         self.delegates = [] if delegates is None else delegate_list(delegates)
@@ -56,6 +62,7 @@ class Context:
         self.placement = placement
         self.placement_budget = placement_budget
         self.placement_cache = placement_cache
+        self.conversion_cache = conversion_cache
 
     @property
     def placement(self) -> str:
@@ -84,6 +91,16 @@ class Context:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
             raise InputError(f"placement_budget must be a finite number of seconds >= 0, got {value!r}")
         self._placement_budget = float(value)
+
+    @property
+    def conversion_cache(self) -> str | os.PathLike | None:
+        return self._conversion_cache
+
+    @conversion_cache.setter
+    def conversion_cache(self, value: str | os.PathLike | None) -> None:
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise InputError(f"conversion_cache must be a folder, \"default\" or None, got {type(value).__name__}")
+        self._conversion_cache = value
 
     @property
     def thread_num(self) -> int:

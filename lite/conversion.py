@@ -1,13 +1,33 @@
 """A model given any way -> its ``.lite`` bytes: ``lite.loader`` reads files and ONNX models, the
 converter (``lite.tools.converter``, which itself reads through the loader) converts ONNX ones.
 
-A module of its own above both, so that the loader never imports the converter.
+A module of its own above both, so that the loader never imports the converter. It also keeps
+the cache of converted ONNX files (``convert_file``): a model built from the same ``.onnx`` again
+maps the ``.lite`` file converted the first time instead of converting again.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import functools
+import hashlib
+import importlib.util
+import logging
+import os
+import re
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lite.files import file_digest, replace_file
 from lite.loader import ModelSource, ModelType, load_onnx, model_type_of, source_bytes
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
+from lite.version import __version__
+
+logger = logging.getLogger(__name__)
 
 
 def load_lite_bytes(source: ModelSource, model_type: ModelType | None = None, *,
@@ -35,3 +55,157 @@ def load_lite_bytes(source: ModelSource, model_type: ModelType | None = None, *,
     from lite.tools.converter import convert  # NOTE: the converter (and onnx) load only when needed
 
     return convert(load_onnx(source, size_limit=size_limit), memory_limit=size_limit)
+
+
+CONVERSION_CACHE_ENV = "DELITE_CONVERSION_CACHE"
+CACHED_MODELS = 8
+"""Converted models a cache folder keeps; storing a ninth removes the oldest (by the time it was
+stored: an entry is never touched again, so that a process that mapped it sees it unchanged)."""
+STALE_PARTIAL_SECONDS = 3600
+"""A half-written entry (a writer that died) older than this is removed when another is stored."""
+
+
+@dataclass(frozen=True)
+class ConvertedFile:
+    """An ONNX file's conversion: ``data``, the .lite bytes converted now, or ``cached``, the cache
+    entry holding the conversion of the same bytes by the same converter."""
+
+    data: bytes | None
+    cached: Path | None
+
+
+def conversion_cache_directory(setting: str | os.PathLike | None) -> Path | None:
+    """Where converted models are cached: None (off), a folder, or "default": ``$DELITE_CONVERSION_CACHE``,
+    else ``$XDG_CACHE_HOME/delite/converted`` (``~/.cache`` by default); "off" disables it."""
+    if setting is None or str(setting).strip().lower() in ("off", "none", ""):
+        return None
+    if str(setting) != "default":
+        return Path(setting).expanduser()
+    explicit = os.environ.get(CONVERSION_CACHE_ENV, "").strip()
+    if explicit:
+        return None if explicit.lower() in ("off", "none") else Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache"
+    return Path(base).expanduser() / "delite" / "converted"
+
+
+def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAULT_MEMORY_LIMIT) -> ConvertedFile:
+    """The conversion of the ONNX file at ``path`` (with its external data), from the cache in
+    ``folder`` when it holds one for the same bytes, converter and ``size_limit``; else converted
+    now and stored there (in a background thread: the build does not wait for the write).
+
+    An entry is named by a SHA-256 of the converter's sources, ``size_limit`` and the file's
+    bytes (``KEY.lite``); a model with external data adds a second one, of those tensors' names
+    and bytes (``KEY-EXTERNAL.lite``), so only such a model is parsed before its entry is found.
+    An entry is a .lite file like any other, read through the same checks (a symbolic link is
+    refused). Cache trouble (a folder that cannot be made, a full disk) never fails the build:
+    the model is converted as without a cache.
+
+    Raises:
+        as ``load_lite_bytes``.
+    """
+    content = file_digest(path, size_limit, "ONNX model", min(os.cpu_count() or 1, 4))
+    key = hashlib.sha256(_converter_fingerprint() + size_limit.to_bytes(8, "little") + content).hexdigest()
+    entry = folder / f"{key}.lite"
+    if _is_entry(entry):
+        return ConvertedFile(None, entry)
+    model = None
+    if _has_entry(folder, f"{key}-*.lite"):  # NOTE: the same bytes converted with external data
+        model, entry = _external_entry(path, folder, key, size_limit)
+        if _is_entry(entry):
+            return ConvertedFile(None, entry)
+    from lite.tools.converter import convert
+
+    if model is None:
+        model, entry = _external_entry(path, folder, key, size_limit)
+    data = convert(model, memory_limit=size_limit)
+    writer = threading.Thread(target=_store, args=(folder, entry, data), name="delite-conversion-cache", daemon=True)
+    writer.start()
+    _WRITERS[:] = [w for w in _WRITERS if w.is_alive()] + [writer]
+    return ConvertedFile(data, None)
+
+
+def _external_entry(path: str | os.PathLike, folder: Path, key: str, size_limit: int):
+    """The model at ``path``, read with its external data, and its entry: ``KEY.lite`` where it has
+    none, else ``KEY-EXTERNAL.lite``."""
+    external = hashlib.sha256()
+    model = load_onnx(path, size_limit=size_limit, digest=external)
+    none_read = external.hexdigest() == _NOTHING_HASHED
+    return model, folder / (f"{key}.lite" if none_read else f"{key}-{external.hexdigest()}.lite")
+
+
+_NOTHING_HASHED = hashlib.sha256().hexdigest()
+
+
+def _is_entry(entry: Path) -> bool:
+    try:
+        return stat.S_ISREG(entry.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _has_entry(folder: Path, pattern: str) -> bool:
+    try:
+        return any(folder.glob(pattern))
+    except OSError:
+        return False
+
+
+_WRITERS: list[threading.Thread] = []
+WRITE_WAIT_SECONDS = 60.0
+"""At exit, how long the process waits for entries still being written (then leaves them partial)."""
+
+
+@atexit.register
+def _finish_writes() -> None:
+    deadline = time.monotonic() + WRITE_WAIT_SECONDS
+    for writer in list(_WRITERS):
+        writer.join(max(0.0, deadline - time.monotonic()))
+
+
+def discard(entry: Path) -> None:
+    """Removes a cache entry that did not read as a model (it is converted and stored again)."""
+    with contextlib.suppress(OSError):
+        entry.unlink()
+
+
+def _store(folder: Path, entry: Path, data: bytes) -> None:
+    """Writes ``entry`` (atomically), then keeps the CACHED_MODELS newest entries; errors only log."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        replace_file(entry, data)
+        _prune(folder)
+    except OSError as exc:
+        logger.info("could not store the converted model in %s: %s", folder, exc)
+
+
+def _prune(folder: Path) -> None:
+    entries = []
+    for path in folder.iterdir():
+        with contextlib.suppress(OSError):
+            info = path.lstat()
+            if path.suffix == ".lite" and _ENTRY.fullmatch(path.stem):
+                entries.append((info.st_mtime_ns, path))
+            elif path.suffix == ".tmp" and path.name.startswith(".") and \
+                    time.time() - info.st_mtime > STALE_PARTIAL_SECONDS:
+                path.unlink()
+    for _, path in sorted(entries, reverse=True)[CACHED_MODELS:]:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+_ENTRY = re.compile(r"[0-9a-f]{64}(?:-[0-9a-f]{64})?")
+
+
+@functools.cache
+def _converter_fingerprint() -> bytes:
+    """A hash of the sources a conversion runs (the package's top level, its ops and numpy kernels
+    (constant folding), the converter and the schema's writer): a changed converter never reads
+    an entry an older one stored."""
+    root = Path(__file__).parent
+    tools, schema = (Path(importlib.util.find_spec(name).origin).parent for name in ("lite.tools", "lite.schema"))
+    folders = [root, root / "ops", root / "kernels", tools / "converter", tools / "converter" / "mappers", schema]
+    digest = hashlib.sha256(f"delite-conversion-cache 1 {__version__}".encode())
+    for folder in folders:
+        for source in sorted(folder.glob("*.py")):
+            digest.update(source.name.encode() + source.read_bytes())
+    return digest.digest()

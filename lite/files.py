@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import mmap
 import os
 import stat
 import sys
+import tempfile
+import threading
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,9 +49,11 @@ def read_regular_file(path: str | os.PathLike, size_limit: int, what: str, *,
     return data
 
 
-def read_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIMIT) -> np.ndarray:
+def read_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIMIT, *,
+                   follow_links: bool = True) -> np.ndarray:
     """A ``.lite`` file read straight into a 64-byte aligned buffer (the reader then views its
-    constants and saved partitions in place, with no second copy).
+    constants and saved partitions in place, with no second copy); ``follow_links`` False
+    refuses a symbolic link.
 
     Raises:
         ModelFileError, MemoryLimitError: as ``read_model_file``.
@@ -56,7 +61,7 @@ def read_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIM
     from lite.aligned import aligned_empty
 
     path = Path(path)
-    with _opened(path, size_limit, "model file") as f:
+    with _opened(path, size_limit, "model file", follow_links=follow_links) as f:
         size = _size_within(f, path, size_limit, "model file")
         data = aligned_empty(size)
         done = f.readinto(memoryview(data)) if size else 0
@@ -113,13 +118,98 @@ class MappedModelFile:
                                  "renaming a new one over it, never by writing into it)")
 
 
+DIGEST_CHUNK = 1 << 22
+"""Bytes of a file each ``file_digest`` job reads, hashes and searches."""
+
+
+def file_digest(path: str | os.PathLike, size_limit: int, what: str, workers: int = 2) -> bytes:
+    """The SHA-256 of a regular file's chunks' SHA-256s (DIGEST_CHUNK bytes each, hashed by
+    ``workers`` threads: hashlib lets go of the GIL).
+
+    Each worker reads its chunks into a buffer of its own (the whole file is never in memory).
+
+    Raises:
+        ModelFileError: the file cannot be read, is not a regular file, or changes size meanwhile.
+        MemoryLimitError: it has more than ``size_limit`` bytes.
+    """
+    path = Path(path)
+    with _opened(path, size_limit, what) as f:
+        size = _size_within(f, path, size_limit, what)
+        chunks = -(-size // DIGEST_CHUNK)
+        digests: list[bytes] = [b""] * chunks
+        failed: list[BaseException] = []
+
+        def work(first: int) -> None:
+            buffer = memoryview(bytearray(DIGEST_CHUNK))
+            try:
+                for chunk in range(first, chunks, workers):
+                    start = chunk * DIGEST_CHUNK
+                    view = buffer[:min(DIGEST_CHUNK, size - start)]
+                    if _read_at(f, view, start) != len(view):
+                        raise _changed_size(path, what)
+                    digests[chunk] = hashlib.sha256(view).digest()
+            except BaseException as exc:  # NOTE: handed to the caller's thread
+                failed.append(exc)
+
+        workers = workers if hasattr(os, "preadv") else 1  # NOTE: without preadv, one reader seeks
+        helpers = [threading.Thread(target=work, args=(first,), daemon=True) for first in range(1, workers)]
+        for helper in helpers:
+            helper.start()
+        work(0)
+        for helper in helpers:
+            while helper.is_alive():  # NOTE: each has a bounded share of the reads
+                helper.join(0.1)
+        if failed:
+            raise failed[0]
+        f.seek(size)
+        _check_complete(f, path, size, size, what)
+    return hashlib.sha256(b"".join(digests)).digest()
+
+
+def _read_at(f, view: memoryview, start: int) -> int:
+    """Reads into ``view`` from byte ``start`` of the open file; how many bytes it read (fewer only at
+    the file's end)."""
+    done = 0
+    while done < len(view):
+        if hasattr(os, "preadv"):
+            count = os.preadv(f.fileno(), [view[done:]], start + done)
+        else:
+            f.seek(start + done)
+            count = f.readinto(view[done:])
+        if not count:
+            break
+        done += count
+    return done
+
+
+def replace_file(path: Path, data) -> None:
+    """Writes ``data`` (bytes-like) to a new file made exclusively in ``path``'s folder, then renames it
+    over ``path`` (a link planted at ``path`` is replaced, its target untouched); the new file is
+    removed on failure. A reader never sees a partial file, and a file already mapped keeps its bytes."""
+    fd, partial = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            view = memoryview(data).cast("B")
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+
+
 def _stamp(info: os.stat_result) -> tuple[int, int]:
     return info.st_size, info.st_mtime_ns
 
 
-def map_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIMIT) -> MappedModelFile | None:
+def map_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIMIT, *,
+                  follow_links: bool = True) -> MappedModelFile | None:
     """A ``.lite`` file read into a private mapping (``MappedModelFile``); None where mapping is not
     available (an empty file, no ``madvise``): read it with ``read_lite_file`` then.
+    ``follow_links`` False refuses a symbolic link (a cache entry).
 
     Raises:
         ModelFileError, MemoryLimitError: as ``read_lite_file``.
@@ -127,7 +217,7 @@ def map_lite_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LIMI
     if not hasattr(mmap, "MADV_DONTNEED"):
         return None
     path = Path(path)
-    with _opened(path, size_limit, "model file") as f:
+    with _opened(path, size_limit, "model file", follow_links=follow_links) as f:
         size = _size_within(f, path, size_limit, "model file")
         if not size:
             return None

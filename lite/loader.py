@@ -76,11 +76,12 @@ def read_model_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LI
     return read_regular_file(path, size_limit, what)
 
 
-def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT) -> onnx.ModelProto:
+def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT, digest=None) -> onnx.ModelProto:
     """An ``onnx.ModelProto`` with its external data read in, confined to the model's folder.
 
     A ModelProto given is returned as is when it references no external data (it is not copied
-    or changed); a path is read with ``read_model_file``.
+    or changed); a path is read with ``read_model_file``. ``digest`` (a ``hashlib`` hash), when
+    given, is updated with each external tensor's name and data as they are read in.
 
     Raises:
         InputError, ModelFormatError: as ``read_model_file``; the bytes are not ONNX (or hold a
@@ -100,7 +101,7 @@ def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT) ->
         raise ModelFormatError(f"not a valid ONNX model: {_describe(source)}: {exc}") from exc
     _check_text(model, _describe(source))
     if isinstance(source, (str, os.PathLike)):
-        read_external_data(model, Path(source).parent, size_limit)
+        read_external_data(model, Path(source).parent, size_limit, digest)
     else:
         _check_no_external_data(model)
     return model
@@ -139,8 +140,10 @@ def _repeated(field) -> bool:
     return field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
 
 
-def read_external_data(model: onnx.ModelProto, folder: Path, size_limit: int = DEFAULT_MEMORY_LIMIT) -> None:
-    """Reads every external tensor of ``model`` from files inside ``folder``, into the tensor.
+def read_external_data(model: onnx.ModelProto, folder: Path, size_limit: int = DEFAULT_MEMORY_LIMIT,
+                       digest=None) -> None:
+    """Reads every external tensor of ``model`` from files inside ``folder``, into the tensor
+    (and, when ``digest`` is given, its name and data into that hash).
 
     Raises:
         ModelFormatError: a location outside ``folder`` or not a regular file, bad offset or
@@ -158,6 +161,9 @@ def read_external_data(model: onnx.ModelProto, folder: Path, size_limit: int = D
             raise MemoryLimitError(f"the model's external data exceeds the memory limit of {size_limit} bytes "
                                    "(Context.memory_limit)")
         tensor.raw_data = _read_span(path, offset, length)
+        if digest is not None:
+            name = tensor.name.encode()
+            digest.update(len(name).to_bytes(8, "little") + name + length.to_bytes(8, "little") + tensor.raw_data)
         del tensor.external_data[:]
         tensor.data_location = tensor.DEFAULT
 

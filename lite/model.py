@@ -9,12 +9,13 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from lite.arguments import dims_of, model_bytes, sequence_of
 from lite.context import Context
-from lite.conversion import load_lite_bytes
+from lite.conversion import conversion_cache_directory, convert_file, discard, load_lite_bytes
 from lite.delegate.placement import PlacementRow, node_placements, report_rows
 from lite.delegate.saved import save
 from lite.engine import Engine
@@ -41,6 +42,14 @@ class PartitionRow:
     placement: str = ""  # measured placement: the times of the partitions covering the node, and the decision
     blob: str = ""  # the delegate partition saved in the file that covers the node: "loaded: ..." or "not used: why"
     quantized: str = ""  # a quantized op's output type ("int8", "uint8"); empty for other ops
+
+
+def _read_lite(path: str | os.PathLike, size_limit: int, *, follow_links: bool = True):
+    """(the mapped file or None, its bytes): a .lite file mapped privately, else read in."""
+    mapped = map_lite_file(path, size_limit, follow_links=follow_links)
+    if mapped is not None:
+        return mapped, mapped.array
+    return None, read_lite_file(path, size_limit, follow_links=follow_links)
 
 
 def checked_context(context: Context | None) -> Context:
@@ -134,14 +143,36 @@ class Model:
         context = checked_context(context)
         timer = _StageTimer()
         kind = model_type_of(model_path, model_type)
+        is_path = isinstance(model_path, (str, os.PathLike))
+        cache = conversion_cache_directory(context.conversion_cache) if kind is ModelType.ONNX and is_path else None
+        if cache is not None:
+            self._build_converted(model_path, cache, context, timer)
+            return
         mapped = None
         with timer("convert" if kind is ModelType.ONNX else "read"):
-            if kind is ModelType.LITE and isinstance(model_path, (str, os.PathLike)):
-                mapped = map_lite_file(model_path, context.memory_limit)
-                data = mapped.array if mapped is not None else read_lite_file(model_path, context.memory_limit)
+            if kind is ModelType.LITE and is_path:
+                mapped, data = _read_lite(model_path, context.memory_limit)
             else:
                 data = load_lite_bytes(model_path, kind, size_limit=context.memory_limit)
         self._build(data, ModelType.LITE, context, mapped)
+        self.build_timings = {**timer.seconds, **self.build_timings}
+
+    def _build_converted(self, path: str | os.PathLike, cache: Path, context: Context, timer: _StageTimer) -> None:
+        """``build_from_file`` of an ONNX file through the conversion cache in ``cache``: the cached
+        .lite file mapped (as a .lite file is) where there is one; else converted now. An entry
+        that does not read as a model is removed and the file converted again."""
+        for retry in (False, True):
+            with timer("convert"):
+                converted = convert_file(path, cache, context.memory_limit)
+                mapped, data = (None, converted.data) if converted.cached is None else \
+                    _read_lite(converted.cached, context.memory_limit, follow_links=False)
+            try:
+                self._build(data, ModelType.LITE, context, mapped)
+                break
+            except ModelFormatError:
+                if converted.cached is None or retry:
+                    raise
+                discard(converted.cached)
         self.build_timings = {**timer.seconds, **self.build_timings}
 
     @staticmethod

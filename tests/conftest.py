@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import lite
 from tests.support.custom_op import scaled_tanh
+
+
+def pytest_configure(config):
+    """No conversion cache in the suite (its children inherit this): tests that patch the converter
+    or rebuild the same file must convert every time; tests/test_conversion.py names its folders."""
+    os.environ["DELITE_CONVERSION_CACHE"] = "off"
 
 
 @pytest.fixture

@@ -8,27 +8,16 @@ import threading
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.conversion import load_lite_bytes
 from lite.loader import ModelType, external_tensors, load_onnx, model_type_of, read_model_file
 from lite.tools.inspector import main as inspect_main
 from lite.tools.sources import load_source
+from tests.support.models import matmul_model
 from tests.support.oracle import run_onnxruntime
 
 RNG = np.random.default_rng(11)
-
-
-def matmul_model() -> onnx.ModelProto:
-    """x[N, 16] @ w[16, 8] + b -> Relu -> Tanh -> y (two kernels once fused, so it splits in two stages)."""
-    w = numpy_helper.from_array(RNG.standard_normal((16, 8)).astype(np.float32), "w")
-    b = numpy_helper.from_array(RNG.standard_normal(8).astype(np.float32), "b")
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
-             helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Tanh", ["r"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], [w, b])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 @pytest.fixture

@@ -29,7 +29,8 @@ from lite.extras import require
 CHILD_TIMEOUT_S = 900.0
 """Seconds a child may take (a cold build of a large model compiles for a minute or two on a small machine)."""
 
-CACHE_VARIABLES = ("NUMBA_CACHE_DIR", "DELITE_NUMBA_CACHE", "DELITE_PLACEMENT_CACHE", "DELITE_TVM_CACHE")
+CACHE_VARIABLES = ("NUMBA_CACHE_DIR", "DELITE_NUMBA_CACHE", "DELITE_PLACEMENT_CACHE", "DELITE_TVM_CACHE",
+                   "DELITE_CONVERSION_CACHE")
 """Unset in the children, so that every Delite cache lies under their ``XDG_CACHE_HOME`` (the temporary one)."""
 
 _CHILD = """
@@ -56,6 +57,7 @@ class StartUp:
     cached_kernels: int = 0  # compiled kernels in the cache after this process (Delite runs)
     target: str = ""  # Delite runs: the instruction-set level compiled kernels target ("host": the CPU model)
     bundled_files: int = 0  # Delite runs: cache files copied from the ahead-of-time bundle
+    converted_models: int = 0  # Delite runs: .onnx conversions in the cache after this process
 
     @property
     def to_first_output_s(self) -> float:
@@ -166,6 +168,8 @@ def _child(engine: str, spec: dict[str, Any], cache: Path) -> StartUp:
     result = StartUp(**json.loads(done.stdout.strip().splitlines()[-1]))
     if engine == "lite":
         result.cached_kernels = _count_kernels(cache)
+        converted = cache / "delite" / "converted"
+        result.converted_models = len(list(converted.glob("*.lite"))) if converted.is_dir() else 0
     return result
 
 
@@ -267,6 +271,9 @@ def print_report(report: ColdReport, out=None) -> None:
         w("(onnxruntime's build is its session creation)\n")
     cold, warm = report.runs["lite cold"], report.runs["lite warm"]
     w(f"kernels in the cache after the cold run: {cold.cached_kernels}; after the warm run: {warm.cached_kernels}\n")
+    if cold.converted_models or warm.converted_models:
+        w(f"converted models in the cache (Context.conversion_cache) after the cold run: {cold.converted_models}; "
+          f"after the warm run: {warm.converted_models} (the warm run maps the cold run's conversion)\n")
     w(_origin(cold) + "\n")
     w("build stages, cold: " + _stages(cold.build_stages) + "\n")
     w("build stages, warm: " + _stages(warm.build_stages) + "\n")

@@ -29,7 +29,6 @@ with the same key times nothing.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -37,7 +36,6 @@ import math
 import os
 import platform
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +45,7 @@ import numpy as np
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate, read_from_outside, takes_build_argument
 from lite.delegate.partition import DelegationLog, Partition, Program
 from lite.errors import LiteError, MemoryLimitError, ModelFileError
-from lite.files import read_regular_file
+from lite.files import read_regular_file, replace_file
 from lite.fusion import fuse
 from lite.kernel import Kernel, execute_charged
 from lite.kernels.base import NativeKernel
@@ -536,27 +534,9 @@ class DecisionCache:
         text = json.dumps({"format": CACHE_FORMAT, "candidates": entries}, indent=1)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _replace_file(path, text.encode())
+            replace_file(path, text.encode())
         except OSError as exc:
             logger.warning("could not write the placement cache %s: %s", path, exc)
-
-
-def _replace_file(path: Path, data: bytes) -> None:
-    """Writes ``data`` to a new file made exclusively in ``path``'s folder, then renames it over ``path``
-    (a link planted at ``path`` is replaced, its target untouched); the new file is removed on failure."""
-    fd, partial = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(partial, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-        raise
 
 
 # An unescaped quote (after an even run of backslashes) or a bracket: the tokens that set JSON's nesting.

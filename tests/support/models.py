@@ -1,8 +1,10 @@
-"""Small ONNX models shared by the runtime tests (tests/test_model.py, tests/test_runner.py)."""
+"""Small ONNX models shared by the runtime tests (tests/test_model.py, tests/test_runner.py,
+tests/test_loader.py, tests/test_conversion.py)."""
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -20,4 +22,18 @@ def small_cnn(batch="N"):
     ]
     graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])], [w, fc])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+_MATMUL_RNG = np.random.default_rng(11)
+
+
+def matmul_model() -> onnx.ModelProto:
+    """x[N, 16] @ w[16, 8] + b -> Relu -> Tanh -> y (two kernels once fused, so it splits in two stages)."""
+    w = numpy_helper.from_array(_MATMUL_RNG.standard_normal((16, 8)).astype(np.float32), "w")
+    b = numpy_helper.from_array(_MATMUL_RNG.standard_normal(8).astype(np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Tanh", ["r"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], [w, b])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
