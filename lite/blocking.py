@@ -388,7 +388,8 @@ class BlockedChain(Kernel):
         blocks.warm()
         blocked_depthwise.warm()
         if self.threads.crew() is not None:
-            crew.warm(blocks.pointwise_job, blocks.depthwise_job, blocks.pool_job, blocks.affine_job)
+            crew.warm(blocks.pointwise_job, blocks.depthwise_job, blocks.pool_job, blocks.affine_job,
+                      blocks.subsample_job)
         self.fallback = not all(_fits_shapes(m) for m in self.members)
         if not self.fallback:
             try:
@@ -492,8 +493,18 @@ class BlockedChain(Kernel):
         code, alpha = activation_code(m.activation, np.dtype(np.float32))
         if m.depthwise:
             return [self._depthwise(m, x, out, bias, lo, hi, code, alpha)]
+        if m.direct and self._strided_pointwise(m):
+            return self._subsampled(m, x, out, bias, lo, hi, code, alpha)
         if m.direct:
             return self._dense(m, x, out, bias, lo, hi, code, alpha)
+        return self._pointwise(m, x, out, bias, lo, hi, code, alpha)
+
+    def _pointwise(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
+                   alpha) -> list:
+        """The calls running the 1x1 stride-1 member ``m`` on one image's blocks x (its gate scaling
+        the packed weight's rows first), shared out among the model's threads."""
+        from lite.kernels.fast import blocks
+
         panels = self._pack(m, "arranged for blocks.pointwise", lambda source: blocks.pack_pointwise(
             source.reshape(m.conv.inputs[1].shape), None)[0])
         shift = blocks.padded_bias(bias, out.shape[0])
@@ -508,6 +519,33 @@ class BlockedChain(Kernel):
                                          lambda _index, first, last: partial(blocks.pointwise, *terms, first, last),
                                          lambda bounds: blocks.crew_jobs(*terms, bounds))
         return [*steps, product]
+
+    def _strided_pointwise(self, m: Member) -> bool:
+        """Whether dense member ``m`` is an unpadded 1x1 convolution with strides (a ResNet's
+        downsampling shortcut) whose output plane has at least ROWS positions."""
+        from lite.kernels.fast.tile import ROWS
+
+        plan = self.dense[m.kernel][0]
+        weight = tuple(m.conv.inputs[1].shape)
+        begins, ends, sizes = m.conv.geometry(tuple(m.x.shape), weight)
+        return (weight[2:] == (1, 1) and not m.narrow and not m.grouped and not any(begins) and not any(ends)
+                and tuple(m.conv.dilations) == (1, 1) and sizes[0] * sizes[1] >= ROWS and plan.ow == sizes[1])
+
+    def _subsampled(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
+                    alpha) -> list:
+        """The calls running strided 1x1 member ``m``: the positions it reads gathered into the
+        dense members' scratch (``blocks.subsample``), then the stride-1 1x1 kernel on them (it
+        reads its input in place, where the dense kernel reads each term through an offset)."""
+        from lite.kernels.fast import blocks
+
+        padded = self.dense[m.kernel][1]
+        (oh, ow), (sh, sw), w = m.conv.geometry(tuple(m.x.shape), tuple(m.conv.inputs[1].shape))[2], \
+            tuple(m.conv.strides), m.x.shape[3]
+        compact = padded.reshape(-1)[:x.shape[0] * oh * ow * blocks.LANES].reshape(x.shape[0], oh * ow, blocks.LANES)
+        gather = self.threads.crew_loop(
+            x.shape[0], lambda _index, first, last: partial(blocks.subsample, x, w, sh, sw, compact, ow, first, last),
+            lambda bounds: blocks.subsample_jobs(x, w, sh, sw, compact, ow, bounds))
+        return [gather, *self._pointwise(m, compact, out, bias, lo, hi, code, alpha)]
 
     def _pack(self, m: Member, name: str, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """``_packed`` for member ``m``, then ``packed_hook`` (if set) on its weight."""

@@ -263,6 +263,30 @@ def test_bottleneck_blocks_run_as_one_chain_with_their_dense_convolutions(channe
     assert chain.converted == []  # NOTE: so the image does not go into blocks
     for batch in (1, 3):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 3, plane, plane)).astype(np.float32))
+    assert gathers(chain.steps[-1][0])  # NOTE: the stride-2 1x1 shortcut's input, gathered for the 1x1 kernel
+
+
+def gathers(step) -> bool:
+    """Whether a chain's step is ``blocks.subsample``, on the caller's thread or the crew's."""
+    from lite.kernels.fast import blocks, crew
+
+    native = getattr(step, "native", step)
+    return getattr(step, "func", None) is blocks.subsample or \
+        getattr(native, "job", None) == crew.job_address(blocks.subsample_job)
+
+
+@pytest.mark.parametrize(("plane", "gathered"), [(32, True), (7, False)])
+@pytest.mark.usefixtures("dense_members")
+def test_a_strided_1x1_convolution_gathers_its_input_where_its_output_fills_a_tile(plane, gathered):
+    """x -> 1x1 -> 1x1 stride 4 -> global average pool: on a 7 x 7 plane the strided output is 2 x 2,
+    fewer positions than a tile, and the dense kernel runs it."""
+    inits: dict = {}
+    nodes = [conv_node(inits, "a", "x", 32, 32), helper.make_node("Relu", ["a"], ["ar"]),
+             conv_node(inits, "d", "ar", 48, 32, strides=[4, 4]), helper.make_node("GlobalAveragePool", ["d"], ["y"])]
+    onnx_model = model_of(nodes, "strided", ["batch", 32, plane, plane], inits)
+    model, chain = one_chain(onnx_model)
+    assert_matches(model, onnx_model, RNG.standard_normal((2, 32, plane, plane)).astype(np.float32))
+    assert gathers(chain.steps[1][0]) == gathered
 
 
 @pytest.mark.usefixtures("dense_members")

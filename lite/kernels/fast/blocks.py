@@ -213,6 +213,7 @@ def warm() -> None:
         compiled(pointwise, image, panels, bias, np.float32(-np.inf), np.float32(np.inf), CLIP_CODE, ONE, residual,
                  out, 0, 2)
     compiled(units, 9, 1)
+    compiled(subsample, image, 3, 2, 2, np.zeros((1, 4, LANES), np.float32), 2, 0, 1)
     vector, bound = np.zeros(3, np.float32), np.float32(np.inf)
     square = np.zeros((3, 3), np.float32)
     compiled(squeeze_excite, image, square, vector, -bound, bound, 0, ONE, ONE, square, vector, -bound, bound, 0, ONE,
@@ -510,6 +511,63 @@ def affine_job(index, data, extra):
     piece = _A_HEADER + 2 * index
     affine(x, multiplier, offset, np.float32(floats[_A_LO]), np.float32(floats[_A_HI]), block[_A_CODE],
            np.float32(floats[_A_ALPHA]), out, block[piece], block[piece + 1])
+
+
+@intrinsic
+def _copy_vectors(typingctx, source, step, target, count):
+    """An intrinsic ``(source, step, target, count)``: for i < count, the vector of LANES floats at
+    source + i * step (floats) goes to target + i * LANES, one vector load and store each."""
+    def codegen(context, builder, signature, args):
+        source_at, step_, target_at, count_ = args
+        source_p = builder.inttoptr(source_at, FLOAT.as_pointer())
+        target_p = builder.inttoptr(target_at, VECTOR.as_pointer())
+
+        def copy(i, _):
+            at = builder.bitcast(builder.gep(source_p, [builder.mul(i, step_)]), VECTOR.as_pointer())
+            builder.store(builder.load(at, align=4), builder.gep(target_p, [i]), align=4)
+            return []
+
+        emit_loop(builder, count_, [], copy)
+        return context.get_dummy_value()
+    return types.void(*(types.int64,) * 4), codegen
+
+
+@jit
+def subsample(x, w, sh, sw, out, ow, first, last):
+    """Blocks ``first`` to ``last - 1`` of out (CB, OH * OW, LANES) = x (CB, H * W, LANES; rows ``w``
+    wide) at positions (y * sh, x * sw): a strided 1x1 convolution's input gathered, so that
+    ``pointwise`` reads it as a stride-1 one's."""
+    oh = out.shape[1] // ow
+    x_block, out_block = x.shape[1] * LANES * 4, out.shape[1] * LANES * 4
+    for block in range(first, last):
+        for y in range(oh):
+            _copy_vectors(x.ctypes.data + block * x_block + y * sh * w * LANES * 4, sw * LANES,
+                          out.ctypes.data + block * out_block + y * ow * LANES * 4, ow)
+
+
+# The block of a subsample on the crew, then (first, last) a piece (channel blocks):
+_S_X, _S_BLOCKS, _S_POSITIONS, _S_W, _S_SH, _S_SW, _S_OUT, _S_OUT_POSITIONS, _S_OW = range(9)
+_S_HEADER = 9
+
+
+def subsample_jobs(x: np.ndarray, w: int, sh: int, sw: int, out: np.ndarray, ow: int,
+                   bounds: list[tuple[int, int]]):
+    """``subsample``'s pieces of ``bounds`` (channel blocks) as jobs for the crew."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_S_HEADER, bounds)
+    block[:_S_HEADER] = x.ctypes.data, *x.shape[:2], w, sh, sw, out.ctypes.data, out.shape[1], ow
+    return Jobs(subsample_job, block, len(bounds), (x, out))
+
+
+def subsample_job(index, data, extra):
+    """Piece ``index`` of the subsample that the block at ``data`` describes."""
+    block = carray(data, (_S_HEADER + 2 * (index + 1),), np.int64)
+    blocks = block[_S_BLOCKS]
+    x = carray(as_pointer(block[_S_X]), (blocks, block[_S_POSITIONS], LANES), np.float32)
+    out = carray(as_pointer(block[_S_OUT]), (blocks, block[_S_OUT_POSITIONS], LANES), np.float32)
+    piece = _S_HEADER + 2 * index
+    subsample(x, block[_S_W], block[_S_SH], block[_S_SW], out, block[_S_OW], block[piece], block[piece + 1])
 
 
 @jit

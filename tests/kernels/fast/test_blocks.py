@@ -90,6 +90,35 @@ def test_the_groups_of_blocks_cover_each_block_once_with_no_lone_block(out_block
         assert min(count for _, count in groups) >= 2
 
 
+@pytest.mark.parametrize(("channels", "plane", "strides"), [(16, (9, 9), (2, 2)), (40, (7, 11), (2, 3)),
+                                                           (32, (14, 14), (1, 2))])
+def test_the_subsample_gathers_a_strided_1x1_convolutions_input(channels, plane, strides):
+    from lite.kernels.fast.blocks import subsample
+
+    image = RNG.standard_normal((channels, *plane)).astype(np.float32)
+    want = blocked(np.ascontiguousarray(image[:, ::strides[0], ::strides[1]]))
+    out = np.full_like(want, np.nan)
+    ow, cut = want.shape[1] // -(-plane[0] // strides[0]), want.shape[0] // 2
+    for first, last in ((0, cut), (cut, want.shape[0])):
+        subsample(blocked(image), plane[1], *strides, out, ow, first, last)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_the_subsample_runs_as_crew_jobs(crew_runs):
+    from lite.kernels.fast import crew
+    from lite.kernels.fast.blocks import subsample, subsample_job, subsample_jobs
+
+    threads, runs = crew_runs
+    x = blocked(RNG.standard_normal((80, 9, 10)).astype(np.float32))
+    crew.warm(subsample_job)
+    whole, pieces = np.zeros((5, 20, 16), np.float32), np.full((5, 20, 16), np.nan, np.float32)
+    subsample(x, 10, 2, 2, whole, 5, 0, 5)
+    threads.staff()
+    subsample_jobs(x, 10, 2, 2, pieces, 5, threads.loop_bounds(5))()
+    np.testing.assert_array_equal(pieces, whole)
+    assert len(runs) == 1
+
+
 def test_the_pointwise_convolution_runs_as_crew_jobs(crew_runs):
     from lite.kernels.fast import crew
     from lite.kernels.fast.blocks import NO_RESIDUAL, crew_jobs, pack_pointwise, pointwise, pointwise_job, units
