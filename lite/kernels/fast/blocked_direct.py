@@ -346,10 +346,11 @@ def products(padded, offsets, panels, wide, tiles, first, last):
         block, vectors = group_blocks(group, out_blocks)
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
+            offsets_at, panel_at = offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data
             for tile in range(start, stop):
                 _tile_of(vectors, chunk > 0, False, padded.ctypes.data + tile * ROWS * LANES * 4, run.ctypes.data,
-                         offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count,
-                         wide.ctypes.data + (block * plane + tile * ROWS * LANES) * 4, plane, 0, 0, 0, ONE, ONE)
+                         offsets_at, panel_at, count, wide.ctypes.data + (block * plane + tile * ROWS * LANES) * 4,
+                         plane, 0, 0, 0, ONE, ONE)
 
 
 @jit
@@ -429,17 +430,18 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
     for group in range(first // tiles, (last - 1) // tiles + 1):
         start, stop = max(first - group * tiles, 0), min(last - group * tiles, tiles)
         block, vectors = group_blocks(group, out_blocks)
+        x_at, bases_at, bias_at = padded.ctypes.data, bases.ctypes.data, bias[block:].ctypes.data
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
             ends = chunk + count == terms
+            offsets_at, panel_at = offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data
             for tile in range(start, stop):
                 offset = (block * plane + tile * ROWS * LANES) * 4
                 short = tile == tiles - 1 and short_rows < ROWS
                 target, stride = (tail[group].ctypes.data, ROWS * LANES) if short else (out.ctypes.data + offset, plane)
-                _tile_of(vectors, chunk > 0, ends and not short, padded.ctypes.data, bases[tile].ctypes.data,
-                         offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data, count, target, stride,
-                         bias[block:].ctypes.data, added + offset * step, step, lo, hi)
-                if ends:
+                _tile_of(vectors, chunk > 0, ends and not short, x_at, bases_at + tile * ROWS * 8, offsets_at,
+                         panel_at, count, target, stride, bias_at, added + offset * step, step, lo, hi)
+                if ends and (short or code != CLIP_CODE):  # NOTE: a call a tile cost a stem with 27 terms 45%
                     _close_tile(out, tail[group, :vectors], block, tile * ROWS, short, bias, lo, hi, code, alpha,
                                 residual)
 
@@ -462,11 +464,12 @@ def _grouped_units(padded, offsets, panels, out, bases, tail, tiles, span, first
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
             ends = chunk + count == terms and not short
-            _lone_tile_of(chunk > 0, ends, x_at, bases[tile].ctypes.data, offsets[chunk:].ctypes.data,
-                          panels[block, chunk:].ctypes.data, count, target, plane, bias[block:].ctypes.data,
-                          added + offset * step, step, lo, hi)
-        sums = tail[block // VECTORS, block % VECTORS:block % VECTORS + 1]
-        _close_tile(out, sums, block, tile * ROWS, short, bias, lo, hi, code, alpha, residual)
+            _lone_tile_of(chunk > 0, ends, x_at, bases.ctypes.data + tile * ROWS * 8, offsets.ctypes.data + chunk * 8,
+                          panels.ctypes.data + (block * terms + chunk) * LANES * 4, count, target, plane,
+                          bias.ctypes.data + block * LANES * 4, added + offset * step, step, lo, hi)
+        if short or code != CLIP_CODE:
+            sums = tail[block // VECTORS, block % VECTORS:block % VECTORS + 1]
+            _close_tile(out, sums, block, tile * ROWS, short, bias, lo, hi, code, alpha, residual)
 
 
 @jit

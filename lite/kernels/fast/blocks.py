@@ -147,13 +147,14 @@ def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
     plane, terms, count = positions * LANES, x.shape[0] * LANES, tiles(positions)
     added = residual.ctypes.data if residual.size else 0
     flat = out.reshape(out.size)
-    for unit in range(first, last):
+    x_at, out_at, panels_at, bias_at = x.ctypes.data, out.ctypes.data, panels.ctypes.data, bias.ctypes.data
+    for unit in range(first, last):  # NOTE: addresses, not views: a view a unit cost as much as a short tile
         group, tile = unit // count, unit % count
         block, vectors = group_blocks(group, out_blocks)
         top = min(tile * ROWS, positions - ROWS)  # NOTE: the last tile overlaps the one before rather than run short
         offset = (block * plane + top * LANES) * 4
-        _tile(vectors, x.ctypes.data + top * LANES * 4, plane, panels[group].ctypes.data, terms,
-              out.ctypes.data + offset, plane, bias[block:].ctypes.data, added + offset if added else 0, lo, hi)
+        _tile(vectors, x_at + top * LANES * 4, plane, panels_at + group * terms * WIDTH * 4, terms, out_at + offset,
+              plane, bias_at + block * LANES * 4, added + offset if added else 0, lo, hi)
         if code != CLIP_CODE:
             for b in range(block, block + vectors):
                 activate_run(flat, (b * positions + top) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
