@@ -88,7 +88,8 @@ def conversion_cache_directory(setting: str | os.PathLike | None) -> Path | None
     return Path(base).expanduser() / "delite" / "converted"
 
 
-def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAULT_MEMORY_LIMIT) -> ConvertedFile:
+def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAULT_MEMORY_LIMIT, *,
+                 refresh: bool = False) -> ConvertedFile:
     """The conversion of the ONNX file at ``path`` (with its external data), from the cache in
     ``folder`` when it holds one for the same bytes, converter and ``size_limit``; else converted
     now and stored there (in a background thread: the build does not wait for the write).
@@ -98,7 +99,8 @@ def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAUL
     and bytes (``KEY-EXTERNAL.lite``), so only such a model is parsed before its entry is found.
     An entry is a .lite file like any other, read through the same checks (a symbolic link is
     refused). Cache trouble (a folder that cannot be made, a full disk) never fails the build:
-    the model is converted as without a cache.
+    the model is converted as without a cache. ``refresh``: convert and store again whatever the
+    cache holds (its entry did not read).
 
     Raises:
         as ``load_lite_bytes``.
@@ -106,12 +108,12 @@ def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAUL
     content = file_digest(path, size_limit, "ONNX model", min(os.cpu_count() or 1, 4))
     key = hashlib.sha256(_converter_fingerprint() + size_limit.to_bytes(8, "little") + content).hexdigest()
     entry = folder / f"{key}.lite"
-    if _is_entry(entry):
+    if _is_entry(entry) and not refresh:
         return ConvertedFile(None, entry)
     model = None
     if _has_entry(folder, f"{key}-*.lite"):  # NOTE: the same bytes converted with external data
         model, entry = _external_entry(path, folder, key, size_limit)
-        if _is_entry(entry):
+        if _is_entry(entry) and not refresh:
             return ConvertedFile(None, entry)
     from lite.tools.converter import convert
 

@@ -19,7 +19,7 @@ from lite.conversion import conversion_cache_directory, convert_file, discard, l
 from lite.delegate.placement import PlacementRow, node_placements, report_rows
 from lite.delegate.saved import save
 from lite.engine import Engine
-from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFormatError
+from lite.errors import DelegateError, InputError, LiteError, MemoryLimitError, ModelFileError, ModelFormatError
 from lite.files import MappedModelFile, map_lite_file
 from lite.kernel import Kernel
 from lite.kernels import fast
@@ -50,6 +50,15 @@ def _read_lite(path: str | os.PathLike, size_limit: int, *, follow_links: bool =
     if mapped is not None:
         return mapped, mapped.array
     return None, read_lite_file(path, size_limit, follow_links=follow_links)
+
+
+def _read_entry(entry: Path, size_limit: int):
+    """``_read_lite`` of a conversion cache entry (a link refused); None where it cannot be read (gone,
+    not a regular file, larger than the limit: the model is converted again)."""
+    try:
+        return _read_lite(entry, size_limit, follow_links=False)
+    except (ModelFileError, MemoryLimitError):
+        return None
 
 
 def checked_context(context: Context | None) -> Context:
@@ -160,19 +169,23 @@ class Model:
     def _build_converted(self, path: str | os.PathLike, cache: Path, context: Context, timer: _StageTimer) -> None:
         """``build_from_file`` of an ONNX file through the conversion cache in ``cache``: the cached
         .lite file mapped (as a .lite file is) where there is one; else converted now. An entry
-        that does not read as a model is removed and the file converted again."""
-        for retry in (False, True):
+        that cannot be read, or does not read as a model, is removed and the file converted again."""
+        with timer("convert"):
+            converted = convert_file(path, cache, context.memory_limit)
+        if converted.cached is not None:
             with timer("convert"):
-                converted = convert_file(path, cache, context.memory_limit)
-                mapped, data = (None, converted.data) if converted.cached is None else \
-                    _read_lite(converted.cached, context.memory_limit, follow_links=False)
-            try:
-                self._build(data, ModelType.LITE, context, mapped)
-                break
-            except ModelFormatError:
-                if converted.cached is None or retry:
-                    raise
-                discard(converted.cached)
+                read = _read_entry(converted.cached, context.memory_limit)
+            if read is not None:
+                try:
+                    self._build(read[1], ModelType.LITE, context, read[0])
+                    self.build_timings = {**timer.seconds, **self.build_timings}
+                    return
+                except ModelFormatError:
+                    pass
+            discard(converted.cached)
+            with timer("convert"):
+                converted = convert_file(path, cache, context.memory_limit, refresh=True)
+        self._build(converted.data, ModelType.LITE, context)
         self.build_timings = {**timer.seconds, **self.build_timings}
 
     @staticmethod

@@ -121,6 +121,27 @@ def test_an_entry_that_is_not_a_model_is_replaced(tmp_path, converts):
     assert len(converts) == 2 and (cache / name).stat().st_size > 100  # NOTE: stored again
 
 
+@pytest.mark.parametrize("kind", ["too large", "fifo"])
+def test_an_entry_that_cannot_be_read_is_converted_again(tmp_path, converts, kind):
+    cache, original = tmp_path / "cache", matmul_model()
+    path = saved(original, tmp_path / "m.onnx")
+    context = lite.Context(thread_num=1, conversion_cache=cache, memory_limit=4096)  # NOTE: the key holds the limit
+    assert len(lite.tools.converter.convert(original)) < context.memory_limit
+    for _ in range(2):
+        model = lite.Model()
+        model.build_from_file(path, context=context)
+        [name] = entries(cache)
+        entry = cache / name
+        if kind == "too large":
+            entry.write_bytes(b"\0" * 8192)
+        elif entry.is_file():
+            entry.unlink()
+            os.mkfifo(entry)
+    got = model.predict([X])[0].get_data_to_numpy()
+    np.testing.assert_allclose(got, run_onnxruntime(original, {"x": X})[0], rtol=1e-4, atol=1e-5)
+    assert len(converts) == 3  # NOTE: the size check above, the first build, the build after the entry broke
+
+
 def test_a_link_planted_as_an_entry_is_not_followed(tmp_path, converts):
     cache, original = tmp_path / "cache", matmul_model()
     path = saved(original, tmp_path / "m.onnx")
