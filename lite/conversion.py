@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lite.files import file_digest, replace_file
+from lite.files import cache_folder, file_digest, replace_file
 from lite.loader import ModelSource, ModelType, load_onnx, model_type_of, source_bytes
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 from lite.version import __version__
@@ -77,15 +77,7 @@ class ConvertedFile:
 def conversion_cache_directory(setting: str | os.PathLike | None) -> Path | None:
     """Where converted models are cached: None (off), a folder, or "default": ``$DELITE_CONVERSION_CACHE``,
     else ``$XDG_CACHE_HOME/delite/converted`` (``~/.cache`` by default); "off" disables it."""
-    if setting is None or str(setting).strip().lower() in ("off", "none", ""):
-        return None
-    if str(setting) != "default":
-        return Path(setting).expanduser()
-    explicit = os.environ.get(CONVERSION_CACHE_ENV, "").strip()
-    if explicit:
-        return None if explicit.lower() in ("off", "none") else Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache"
-    return Path(base).expanduser() / "delite" / "converted"
+    return cache_folder(setting, CONVERSION_CACHE_ENV, "converted")
 
 
 def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAULT_MEMORY_LIMIT, *,

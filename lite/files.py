@@ -118,6 +118,21 @@ class MappedModelFile:
                                  "renaming a new one over it, never by writing into it)")
 
 
+def cache_folder(setting: str | os.PathLike | None, variable: str, name: str) -> Path | None:
+    """Where a Delite cache lives: None (off) for a ``setting`` of None, "off" or "none"; a folder
+    given; or, for "default", ``$variable`` ("off" or "none": None), else
+    ``$XDG_CACHE_HOME/delite/name`` (``~/.cache`` by default)."""
+    if setting is None or str(setting).strip().lower() in ("off", "none", ""):
+        return None
+    if str(setting) != "default":
+        return Path(setting).expanduser()
+    explicit = os.environ.get(variable, "").strip()
+    if explicit:
+        return None if explicit.lower() in ("off", "none") else Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache"
+    return Path(base).expanduser() / "delite" / name
+
+
 DIGEST_CHUNK = 1 << 22
 """Bytes of a file each ``file_digest`` job reads, hashes and searches."""
 

@@ -45,7 +45,7 @@ import numpy as np
 from lite.delegate import Delegate, DelegateModel, SimpleDelegate, read_from_outside, takes_build_argument
 from lite.delegate.partition import DelegationLog, Partition, Program
 from lite.errors import LiteError, MemoryLimitError, ModelFileError
-from lite.files import read_regular_file, replace_file
+from lite.files import cache_folder, read_regular_file, replace_file
 from lite.fusion import fuse
 from lite.kernel import Kernel, execute_charged
 from lite.kernels.base import NativeKernel
@@ -603,15 +603,7 @@ def _seconds(value: object) -> float | None:
 def placement_cache_directory(setting: str | os.PathLike | None) -> Path | None:
     """Where decisions are cached: None (off), a folder, or "default": ``$DELITE_PLACEMENT_CACHE``,
     else ``$XDG_CACHE_HOME/delite/placement`` (``~/.cache`` by default); "off" disables it."""
-    if setting is None or str(setting).strip().lower() in ("off", "none", ""):
-        return None
-    if str(setting) != "default":
-        return Path(setting).expanduser()
-    explicit = os.environ.get(CACHE_ENV, "").strip()
-    if explicit:
-        return None if explicit.lower() in ("off", "none") else Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache"
-    return Path(base).expanduser() / "delite" / "placement"
+    return cache_folder(setting, CACHE_ENV, "placement")
 
 
 def _cpu_model() -> str:
