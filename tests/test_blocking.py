@@ -304,14 +304,39 @@ def test_a_dense_member_gives_what_its_kernel_gives_alone(monkeypatch):
 @pytest.mark.parametrize("thread_num", [1, 2])
 @pytest.mark.usefixtures("dense_members")
 def test_a_narrow_convolution_starts_a_chain_of_its_own(thread_num):
-    """The bottlenecks' second 3x3 convolution has 24 input channels: the chain ends before it and
-    a new one starts with it, taking the residual it reads back into blocks."""
-    onnx_model = bottlenecks(48, 13)
+    """The bottlenecks' second 3x3 convolution has 7 input channels (16 lanes: more than twice as
+    many): the chain ends before it and a new one starts with it, taking the residual it reads back
+    into blocks."""
+    onnx_model = bottlenecks(14, 13)
     model, chain = one_chain(onnx_model, thread_num)  # NOTE: the stem and first 1x1 keep nothing inside: no chain
     assert chain.members[0].narrow and chain.members[0].x.name == "a1r"
     assert [t.name for t in chain.converted] == ["sr"]
     for batch in (1, 2):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 3, 13, 13)).astype(np.float32))
+
+
+@pytest.mark.parametrize(("narrow_channels", "one_run"), [(24, True), (3, False)])
+@pytest.mark.parametrize("thread_num", [1, 2])
+@pytest.mark.usefixtures("dense_members")
+def test_a_narrow_convolution_inside_a_run_reads_blocks_unless_they_are_mostly_padding(narrow_channels, one_run,
+                                                                                      thread_num):
+    """GoogLeNet's 3x3 convolutions of 24 channels (32 lanes) stay in the run; one of 3 channels (16
+    lanes) ends it and starts its own, reading NCHW."""
+    inits: dict = {}
+    nodes = [conv_node(inits, "a", "x", 32, 32), helper.make_node("Relu", ["a"], ["ar"]),
+             conv_node(inits, "b", "ar", narrow_channels, 32), helper.make_node("Relu", ["b"], ["br"]),
+             conv_node(inits, "c", "br", 48, narrow_channels, 3, pads=[1] * 4), helper.make_node("Relu", ["c"], ["cr"]),
+             conv_node(inits, "d", "cr", 32, 48), helper.make_node("Add", ["d", "ar"], ["y"])]
+    onnx_model = model_of(nodes, "narrow_inside", ["batch", 32, 12, 12], inits)
+    model = build(onnx_model, thread_num)
+    found = chains(model)
+    for batch in (1, 2):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 12, 12)).astype(np.float32))
+    if one_run:
+        [chain] = found
+        assert [m.narrow for m in chain.members] == [False] * 4 and chain.members[2].in_blocks
+    for chain in found:  # NOTE: 3 channels: a narrow member only ever starts a chain
+        assert one_run or not any(m.in_blocks or m.narrow for m in chain.members[1:])
 
 
 def resnet_stem(plane: int = 32) -> onnx.ModelProto:
