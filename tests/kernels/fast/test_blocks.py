@@ -141,6 +141,9 @@ def test_the_pointwise_convolution_runs_as_crew_jobs(crew_runs):
     ((9, 9), (3, 3, 2, 2, 0, 0)),    # SqueezeNet's pool, no pads
     ((8, 8), (3, 3, 2, 2, 1, 1)),    # ResNet's, pads 1
     ((7, 10), (2, 3, 1, 2, 1, 0)),   # uneven window, strides and pads
+    ((14, 14), (3, 3, 1, 1, 1, 1)),  # GoogLeNet's stride-1 pools: every window but the edges clear of the pads
+    ((11, 13), (5, 4, 3, 3, 2, 3)),  # strides past the window's rows, the first window in the pads but one column
+    ((6, 6), (2, 2, 2, 2, 1, 1)),    # pads one short of the window: a first row and column of one position
 ])
 def test_the_blocked_max_pool_matches_numpy(plane, window):
     from lite.kernels.fast.blocks import NO_SCALE, pool
@@ -160,7 +163,8 @@ def test_the_blocked_max_pool_matches_numpy(plane, window):
     np.testing.assert_array_equal(out, blocked(want))
 
 
-@pytest.mark.parametrize(("plane", "window"), [((8, 8), (2, 2, 2, 2, 0, 0)), ((7, 10), (3, 3, 2, 2, 1, 1))])
+@pytest.mark.parametrize(("plane", "window"), [((8, 8), (2, 2, 2, 2, 0, 0)), ((7, 10), (3, 3, 2, 2, 1, 1)),
+                                               ((14, 14), (3, 3, 1, 1, 1, 1)), ((6, 6), (2, 2, 2, 2, 1, 1))])
 def test_the_blocked_average_pool_matches_numpy(plane, window):
     """The sums over each window's positions inside x, times the divisor's reciprocal given."""
     from lite.kernels.fast.blocks import pool
