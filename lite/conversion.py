@@ -16,6 +16,7 @@ import importlib.util
 import logging
 import os
 import re
+import shutil
 import stat
 import threading
 import time
@@ -61,6 +62,9 @@ CONVERSION_CACHE_ENV = "DELITE_CONVERSION_CACHE"
 CACHED_MODELS = 8
 """Converted models a cache folder keeps; storing a ninth removes the oldest (by the time it was
 stored: an entry is never touched again, so that a process that mapped it sees it unchanged)."""
+CACHED_BYTES = 4 << 30
+"""Bytes a cache folder's entries take together, at most: the newest that fit stay; a conversion
+larger than this alone is not stored (build such a model from the .lite file lite-convert writes)."""
 STALE_PARTIAL_SECONDS = 3600
 """A half-written entry (a writer that died) older than this is removed when another is stored."""
 
@@ -163,9 +167,16 @@ def discard(entry: Path) -> None:
 
 
 def _store(folder: Path, entry: Path, data: bytes) -> None:
-    """Writes ``entry`` (atomically), then keeps the CACHED_MODELS newest entries; errors only log."""
+    """Writes ``entry`` (atomically), then keeps the CACHED_MODELS newest entries within CACHED_BYTES;
+    nothing where the entry alone is larger, or would leave the disk less than its size free
+    (the cache never fills a disk); errors only log."""
     try:
+        if len(data) > CACHED_BYTES:
+            return
         folder.mkdir(parents=True, exist_ok=True)
+        if shutil.disk_usage(folder).free < 2 * len(data):
+            logger.info("not caching the converted model in %s: the disk is nearly full", folder)
+            return
         replace_file(entry, data)
         _prune(folder)
     except OSError as exc:
@@ -178,13 +189,16 @@ def _prune(folder: Path) -> None:
         with contextlib.suppress(OSError):
             info = path.lstat()
             if path.suffix == ".lite" and _ENTRY.fullmatch(path.stem):
-                entries.append((info.st_mtime_ns, path))
+                entries.append((info.st_mtime_ns, info.st_size, path))
             elif path.suffix == ".tmp" and path.name.startswith(".") and \
                     time.time() - info.st_mtime > STALE_PARTIAL_SECONDS:
                 path.unlink()
-    for _, path in sorted(entries, reverse=True)[CACHED_MODELS:]:
-        with contextlib.suppress(OSError):
-            path.unlink()
+    kept = 0
+    for rank, (_, size, path) in enumerate(sorted(entries, reverse=True)):
+        kept += size
+        if rank >= CACHED_MODELS or kept > CACHED_BYTES:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 _ENTRY = re.compile(r"[0-9a-f]{64}(?:-[0-9a-f]{64})?")

@@ -182,6 +182,29 @@ def test_the_oldest_entries_go(tmp_path, converts, monkeypatch):
     assert not stale.exists()
 
 
+def test_the_entries_stay_within_their_bytes_and_the_disk(tmp_path, converts, monkeypatch):
+    import shutil
+
+    cache, paths = tmp_path / "cache", [saved(matmul_model(), tmp_path / f"m{index}.onnx") for index in range(3)]
+    built(paths[0], cache)
+    [first] = entries(cache)
+    size = (cache / first).stat().st_size
+    monkeypatch.setattr(conversion, "CACHED_BYTES", 2 * size + 1)  # NOTE: room for two entries
+    built(paths[1], cache)
+    built(paths[2], cache)
+    kept = set(entries(cache))
+    assert len(kept) == 2 and first not in kept
+    monkeypatch.setattr(conversion, "CACHED_BYTES", size - 1)  # NOTE: an entry larger than the whole cache
+    built(saved(matmul_model(), tmp_path / "big.onnx"), cache)
+    assert set(entries(cache)) == kept  # NOTE: not stored
+    monkeypatch.setattr(conversion, "CACHED_BYTES", 1 << 30)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=size))  # NOTE: a nearly full disk
+    before = set(entries(cache))
+    built(saved(matmul_model(), tmp_path / "late.onnx"), cache)
+    assert set(entries(cache)) == before  # NOTE: nothing stored
+
+
 @pytest.mark.parametrize("setting", [None, "off"])
 def test_no_cache_converts_every_time(tmp_path, converts, monkeypatch, setting):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
