@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lite.files import cache_folder, file_digest, replace_file
+from lite.files import bytes_digest, cache_folder, file_digest, replace_file
 from lite.loader import ModelSource, ModelType, load_onnx, model_type_of, source_bytes
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 from lite.version import __version__
@@ -101,34 +101,40 @@ def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAUL
     Raises:
         as ``load_lite_bytes``.
     """
-    content = file_digest(path, size_limit, "ONNX model", min(os.cpu_count() or 1, 4))
-    key = hashlib.sha256(_converter_fingerprint() + size_limit.to_bytes(8, "little") + content).hexdigest()
+    workers = min(os.cpu_count() or 1, 4)
+    key = _key(file_digest(path, size_limit, "ONNX model", workers), size_limit)
     entry = folder / f"{key}.lite"
     if _is_entry(entry) and not refresh:
         return ConvertedFile(None, entry)
-    model = None
+    read = None
     if _has_entry(folder, f"{key}-*.lite"):  # NOTE: the same bytes converted with external data
-        model, entry = _external_entry(path, folder, key, size_limit)
-        if _is_entry(entry) and not refresh:
-            return ConvertedFile(None, entry)
+        read = _read_model(path, size_limit, workers)
+        if read[1] == key and read[2] is not None and _is_entry(folder / f"{key}-{read[2]}.lite") and not refresh:
+            return ConvertedFile(None, folder / f"{key}-{read[2]}.lite")
     from lite.tools.converter import convert
 
-    if model is None:
-        model, entry = _external_entry(path, folder, key, size_limit)
+    model, key, external = read or _read_model(path, size_limit, workers)
     data = convert(model, memory_limit=size_limit)
+    # NOTE: named by the bytes converted, which a file replaced since it was hashed changed
+    entry = folder / (f"{key}.lite" if external is None else f"{key}-{external}.lite")
     writer = threading.Thread(target=_store, args=(folder, entry, data), name="delite-conversion-cache", daemon=True)
     writer.start()
     _WRITERS[:] = [w for w in _WRITERS if w.is_alive()] + [writer]
     return ConvertedFile(data, None)
 
 
-def _external_entry(path: str | os.PathLike, folder: Path, key: str, size_limit: int):
-    """The model at ``path``, read with its external data, and its entry: ``KEY.lite`` where it has
-    none, else ``KEY-EXTERNAL.lite``."""
-    external = hashlib.sha256()
-    model = load_onnx(path, size_limit=size_limit, digest=external)
-    none_read = external.hexdigest() == _NOTHING_HASHED
-    return model, folder / (f"{key}.lite" if none_read else f"{key}-{external.hexdigest()}.lite")
+def _key(content: bytes, size_limit: int) -> str:
+    """An entry's key: the converter's fingerprint, the memory limit and the digest of the file's bytes."""
+    return hashlib.sha256(_converter_fingerprint() + size_limit.to_bytes(8, "little") + content).hexdigest()
+
+
+def _read_model(path: str | os.PathLike, size_limit: int, workers: int):
+    """(the model at ``path`` read with its external data, the key of the bytes parsed, the digest of
+    its external data or None where it has none)."""
+    external, parsed = hashlib.sha256(), []
+    model = load_onnx(path, size_limit=size_limit, digest=external, seen=parsed.append)
+    return model, _key(bytes_digest(parsed[0], workers), size_limit), \
+        None if external.hexdigest() == _NOTHING_HASHED else external.hexdigest()
 
 
 _NOTHING_HASHED = hashlib.sha256().hexdigest()

@@ -139,7 +139,7 @@ DIGEST_CHUNK = 1 << 22
 
 def file_digest(path: str | os.PathLike, size_limit: int, what: str, workers: int = 2) -> bytes:
     """The SHA-256 of a regular file's chunks' SHA-256s (DIGEST_CHUNK bytes each, hashed by
-    ``workers`` threads: hashlib lets go of the GIL).
+    ``workers`` threads: hashlib lets go of the GIL); ``bytes_digest`` of its bytes.
 
     Each worker reads its chunks into a buffer of its own (the whole file is never in memory).
 
@@ -150,34 +150,52 @@ def file_digest(path: str | os.PathLike, size_limit: int, what: str, workers: in
     path = Path(path)
     with _opened(path, size_limit, what) as f:
         size = _size_within(f, path, size_limit, what)
-        chunks = -(-size // DIGEST_CHUNK)
-        digests: list[bytes] = [b""] * chunks
-        failed: list[BaseException] = []
 
-        def work(first: int) -> None:
-            buffer = memoryview(bytearray(DIGEST_CHUNK))
-            try:
-                for chunk in range(first, chunks, workers):
-                    start = chunk * DIGEST_CHUNK
-                    view = buffer[:min(DIGEST_CHUNK, size - start)]
-                    if _read_at(f, view, start) != len(view):
-                        raise _changed_size(path, what)
-                    digests[chunk] = hashlib.sha256(view).digest()
-            except BaseException as exc:  # NOTE: handed to the caller's thread
-                failed.append(exc)
+        def chunk_of(chunk: int, buffer: memoryview) -> memoryview:
+            view = buffer[:min(DIGEST_CHUNK, size - chunk * DIGEST_CHUNK)]
+            if _read_at(f, view, chunk * DIGEST_CHUNK) != len(view):
+                raise _changed_size(path, what)
+            return view
 
-        workers = workers if hasattr(os, "preadv") else 1  # NOTE: without preadv, one reader seeks
-        helpers = [threading.Thread(target=work, args=(first,), daemon=True) for first in range(1, workers)]
-        for helper in helpers:
-            helper.start()
-        work(0)
-        for helper in helpers:
-            while helper.is_alive():  # NOTE: each has a bounded share of the reads
-                helper.join(0.1)
-        if failed:
-            raise failed[0]
-        f.seek(size)
+        digest = _chunks_digest(-(-size // DIGEST_CHUNK), chunk_of, workers if hasattr(os, "preadv") else 1)
+        f.seek(size)  # NOTE: without preadv, one reader seeks
         _check_complete(f, path, size, size, what)
+    return digest
+
+
+def bytes_digest(data, workers: int = 2) -> bytes:
+    """``file_digest`` of bytes in memory (a bytes-like object)."""
+    view = memoryview(data).cast("B")
+
+    def chunk_of(chunk: int, _: memoryview) -> memoryview:
+        return view[chunk * DIGEST_CHUNK:(chunk + 1) * DIGEST_CHUNK]
+
+    return _chunks_digest(-(-len(view) // DIGEST_CHUNK), chunk_of, workers, buffered=False)
+
+
+def _chunks_digest(chunks: int, chunk_of, workers: int, buffered: bool = True) -> bytes:
+    """The SHA-256 of the SHA-256s of ``chunk_of(chunk, buffer)`` for each chunk, ``workers`` threads
+    taking every workers-th chunk, each with a buffer of DIGEST_CHUNK bytes (if ``buffered``)."""
+    digests: list[bytes] = [b""] * chunks
+    failed: list[BaseException] = []
+
+    def work(first: int) -> None:
+        buffer = memoryview(bytearray(DIGEST_CHUNK if buffered else 0))
+        try:
+            for chunk in range(first, chunks, workers):
+                digests[chunk] = hashlib.sha256(chunk_of(chunk, buffer)).digest()
+        except BaseException as exc:  # NOTE: handed to the caller's thread
+            failed.append(exc)
+
+    helpers = [threading.Thread(target=work, args=(first,), daemon=True) for first in range(1, workers)]
+    for helper in helpers:
+        helper.start()
+    work(0)
+    for helper in helpers:
+        while helper.is_alive():  # NOTE: each has a bounded share of the chunks
+            helper.join(0.1)
+    if failed:
+        raise failed[0]
     return hashlib.sha256(b"".join(digests)).digest()
 
 

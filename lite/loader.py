@@ -21,7 +21,7 @@ import enum
 import functools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
@@ -76,12 +76,14 @@ def read_model_file(path: str | os.PathLike, size_limit: int = DEFAULT_MEMORY_LI
     return read_regular_file(path, size_limit, what)
 
 
-def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT, digest=None) -> onnx.ModelProto:
+def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT, digest=None,
+              seen: Callable[[bytes], None] | None = None) -> onnx.ModelProto:
     """An ``onnx.ModelProto`` with its external data read in, confined to the model's folder.
 
     A ModelProto given is returned as is when it references no external data (it is not copied
     or changed); a path is read with ``read_model_file``. ``digest`` (a ``hashlib`` hash), when
-    given, is updated with each external tensor's name and data as they are read in.
+    given, is updated with each external tensor's name and data as they are read in; ``seen``,
+    when given, is called with the model's bytes before they are parsed.
 
     Raises:
         InputError, ModelFormatError: as ``read_model_file``; the bytes are not ONNX (or hold a
@@ -95,6 +97,8 @@ def load_onnx(source: ModelSource, *, size_limit: int = DEFAULT_MEMORY_LIMIT, di
         _check_no_external_data(source)
         return source
     data = source_bytes(source, size_limit, "ONNX model")
+    if seen is not None:
+        seen(data)
     try:
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # NOTE: protobuf raises several types for corrupt bytes

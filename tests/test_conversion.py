@@ -14,7 +14,7 @@ from onnx import numpy_helper
 
 import lite
 from lite import conversion
-from lite.files import DIGEST_CHUNK, file_digest, map_lite_file
+from lite.files import DIGEST_CHUNK, bytes_digest, file_digest, map_lite_file
 from tests.support.models import matmul_model
 from tests.support.oracle import run_onnxruntime
 
@@ -243,7 +243,30 @@ def test_the_file_digest_is_the_hash_of_its_chunks_hashes(tmp_path, size, worker
     (tmp_path / "f").write_bytes(data)
     chunks = [data[i:i + DIGEST_CHUNK] for i in range(0, size, DIGEST_CHUNK)]
     want = hashlib.sha256(b"".join(hashlib.sha256(c).digest() for c in chunks)).digest()
-    assert file_digest(tmp_path / "f", size + 1, "file", workers) == want
+    assert file_digest(tmp_path / "f", size + 1, "file", workers) == want == bytes_digest(data, workers)
+
+
+def test_a_file_replaced_while_it_converts_is_stored_under_the_bytes_converted(tmp_path, converts, monkeypatch):
+    """The file is hashed, then read again to convert: a file replaced in between must not leave the
+    new model's conversion under the old bytes' name."""
+    cache, first, second = tmp_path / "cache", matmul_model(), matmul_model()
+    path = saved(first, tmp_path / "m.onnx")
+    replaced = second.SerializeToString()
+    real = conversion.file_digest
+
+    def hashed_then_replaced(*args, **kwargs):
+        digest = real(*args, **kwargs)
+        path.write_bytes(replaced)  # NOTE: the file changes after it was hashed
+        return digest
+
+    monkeypatch.setattr(conversion, "file_digest", hashed_then_replaced)
+    _, got = built(path, cache)
+    np.testing.assert_allclose(got, run_onnxruntime(second, {"x": X})[0], rtol=1e-4, atol=1e-5)
+    monkeypatch.setattr(conversion, "file_digest", real)
+    saved(first, path)
+    _, again = built(path, cache)  # NOTE: the first model's bytes: converted, not the second's entry
+    np.testing.assert_allclose(again, run_onnxruntime(first, {"x": X})[0], rtol=1e-4, atol=1e-5)
+    assert len(converts) == 2
 
 
 def test_the_file_digest_refuses_what_a_model_read_refuses(tmp_path):
