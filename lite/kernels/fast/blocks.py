@@ -426,6 +426,26 @@ def _columns(maximum: bool):
 _columns_max, _columns_sum = _columns(True), _columns(False)
 
 
+@intrinsic
+def _scale_run(typingctx, x, scale, count):
+    """An intrinsic ``(x, scale, count)``: for i < count, the vector of LANES floats at x + i * LANES
+    times the float at scale + i (addresses and the count as int64): an average pool's divisors."""
+    def codegen(context, builder, signature, args):
+        x_at, scale_at, count_ = args
+        x_p = builder.inttoptr(x_at, VECTOR.as_pointer())
+        scale_p = builder.inttoptr(scale_at, FLOAT.as_pointer())
+
+        def one(i, _):
+            at = builder.gep(x_p, [i])
+            share = splat(builder, builder.load(builder.gep(scale_p, [i])))
+            builder.store(builder.fmul(builder.load(at, align=4), share), at, align=4)
+            return []
+
+        emit_loop(builder, count_, [], one)
+        return context.get_dummy_value()
+    return types.void(*(types.int64,) * 3), codegen
+
+
 @jit
 def pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, scale, first, last):
     """Output rows ``first`` to ``last - 1`` of every block of out (CB, OH * OW, LANES) = the max
@@ -467,10 +487,7 @@ def pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, scale, first, last):
                 else:
                     _window_sum(reduced.ctypes.data + xa * LANES * 4, 1, xb - xa, 0, into)
             if not maximum:
-                for i in range(ow):
-                    share = scale[r * ow + i]
-                    for lane in range(LANES):
-                        out[block, r * ow + i, lane] *= share
+                _scale_run(out.ctypes.data + row_out * 4, scale.ctypes.data + r * ow * 4, ow)
 
 
 NO_SCALE = np.zeros(0, np.float32)
