@@ -350,9 +350,15 @@ def scale_blocks(x, gate, out):
                     out.ctypes.data + block * block_bytes, positions, -bound, bound)
 
 
+def _greater(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    """The lane-wise max of vectors a and b (``vmaxps``; the kernels compile with fastmath, which
+    assumes no NaN)."""
+    return builder.select(builder.fcmp_ordered(">", b, a), b, a)
+
+
 def _window(maximum: bool):
     """An intrinsic ``(x, rows, columns, row_stride, out)``: out[l] = the max (``maximum``; from
-    -inf, as Python's max: a NaN already taken stays) or the sum (from 0) over rows r < ``rows`` and
+    -inf, ``_greater``) or the sum (from 0) over rows r < ``rows`` and
     columns c < ``columns`` of x[r * row_stride + c * LANES + l] (float offsets), in one vector
     register; addresses and counts as int64."""
     @intrinsic
@@ -369,7 +375,7 @@ def _window(maximum: bool):
                     value = builder.load(builder.bitcast(builder.gep(start, [builder.mul(c, INDEX(LANES))]),
                                                          pointer), align=4)
                     if maximum:
-                        return [builder.select(builder.fcmp_ordered(">", value, inner[0]), value, inner[0])]
+                        return [_greater(builder, inner[0], value)]
                     return [builder.fadd(inner[0], value)]
                 return emit_loop(builder, column_count, carried, column)
 
@@ -408,10 +414,7 @@ def _columns(maximum: bool):
             def row(r, _):
                 def column(c, __):
                     value, held = vector(builder.add(r, INDEX(1)), c), builder.load(builder.gep(out_p, [c]), align=4)
-                    if maximum:
-                        result = builder.select(builder.fcmp_ordered(">", value, held), value, held)
-                    else:
-                        result = builder.fadd(held, value)
+                    result = _greater(builder, held, value) if maximum else builder.fadd(held, value)
                     builder.store(result, builder.gep(out_p, [c]), align=4)
                     return []
                 return emit_loop(builder, column_count, [], column)
@@ -424,6 +427,55 @@ def _columns(maximum: bool):
 
 
 _columns_max, _columns_sum = _columns(True), _columns(False)
+
+
+def _columns_of(rows: int, maximum: bool):
+    """``_columns`` for exactly ``rows`` rows, as an intrinsic ``(x, row_stride, step, count, out)``:
+    each column's ``rows`` loads reduced in registers (as a tree) and stored once, in one pass
+    (the window of a 3 x 3 pool, ``_columns`` making a pass a row)."""
+    @intrinsic
+    def columns(typingctx, x, row_stride, step, count, out):
+        def codegen(context, builder, signature, args):
+            x_at, stride, column_step, column_count, out_at = args
+            pointer = VECTOR.as_pointer()
+            x_p, out_p = builder.inttoptr(x_at, FLOAT.as_pointer()), builder.inttoptr(out_at, pointer)
+
+            def reduce(a, b):
+                if maximum:
+                    return _greater(builder, a, b)
+                return builder.fadd(a, b)
+
+            def column(c, _):
+                base = builder.gep(x_p, [builder.mul(c, column_step)])
+                values = [builder.load(builder.bitcast(builder.gep(base, [builder.mul(INDEX(r), stride)]), pointer),
+                                       align=4) for r in range(rows)]
+                while len(values) > 1:
+                    values = [reduce(*values[i:i + 2]) if i + 1 < len(values) else values[i]
+                              for i in range(0, len(values), 2)]
+                builder.store(values[0], builder.gep(out_p, [c]), align=4)
+                return []
+
+            emit_loop(builder, column_count, [], column)
+            return context.get_dummy_value()
+        return types.void(*(types.int64,) * 5), codegen
+    return columns
+
+
+_three_max, _three_sum = _columns_of(3, True), _columns_of(3, False)
+
+
+@jit
+def _reduce_columns(maximum, x, rows, row_stride, step, count, out):
+    """``_columns`` (``maximum``: the max, else the sum), in one pass where ``rows`` is 3."""
+    if rows == 3:
+        if maximum:
+            _three_max(x, row_stride, step, count, out)
+        else:
+            _three_sum(x, row_stride, step, count, out)
+    elif maximum:
+        _columns_max(x, rows, row_stride, step, count, out)
+    else:
+        _columns_sum(x, rows, row_stride, step, count, out)
 
 
 @intrinsic
@@ -466,17 +518,12 @@ def pool(x, out, h, w, kh, kw, sh, sw, top, left, ow, scale, first, last):
             at, row_out = x.ctypes.data + (block * plane + ya * w * LANES) * 4, (block * out.shape[1] + r * ow) * LANES
             if yb <= ya:  # NOTE: a window wholly in the pads: what the window's reduction starts from
                 reduced[:] = -np.inf if maximum else 0
-            elif maximum:
-                _columns_max(at, yb - ya, w * LANES, LANES, w, reduced.ctypes.data)
             else:
-                _columns_sum(at, yb - ya, w * LANES, LANES, w, reduced.ctypes.data)
+                _reduce_columns(maximum, at, yb - ya, w * LANES, LANES, w, reduced.ctypes.data)
             if inside[1] > inside[0]:
                 start = reduced.ctypes.data + (inside[0] * sw - left) * LANES * 4
                 into = out.ctypes.data + (row_out + inside[0] * LANES) * 4
-                if maximum:
-                    _columns_max(start, kw, LANES, sw * LANES, inside[1] - inside[0], into)
-                else:
-                    _columns_sum(start, kw, LANES, sw * LANES, inside[1] - inside[0], into)
+                _reduce_columns(maximum, start, kw, LANES, sw * LANES, inside[1] - inside[0], into)
             for i in range(ow):
                 if inside[0] <= i < inside[1]:
                     continue
