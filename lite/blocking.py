@@ -68,13 +68,11 @@ CHAIN_SLOT = 1 << 20
 """The workspace slot of the chains' buffers (a model's chains run one at a time and share it)."""
 DENSE_SLOT = CHAIN_SLOT + 1
 """The workspace slot of the dense members' padded inputs and last tiles (shared the same way)."""
-MAX_PADDED_SHARE = 1.25
+MAX_PADDED_SHARE = 2.0
 """A dense member's padded input lanes over its channels, at most, for it to read blocks; past that
-it is narrow (its terms would be mostly padding)."""
-MAX_INSIDE_PADDED_SHARE = 2.0
-"""A narrow member's padded input lanes over its channels, at most, for it to read blocks inside a
-run rather than end it: GoogLeNet's 3x3 convolutions of 24 channels (32 lanes) ended a chain each,
-and took 0.43 ms with the layout changes around them, against 0.10 for onnxruntime's."""
+it is narrow (its terms would be mostly padding), and a narrow member only starts a chain. At 1.25,
+GoogLeNet's 3x3 convolutions of 24 channels (32 lanes) were narrow and ended a chain each: 0.43 ms
+with the layout changes around them, against onnxruntime's 0.10."""
 MIN_INSIDE = 2
 """The fewest results a chain keeps in blocks (read by its members alone): EfficientNet-B0's chains
 of an expansion and its depthwise convolution, whose result the squeeze-and-excitation gate reads
@@ -99,7 +97,6 @@ class Member:
     mapped: tuple[np.ndarray, np.ndarray] | None = None  # an element-wise x * multiplier + offset (C,) each,
     # then the clip and activation: a BatchNorm (with the Activation it absorbed) or an Activation (ones, zeros)
     absorbed: Kernel | None = None  # the Activation a BatchNorm member applies too (it writes that one's output)
-    in_blocks: bool = False  # a dense convolution that reads its input in blocks, however few its channels
 
     @property
     def out(self) -> Tensor:
@@ -138,9 +135,9 @@ class Member:
 
     @property
     def narrow(self) -> bool:
-        """A dense convolution whose input would not fill its channel blocks, unless it joined a run
-        in blocks (``in_blocks``): it reads x in NCHW (a chain's input), each position's channels alone."""
-        return self.dense and not self.in_blocks and not _fills_blocks(self.conv.inputs[1].shape[1])
+        """A dense convolution whose input would not fill its channel blocks: it reads x in NCHW
+        (a chain's input), each position's channels alone."""
+        return self.dense and not _fills_blocks(self.conv.inputs[1].shape[1])
 
     @property
     def reads(self) -> list[Tensor]:
@@ -285,12 +282,12 @@ def _grouped_fits(out_channels: int, width: int, group: int) -> bool:
     return out_channels == group * width and (LANES % width == 0 or width % LANES == 0)
 
 
-def _fills_blocks(channels: int, share: float = MAX_PADDED_SHARE) -> bool:
-    """Whether ``channels`` fill their channel blocks enough (padded lanes at most ``share`` times
-    the channels) for a dense member to read them there (its terms run over whole blocks)."""
+def _fills_blocks(channels: int) -> bool:
+    """Whether ``channels`` fill their channel blocks enough for a dense member to read them there
+    (its terms run over whole blocks)."""
     from lite.kernels.fast.blocks import LANES, blocks
 
-    return blocks(channels) * LANES <= share * channels
+    return blocks(channels) * LANES <= MAX_PADDED_SHARE * channels
 
 
 def _pointwise(conv: Kernel) -> bool:
@@ -331,9 +328,6 @@ def chains(kernels: list[Kernel], readers: dict[Tensor, set[Kernel]], outputs: l
         if current is not None and run and _absorbs(run[-1], current, readers, outputs):
             run[-1].clip, run[-1].activation, run[-1].absorbed = current.clip, current.activation, current.kernel
             continue
-        if current is not None and current.narrow and run and _fills_blocks(current.conv.inputs[1].shape[1],
-                                                                             MAX_INSIDE_PADDED_SHARE):
-            current.in_blocks = True  # NOTE: padded lanes cost less than ending the run here
         if current is not None and not (current.narrow and run):  # NOTE: a narrow member reads NCHW
             run.append(current)
             if not current.closing:

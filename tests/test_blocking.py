@@ -249,7 +249,8 @@ def test_dense_convolutions_join_chains_where_registers_are_512_bits(monkeypatch
 
 def test_a_dense_convolution_reads_blocks_where_its_channels_fill_them():
     """Else it is narrow: it reads its NCHW input, so it only starts a chain."""
-    for channels, fills in [(32, True), (40, True), (16, True), (24, False), (3, False), (1, False)]:
+    for channels, fills in [(32, True), (40, True), (16, True), (24, True), (8, True), (17, True), (7, False),
+                            (3, False), (1, False)]:
         assert blocking._fills_blocks(channels) == fills
 
 
@@ -318,10 +319,10 @@ def test_a_narrow_convolution_starts_a_chain_of_its_own(thread_num):
 @pytest.mark.parametrize(("narrow_channels", "one_run"), [(24, True), (3, False)])
 @pytest.mark.parametrize("thread_num", [1, 2])
 @pytest.mark.usefixtures("dense_members")
-def test_a_narrow_convolution_inside_a_run_reads_blocks_unless_they_are_mostly_padding(narrow_channels, one_run,
-                                                                                      thread_num):
+def test_a_dense_convolution_of_few_channels_inside_a_run_reads_blocks_unless_they_are_mostly_padding(
+        narrow_channels, one_run, thread_num):
     """GoogLeNet's 3x3 convolutions of 24 channels (32 lanes) stay in the run; one of 3 channels (16
-    lanes) ends it and starts its own, reading NCHW."""
+    lanes) is narrow: it ends the run and starts its own, reading NCHW."""
     inits: dict = {}
     nodes = [conv_node(inits, "a", "x", 32, 32), helper.make_node("Relu", ["a"], ["ar"]),
              conv_node(inits, "b", "ar", narrow_channels, 32), helper.make_node("Relu", ["b"], ["br"]),
@@ -334,9 +335,9 @@ def test_a_narrow_convolution_inside_a_run_reads_blocks_unless_they_are_mostly_p
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 12, 12)).astype(np.float32))
     if one_run:
         [chain] = found
-        assert [m.narrow for m in chain.members] == [False] * 4 and chain.members[2].in_blocks
+        assert [m.narrow for m in chain.members] == [False] * 4 and chain.members[2].dense
     for chain in found:  # NOTE: 3 channels: a narrow member only ever starts a chain
-        assert one_run or not any(m.in_blocks or m.narrow for m in chain.members[1:])
+        assert not any(m.narrow for m in chain.members[1:])
 
 
 def resnet_stem(plane: int = 32) -> onnx.ModelProto:
