@@ -117,10 +117,21 @@ def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAUL
     data = convert(model, memory_limit=size_limit)
     # NOTE: named by the bytes converted, which a file replaced since it was hashed changed
     entry = folder / (f"{key}.lite" if external is None else f"{key}-{external}.lite")
-    writer = threading.Thread(target=_store, args=(folder, entry, data), name="delite-conversion-cache", daemon=True)
-    writer.start()
-    _WRITERS[:] = [w for w in _WRITERS if w.is_alive()] + [writer]
+    _store_later(folder, entry, data)
     return ConvertedFile(data, None)
+
+
+def _store_later(folder: Path, entry: Path, data: bytes) -> None:
+    """``_store`` in a background thread, unless one of this process is writing that entry already
+    (models built from one file at once, as a runner's workers are, convert it each: one writes)."""
+    with _WRITING:
+        _WRITERS[:] = [(path, w) for path, w in _WRITERS if w.is_alive()]
+        if any(path == entry for path, _ in _WRITERS):
+            return
+        writer = threading.Thread(target=_store, args=(folder, entry, data), name="delite-conversion-cache",
+                                  daemon=True)
+        writer.start()
+        _WRITERS.append((entry, writer))
 
 
 def _key(content: bytes, size_limit: int) -> str:
@@ -154,7 +165,9 @@ def _has_entry(folder: Path, pattern: str) -> bool:
         return False
 
 
-_WRITERS: list[threading.Thread] = []
+_WRITERS: list[tuple[Path, threading.Thread]] = []
+"""The entries this process is writing, and their writers."""
+_WRITING = threading.Lock()
 WRITE_WAIT_SECONDS = 60.0
 """At exit, how long the process waits for entries still being written (then leaves them partial)."""
 
@@ -162,7 +175,7 @@ WRITE_WAIT_SECONDS = 60.0
 @atexit.register
 def _finish_writes() -> None:
     deadline = time.monotonic() + WRITE_WAIT_SECONDS
-    for writer in list(_WRITERS):
+    for _, writer in list(_WRITERS):
         writer.join(max(0.0, deadline - time.monotonic()))
 
 

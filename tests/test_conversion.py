@@ -205,6 +205,26 @@ def test_the_entries_stay_within_their_bytes_and_the_disk(tmp_path, converts, mo
     assert set(entries(cache)) == before  # NOTE: nothing stored
 
 
+def test_builds_of_one_file_at_once_write_its_entry_once(tmp_path, converts, monkeypatch):
+    import threading
+
+    release, stores = threading.Event(), []
+    real = conversion._store
+
+    def slow_store(*args):
+        stores.append(args[1])
+        release.wait(30)  # NOTE: still writing while the next builds convert
+        real(*args)
+
+    monkeypatch.setattr(conversion, "_store", slow_store)
+    cache, path = tmp_path / "cache", saved(matmul_model(), tmp_path / "m.onnx")
+    outputs = [built(path, cache)[1] for _ in range(3)]
+    release.set()
+    assert len(converts) == 3 and len(stores) == 1  # NOTE: each build converted; one wrote
+    assert len(entries(cache)) == 1
+    np.testing.assert_array_equal(outputs[0], outputs[2])
+
+
 @pytest.mark.parametrize("setting", [None, "off"])
 def test_no_cache_converts_every_time(tmp_path, converts, monkeypatch, setting):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
