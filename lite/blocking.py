@@ -527,11 +527,10 @@ class BlockedChain(Kernel):
         downsampling shortcut) whose output plane has at least ROWS positions."""
         from lite.kernels.fast.tile import ROWS
 
-        plan = self.dense[m.kernel][0]
         weight = tuple(m.conv.inputs[1].shape)
         begins, ends, sizes = m.conv.geometry(tuple(m.x.shape), weight)
         return (weight[2:] == (1, 1) and not m.narrow and not m.grouped and not any(begins) and not any(ends)
-                and tuple(m.conv.dilations) == (1, 1) and sizes[0] * sizes[1] >= ROWS and plan.ow == sizes[1])
+                and tuple(m.conv.dilations) == (1, 1) and sizes[0] * sizes[1] >= ROWS)
 
     def _subsampled(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                     alpha) -> list:

@@ -462,6 +462,8 @@ def _columns_of(rows: int, maximum: bool):
 
 
 _three_max, _three_sum = _columns_of(3, True), _columns_of(3, False)
+_strided_copy = _columns_of(1, True)
+"""``_columns_of`` one row: column c (``step`` floats apart) copied to out's vector c."""
 
 
 @jit
@@ -641,25 +643,6 @@ def affine_job(index, data, extra):
            np.float32(floats[_A_ALPHA]), out, block[piece], block[piece + 1])
 
 
-@intrinsic
-def _copy_vectors(typingctx, source, step, target, count):
-    """An intrinsic ``(source, step, target, count)``: for i < count, the vector of LANES floats at
-    source + i * step (floats) goes to target + i * LANES, one vector load and store each."""
-    def codegen(context, builder, signature, args):
-        source_at, step_, target_at, count_ = args
-        source_p = builder.inttoptr(source_at, FLOAT.as_pointer())
-        target_p = builder.inttoptr(target_at, VECTOR.as_pointer())
-
-        def copy(i, _):
-            at = builder.bitcast(builder.gep(source_p, [builder.mul(i, step_)]), VECTOR.as_pointer())
-            builder.store(builder.load(at, align=4), builder.gep(target_p, [i]), align=4)
-            return []
-
-        emit_loop(builder, count_, [], copy)
-        return context.get_dummy_value()
-    return types.void(*(types.int64,) * 4), codegen
-
-
 @jit
 def subsample(x, w, sh, sw, out, ow, first, last):
     """Blocks ``first`` to ``last - 1`` of out (CB, OH * OW, LANES) = x (CB, H * W, LANES; rows ``w``
@@ -669,8 +652,8 @@ def subsample(x, w, sh, sw, out, ow, first, last):
     x_block, out_block = x.shape[1] * LANES * 4, out.shape[1] * LANES * 4
     for block in range(first, last):
         for y in range(oh):
-            _copy_vectors(x.ctypes.data + block * x_block + y * sh * w * LANES * 4, sw * LANES,
-                          out.ctypes.data + block * out_block + y * ow * LANES * 4, ow)
+            _strided_copy(x.ctypes.data + block * x_block + y * sh * w * LANES * 4, 0, sw * LANES, ow,
+                          out.ctypes.data + block * out_block + y * ow * LANES * 4)
 
 
 # The block of a subsample on the crew, then (first, last) a piece (channel blocks):
