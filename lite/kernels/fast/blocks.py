@@ -47,6 +47,11 @@ ONE = np.float32(1)
 NO_RESIDUAL = np.zeros((0, 0, LANES), np.float32)
 ZEROS = np.zeros(LANES, np.float32)
 """One vector of zeros: an offset or a residual where there is none."""
+BAND_BYTES = 1 << 17
+"""The input a 1x1 product reads for one band of position tiles (``unit_place``): with a group's
+panel, well within a core's L2 (512 KiB and up)."""
+ROWS_AHEAD = 8
+"""Rows of the packed weight a 1x1 tile's term prefetches ahead of the one it reads."""
 
 
 def blocks(channels: int) -> int:
@@ -83,9 +88,14 @@ def _pointwise_tile(vectors: int, residual: bool):
                 block, lane = builder.lshr(k, INDEX(LANE_BITS)), builder.and_(k, INDEX(LANES - 1))
                 return builder.gep(x_p, [builder.add(builder.add(builder.mul(block, x_plane), INDEX(r * LANES)), lane)])
 
+            def ahead(k):  # NOTE: the next tile's rows of k's block, two terms a row (one line each)
+                block, lane = builder.lshr(k, INDEX(LANE_BITS)), builder.and_(k, INDEX(LANES - 1))
+                row = builder.add(INDEX(ROWS), builder.lshr(lane, INDEX(1)))
+                return builder.gep(x_p, [builder.add(builder.mul(block, x_plane), builder.mul(row, INDEX(LANES)))])
+
             finish = clip_finish(builder, bias_p, vectors, low, high, out_at, added_at if residual else None)
             emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
-                      INDEX(LANES), vectors, vector_stride=o_plane, finish=finish)
+                      INDEX(LANES), vectors, vector_stride=o_plane, finish=finish, ahead=ahead, rows_ahead=ROWS_AHEAD)
             return context.get_dummy_value()
         return types.void(*(types.int64,) * 8, types.float32, types.float32), codegen
     return tile
@@ -148,8 +158,9 @@ def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
     added = residual.ctypes.data if residual.size else 0
     flat = out.reshape(out.size)
     x_at, out_at, panels_at, bias_at = x.ctypes.data, out.ctypes.data, panels.ctypes.data, bias.ctypes.data
+    band, groups = band_tiles(terms), -(-out_blocks // VECTORS)
     for unit in range(first, last):  # NOTE: addresses, not views: a view a unit cost as much as a short tile
-        group, tile = unit // count, unit % count
+        group, tile = unit_place(unit, count, groups, band)
         block, vectors = group_blocks(group, out_blocks)
         top = min(tile * ROWS, positions - ROWS)  # NOTE: the last tile overlaps the one before rather than run short
         offset = (block * plane + top * LANES) * 4
@@ -158,6 +169,25 @@ def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
         if code != CLIP_CODE:
             for b in range(block, block + vectors):
                 activate_run(flat, (b * positions + top) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
+
+
+@jit
+def band_tiles(terms):
+    """How many position tiles of a product of ``terms`` input channels make one band: the tiles
+    whose input (ROWS * terms floats) fits in BAND_BYTES, at least one."""
+    return max(1, BAND_BYTES // (ROWS * terms * 4))
+
+
+@jit
+def unit_place(unit, count, groups, band):
+    """(group, tile) of ``unit`` of a product of ``count`` position tiles by ``groups`` groups of
+    output blocks, in bands of ``band`` tiles: each band's tiles for the first group, then for the
+    next, so that every group reads the band's input from the core's cache, not from memory."""
+    whole = band * groups
+    first_tile = unit // whole * band
+    tiles_here = min(band, count - first_tile)
+    rest = unit - first_tile * groups
+    return rest // tiles_here, first_tile + rest % tiles_here
 
 
 @jit

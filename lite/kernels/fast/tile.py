@@ -40,7 +40,8 @@ VECTOR = ir.VectorType(FLOAT, LANES)
 def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value],
               row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value,
               vectors: int = VECTORS, accumulate: bool = False, vector_stride: ir.Value | None = None,
-              finish: Callable[[ir.Value, ir.Value, int, int], ir.Value] | None = None, rows: int = ROWS) -> None:
+              finish: Callable[[ir.Value, ir.Value, int, int], ir.Value] | None = None, rows: int = ROWS,
+              ahead: Callable[[ir.Value], ir.Value] | None = None, rows_ahead: int = 0) -> None:
     """Emits the tile: for k below ``count``, the sums ``out[r * stride + j] = sum of
     a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
     first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows;
@@ -49,7 +50,9 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     taken in several passes), else from zero; ``vector_stride``: floats between a row's vectors in
     out (default LANES: the row's columns are contiguous); ``finish(sums, place, r, j)``: emits the
     value stored for row r's vector j (an epilogue in registers; default the sums); ``rows``: the
-    tile's rows (``ROWS``; fewer where a count of rows divides better)."""
+    tile's rows (``ROWS``; fewer where a count of rows divides better); ``ahead(k)``: emits an
+    address term k prefetches (the next tile's input, where the hardware's prefetchers lose track);
+    ``rows_ahead``: term k prefetches b's row k + rows_ahead too (0: none)."""
     pointer = VECTOR.as_pointer()
     step = INDEX(LANES) if vector_stride is None else vector_stride
     places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)),
@@ -58,7 +61,13 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     starts = [builder.load(place, align=4) if accumulate else ir.Constant(VECTOR, [0.0] * LANES) for place in places]
 
     def term(k: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+        if ahead is not None:
+            prefetch(builder, ahead(k))
         start = row(k)
+        if rows_ahead:
+            later = row(builder.add(k, INDEX(rows_ahead)))
+            for j in range(vectors):
+                prefetch(builder, builder.gep(later, [INDEX(j * LANES)]))
         b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), pointer), align=4)
              for j in range(vectors)]
         updated = []
@@ -97,6 +106,15 @@ def emit_loop(builder: ir.IRBuilder, count: ir.Value, values: list[ir.Value],
         phi.add_incoming(initial, entry)
         phi.add_incoming(value, end)
     return results
+
+
+def prefetch(builder: ir.IRBuilder, pointer: ir.Value) -> None:
+    """Emits a prefetch of the line at ``pointer`` into every level of cache, for reading."""
+    byte = ir.IntType(8).as_pointer()
+    kind = ir.FunctionType(ir.VoidType(), [byte, *(ir.IntType(32),) * 3])
+    name = "llvm.prefetch.p0" if str(byte) == "ptr" else "llvm.prefetch.p0i8"
+    builder.call(cgutils.get_or_insert_function(builder.module, kind, name),
+                 [builder.bitcast(pointer, byte), *(ir.IntType(32)(value) for value in (0, 3, 1))])
 
 
 def vector_call(builder: ir.IRBuilder, name: str, *operands: ir.Value) -> ir.Value:

@@ -54,6 +54,7 @@ def reference(x, weight, bias, residual, lo, hi, activation):
     (80, 200, (14, 14)),  # a group of two blocks after one of three; K past 128
     (64, 32, (6, 6)),     # four blocks: two groups of two, not three and one
     (100, 24, (5, 5)),    # seven blocks: three, two and two, the last padded
+    (40, 1040, (13, 13)),  # bands of a few tiles (band_tiles(1040)), the last shorter
 ])
 @pytest.mark.parametrize("epilogue", ["none", "relu6+residual", "SWISH", "HARD_SWISH"])
 def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
@@ -76,6 +77,27 @@ def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
     want = blocked(reference(x, weight, bias, residual, lo, hi, epilogue).astype(np.float32))
     assert np.abs(out - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
     assert not out[-1, :, (out_c - 1) % 16 + 1:].any()  # the padded channels stay zero
+
+
+@pytest.mark.parametrize("count", [1, 2, 7, 22])
+@pytest.mark.parametrize("groups", [1, 3])
+@pytest.mark.parametrize("band", [1, 3, 30])
+def test_the_banded_units_take_every_tile_of_every_group_once(count, groups, band):
+    from lite.kernels.fast.blocks import unit_place
+
+    places = [unit_place(unit, count, groups, band) for unit in range(count * groups)]
+    assert sorted(places) == [(group, tile) for group in range(groups) for tile in range(count)]
+    for first in range(0, count, band):  # NOTE: a band's units: its tiles for group 0, then for group 1...
+        here = [place for place in places if first <= place[1] < first + band]
+        assert here == sorted(here)
+        assert places.index(here[0]) == first * groups
+
+
+def test_a_band_holds_the_tiles_whose_input_fits_its_budget():
+    from lite.kernels.fast.blocks import BAND_BYTES, ROWS, band_tiles
+
+    assert band_tiles(1040) == BAND_BYTES // (ROWS * 1040 * 4) > 1
+    assert band_tiles(1 << 20) == 1
 
 
 @pytest.mark.parametrize("out_blocks", range(1, 23))
