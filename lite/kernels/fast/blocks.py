@@ -50,6 +50,8 @@ ZEROS = np.zeros(LANES, np.float32)
 BAND_BYTES = 1 << 17
 """The input a 1x1 product reads for one band of position tiles (``unit_place``): with a group's
 panel, well within a core's L2 (512 KiB and up)."""
+CACHED_BYTES = 1 << 19
+"""What a product may read again and find in the core's cache (L2: 512 KiB and up)."""
 ROWS_AHEAD = 8
 """Rows of the packed weight a 1x1 tile's term prefetches ahead of the one it reads."""
 
@@ -158,7 +160,8 @@ def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
     added = residual.ctypes.data if residual.size else 0
     flat = out.reshape(out.size)
     x_at, out_at, panels_at, bias_at = x.ctypes.data, out.ctypes.data, panels.ctypes.data, bias.ctypes.data
-    band, groups = band_tiles(terms), -(-out_blocks // VECTORS)
+    groups = -(-out_blocks // VECTORS)
+    band = band_tiles(terms, count, groups)
     for unit in range(first, last):  # NOTE: addresses, not views: a view a unit cost as much as a short tile
         group, tile = unit_place(unit, count, groups, band)
         block, vectors = group_blocks(group, out_blocks)
@@ -172,10 +175,19 @@ def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
 
 
 @jit
-def band_tiles(terms):
-    """How many position tiles of a product of ``terms`` input channels make one band: the tiles
-    whose input (ROWS * terms floats) fits in BAND_BYTES, at least one."""
-    return max(1, BAND_BYTES // (ROWS * terms * 4))
+def band_tiles(terms, count, groups):
+    """How many of the ``count`` position tiles of a product of ``terms`` input channels by
+    ``groups`` groups of output blocks make one band (``unit_place``). Bands (the tiles whose
+    input fits in BAND_BYTES) read the input once and every group's panel once a band; one band
+    (each group over the whole plane) reads the panels once and the input once a group. Bands
+    where what they read again from memory (the panels, unless all fit in CACHED_BYTES) is less
+    than what one band would (the input, unless it fits)."""
+    tile_bytes = ROWS * terms * 4
+    band = max(1, BAND_BYTES // tile_bytes)
+    input_bytes, panel_bytes = count * tile_bytes, groups * terms * WIDTH * 4
+    inputs_again = (groups - 1) * input_bytes if input_bytes > CACHED_BYTES else 0
+    panels_again = (-(-count // band) - 1) * panel_bytes if panel_bytes > CACHED_BYTES else 0
+    return band if panels_again < inputs_again else count
 
 
 @jit

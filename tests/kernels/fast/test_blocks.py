@@ -54,7 +54,7 @@ def reference(x, weight, bias, residual, lo, hi, activation):
     (80, 200, (14, 14)),  # a group of two blocks after one of three; K past 128
     (64, 32, (6, 6)),     # four blocks: two groups of two, not three and one
     (100, 24, (5, 5)),    # seven blocks: three, two and two, the last padded
-    (40, 1040, (13, 13)),  # bands of a few tiles (band_tiles(1040)), the last shorter
+    (64, 1040, (13, 13)),  # bands of a few tiles (band_tiles), the last shorter
 ])
 @pytest.mark.parametrize("epilogue", ["none", "relu6+residual", "SWISH", "HARD_SWISH"])
 def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
@@ -93,11 +93,18 @@ def test_the_banded_units_take_every_tile_of_every_group_once(count, groups, ban
         assert places.index(here[0]) == first * groups
 
 
-def test_a_band_holds_the_tiles_whose_input_fits_its_budget():
-    from lite.kernels.fast.blocks import BAND_BYTES, ROWS, band_tiles
+def test_bands_are_taken_where_they_read_less_from_memory():
+    from lite.kernels.fast.blocks import BAND_BYTES, ROWS, band_tiles, tiles, units
 
-    assert band_tiles(1040) == BAND_BYTES // (ROWS * 1040 * 4) > 1
-    assert band_tiles(1 << 20) == 1
+    def band(in_c, out_c, plane):
+        count = tiles(plane)
+        return band_tiles(in_c, count, units(plane, -(-out_c // 16)) // count), count
+
+    assert band(1040, 64, 169)[0] == BAND_BYTES // (ROWS * 1040 * 4) > 1  # the test above's: small panels, large input
+    assert band(256, 64, 56 * 56)[0] == BAND_BYTES // (ROWS * 256 * 4)  # ResNet-50's first reducing 1x1
+    for in_c, out_c, plane in ((256, 1024, 14 * 14), (2048, 512, 7 * 7), (16, 96, 9)):
+        taken, count = band(in_c, out_c, plane)  # NOTE: panels past the cache, or an input within it: one band
+        assert taken == count
 
 
 @pytest.mark.parametrize("out_blocks", range(1, 23))
