@@ -31,7 +31,7 @@ from numba.extending import intrinsic
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocks import NO_RESIDUAL as NO_BLOCKS_RESIDUAL
-from lite.kernels.fast.blocks import ZEROS, group_blocks
+from lite.kernels.fast.blocks import ROWS_AHEAD, ZEROS, group_blocks
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import (
     FLOAT,
@@ -91,7 +91,7 @@ def _tile(vectors: int, accumulate: bool, finishing: bool = False, row: int = WI
                 return builder.gep(starts[r], [builder.load(builder.gep(offsets_p, [k]))])
 
             emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(row))]), count, out_p,
-                      INDEX(LANES), vectors, accumulate, vector_stride=plane, finish=finish)
+                      INDEX(LANES), vectors, accumulate, vector_stride=plane, finish=finish, rows_ahead=ROWS_AHEAD)
             return context.get_dummy_value()
         return types.void(*(types.int64,) * 10, types.float32, types.float32), codegen
     return tile
