@@ -52,8 +52,10 @@ BAND_BYTES = 1 << 17
 panel, well within a core's L2 (512 KiB and up)."""
 CACHED_BYTES = 1 << 19
 """What a product may read again and find in the core's cache (L2: 512 KiB and up)."""
-ROWS_AHEAD = 8
-"""Rows of the packed weight a 1x1 tile's term prefetches ahead of the one it reads."""
+ROWS_AHEAD = 48
+"""Rows of the packed weight a tile's term prefetches ahead of the one it reads (the 1x1 and the
+dense kernels): far enough ahead that a panel streaming from memory arrives in time (the
+distance measured: docs/performance.md, channel blocks)."""
 
 
 def blocks(channels: int) -> int:
