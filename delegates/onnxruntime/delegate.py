@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -18,6 +17,9 @@ logger = logging.getLogger("lite")
 
 Provider = str | tuple[str, dict[str, Any]]
 BLOB_LAYOUT = 1  # bump when what a saved partition holds changes
+STOP_SPINNING = "session.force_spinning_stop"
+"""onnxruntime's session entry: "1" sends its pool's threads to sleep when a run returns, instead
+of spinning on the cores the native kernels after a partition run on."""
 
 
 class ORTDelegate(lite.SimpleDelegate):
@@ -46,7 +48,10 @@ class ORTDelegate(lite.SimpleDelegate):
             level, profiling, ...). Its ``intra_op_num_threads``, if left at 0, is set to the
             Context's ``thread_num``; its ``log_severity_level``, if left unset, to errors only
             (``DELITE_LOG=debug`` keeps onnxruntime's warnings). Default: thread_num intra-op
-            threads, 1 inter-op thread, errors only.
+            threads, 1 inter-op thread, errors only. Where native kernels run in the model too,
+            its ``session.force_spinning_stop`` entry, if unset, is set to "1": onnxruntime's
+            threads sleep when a partition's run returns rather than spin on the cores the native
+            kernels after it need.
         ops: primitive types to take (default: every type with an emitter).
         min_nodes_per_partition: smaller runs of supported kernels stay native.
 
@@ -130,27 +135,52 @@ class ORTDelegate(lite.SimpleDelegate):
                               self._session_factory(model), saved=blob, memory_limit=model.context.memory_limit)
 
     def _session_factory(self, model: lite.DelegateModel) -> SessionFactory:
-        return functools.partial(_new_session, options=self._options(model.context.thread_num),
-                                 providers=list(self._available))
+        return _Sessions(self, model)
 
-    def _options(self, thread_num: int) -> Any:
+    def _options(self, thread_num: int, beside_native: bool) -> Any:
         import onnxruntime
 
         options = self.session_options
         if options is None:
             options = onnxruntime.SessionOptions()
             options.inter_op_num_threads = 1
+        if beside_native and not _has_entry(options, STOP_SPINNING):
+            options.add_session_config_entry(STOP_SPINNING, "1")
         options = ort_session_options(options)  # NOTE: a level the user set stays
         if options.intra_op_num_threads == 0:
             options.intra_op_num_threads = thread_num
         return options
 
 
+def _has_entry(options: Any, key: str) -> bool:
+    try:
+        options.get_session_config_entry(key)
+    except RuntimeError:  # NOTE: onnxruntime's answer for a key never set
+        return False
+    return True
+
+
+class _Sessions:
+    """A partition's session factory: sessions with the delegate's options, whose threads stop
+    spinning when a run returns where native kernels run in the model too (decided at the first
+    session, when the build has placed every kernel)."""
+
+    def __init__(self, delegate: ORTDelegate, model: lite.DelegateModel):
+        self.delegate, self.thread_num = delegate, model.context.thread_num
+        self._model: lite.DelegateModel | None = model  # NOTE: dropped at the first session: no cycle after it
+        self.beside_native = False
+
+    def __call__(self, graph: bytes) -> Any:
+        import onnxruntime
+
+        if self._model is not None:
+            self.beside_native = any(not isinstance(k, ORTGraphKernel) for k in self._model.kernels)
+            self._model = None
+        options = self.delegate._options(self.thread_num, self.beside_native)
+        return onnxruntime.InferenceSession(graph, sess_options=options, providers=list(self.delegate._available))
+
+
 def _provider_name(provider: Provider) -> str:
     return provider if isinstance(provider, str) else provider[0]
 
 
-def _new_session(model: bytes, options: Any, providers: list[Provider]) -> Any:
-    import onnxruntime
-
-    return onnxruntime.InferenceSession(model, sess_options=options, providers=providers)

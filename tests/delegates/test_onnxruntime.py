@@ -398,6 +398,35 @@ def test_session_options_are_used():
     assert session.get_session_options().intra_op_num_threads == 1  # left at 0: the Context's thread_num
 
 
+def spinning_entry(session) -> str | None:
+    try:
+        return session.get_session_options().get_session_config_entry("session.force_spinning_stop")
+    except RuntimeError:  # NOTE: never set
+        return None
+
+
+@pytest.mark.parametrize("ops, options, expected", [
+    (None, None, None),            # every kernel delegated: the threads spin between runs, as onnxruntime's do
+    ({"Softmax"}, None, "1"),      # native kernels too: they stop when a run returns
+    ({"Softmax"}, "0", "0"),       # the user's options decide
+    ({"Softmax"}, "", "1"),        # ...where they set it
+])
+def test_sessions_stop_spinning_between_runs_where_native_kernels_run_too(ops, options, expected):
+    """onnxruntime's threads spin after a run on the cores the native kernels after a partition
+    need: a model with native kernels between partitions stalled on them at two threads."""
+    nodes, feeds, inits = CASES["gemm_trans_b_bias_relu"]
+    original = onnx_model(nodes + [node("Softmax", ["y"], "p")], feeds, ["p"], inits)
+    session_options = None
+    if options is not None:
+        session_options = ort.SessionOptions()
+        if options:
+            session_options.add_session_config_entry("session.force_spinning_stop", options)
+    model = build(original, ORTDelegate(ops=ops, session_options=session_options))
+    assert {r.runs_on for r in model.partition_report()} == ({ORT} if ops is None else {ORT, "native"})
+    assert spinning_entry(model.graph_kernels()[0].session) == expected
+    assert_matches(model, original, feeds)
+
+
 @pytest.mark.parametrize("batch", [-1, 1], ids=["dynamic", "static"])
 def test_resize_of_the_batch_reuses_the_session_and_other_dims_make_a_new_one(batch):
     original = small_cnn("N", "H", "W")
