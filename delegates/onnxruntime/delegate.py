@@ -137,7 +137,7 @@ class ORTDelegate(lite.SimpleDelegate):
     def _session_factory(self, model: lite.DelegateModel) -> SessionFactory:
         return _Sessions(self, model)
 
-    def _options(self, thread_num: int, beside_native: bool) -> Any:
+    def _options(self, thread_num: int, beside_native: bool = False) -> Any:
         import onnxruntime
 
         options = self.session_options
