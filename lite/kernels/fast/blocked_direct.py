@@ -50,6 +50,9 @@ from lite.kernels.window import Geometry
 
 CHUNK_TERMS = 192
 """Terms a pass of the tiles takes: their panel rows (192 x WIDTH floats, 36 KB) stay in L1."""
+ACTIVATION_TILES = 16
+"""Whole tiles whose activation runs in one call, after their last terms (their outputs, 8 KB a
+block, still in L1): a call a tile cost as much as the tile where the terms are few (a stem's)."""
 
 NO_RESIDUAL = np.zeros(0, np.float32)
 ONE = np.float32(1)
@@ -417,9 +420,9 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
     """Units ``first`` to ``last - 1`` (unit u: position tile u % tiles of group u // tiles) of out
     (OB, P, LANES) from the padded blocks, each tile's terms in chunks of CHUNK_TERMS; the tile of
     a unit's last chunk adds the bias and residual and clips in registers (then the activation runs
-    on its positions while they are in cache). A last tile short of ROWS positions sums in
-    ``tail[group]`` (VECTORS, ROWS, LANES), copies its positions out and finishes them there
-    (``_finish``). ``span`` > 0: a grouped convolution's (``_grouped_units``)."""
+    on its positions, ACTIVATION_TILES at a time, while they are in cache). A last tile short of
+    ROWS positions sums in ``tail[group]`` (VECTORS, ROWS, LANES), copies its positions out and
+    finishes them there (``_finish``). ``span`` > 0: a grouped convolution's (``_grouped_units``)."""
     if span:
         _grouped_units(padded, offsets, panels, out, bases, tail, tiles, span, first, last, bias, lo, hi, code, alpha,
                        residual)
@@ -431,19 +434,24 @@ def block_products(padded, offsets, panels, out, bases, tail, tiles, first, last
         start, stop = max(first - group * tiles, 0), min(last - group * tiles, tiles)
         block, vectors = group_blocks(group, out_blocks)
         x_at, bases_at, bias_at = padded.ctypes.data, bases.ctypes.data, bias[block:].ctypes.data
+        last_whole = stop - 2 if stop == tiles and short_rows < ROWS else stop - 1
         for chunk in range(0, terms, CHUNK_TERMS):
             count = min(CHUNK_TERMS, terms - chunk)
             ends = chunk + count == terms
             offsets_at, panel_at = offsets[chunk:].ctypes.data, panels[group, chunk:].ctypes.data
+            pending = start  # NOTE: the first whole tile whose activation has not run
             for tile in range(start, stop):
                 offset = (block * plane + tile * ROWS * LANES) * 4
                 short = tile == tiles - 1 and short_rows < ROWS
                 target, stride = (tail[group].ctypes.data, ROWS * LANES) if short else (out.ctypes.data + offset, plane)
                 _tile_of(vectors, chunk > 0, ends and not short, x_at, bases_at + tile * ROWS * 8, offsets_at,
                          panel_at, count, target, stride, bias_at, added + offset * step, step, lo, hi)
-                if ends and (short or code != CLIP_CODE):  # NOTE: a call a tile cost a stem with 27 terms 45%
-                    _close_tile(out, tail[group, :vectors], block, tile * ROWS, short, bias, lo, hi, code, alpha,
+                if ends and short:
+                    _close_tile(out, tail[group, :vectors], block, tile * ROWS, True, bias, lo, hi, code, alpha,
                                 residual)
+                elif ends and code != CLIP_CODE and (tile == last_whole or tile + 1 - pending == ACTIVATION_TILES):
+                    _activate_tiles(out, block, vectors, pending * ROWS, (tile + 1 - pending) * ROWS, code, alpha)
+                    pending = tile + 1
 
 
 @jit
@@ -470,6 +478,15 @@ def _grouped_units(padded, offsets, panels, out, bases, tail, tiles, span, first
         if short or code != CLIP_CODE:
             sums = tail[block // VECTORS, block % VECTORS:block % VECTORS + 1]
             _close_tile(out, sums, block, tile * ROWS, short, bias, lo, hi, code, alpha, residual)
+
+
+@jit
+def _activate_tiles(out, block, vectors, top, rows, code, alpha):
+    """The activation of ``code`` on positions ``top`` to ``top + rows - 1`` of blocks ``block`` to
+    ``block + vectors - 1`` of out (OB, P, LANES), in place."""
+    flat, positions = out.reshape(out.size), out.shape[1]
+    for b in range(block, block + vectors):
+        activate_run(flat, (b * positions + top) * LANES, rows * LANES, flat.dtype.type(0), code, alpha)
 
 
 @jit

@@ -189,6 +189,32 @@ def test_the_narrow_form_reads_nchw_into_channel_blocks(x_shape, w_shape, stride
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(("activation", "function"), EPILOGUE_ACTIVATIONS)
+def test_the_activation_runs_on_every_tile_of_every_piece(activation, function):
+    """Tiles take their activation in runs of ACTIVATION_TILES after their last terms: a plane of
+    29 tiles (the last short) in pieces that cut runs, two groups of blocks, every position once."""
+    from lite.kernels.fast.activation import EPILOGUE_CODES
+    from lite.kernels.fast.blocks import LANES, blocks, from_blocks, padded_bias
+
+    x_shape, w_shape = (1, 3, 31, 31), (80, 3, 3, 3)
+    x, w, b = operands(x_shape, w_shape, seed=9)
+    expected = onnx_reference("Conv", x, {"w": w, "b": b}, strides=[2, 2], pads=[0, 0, 0, 0])
+    plan = blocked_direct.BlockedDirectPlan(Geometry(x_shape, w_shape[2:], (2, 2), (1, 1), (0, 0), (0, 0),
+                                                     expected.shape[2:]), w_shape[0], narrow=True)
+    padded, tail = (np.full(shape, np.nan, np.float32) for shape in plan.block_scratch)
+    out = np.full((blocks(w_shape[0]), expected.shape[2] * expected.shape[3], LANES), np.nan, np.float32)
+    weights, bias, infinity = plan.arrange(w), padded_bias(b, out.shape[0]), np.float32(np.inf)
+    plan.fill(x, 0, padded)
+    cuts = [0, 5, 23, plan.block_tiles + 3, plan.block_units]
+    assert plan.block_tiles > blocked_direct.ACTIVATION_TILES and plan.block_units > plan.block_tiles
+    for first, last in zip(cuts, cuts[1:]):
+        plan.block_products(weights, padded, out, tail, bias, -infinity, infinity, EPILOGUE_CODES[activation],
+                            np.float32(1.5), first, last)
+    got = np.empty_like(expected)
+    from_blocks(out, 0, got)
+    np.testing.assert_allclose(got, function(expected, 1.5), rtol=1e-5, atol=1e-5)
+
+
 # (x shape, weight shape, group, strides, pads): channels a group a divisor of a block (2, 4, 8,
 # the last block half empty) and a multiple (16, 32: an output block reads its group's blocks)
 GROUPED = [
