@@ -207,7 +207,7 @@ def test_the_activation_runs_on_every_tile_of_every_piece(activation, function):
     plan.fill(x, 0, padded)
     cuts = [0, 5, 23, plan.block_tiles + 3, plan.block_units]
     assert plan.block_tiles > blocked_direct.ACTIVATION_TILES and plan.block_units > plan.block_tiles
-    for first, last in zip(cuts, cuts[1:]):
+    for first, last in zip(cuts[:-1], cuts[1:], strict=True):
         plan.block_products(weights, padded, out, tail, bias, -infinity, infinity, EPILOGUE_CODES[activation],
                             np.float32(1.5), first, last)
     got = np.empty_like(expected)
