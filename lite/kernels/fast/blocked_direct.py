@@ -502,9 +502,7 @@ def _close_tile(out, sums, block, top, short, bias, lo, hi, code, alpha, residua
             out[block + j, top:positions] = sums[j, :rows]
         _finish(out, block, vectors, top, rows, bias, lo, hi, code, alpha, residual)
     elif code != CLIP_CODE:
-        flat = out.reshape(out.size)
-        for b in range(block, block + vectors):
-            activate_run(flat, (b * positions + top) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
+        _activate_tiles(out, block, vectors, top, ROWS, code, alpha)
 
 
 @jit

@@ -88,12 +88,15 @@ def _pointwise_tile(vectors: int, residual: bool):
             floats = FLOAT.as_pointer()
             x_p, panel_p, out_p, bias_p = (builder.inttoptr(at, floats) for at in (x_at, panel_at, out_at, bias_at))
 
+            def block_and_lane(k):
+                return builder.lshr(k, INDEX(LANE_BITS)), builder.and_(k, INDEX(LANES - 1))
+
             def scalar(k, r):
-                block, lane = builder.lshr(k, INDEX(LANE_BITS)), builder.and_(k, INDEX(LANES - 1))
+                block, lane = block_and_lane(k)
                 return builder.gep(x_p, [builder.add(builder.add(builder.mul(block, x_plane), INDEX(r * LANES)), lane)])
 
             def ahead(k):  # NOTE: the next tile's rows of k's block, two terms a row (one line each)
-                block, lane = builder.lshr(k, INDEX(LANE_BITS)), builder.and_(k, INDEX(LANES - 1))
+                block, lane = block_and_lane(k)
                 row = builder.add(INDEX(ROWS), builder.lshr(lane, INDEX(1)))
                 return builder.gep(x_p, [builder.add(builder.mul(block, x_plane), builder.mul(row, INDEX(LANES)))])
 
