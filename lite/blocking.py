@@ -73,6 +73,9 @@ MAX_PADDED_SHARE = 2.0
 it is narrow (its terms would be mostly padding), and a narrow member only starts a chain. At 1.25,
 GoogLeNet's 3x3 convolutions of 24 channels (32 lanes) were narrow and ended a chain each: 0.43 ms
 with the layout changes around them, against onnxruntime's 0.10."""
+WINOGRAD_CHANNELS = 16
+"""The fewest channels in and out for a chain's 3x3 stride-1 member to run Winograd
+(``lite.kernels.fast.blocked_winograd``) rather than the blocked direct kernel."""
 MIN_INSIDE = 2
 """The fewest results a chain keeps in blocks (read by its members alone): EfficientNet-B0's chains
 of an expansion and its depthwise convolution, whose result the squeeze-and-excitation gate reads
@@ -451,22 +454,19 @@ class BlockedChain(Kernel):
         """Each dense member's ``BlockedDirectPlan`` at the current shapes, with its padded input and
         last tile's sums: views of one scratch array that every dense member shares (they run one at
         a time), in the model's workspace."""
-        from lite.kernels.fast.blocked_direct import BlockedDirectPlan, block_products_job, refill_job
-        from lite.kernels.fast.crew import warm
+        from lite.kernels.fast.blocked_direct import BlockedDirectPlan
 
         plans = {}
         for m in self.members:
             if m.direct:
                 weight = tuple(m.conv.inputs[1].shape)
                 begins, ends, sizes = m.conv.geometry(tuple(m.x.shape), weight)
-                plans[m.kernel] = BlockedDirectPlan(Geometry(tuple(m.x.shape), weight[2:], tuple(m.conv.strides),
-                                                             tuple(m.conv.dilations), begins, ends, sizes), weight[0],
-                                                    m.narrow, weight[1] if m.grouped else 0)
+                plans[m.kernel] = _winograd_plan(m, begins, sizes) or BlockedDirectPlan(
+                    Geometry(tuple(m.x.shape), weight[2:], tuple(m.conv.strides), tuple(m.conv.dilations), begins,
+                             ends, sizes), weight[0], m.narrow, weight[1] if m.grouped else 0)
         if not plans:
             return {}
-        next(iter(plans.values())).warm_blocks()
-        if self.threads.crew() is not None:
-            warm(refill_job, block_products_job)
+        _warm_plans(plans.values(), self.threads.crew() is not None)
         sizes = {kernel: [math.prod(shape) for shape in plan.block_scratch] for kernel, plan in plans.items()}
         scratch = self.parts[0].workspace.array((max(map(sum, sizes.values())),), np.float32, DENSE_SLOT)
         return {kernel: (plan, scratch[:sizes[kernel][0]].reshape(plan.block_scratch[0]),
@@ -475,7 +475,7 @@ class BlockedChain(Kernel):
 
     def _plan(self, m: Member) -> list:
         """The calls running member ``m`` on one image's blocks."""
-        from lite.kernels.fast import blocks
+        from lite.kernels.fast import blocked_winograd, blocks
 
         x, out = self.blocked.get(m.x), self.blocked[m.out]
         if m.joined is not None:
@@ -497,6 +497,8 @@ class BlockedChain(Kernel):
             return [self._depthwise(m, x, out, bias, lo, hi, code, alpha)]
         if m.direct and self._strided_pointwise(m):
             return self._subsampled(m, x, out, bias, lo, hi, code, alpha)
+        if m.direct and isinstance(self.dense[m.kernel][0], blocked_winograd.BlockedWinogradPlan):
+            return self._winograd(m, x, out, bias, lo, hi, code, alpha)
         if m.direct:
             return self._dense(m, x, out, bias, lo, hi, code, alpha)
         return self._pointwise(m, x, out, bias, lo, hi, code, alpha)
@@ -579,6 +581,31 @@ class BlockedChain(Kernel):
                                                                        residual),
                  lambda bounds: blocked_direct.block_products_jobs(plan, *terms, residual, bounds)),
         ]
+
+    def _winograd(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
+                  alpha) -> list:
+        """The calls running 3x3 stride-1 member ``m`` by Winograd on one image's blocks
+        (``lite.kernels.fast.blocked_winograd``): the input transform, the 36 products, the
+        output transform with bias, residual, clip and activation; each shared out among the
+        model's threads."""
+        from lite.kernels.fast import blocked_winograd, blocks
+
+        plan, v, products = self.dense[m.kernel]
+        shape = tuple(m.conv.inputs[1].shape)
+        panels = self._pack(m, "arranged for BlockedWinogradPlan",
+                            lambda source: blocked_winograd.arrange(source.reshape(shape)))
+        residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
+        shift, zeros = blocks.padded_bias(bias, out.shape[0]), np.zeros((out.shape[0], blocks.LANES), np.float32)
+        loop, counts = self.threads.crew_loop, (plan.input_units, plan.product_units, plan.output_units)
+        jobs = partial(blocked_winograd.crew_jobs, plan, x, v, panels, shift, products, residual, lo, hi,
+                                 code, alpha, out)
+        calls = (partial(blocked_winograd.input_transform, *plan.input_terms(x, v)),
+                 partial(blocked_winograd.products, v, panels, zeros, products),
+                 partial(blocked_winograd.output_transform, *plan.output_terms(products, shift, residual, lo, hi, code,
+                                                                               alpha, out)))
+        return [loop(count, lambda _index, first, last, call=call: partial(call, first, last),
+                     lambda bounds, step=step: jobs(step, bounds))
+                for step, (count, call) in enumerate(zip(counts, calls, strict=True))]
 
     def _fill(self, plan, x: Tensor, padded: np.ndarray) -> None:
         """A narrow member's input: the current image of x (NCHW) into its padded positions."""
@@ -676,6 +703,42 @@ class BlockedChain(Kernel):
                 if m.out in leaving:
                     from_blocks(self.blocked[m.out], image, m.out.data)
                 clock.charge(m.kernel)
+
+
+def _winograd_plan(m: Member, begins: tuple[int, ...], sizes: tuple[int, ...]):
+    """A ``BlockedWinogradPlan`` for dense member ``m`` where Winograd runs it (``blocked_winograd.fits``
+    and ``worth_winograd``), else None."""
+    from lite.kernels.fast import blocked_winograd
+
+    weight = tuple(m.conv.inputs[1].shape)
+    if m.narrow or m.grouped or not worth_winograd(weight[1], weight[0]) or not blocked_winograd.fits(
+            weight[2:], tuple(m.conv.strides), tuple(m.conv.dilations), tuple(begins), tuple(sizes)):
+        return None
+    return blocked_winograd.BlockedWinogradPlan(weight[1], tuple(m.x.shape[2:]), weight[0], tuple(begins),
+                                                tuple(sizes))
+
+
+def worth_winograd(channels: int, out_channels: int) -> bool:
+    """Whether a 3x3 stride-1 layer Winograd can run has channels enough in and out for it to beat
+    the blocked direct kernel (the transforms cost as much per channel as a few terms)."""
+    return min(channels, out_channels) >= WINOGRAD_CHANNELS
+
+
+def _warm_plans(plans, crew: bool) -> None:
+    """Compiles the kernels the dense members' plans run (and their crew jobs)."""
+    from lite.kernels.fast import blocked_winograd
+    from lite.kernels.fast.blocked_direct import BlockedDirectPlan, block_products_job, refill_job
+    from lite.kernels.fast.crew import warm
+
+    direct = [plan for plan in plans if isinstance(plan, BlockedDirectPlan)]
+    if direct:
+        direct[0].warm_blocks()
+        if crew:
+            warm(refill_job, block_products_job)
+    if len(direct) < len(plans):
+        blocked_winograd.warm()
+        if crew:
+            warm(blocked_winograd.input_job, blocked_winograd.products_job, blocked_winograd.output_job)
 
 
 def _blocked_reads(m: Member) -> list[Tensor]:

@@ -392,6 +392,34 @@ def test_dense_members_take_planes_of_any_size(thread_num):
         assert not chain.fallback
 
 
+def dense_kinds(chain: BlockedChain) -> list[str]:
+    """The plan each dense member of the chain runs at the current shapes."""
+    return [type(chain.dense[m.kernel][0]).__name__ for m in chain.members if m.direct]
+
+
+@pytest.mark.parametrize("thread_num", [1, 2])
+@pytest.mark.usefixtures("dense_members")
+def test_3x3_stride_1_members_run_winograd_where_their_output_fills_a_register_tile_of_blocks(thread_num):
+    """On a 40 x 40 plane both stride-1 layers run Winograd (10 x 10 and 5 x 5 output blocks of 4 x 4);
+    on 12 x 12 the last one's 6 x 6 output is 4 blocks, fewer than a register tile: direct; the
+    stride-2 layer always direct."""
+    onnx_model = dense_run()
+    model, chain = one_chain(onnx_model, thread_num)
+    for side, kinds in [(40, ["BlockedWinogradPlan", "BlockedDirectPlan", "BlockedWinogradPlan"]),
+                        (12, ["BlockedWinogradPlan", "BlockedDirectPlan", "BlockedDirectPlan"])]:
+        assert_matches(model, onnx_model, RNG.standard_normal((2, 32, side, side)).astype(np.float32))
+        assert dense_kinds(chain) == kinds
+
+
+@pytest.mark.usefixtures("dense_members")
+def test_members_of_few_channels_keep_the_direct_kernel():
+    onnx_model = dense_run(channels=8)
+    model, chain = one_chain(onnx_model)
+    assert_matches(model, onnx_model, RNG.standard_normal((1, 8, 40, 40)).astype(np.float32))
+    assert dense_kinds(chain) == ["BlockedDirectPlan"] * 3
+    assert not blocking.worth_winograd(8, 64) and blocking.worth_winograd(16, 16)
+
+
 def fire_modules(squeeze: int = 16, expand: int = 32, plane: int = 15, ceil: int = 1,
                  head: str | None = None) -> onnx.ModelProto:
     """x (batch, 32, plane, plane) -> MaxPool 3x3 stride 2 -> a SqueezeNet fire module (1x1 squeeze,

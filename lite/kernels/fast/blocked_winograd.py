@@ -1,0 +1,346 @@
+"""Winograd F(4x4, 3x3) on the channel-blocked layout (NCHW16c), float32: 3x3 stride-1 layers
+inside a blocked chain (``lite.blocking``).
+
+The same algorithm as ``lite.kernels.fast.winograd`` (the transforms ``B``, ``G``, ``A`` of Lavin
+and Gray), laid out for the blocks: each 6 x 6 tile of the input is transformed sixteen channels
+at a time (a vector), into 36 planes ``v[e]`` of (CB, tiles, LANES), each of them the blocked
+image of a 1x1 convolution over the tiles. The 36 products are then 1x1 convolutions
+(``lite.kernels.fast.blocks.pointwise``: its register tile, its packed panels) by the 36
+transformed weights, into ``m[e]`` (KB, tiles, LANES); the output transform takes each tile's 36
+vectors back to a 4 x 4 block of output positions, adding the bias and a residual and applying
+the clip and the activation as it writes them.
+
+Against the blocked direct kernel, whose 3x3 layer is nine products of the same size, the
+products here are 36 for 16 output positions instead of 144 (four times fewer multiplies; a
+plane that is not a multiple of four wastes the part of its last tiles past the edge), plus the
+transforms. The transformed weights are four times the 3x3 weight (36 values for 9).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import carray, types
+from numba.extending import intrinsic
+
+from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.activation import CLIP_CODE, activate_run
+from lite.kernels.fast.blocks import LANES, NO_RESIDUAL, ONE, blocks, pack_pointwise, pointwise, tiles, units
+from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.tile import FLOAT, INDEX, ROWS, VECTOR, WIDTH, emit_loop, select_clip, splat, vector_call
+from lite.kernels.fast.winograd import TILE, WINDOW, transform_weights
+
+AREA = WINDOW * WINDOW
+LOWEST, HIGHEST = np.float32(-np.inf), np.float32(np.inf)
+
+
+def arrange(weight: np.ndarray) -> np.ndarray:
+    """The transformed 3x3 weight (K, C, 3, 3) as the 36 products read it: (36, groups of output
+    blocks, CB * LANES, WIDTH), each product's panels as ``blocks.pack_pointwise`` packs a 1x1 weight."""
+    u = transform_weights(np.asarray(weight, np.float32))
+    out_c, channels = weight.shape[:2]
+    return np.stack([pack_pointwise(u[e].reshape(out_c, channels, 1, 1), None)[0] for e in range(AREA)])
+
+
+class BlockedWinogradPlan:
+    """The tiles and scratch of one layer: input (CB, H * W, LANES) on an H x W plane, ``pads``
+    (top, left), output (KB, OH * OW, LANES) on ``out`` (OH, OW)."""
+
+    def __init__(self, channels: int, plane: tuple[int, int], out_channels: int, pads: tuple[int, int],
+                 out: tuple[int, int]):
+        self.plane, self.pads, self.out = plane, pads, out
+        self.tiles_h, self.tiles_w = -(-out[0] // TILE), -(-out[1] // TILE)
+        self.tiles = self.tiles_h * self.tiles_w
+        if self.tiles < ROWS:  # NOTE: blocks.pointwise writes whole register tiles of positions
+            raise ValueError(f"{self.tiles} output tiles, fewer than a register tile of {ROWS}")
+        self.in_blocks, self.out_blocks = blocks(channels), blocks(out_channels)
+        self.block_scratch = ((AREA, self.in_blocks, self.tiles, LANES), (AREA, self.out_blocks, self.tiles, LANES))
+
+    @property
+    def input_units(self) -> int:
+        """Pieces of the input transform: a row of tiles of one input block."""
+        return self.in_blocks * self.tiles_h
+
+    @property
+    def product_units(self) -> int:
+        """Pieces of the 36 products: ``blocks.units`` of each."""
+        return AREA * units(self.tiles, self.out_blocks)
+
+    @property
+    def output_units(self) -> int:
+        """Pieces of the output transform: a row of tiles of one output block."""
+        return self.out_blocks * self.tiles_h
+
+    def input_terms(self, x: np.ndarray, v: np.ndarray) -> tuple:
+        return (x, *self.plane, *self.pads, self.tiles_h, self.tiles_w, v)
+
+    def output_terms(self, m: np.ndarray, bias: np.ndarray, residual: np.ndarray, lo, hi, code: int, alpha,
+                     out: np.ndarray) -> tuple:
+        return (m, bias, residual, *self.out, self.tiles_h, self.tiles_w, lo, hi, code, alpha, out)
+
+
+def fits(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
+         pads: tuple[int, int], out: tuple[int, int]) -> bool:
+    """Whether a layer is one this kernel runs: 3x3, stride 1, no dilation, pads within the tile's
+    reach, and at least one register tile of output tiles (``blocks.pointwise``'s fewest positions)."""
+    tile_count = math.ceil(out[0] / TILE) * math.ceil(out[1] / TILE)
+    return (tuple(kernel) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
+            and all(0 <= p <= 2 for p in pads) and tile_count >= ROWS)
+
+
+def _transform(matrix: tuple[tuple[int, ...], ...]):
+    """An intrinsic ``(source, source_step, target, target_step)`` applying ``matrix`` (rows of
+    coefficients for six inputs) to vectors: target row i (at target + i * target_step) = the sum
+    over j of matrix[i][j] times the vector at source + j * source_step; addresses and steps in
+    bytes (int64). In vectors of LANES floats: the loops over lanes did not vectorize (the
+    compiler could not tell the arrays apart)."""
+    @intrinsic
+    def transform(typingctx, source, source_step, target, target_step):
+        def codegen(context, builder, signature, args):
+            source_at, source_step_, target_at, target_step_ = args
+            pointer = VECTOR.as_pointer()
+
+            def at(base, step, i):
+                return builder.inttoptr(builder.add(base, builder.mul(step, INDEX(i))), pointer)
+
+            values = [builder.load(at(source_at, source_step_, j), align=4) for j in range(WINDOW)]
+            for i, row in enumerate(matrix):
+                total = None
+                for value, weight in zip(values, row, strict=True):
+                    if weight == 0:
+                        continue
+                    if total is None:
+                        total = value if weight == 1 else builder.fmul(splat(builder, FLOAT(weight)), value)
+                    elif weight in (1, -1):
+                        total = (builder.fadd if weight == 1 else builder.fsub)(total, value)
+                    else:
+                        total = vector_call(builder, "fma", splat(builder, FLOAT(weight)), value, total)
+                builder.store(total, at(target_at, target_step_, i), align=4)
+            return context.get_dummy_value()
+        return types.void(*(types.int64,) * 4), codegen
+    return transform
+
+
+B_T = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0),
+       (0, 4, 0, -5, 0, 1))
+A_T = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
+_in, _out = _transform(B_T), _transform(A_T)
+VECTOR_BYTES = LANES * 4
+
+
+def _finishing(added: bool):
+    """An intrinsic ``(source, bias, added, target, count, lo, hi)``: for k < count, the vector
+    target[k] = clip(source[k] + bias (+ added[k] where ``added``), lo, hi); addresses and the
+    count in int64, lo and hi float32."""
+    @intrinsic
+    def finish(typingctx, source, bias, residual, target, count, lo, hi):
+        def codegen(context, builder, signature, args):
+            source_at, bias_at, added_at, target_at, count_, low, high = args
+            pointer = VECTOR.as_pointer()
+            source_p, added_p, target_p = (builder.inttoptr(a, pointer) for a in (source_at, added_at, target_at))
+            shift = builder.load(builder.inttoptr(bias_at, pointer), align=4)
+            low, high = splat(builder, low), splat(builder, high)
+
+            def one(k, _):
+                total = builder.fadd(builder.load(builder.gep(source_p, [k]), align=4), shift)
+                if added:
+                    total = builder.fadd(total, builder.load(builder.gep(added_p, [k]), align=4))
+                builder.store(select_clip(builder, total, low, high), builder.gep(target_p, [k]), align=4)
+                return []
+
+            emit_loop(builder, count_, [], one)
+            return context.get_dummy_value()
+        return types.void(*(types.int64,) * 5, types.float32, types.float32), codegen
+    return finish
+
+
+_finish, _finish_added = _finishing(False), _finishing(True)
+
+
+@jit
+def input_transform(x, h, w, pt, pl, th, tw, v, first, last):
+    """``v[:, block, tile] = B^T d B`` for the tiles ``d`` (6 x 6 positions of one block, zero past
+    the plane) of the rows of tiles ``first`` to ``last - 1`` (of CB * th: unit u is row u % th of
+    block u // th)."""
+    d = np.zeros((WINDOW, WINDOW, LANES), np.float32)
+    t = np.empty((WINDOW, WINDOW, LANES), np.float32)
+    d_at, t_at, x_at, v_at = d.ctypes.data, t.ctypes.data, x.ctypes.data, v.ctypes.data
+    plane_bytes, row_bytes = h * w * VECTOR_BYTES, w * VECTOR_BYTES
+    product_bytes = v.shape[1] * v.shape[2] * VECTOR_BYTES
+    for unit in range(first, last):
+        block, ty = unit // th, unit % th
+        for tx in range(tw):
+            top, left = ty * TILE - pt, tx * TILE - pl
+            if top >= 0 and left >= 0 and top + WINDOW <= h and left + WINDOW <= w:
+                source, step = x_at + block * plane_bytes + (top * w + left) * VECTOR_BYTES, row_bytes
+            else:
+                _gather(x[block], h, w, top, left, d)
+                source, step = d_at, WINDOW * VECTOR_BYTES
+            for j in range(WINDOW):
+                _in(source + j * VECTOR_BYTES, step, t_at + j * VECTOR_BYTES, WINDOW * VECTOR_BYTES)
+            tile = ty * tw + tx
+            for a in range(WINDOW):
+                _in(t_at + a * WINDOW * VECTOR_BYTES, VECTOR_BYTES,
+                    v_at + a * WINDOW * product_bytes + (block * v.shape[2] + tile) * VECTOR_BYTES, product_bytes)
+
+
+@jit
+def _gather(x, h, w, top, left, d):
+    """d = the 6 x 6 positions of x (P, LANES) from (top, left) on its h x w plane, zero past it."""
+    for i in range(WINDOW):
+        y = top + i
+        for j in range(WINDOW):
+            q = left + j
+            if 0 <= y < h and 0 <= q < w:
+                at = y * w + q
+                for lane in range(LANES):
+                    d[i, j, lane] = x[at, lane]
+            else:
+                for lane in range(LANES):
+                    d[i, j, lane] = 0
+
+
+@jit
+def products(v, panels, bias, m, first, last):
+    """Units ``first`` to ``last - 1`` of the 36 products ``m[e] = v[e]`` by ``panels[e]`` (each
+    ``blocks.units`` of the tiles by the output blocks, product after product); ``bias``: zeros."""
+    per = units(v.shape[2], m.shape[1])
+    for e in range(first // per, (last - 1) // per + 1):
+        start, end = max(first, e * per) - e * per, min(last, (e + 1) * per) - e * per
+        pointwise(v[e], panels[e], bias, LOWEST, HIGHEST, CLIP_CODE, ONE, NO_RESIDUAL, m[e], start, end)
+
+
+@jit
+def output_transform(m, bias, residual, oh, ow, th, tw, lo, hi, code, alpha, out, first, last):
+    """For the rows of tiles ``first`` to ``last - 1`` (of KB * th: unit u is row u % th of block
+    u // th): out = act(clip(A^T m A + bias (+ residual, out's shape; empty for none), lo, hi),
+    alpha), each tile's 4 x 4 block cropped to the OH x OW plane."""
+    s = np.empty((TILE, WINDOW, LANES), np.float32)
+    o = np.empty((TILE, LANES), np.float32)
+    s_at, o_at, m_at, bias_at, out_at = s.ctypes.data, o.ctypes.data, m.ctypes.data, bias.ctypes.data, out.ctypes.data
+    added = residual.ctypes.data if residual.size else 0
+    flat = out.reshape(out.size)
+    positions = oh * ow
+    product_bytes = m.shape[1] * m.shape[2] * VECTOR_BYTES
+    for unit in range(first, last):
+        block, ty = unit // th, unit % th
+        shift_at = bias_at + block * VECTOR_BYTES
+        rows = min(TILE, oh - ty * TILE)
+        for tx in range(tw):
+            source = m_at + (block * m.shape[2] + ty * tw + tx) * VECTOR_BYTES
+            for j in range(WINDOW):
+                _out(source + j * product_bytes, WINDOW * product_bytes, s_at + j * VECTOR_BYTES,
+                     WINDOW * VECTOR_BYTES)
+            columns = min(TILE, ow - tx * TILE)
+            for r in range(rows):
+                _out(s_at + r * WINDOW * VECTOR_BYTES, VECTOR_BYTES, o_at, VECTOR_BYTES)
+                at = (block * positions + (ty * TILE + r) * ow + tx * TILE) * VECTOR_BYTES
+                if added:
+                    _finish_added(o_at, shift_at, added + at, out_at + at, columns, lo, hi)
+                else:
+                    _finish(o_at, shift_at, 0, out_at + at, columns, lo, hi)
+        if code != CLIP_CODE:
+            activate_run(flat, (block * positions + ty * TILE * ow) * LANES, rows * ow * LANES, flat.dtype.type(0),
+                         code, alpha)
+
+
+@functools.cache
+def warm() -> None:
+    """Compiles the kernels now (at build), not in the first predict."""
+    side = 2 * ROWS  # NOTE: enough tiles for one register tile of them
+    plan = BlockedWinogradPlan(3, (side, side), 3, (1, 1), (side, side))
+    x, out = np.zeros((1, side * side, LANES), np.float32), np.zeros((1, side * side, LANES), np.float32)
+    v, m = (np.zeros(shape, np.float32) for shape in plan.block_scratch)
+    compiled(input_transform, *plan.input_terms(x, v), 0, 1)
+    compiled(products, v, arrange(np.zeros((3, 3, 3, 3), np.float32)), np.zeros((1, LANES), np.float32), m, 0, 1)
+    for residual in (NO_RESIDUAL, out.copy()):
+        compiled(output_transform, *plan.output_terms(m, np.zeros((1, LANES), np.float32), residual, LOWEST,
+                                                      HIGHEST, CLIP_CODE, ONE, out), 0, 1)
+
+
+def tiles_of(plan: BlockedWinogradPlan) -> int:
+    """``blocks.tiles`` of the plan's output tiles (register tiles a product runs)."""
+    return tiles(plan.tiles)
+
+
+# The blocks of the three steps on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
+_X, _IN_BLOCKS, _H, _W, _PT, _PL, _TH, _TW, _V = range(9)
+_IN_HEADER = 9
+_PANELS, _GROUPS, _TERMS, _OUT_BLOCKS, _BIAS, _M, _TILES = 9, 10, 11, 12, 13, 14, 15
+_PRODUCT_HEADER = 16
+_RESIDUAL, _OH, _OW, _OUT, _CODE, _LO, _HI, _ALPHA = 16, 17, 18, 19, 20, 21, 22, 23
+_OUT_HEADER = 24
+
+
+def _layer_block(header: int, bounds: list[tuple[int, int]], plan: BlockedWinogradPlan, x: np.ndarray,
+                 v: np.ndarray, panels: np.ndarray, bias: np.ndarray, m: np.ndarray) -> np.ndarray:
+    from lite.kernels.fast.crew import pieces_block
+
+    block = pieces_block(header, bounds)
+    block[:_IN_HEADER] = (x.ctypes.data, plan.in_blocks, *plan.plane, *plan.pads, plan.tiles_h, plan.tiles_w,
+                          v.ctypes.data)
+    if header > _IN_HEADER:
+        block[_IN_HEADER:_PRODUCT_HEADER] = (panels.ctypes.data, panels.shape[1], panels.shape[2], plan.out_blocks,
+                                             bias.ctypes.data, m.ctypes.data, plan.tiles)
+    return block
+
+
+def crew_jobs(plan: BlockedWinogradPlan, x: np.ndarray, v: np.ndarray, panels: np.ndarray, bias: np.ndarray,
+              m: np.ndarray, residual: np.ndarray, lo, hi, code: int, alpha, out: np.ndarray, step: int,
+              bounds: list[tuple[int, int]]):
+    """Step ``step`` (0: the input transform, 1: the products, 2: the output transform) in the
+    pieces ``bounds`` as jobs for the crew."""
+    from lite.kernels.fast.crew import Jobs
+
+    zeros = np.zeros((plan.out_blocks, LANES), np.float32)
+    arrays = (x, v, panels, bias, m, residual, out, zeros)
+    if step == 0:
+        return Jobs(input_job, _layer_block(_IN_HEADER, bounds, plan, x, v, panels, zeros, m), len(bounds), arrays)
+    if step == 1:
+        return Jobs(products_job, _layer_block(_PRODUCT_HEADER, bounds, plan, x, v, panels, zeros, m), len(bounds),
+                    arrays)
+    block = _layer_block(_OUT_HEADER, bounds, plan, x, v, panels, bias, m)
+    block[[_RESIDUAL, _OH, _OW, _OUT, _CODE]] = (residual.ctypes.data if residual.size else 0, *plan.out,
+                                                 out.ctypes.data, code)
+    block[_LO:_OUT_HEADER].view(np.float64)[:] = lo, hi, alpha
+    return Jobs(output_job, block, len(bounds), arrays)
+
+
+def input_job(index, data, extra):
+    """Piece ``index`` of the input transform the block at ``data`` describes."""
+    block = carray(data, (_IN_HEADER + 2 * (index + 1),), np.int64)
+    h, w, th, tw = block[_H], block[_W], block[_TH], block[_TW]
+    x = carray(as_pointer(block[_X]), (block[_IN_BLOCKS], h * w, LANES), np.float32)
+    v = carray(as_pointer(block[_V]), (AREA, block[_IN_BLOCKS], th * tw, LANES), np.float32)
+    piece = _IN_HEADER + 2 * index
+    input_transform(x, h, w, block[_PT], block[_PL], th, tw, v, block[piece], block[piece + 1])
+
+
+def products_job(index, data, extra):
+    """Piece ``index`` of the products the block at ``data`` describes."""
+    block = carray(data, (_PRODUCT_HEADER + 2 * (index + 1),), np.int64)
+    count, out_blocks = block[_TILES], block[_OUT_BLOCKS]
+    v = carray(as_pointer(block[_V]), (AREA, block[_IN_BLOCKS], count, LANES), np.float32)
+    panels = carray(as_pointer(block[_PANELS]), (AREA, block[_GROUPS], block[_TERMS], WIDTH), np.float32)
+    bias = carray(as_pointer(block[_BIAS]), (out_blocks, LANES), np.float32)
+    m = carray(as_pointer(block[_M]), (AREA, out_blocks, count, LANES), np.float32)
+    piece = _PRODUCT_HEADER + 2 * index
+    products(v, panels, bias, m, block[piece], block[piece + 1])
+
+
+def output_job(index, data, extra):
+    """Piece ``index`` of the output transform the block at ``data`` describes."""
+    block = carray(data, (_OUT_HEADER + 2 * (index + 1),), np.int64)
+    floats = carray(data, (_OUT_HEADER,), np.float64)
+    count, out_blocks, oh, ow = block[_TILES], block[_OUT_BLOCKS], block[_OH], block[_OW]
+    m = carray(as_pointer(block[_M]), (AREA, out_blocks, count, LANES), np.float32)
+    bias = carray(as_pointer(block[_BIAS]), (out_blocks, LANES), np.float32)
+    out = carray(as_pointer(block[_OUT]), (out_blocks, oh * ow, LANES), np.float32)
+    residual = carray(as_pointer(block[_RESIDUAL]), (out_blocks if block[_RESIDUAL] else 0, oh * ow, LANES),
+                      np.float32)
+    piece = _OUT_HEADER + 2 * index
+    output_transform(m, bias, residual, oh, ow, block[_TH], block[_TW], np.float32(floats[_LO]),
+                     np.float32(floats[_HI]), block[_CODE], np.float32(floats[_ALPHA]), out, block[piece],
+                     block[piece + 1])
