@@ -14,7 +14,8 @@ A run of consecutive native kernels that are each one of these becomes one ``Blo
 
 - a float32 2-D convolution with a constant weight and bias, 1x1 (one group, stride 1, no pads),
   depthwise (one input channel per group, as many outputs), dense (one group, any window,
-  strides and pads: ``lite.kernels.fast.blocked_direct``, where registers are 512 bits) or grouped
+  strides and pads: ``lite.kernels.fast.blocked_direct``; a 3x3 stride-1 layer of 16 channels or
+  more in and out ``lite.kernels.fast.blocked_winograd``) or grouped
   (as many channels a group in as out, a divisor or a multiple of a block: the same kernel, each
   output block from its groups' input blocks), alone or fused with its residual Add
   (``ConvResidual``, not depthwise) or its Activation (``ProducerActivation``);
@@ -251,29 +252,22 @@ def _convolution(kernel: Kernel) -> Member | None:
 
 def _fits(found: Member) -> bool:
     """Whether the convolution is one a chain runs, by its attributes and weight: float32, 2-D, a
-    constant weight and bias, 1x1 (one group, stride 1, no pads), dense or grouped (512-bit
-    registers, no dilation) or depthwise (one input channel per group, as many outputs, no
-    residual)."""
+    constant weight and bias, 1x1 (one group, stride 1, no pads), dense or grouped (no dilation)
+    or depthwise (one input channel per group, as many outputs, no residual). Dense and grouped
+    members join chains whatever the registers: with AVX2's, where the chain once ran ResNet-18
+    slower than the NCHW kernels (Winograd there), it now runs Winograd on blocks too, and the
+    ResNets, GoogLeNet, DenseNet-121 and RegNetY ran 1.2-1.5x faster in chains
+    (docs/performance.md, Winograd on channel blocks)."""
     conv = found.conv
     weight, bias = conv.inputs[1], conv.bias()
     if (conv.rank != 2 or np.dtype(conv.inputs[0].dtype) != np.float32 or not weight.is_const
             or (bias is not None and not bias.is_const)):
         return False
     if conv.group == 1:
-        return tuple(conv.dilations) == (1, 1) and (_pointwise(conv) or _dense_fits())
+        return tuple(conv.dilations) == (1, 1)
     if weight.shape[1] > 1:
-        return tuple(conv.dilations) == (1, 1) and _dense_fits() and _grouped_fits(weight.shape[0], weight.shape[1],
-                                                                                   conv.group)
+        return tuple(conv.dilations) == (1, 1) and _grouped_fits(weight.shape[0], weight.shape[1], conv.group)
     return tuple(weight.shape[:2]) == (conv.group, 1) and found.residual is None
-
-
-def _dense_fits() -> bool:
-    """Whether a chain runs dense convolutions: on cores whose compiled kernels use 512-bit
-    registers (with 256-bit ones, ResNet-18 ran slower in the chain than on the NCHW kernels:
-    Winograd there)."""
-    from lite.kernels.fast import wide_registers
-
-    return wide_registers()
 
 
 def _grouped_fits(out_channels: int, width: int, group: int) -> bool:

@@ -234,17 +234,13 @@ def bottlenecks(channels: int = 32, plane: int = 14) -> onnx.ModelProto:
     return model_of(nodes, "bottlenecks", ["batch", 3, plane, plane], inits)
 
 
-@pytest.fixture
-def dense_members(monkeypatch):
-    """Dense convolutions join chains on this core whatever its registers (the chain takes them only
-    with 512-bit ones; the kernels run on both)."""
-    monkeypatch.setattr(fast, "wide_registers", lambda: True)
-
-
-def test_dense_convolutions_join_chains_where_registers_are_512_bits(monkeypatch):
-    for wide in (True, False):
-        monkeypatch.setattr(fast, "wide_registers", lambda wide=wide: wide)
-        assert blocking._dense_fits() == wide
+@pytest.mark.parametrize("wide", [True, False])
+def test_dense_convolutions_join_chains_whatever_the_registers(monkeypatch, wide):
+    monkeypatch.setattr(fast, "wide_registers", lambda: wide)
+    onnx_model = bottlenecks(32, 14)
+    model, chain = one_chain(onnx_model)
+    assert [m.dense for m in chain.members] == [True, False, True, False, False, True, False, True]
+    assert_matches(model, onnx_model, RNG.standard_normal((1, 3, 14, 14)).astype(np.float32))
 
 
 def test_a_dense_convolution_reads_blocks_where_its_channels_fill_them():
@@ -255,7 +251,6 @@ def test_a_dense_convolution_reads_blocks_where_its_channels_fill_them():
 
 
 @pytest.mark.parametrize(("channels", "plane", "thread_num"), [(32, 14, 1), (80, 13, 1), (64, 20, 2)])
-@pytest.mark.usefixtures("dense_members")
 def test_bottleneck_blocks_run_as_one_chain_with_their_dense_convolutions(channels, plane, thread_num):
     onnx_model = bottlenecks(channels, plane)
     model, chain = one_chain(onnx_model, thread_num)
@@ -277,7 +272,6 @@ def gathers(step) -> bool:
 
 
 @pytest.mark.parametrize(("plane", "gathered"), [(32, True), (7, False)])
-@pytest.mark.usefixtures("dense_members")
 def test_a_strided_1x1_convolution_gathers_its_input_where_its_output_fills_a_tile(plane, gathered):
     """x -> 1x1 -> 1x1 stride 4 -> global average pool: on a 7 x 7 plane the strided output is 2 x 2,
     fewer positions than a tile, and the dense kernel runs it."""
@@ -290,7 +284,6 @@ def test_a_strided_1x1_convolution_gathers_its_input_where_its_output_fills_a_ti
     assert gathers(chain.steps[1][0]) == gathered
 
 
-@pytest.mark.usefixtures("dense_members")
 def test_a_dense_member_gives_what_its_kernel_gives_alone(monkeypatch):
     onnx_model = bottlenecks(80, 11)
     x = RNG.standard_normal((2, 3, 11, 11)).astype(np.float32)
@@ -303,7 +296,6 @@ def test_a_dense_member_gives_what_its_kernel_gives_alone(monkeypatch):
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])
-@pytest.mark.usefixtures("dense_members")
 def test_a_narrow_convolution_starts_a_chain_of_its_own(thread_num):
     """The bottlenecks' second 3x3 convolution has 7 input channels (16 lanes: more than twice as
     many): the chain ends before it and a new one starts with it, taking the residual it reads back
@@ -318,7 +310,6 @@ def test_a_narrow_convolution_starts_a_chain_of_its_own(thread_num):
 
 @pytest.mark.parametrize(("narrow_channels", "one_run"), [(24, True), (3, False)])
 @pytest.mark.parametrize("thread_num", [1, 2])
-@pytest.mark.usefixtures("dense_members")
 def test_a_dense_convolution_of_few_channels_inside_a_run_reads_blocks_unless_they_are_mostly_padding(
         narrow_channels, one_run, thread_num):
     """GoogLeNet's 3x3 convolutions of 24 channels (32 lanes) stay in the run; one of 3 channels (16
@@ -356,7 +347,6 @@ def resnet_stem(plane: int = 32) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])
-@pytest.mark.usefixtures("dense_members")
 def test_a_stem_starts_the_chain_with_its_pool(thread_num):
     onnx_model = resnet_stem()
     model, chain = one_chain(onnx_model, thread_num)
@@ -382,7 +372,6 @@ def dense_run(channels: int = 32) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])
-@pytest.mark.usefixtures("dense_members")
 def test_dense_members_take_planes_of_any_size(thread_num):
     onnx_model = dense_run()
     model, chain = one_chain(onnx_model, thread_num)
@@ -398,7 +387,6 @@ def dense_kinds(chain: BlockedChain) -> list[str]:
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])
-@pytest.mark.usefixtures("dense_members")
 def test_3x3_stride_1_members_run_winograd_where_their_output_fills_a_register_tile_of_blocks(thread_num):
     """On a 40 x 40 plane both stride-1 layers run Winograd (10 x 10 and 5 x 5 output blocks of 4 x 4);
     on 12 x 12 the last one's 6 x 6 output is 4 blocks, fewer than a register tile: direct; the
@@ -411,7 +399,6 @@ def test_3x3_stride_1_members_run_winograd_where_their_output_fills_a_register_t
         assert dense_kinds(chain) == kinds
 
 
-@pytest.mark.usefixtures("dense_members")
 def test_members_of_few_channels_keep_the_direct_kernel():
     onnx_model = dense_run(channels=8)
     model, chain = one_chain(onnx_model)
@@ -447,7 +434,6 @@ def fire_modules(squeeze: int = 16, expand: int = 32, plane: int = 15, ceil: int
 
 
 @pytest.mark.parametrize(("expand", "plane", "ceil", "thread_num"), [(32, 15, 1, 1), (32, 16, 0, 2), (48, 21, 1, 2)])
-@pytest.mark.usefixtures("dense_members")
 def test_fire_modules_run_as_one_chain_with_their_concats_and_pools(expand, plane, ceil, thread_num):
     onnx_model = fire_modules(expand=expand, plane=plane, ceil=ceil)
     model, chain = one_chain(onnx_model, thread_num)
@@ -490,7 +476,6 @@ def dense_block(channels: int = 32, growth: int = 16, plane: int = 12, outputs=(
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])
-@pytest.mark.usefixtures("dense_members")
 def test_a_dense_block_runs_as_one_chain_with_its_norms_activations_and_pool(thread_num):
     onnx_model = dense_block()
     model, chain = one_chain(onnx_model, thread_num)
@@ -502,7 +487,6 @@ def test_a_dense_block_runs_as_one_chain_with_its_norms_activations_and_pool(thr
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 12, 12)).astype(np.float32))
 
 
-@pytest.mark.usefixtures("dense_members")
 def test_a_norm_whose_result_is_read_elsewhere_keeps_its_activation_apart():
     onnx_model = dense_block(outputs=("y", "n2"))
     model, chain = one_chain(onnx_model)
@@ -536,7 +520,6 @@ def grouped_blocks() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("thread_num", [1, 2])
-@pytest.mark.usefixtures("dense_members")
 def test_grouped_convolutions_run_in_the_chain(thread_num):
     onnx_model = grouped_blocks()
     model, chain = one_chain(onnx_model, thread_num)
@@ -555,7 +538,6 @@ def test_a_grouped_convolution_joins_where_no_group_straddles_a_block():
 
 @pytest.mark.parametrize("pool", ["GlobalAveragePool", "GlobalMaxPool"])
 @pytest.mark.parametrize("thread_num", [1, 2])
-@pytest.mark.usefixtures("dense_members")
 def test_a_global_pool_ends_the_chain(pool, thread_num):
     """Its one position read in blocks, and the 1x1 convolution after it on a 1 x 1 plane runs in
     NCHW (a classifier head)."""
