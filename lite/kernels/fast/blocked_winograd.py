@@ -29,8 +29,19 @@ from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocks import LANES, NO_RESIDUAL, ONE, blocks, pack_pointwise, pointwise, tiles, units
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.tile import FLOAT, INDEX, ROWS, VECTOR, WIDTH, emit_loop, select_clip, splat, vector_call
-from lite.kernels.fast.winograd import TILE, WINDOW, transform_weights
+from lite.kernels.fast.tile import (
+    FLOAT,
+    INDEX,
+    ROWS,
+    VECTOR,
+    VECTORS,
+    WIDTH,
+    emit_loop,
+    select_clip,
+    splat,
+    vector_call,
+)
+from lite.kernels.fast.winograd import TILE, WINDOW, G
 
 AREA = WINDOW * WINDOW
 LOWEST, HIGHEST = np.float32(-np.inf), np.float32(np.inf)
@@ -38,10 +49,18 @@ LOWEST, HIGHEST = np.float32(-np.inf), np.float32(np.inf)
 
 def arrange(weight: np.ndarray) -> np.ndarray:
     """The transformed 3x3 weight (K, C, 3, 3) as the 36 products read it: (36, groups of output
-    blocks, CB * LANES, WIDTH), each product's panels as ``blocks.pack_pointwise`` packs a 1x1 weight."""
-    u = transform_weights(np.asarray(weight, np.float32))
+    blocks, CB * LANES, WIDTH), each product's panels as ``blocks.pack_pointwise`` packs a 1x1
+    weight. ``U = G g G^T`` in float64 one product at a time, packed as it is made (a whole
+    float64 ``U`` beside the panels had raised ResNet-50's peak memory)."""
     out_c, channels = weight.shape[:2]
-    return np.stack([pack_pointwise(u[e].reshape(out_c, channels, 1, 1), None)[0] for e in range(AREA)])
+    panels = np.empty((AREA, -(-blocks(out_c) // VECTORS), blocks(channels) * LANES, WIDTH), np.float32)
+    wide = np.asarray(weight, np.float64)
+    for a in range(WINDOW):
+        rows = np.einsum("i,kcij->kcj", G[a], wide)
+        for b in range(WINDOW):
+            u = (rows @ G[b]).astype(np.float32)
+            panels[a * WINDOW + b] = pack_pointwise(u.reshape(out_c, channels, 1, 1), None)[0]
+    return panels
 
 
 class BlockedWinogradPlan:
