@@ -594,7 +594,7 @@ class BlockedChain(Kernel):
         jobs = partial(blocked_winograd.crew_jobs, plan, x, v, panels, shift, products, residual, lo, hi,
                                  code, alpha, out)
         calls = (partial(blocked_winograd.input_transform, *plan.input_terms(x, v)),
-                 partial(blocked_winograd.products, v, panels, zeros, products),
+                 partial(blocked_winograd.products, *plan.product_terms(v, panels, zeros, products)),
                  partial(blocked_winograd.output_transform, *plan.output_terms(products, shift, residual, lo, hi, code,
                                                                                alpha, out)))
         return [loop(count, lambda _index, first, last, call=call: partial(call, first, last),

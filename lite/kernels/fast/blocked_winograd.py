@@ -22,12 +22,13 @@ import functools
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import carray, types
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
-from lite.kernels.fast.blocks import LANES, NO_RESIDUAL, ONE, blocks, pack_pointwise, pointwise, tiles, units
+from lite.kernels.fast.blocks import LANES, NO_RESIDUAL, ONE, blocks, pack_pointwise, pointwise, units
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import (
     FLOAT,
@@ -63,6 +64,15 @@ def arrange(weight: np.ndarray) -> np.ndarray:
     return panels
 
 
+@jit
+def plane_floats(vectors):
+    """Floats a product's plane of ``vectors`` vectors takes in the scratch: an odd number of
+    64-byte lines, so that the 36 planes do not start a multiple of 4 KiB apart (the transforms
+    store and load one vector in each: at 16 KiB apart, ResNet-50's 256 channels on 14 x 14, the
+    36 lines fell in one set of the L1 cache, and its input transform ran 6x slower a tile)."""
+    return (vectors | 1) * LANES if vectors % 2 == 0 else vectors * LANES
+
+
 class BlockedWinogradPlan:
     """The tiles and scratch of one layer: input (CB, H * W, LANES) on an H x W plane, ``pads``
     (top, left), output (KB, OH * OW, LANES) on ``out`` (OH, OW)."""
@@ -75,7 +85,8 @@ class BlockedWinogradPlan:
         if self.tiles < ROWS:  # NOTE: blocks.pointwise writes whole register tiles of positions
             raise ValueError(f"{self.tiles} output tiles, fewer than a register tile of {ROWS}")
         self.in_blocks, self.out_blocks = blocks(channels), blocks(out_channels)
-        self.block_scratch = ((AREA, self.in_blocks, self.tiles, LANES), (AREA, self.out_blocks, self.tiles, LANES))
+        self.block_scratch = ((AREA, plane_floats(self.in_blocks * self.tiles)),
+                              (AREA, plane_floats(self.out_blocks * self.tiles)))
 
     @property
     def input_units(self) -> int:
@@ -95,6 +106,9 @@ class BlockedWinogradPlan:
     def input_terms(self, x: np.ndarray, v: np.ndarray) -> tuple:
         return (x, *self.plane, *self.pads, self.tiles_h, self.tiles_w, v)
 
+    def product_terms(self, v: np.ndarray, panels: np.ndarray, zeros: np.ndarray, m: np.ndarray) -> tuple:
+        return (v, self.in_blocks, self.tiles, panels, zeros, m, self.out_blocks)
+
     def output_terms(self, m: np.ndarray, bias: np.ndarray, residual: np.ndarray, lo, hi, code: int, alpha,
                      out: np.ndarray) -> tuple:
         return (m, bias, residual, *self.out, self.tiles_h, self.tiles_w, lo, hi, code, alpha, out)
@@ -110,21 +124,27 @@ def fits(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int
 
 
 def _transform(matrix: tuple[tuple[int, ...], ...]):
-    """An intrinsic ``(source, source_step, target, target_step)`` applying ``matrix`` (rows of
-    coefficients for six inputs) to vectors: target row i (at target + i * target_step) = the sum
-    over j of matrix[i][j] times the vector at source + j * source_step; addresses and steps in
-    bytes (int64). In vectors of LANES floats: the loops over lanes did not vectorize (the
-    compiler could not tell the arrays apart)."""
+    """An intrinsic ``(source, step, first, last, target, target_step)`` applying ``matrix`` (rows
+    of coefficients for six inputs) to vectors: target row i (at target + i * target_step) = the
+    sum over j of matrix[i][j] times input j, where input j is the vector at source + (j - first)
+    * step for first <= j < last (first < last) and zero for the others (a tile's rows past the
+    plane: not read); addresses and steps in bytes, all int64. In vectors of LANES floats: the
+    loops over lanes did not vectorize (the compiler could not tell the arrays apart)."""
     @intrinsic
-    def transform(typingctx, source, source_step, target, target_step):
+    def transform(typingctx, source, step, first, last, target, target_step):
         def codegen(context, builder, signature, args):
-            source_at, source_step_, target_at, target_step_ = args
+            source_at, step_, first_, last_, target_at, target_step_ = args
             pointer = VECTOR.as_pointer()
+            zero = ir.Constant(VECTOR, [0.0] * LANES)
 
-            def at(base, step, i):
-                return builder.inttoptr(builder.add(base, builder.mul(step, INDEX(i))), pointer)
+            def load(j):
+                inside = builder.and_(builder.icmp_signed(">=", INDEX(j), first_),
+                                      builder.icmp_signed("<", INDEX(j), last_))
+                row = builder.select(inside, INDEX(j), first_)  # NOTE: an address that exists, not loaded from
+                at = builder.add(source_at, builder.mul(builder.sub(row, first_), step_))
+                return builder.select(inside, builder.load(builder.inttoptr(at, pointer), align=4), zero)
 
-            values = [builder.load(at(source_at, source_step_, j), align=4) for j in range(WINDOW)]
+            values = [load(j) for j in range(WINDOW)]
             for i, row in enumerate(matrix):
                 total = None
                 for value, weight in zip(values, row, strict=True):
@@ -136,9 +156,10 @@ def _transform(matrix: tuple[tuple[int, ...], ...]):
                         total = (builder.fadd if weight == 1 else builder.fsub)(total, value)
                     else:
                         total = vector_call(builder, "fma", splat(builder, FLOAT(weight)), value, total)
-                builder.store(total, at(target_at, target_step_, i), align=4)
+                at = builder.add(target_at, builder.mul(target_step_, INDEX(i)))
+                builder.store(total, builder.inttoptr(at, pointer), align=4)
             return context.get_dummy_value()
-        return types.void(*(types.int64,) * 4), codegen
+        return types.void(*(types.int64,) * 6), codegen
     return transform
 
 
@@ -183,52 +204,42 @@ def input_transform(x, h, w, pt, pl, th, tw, v, first, last):
     """``v[:, block, tile] = B^T d B`` for the tiles ``d`` (6 x 6 positions of one block, zero past
     the plane) of the rows of tiles ``first`` to ``last - 1`` (of CB * th: unit u is row u % th of
     block u // th)."""
-    d = np.zeros((WINDOW, WINDOW, LANES), np.float32)
     t = np.empty((WINDOW, WINDOW, LANES), np.float32)
-    d_at, t_at, x_at, v_at = d.ctypes.data, t.ctypes.data, x.ctypes.data, v.ctypes.data
+    zeros = np.zeros(LANES, np.float32)
+    t_at, x_at, v_at, zeros_at = t.ctypes.data, x.ctypes.data, v.ctypes.data, zeros.ctypes.data
     plane_bytes, row_bytes = h * w * VECTOR_BYTES, w * VECTOR_BYTES
-    product_bytes = v.shape[1] * v.shape[2] * VECTOR_BYTES
+    product_bytes = v.shape[1] * 4
     for unit in range(first, last):
         block, ty = unit // th, unit % th
+        top = ty * TILE - pt
+        rows_from, rows_to = max(0, -top), min(WINDOW, h - top)  # NOTE: the window's rows on the plane
         for tx in range(tw):
-            top, left = ty * TILE - pt, tx * TILE - pl
-            if top >= 0 and left >= 0 and top + WINDOW <= h and left + WINDOW <= w:
-                source, step = x_at + block * plane_bytes + (top * w + left) * VECTOR_BYTES, row_bytes
-            else:
-                _gather(x[block], h, w, top, left, d)
-                source, step = d_at, WINDOW * VECTOR_BYTES
+            left = tx * TILE - pl
             for j in range(WINDOW):
-                _in(source + j * VECTOR_BYTES, step, t_at + j * VECTOR_BYTES, WINDOW * VECTOR_BYTES)
+                q = left + j
+                if 0 <= q < w and rows_from < rows_to:
+                    source = x_at + block * plane_bytes + ((top + rows_from) * w + q) * VECTOR_BYTES
+                    _in(source, row_bytes, rows_from, rows_to, t_at + j * VECTOR_BYTES, WINDOW * VECTOR_BYTES)
+                else:
+                    _in(zeros_at, 0, 0, WINDOW, t_at + j * VECTOR_BYTES, WINDOW * VECTOR_BYTES)
             tile = ty * tw + tx
             for a in range(WINDOW):
-                _in(t_at + a * WINDOW * VECTOR_BYTES, VECTOR_BYTES,
-                    v_at + a * WINDOW * product_bytes + (block * v.shape[2] + tile) * VECTOR_BYTES, product_bytes)
+                _in(t_at + a * WINDOW * VECTOR_BYTES, VECTOR_BYTES, 0, WINDOW,
+                    v_at + a * WINDOW * product_bytes + (block * th * tw + tile) * VECTOR_BYTES, product_bytes)
 
 
 @jit
-def _gather(x, h, w, top, left, d):
-    """d = the 6 x 6 positions of x (P, LANES) from (top, left) on its h x w plane, zero past it."""
-    for i in range(WINDOW):
-        y = top + i
-        for j in range(WINDOW):
-            q = left + j
-            if 0 <= y < h and 0 <= q < w:
-                at = y * w + q
-                for lane in range(LANES):
-                    d[i, j, lane] = x[at, lane]
-            else:
-                for lane in range(LANES):
-                    d[i, j, lane] = 0
-
-
-@jit
-def products(v, panels, bias, m, first, last):
+def products(v, in_blocks, count, panels, bias, m, out_blocks, first, last):
     """Units ``first`` to ``last - 1`` of the 36 products ``m[e] = v[e]`` by ``panels[e]`` (each
-    ``blocks.units`` of the tiles by the output blocks, product after product); ``bias``: zeros."""
-    per = units(v.shape[2], m.shape[1])
+    ``blocks.units`` of the ``count`` tiles by the output blocks, product after product), each of
+    v's and m's rows the blocks (in_blocks or out_blocks, count, LANES) of one product; ``bias``:
+    zeros."""
+    per = units(count, out_blocks)
+    in_floats, out_floats = in_blocks * count * LANES, out_blocks * count * LANES
     for e in range(first // per, (last - 1) // per + 1):
         start, end = max(first, e * per) - e * per, min(last, (e + 1) * per) - e * per
-        pointwise(v[e], panels[e], bias, LOWEST, HIGHEST, CLIP_CODE, ONE, NO_RESIDUAL, m[e], start, end)
+        pointwise(v[e, :in_floats].reshape((in_blocks, count, LANES)), panels[e], bias, LOWEST, HIGHEST, CLIP_CODE,
+                  ONE, NO_RESIDUAL, m[e, :out_floats].reshape((out_blocks, count, LANES)), start, end)
 
 
 @jit
@@ -242,19 +253,19 @@ def output_transform(m, bias, residual, oh, ow, th, tw, lo, hi, code, alpha, out
     added = residual.ctypes.data if residual.size else 0
     flat = out.reshape(out.size)
     positions = oh * ow
-    product_bytes = m.shape[1] * m.shape[2] * VECTOR_BYTES
+    product_bytes = m.shape[1] * 4
     for unit in range(first, last):
         block, ty = unit // th, unit % th
         shift_at = bias_at + block * VECTOR_BYTES
         rows = min(TILE, oh - ty * TILE)
         for tx in range(tw):
-            source = m_at + (block * m.shape[2] + ty * tw + tx) * VECTOR_BYTES
+            source = m_at + (block * th * tw + ty * tw + tx) * VECTOR_BYTES
             for j in range(WINDOW):
-                _out(source + j * product_bytes, WINDOW * product_bytes, s_at + j * VECTOR_BYTES,
+                _out(source + j * product_bytes, WINDOW * product_bytes, 0, WINDOW, s_at + j * VECTOR_BYTES,
                      WINDOW * VECTOR_BYTES)
             columns = min(TILE, ow - tx * TILE)
             for r in range(rows):
-                _out(s_at + r * WINDOW * VECTOR_BYTES, VECTOR_BYTES, o_at, VECTOR_BYTES)
+                _out(s_at + r * WINDOW * VECTOR_BYTES, VECTOR_BYTES, 0, WINDOW, o_at, VECTOR_BYTES)
                 at = (block * positions + (ty * TILE + r) * ow + tx * TILE) * VECTOR_BYTES
                 if added:
                     _finish_added(o_at, shift_at, added + at, out_at + at, columns, lo, hi)
@@ -273,15 +284,11 @@ def warm() -> None:
     x, out = np.zeros((1, side * side, LANES), np.float32), np.zeros((1, side * side, LANES), np.float32)
     v, m = (np.zeros(shape, np.float32) for shape in plan.block_scratch)
     compiled(input_transform, *plan.input_terms(x, v), 0, 1)
-    compiled(products, v, arrange(np.zeros((3, 3, 3, 3), np.float32)), np.zeros((1, LANES), np.float32), m, 0, 1)
+    compiled(products, *plan.product_terms(v, arrange(np.zeros((3, 3, 3, 3), np.float32)),
+                                           np.zeros((1, LANES), np.float32), m), 0, 1)
     for residual in (NO_RESIDUAL, out.copy()):
         compiled(output_transform, *plan.output_terms(m, np.zeros((1, LANES), np.float32), residual, LOWEST,
                                                       HIGHEST, CLIP_CODE, ONE, out), 0, 1)
-
-
-def tiles_of(plan: BlockedWinogradPlan) -> int:
-    """``blocks.tiles`` of the plan's output tiles (register tiles a product runs)."""
-    return tiles(plan.tiles)
 
 
 # The blocks of the three steps on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
@@ -332,7 +339,7 @@ def input_job(index, data, extra):
     block = carray(data, (_IN_HEADER + 2 * (index + 1),), np.int64)
     h, w, th, tw = block[_H], block[_W], block[_TH], block[_TW]
     x = carray(as_pointer(block[_X]), (block[_IN_BLOCKS], h * w, LANES), np.float32)
-    v = carray(as_pointer(block[_V]), (AREA, block[_IN_BLOCKS], th * tw, LANES), np.float32)
+    v = carray(as_pointer(block[_V]), (AREA, plane_floats(block[_IN_BLOCKS] * th * tw)), np.float32)
     piece = _IN_HEADER + 2 * index
     input_transform(x, h, w, block[_PT], block[_PL], th, tw, v, block[piece], block[piece + 1])
 
@@ -341,12 +348,12 @@ def products_job(index, data, extra):
     """Piece ``index`` of the products the block at ``data`` describes."""
     block = carray(data, (_PRODUCT_HEADER + 2 * (index + 1),), np.int64)
     count, out_blocks = block[_TILES], block[_OUT_BLOCKS]
-    v = carray(as_pointer(block[_V]), (AREA, block[_IN_BLOCKS], count, LANES), np.float32)
+    v = carray(as_pointer(block[_V]), (AREA, plane_floats(block[_IN_BLOCKS] * count)), np.float32)
     panels = carray(as_pointer(block[_PANELS]), (AREA, block[_GROUPS], block[_TERMS], WIDTH), np.float32)
     bias = carray(as_pointer(block[_BIAS]), (out_blocks, LANES), np.float32)
-    m = carray(as_pointer(block[_M]), (AREA, out_blocks, count, LANES), np.float32)
+    m = carray(as_pointer(block[_M]), (AREA, plane_floats(out_blocks * count)), np.float32)
     piece = _PRODUCT_HEADER + 2 * index
-    products(v, panels, bias, m, block[piece], block[piece + 1])
+    products(v, block[_IN_BLOCKS], count, panels, bias, m, out_blocks, block[piece], block[piece + 1])
 
 
 def output_job(index, data, extra):
@@ -354,7 +361,7 @@ def output_job(index, data, extra):
     block = carray(data, (_OUT_HEADER + 2 * (index + 1),), np.int64)
     floats = carray(data, (_OUT_HEADER,), np.float64)
     count, out_blocks, oh, ow = block[_TILES], block[_OUT_BLOCKS], block[_OH], block[_OW]
-    m = carray(as_pointer(block[_M]), (AREA, out_blocks, count, LANES), np.float32)
+    m = carray(as_pointer(block[_M]), (AREA, plane_floats(out_blocks * count)), np.float32)
     bias = carray(as_pointer(block[_BIAS]), (out_blocks, LANES), np.float32)
     out = carray(as_pointer(block[_OUT]), (out_blocks, oh * ow, LANES), np.float32)
     residual = carray(as_pointer(block[_RESIDUAL]), (out_blocks if block[_RESIDUAL] else 0, oh * ow, LANES),

@@ -59,7 +59,8 @@ def run(plan, x, w, b, residual, lo, hi, code, alpha, pieces: int = 1) -> np.nda
     out = np.full((plan.out_blocks, plan.out[0] * plan.out[1], LANES), np.nan, np.float32)
     added = blocked(residual) if residual is not None else blocked_winograd.NO_RESIDUAL
     steps = [(blocked_winograd.input_transform, plan.input_terms(blocked(x), v), plan.input_units),
-             (blocked_winograd.products, (v, blocked_winograd.arrange(w), zeros, m), plan.product_units),
+             (blocked_winograd.products, plan.product_terms(v, blocked_winograd.arrange(w), zeros, m),
+              plan.product_units),
              (blocked_winograd.output_transform, plan.output_terms(m, bias, added, lo, hi, code, alpha, out),
               plan.output_units)]
     for function, terms, count in steps:
