@@ -586,8 +586,9 @@ class BlockedChain(Kernel):
 
         plan, v, products = self.dense[m.kernel]
         shape = tuple(m.conv.inputs[1].shape)
-        panels = self._pack(m, "arranged for BlockedWinogradPlan",
-                            lambda source: blocked_winograd.arrange(source.reshape(shape)))
+        size = plan.window - 2
+        panels = self._pack(m, f"arranged for BlockedWinogradPlan, F({size}x{size}, 3x3)",
+                            lambda source: blocked_winograd.arrange(source.reshape(shape), plan.window))
         residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
         shift, zeros = blocks.padded_bias(bias, out.shape[0]), np.zeros((out.shape[0], blocks.LANES), np.float32)
         loop, counts = self.threads.crew_loop, (plan.input_units, plan.product_units, plan.output_units)

@@ -1,5 +1,5 @@
-"""Winograd F(4x4, 3x3) on the channel-blocked layout (NCHW16c), float32: 3x3 stride-1 layers
-inside a blocked chain (``lite.blocking``).
+"""Winograd F(4x4, 3x3) and F(2x2, 3x3) on the channel-blocked layout (NCHW16c), float32: 3x3
+stride-1 layers inside a blocked chain (``lite.blocking``).
 
 The same algorithm as ``lite.kernels.fast.winograd`` (the transforms ``B``, ``G``, ``A`` of Lavin
 and Gray), laid out for the blocks: each 6 x 6 tile of the input is transformed sixteen channels
@@ -13,8 +13,9 @@ the clip and the activation as it writes them.
 Against the blocked direct kernel, whose 3x3 layer is nine products of the same size, the
 products here are 36 for 16 output positions instead of 144 (four times fewer multiplies; a
 plane that is not a multiple of four wastes the part of its last tiles past the edge), plus the
-transforms. The transformed weights are four times the 3x3 weight (36 values for 9).
-"""
+transforms. The transformed weights are four times the 3x3 weight (36 values for 9); layers of
+many channels (``WIDE_WEIGHTS``) take F(2x2, 3x3) instead: 4 x 4 input tiles, 16 products for
+2 x 2 outputs (2.25 times fewer multiplies than direct), weights 16/9 of the 3x3 weight."""
 
 from __future__ import annotations
 
@@ -44,23 +45,36 @@ from lite.kernels.fast.tile import (
 )
 from lite.kernels.fast.winograd import TILE, WINDOW, G
 
-AREA = WINDOW * WINDOW
 LOWEST, HIGHEST = np.float32(-np.inf), np.float32(np.inf)
+SMALL_WINDOW = 4
+"""F(2x2, 3x3)'s tile of input positions (2 x 2 outputs from 4 x 4 inputs, 16 products)."""
+G_SMALL = np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]])
+WIDE_WEIGHTS = 1 << 16
+"""Output times input channels from which a layer takes F(2x2, 3x3): its transformed weight is 16/9
+of the 3x3 weight, not 4 times. ResNet-50's five 256-channel layers on 14 x 14 held 53 MB of
+F(4x4) weights, 41 MB more than the direct kernel's, and took the model's peak memory to
+onnxruntime's; F(2x2) multiplies 1.36x more there (16 products of 49 tiles against 36 of 16)."""
 
 
-def arrange(weight: np.ndarray) -> np.ndarray:
-    """The transformed 3x3 weight (K, C, 3, 3) as the 36 products read it: (36, groups of output
-    blocks, CB * LANES, WIDTH), each product's panels as ``blocks.pack_pointwise`` packs a 1x1
-    weight. ``U = G g G^T`` in float64 one product at a time, packed as it is made (a whole
+def window_for(channels: int, out_channels: int) -> int:
+    """The input tile (WINDOW: F(4x4, 3x3); SMALL_WINDOW: F(2x2, 3x3)) of a layer's channels."""
+    return SMALL_WINDOW if channels * out_channels >= WIDE_WEIGHTS else WINDOW
+
+
+def arrange(weight: np.ndarray, window: int = WINDOW) -> np.ndarray:
+    """The transformed 3x3 weight (K, C, 3, 3) as the products read it: (window ** 2 products, groups
+    of output blocks, CB * LANES, WIDTH), each product's panels as ``blocks.pack_pointwise`` packs
+    a 1x1 weight. ``U = G g G^T`` in float64 one product at a time, packed as it is made (a whole
     float64 ``U`` beside the panels had raised ResNet-50's peak memory)."""
     out_c, channels = weight.shape[:2]
-    panels = np.empty((AREA, -(-blocks(out_c) // VECTORS), blocks(channels) * LANES, WIDTH), np.float32)
+    transform = G if window == WINDOW else G_SMALL
+    panels = np.empty((window * window, -(-blocks(out_c) // VECTORS), blocks(channels) * LANES, WIDTH), np.float32)
     wide = np.asarray(weight, np.float64)
-    for a in range(WINDOW):
-        rows = np.einsum("i,kcij->kcj", G[a], wide)
-        for b in range(WINDOW):
-            u = (rows @ G[b]).astype(np.float32)
-            panels[a * WINDOW + b] = pack_pointwise(u.reshape(out_c, channels, 1, 1), None)[0]
+    for a in range(window):
+        rows = np.einsum("i,kcij->kcj", transform[a], wide)
+        for b in range(window):
+            u = (rows @ transform[b]).astype(np.float32)
+            panels[a * window + b] = pack_pointwise(u.reshape(out_c, channels, 1, 1), None)[0]
     return panels
 
 
@@ -75,18 +89,21 @@ def plane_floats(vectors):
 
 class BlockedWinogradPlan:
     """The tiles and scratch of one layer: input (CB, H * W, LANES) on an H x W plane, ``pads``
-    (top, left), output (KB, OH * OW, LANES) on ``out`` (OH, OW)."""
+    (top, left), output (KB, OH * OW, LANES) on ``out`` (OH, OW); ``window``: the input tile (6:
+    F(4x4, 3x3), 4: F(2x2, 3x3); default ``window_for`` the channels)."""
 
     def __init__(self, channels: int, plane: tuple[int, int], out_channels: int, pads: tuple[int, int],
-                 out: tuple[int, int]):
+                 out: tuple[int, int], window: int | None = None):
         self.plane, self.pads, self.out = plane, pads, out
-        self.tiles_h, self.tiles_w = -(-out[0] // TILE), -(-out[1] // TILE)
+        self.window = window_for(channels, out_channels) if window is None else window
+        self.area, tile = self.window * self.window, self.window - 2
+        self.tiles_h, self.tiles_w = -(-out[0] // tile), -(-out[1] // tile)
         self.tiles = self.tiles_h * self.tiles_w
         if self.tiles < ROWS:  # NOTE: blocks.pointwise writes whole register tiles of positions
             raise ValueError(f"{self.tiles} output tiles, fewer than a register tile of {ROWS}")
         self.in_blocks, self.out_blocks = blocks(channels), blocks(out_channels)
-        self.block_scratch = ((AREA, plane_floats(self.in_blocks * self.tiles)),
-                              (AREA, plane_floats(self.out_blocks * self.tiles)))
+        self.block_scratch = ((self.area, plane_floats(self.in_blocks * self.tiles)),
+                              (self.area, plane_floats(self.out_blocks * self.tiles)))
 
     @property
     def input_units(self) -> int:
@@ -95,8 +112,8 @@ class BlockedWinogradPlan:
 
     @property
     def product_units(self) -> int:
-        """Pieces of the 36 products: ``blocks.units`` of each."""
-        return AREA * units(self.tiles, self.out_blocks)
+        """Pieces of the products (36 or 16): ``blocks.units`` of each."""
+        return self.area * units(self.tiles, self.out_blocks)
 
     @property
     def output_units(self) -> int:
@@ -104,14 +121,14 @@ class BlockedWinogradPlan:
         return self.out_blocks * self.tiles_h
 
     def input_terms(self, x: np.ndarray, v: np.ndarray) -> tuple:
-        return (x, *self.plane, *self.pads, self.tiles_h, self.tiles_w, v)
+        return (x, *self.plane, *self.pads, self.tiles_h, self.tiles_w, self.window, v)
 
     def product_terms(self, v: np.ndarray, panels: np.ndarray, zeros: np.ndarray, m: np.ndarray) -> tuple:
         return (v, self.in_blocks, self.tiles, panels, zeros, m, self.out_blocks)
 
     def output_terms(self, m: np.ndarray, bias: np.ndarray, residual: np.ndarray, lo, hi, code: int, alpha,
                      out: np.ndarray) -> tuple:
-        return (m, bias, residual, *self.out, self.tiles_h, self.tiles_w, lo, hi, code, alpha, out)
+        return (m, bias, residual, *self.out, self.tiles_h, self.tiles_w, self.window, lo, hi, code, alpha, out)
 
 
 def fits(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
@@ -144,7 +161,7 @@ def _transform(matrix: tuple[tuple[int, ...], ...]):
                 at = builder.add(source_at, builder.mul(builder.sub(row, first_), step_))
                 return builder.select(inside, builder.load(builder.inttoptr(at, pointer), align=4), zero)
 
-            values = [load(j) for j in range(WINDOW)]
+            values = [load(j) for j in range(len(matrix[0]))]
             for i, row in enumerate(matrix):
                 total = None
                 for value, weight in zip(values, row, strict=True):
@@ -166,7 +183,9 @@ def _transform(matrix: tuple[tuple[int, ...], ...]):
 B_T = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0),
        (0, 4, 0, -5, 0, 1))
 A_T = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
-_in, _out = _transform(B_T), _transform(A_T)
+B_T_SMALL = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
+A_T_SMALL = ((1, 1, 1, 0), (0, 1, -1, -1))
+_in, _out, _in_small, _out_small = _transform(B_T), _transform(A_T), _transform(B_T_SMALL), _transform(A_T_SMALL)
 VECTOR_BYTES = LANES * 4
 
 
@@ -200,37 +219,43 @@ _finish, _finish_added = _finishing(False), _finishing(True)
 
 
 @jit
-def input_transform(x, h, w, pt, pl, th, tw, v, first, last):
-    """``v[:, block, tile] = B^T d B`` for the tiles ``d`` (6 x 6 positions of one block, zero past
-    the plane) of the rows of tiles ``first`` to ``last - 1`` (of CB * th: unit u is row u % th of
-    block u // th)."""
+def input_transform(x, h, w, pt, pl, th, tw, window, v, first, last):
+    """``v[:, block, tile] = B^T d B`` for the tiles ``d`` (window x window positions of one block,
+    zero past the plane; ``window`` 6: F(4x4, 3x3), 4: F(2x2, 3x3)) of the rows of tiles ``first``
+    to ``last - 1`` (of CB * th: unit u is row u % th of block u // th)."""
     t = np.empty((WINDOW, WINDOW, LANES), np.float32)
     zeros = np.zeros(LANES, np.float32)
     t_at, x_at, v_at, zeros_at = t.ctypes.data, x.ctypes.data, v.ctypes.data, zeros.ctypes.data
-    plane_bytes, row_bytes = h * w * VECTOR_BYTES, w * VECTOR_BYTES
-    product_bytes = v.shape[1] * 4
+    plane_bytes, row_bytes, t_row = h * w * VECTOR_BYTES, w * VECTOR_BYTES, window * VECTOR_BYTES
+    product_bytes, step = v.shape[1] * 4, window - 2
     for unit in range(first, last):
         block, ty = unit // th, unit % th
-        top = ty * TILE - pt
-        rows_from, rows_to = max(0, -top), min(WINDOW, h - top)  # NOTE: the window's rows on the plane
+        top = ty * step - pt
+        rows_from, rows_to = max(0, -top), min(window, h - top)  # NOTE: the window's rows on the plane
         for tx in range(tw):
-            left = tx * TILE - pl
-            for j in range(WINDOW):
+            left = tx * step - pl
+            for j in range(window):
                 q = left + j
+                source, stride, low, high = zeros_at, 0, 0, window
                 if 0 <= q < w and rows_from < rows_to:
                     source = x_at + block * plane_bytes + ((top + rows_from) * w + q) * VECTOR_BYTES
-                    _in(source, row_bytes, rows_from, rows_to, t_at + j * VECTOR_BYTES, WINDOW * VECTOR_BYTES)
+                    stride, low, high = row_bytes, rows_from, rows_to
+                if window == WINDOW:
+                    _in(source, stride, low, high, t_at + j * VECTOR_BYTES, t_row)
                 else:
-                    _in(zeros_at, 0, 0, WINDOW, t_at + j * VECTOR_BYTES, WINDOW * VECTOR_BYTES)
-            tile = ty * tw + tx
-            for a in range(WINDOW):
-                _in(t_at + a * WINDOW * VECTOR_BYTES, VECTOR_BYTES, 0, WINDOW,
-                    v_at + a * WINDOW * product_bytes + (block * th * tw + tile) * VECTOR_BYTES, product_bytes)
+                    _in_small(source, stride, low, high, t_at + j * VECTOR_BYTES, t_row)
+            at = v_at + (block * th * tw + ty * tw + tx) * VECTOR_BYTES
+            for a in range(window):
+                if window == WINDOW:
+                    _in(t_at + a * t_row, VECTOR_BYTES, 0, window, at + a * window * product_bytes, product_bytes)
+                else:
+                    _in_small(t_at + a * t_row, VECTOR_BYTES, 0, window, at + a * window * product_bytes,
+                              product_bytes)
 
 
 @jit
 def products(v, in_blocks, count, panels, bias, m, out_blocks, first, last):
-    """Units ``first`` to ``last - 1`` of the 36 products ``m[e] = v[e]`` by ``panels[e]`` (each
+    """Units ``first`` to ``last - 1`` of the products ``m[e] = v[e]`` by ``panels[e]`` (each
     ``blocks.units`` of the ``count`` tiles by the output blocks, product after product), each of
     v's and m's rows the blocks (in_blocks or out_blocks, count, LANES) of one product; ``bias``:
     zeros."""
@@ -243,36 +268,42 @@ def products(v, in_blocks, count, panels, bias, m, out_blocks, first, last):
 
 
 @jit
-def output_transform(m, bias, residual, oh, ow, th, tw, lo, hi, code, alpha, out, first, last):
+def output_transform(m, bias, residual, oh, ow, th, tw, window, lo, hi, code, alpha, out, first, last):
     """For the rows of tiles ``first`` to ``last - 1`` (of KB * th: unit u is row u % th of block
     u // th): out = act(clip(A^T m A + bias (+ residual, out's shape; empty for none), lo, hi),
-    alpha), each tile's 4 x 4 block cropped to the OH x OW plane."""
+    alpha), each tile's block of (window - 2) x (window - 2) outputs cropped to the OH x OW plane."""
     s = np.empty((TILE, WINDOW, LANES), np.float32)
     o = np.empty((TILE, LANES), np.float32)
     s_at, o_at, m_at, bias_at, out_at = s.ctypes.data, o.ctypes.data, m.ctypes.data, bias.ctypes.data, out.ctypes.data
     added = residual.ctypes.data if residual.size else 0
     flat = out.reshape(out.size)
-    positions = oh * ow
-    product_bytes = m.shape[1] * 4
+    positions, step = oh * ow, window - 2
+    product_bytes, s_row = m.shape[1] * 4, window * VECTOR_BYTES
     for unit in range(first, last):
         block, ty = unit // th, unit % th
         shift_at = bias_at + block * VECTOR_BYTES
-        rows = min(TILE, oh - ty * TILE)
+        rows = min(step, oh - ty * step)
         for tx in range(tw):
             source = m_at + (block * th * tw + ty * tw + tx) * VECTOR_BYTES
-            for j in range(WINDOW):
-                _out(source + j * product_bytes, WINDOW * product_bytes, 0, WINDOW, s_at + j * VECTOR_BYTES,
-                     WINDOW * VECTOR_BYTES)
-            columns = min(TILE, ow - tx * TILE)
+            for j in range(window):
+                if window == WINDOW:
+                    _out(source + j * product_bytes, window * product_bytes, 0, window, s_at + j * VECTOR_BYTES, s_row)
+                else:
+                    _out_small(source + j * product_bytes, window * product_bytes, 0, window, s_at + j * VECTOR_BYTES,
+                               s_row)
+            columns = min(step, ow - tx * step)
             for r in range(rows):
-                _out(s_at + r * WINDOW * VECTOR_BYTES, VECTOR_BYTES, 0, WINDOW, o_at, VECTOR_BYTES)
-                at = (block * positions + (ty * TILE + r) * ow + tx * TILE) * VECTOR_BYTES
+                if window == WINDOW:
+                    _out(s_at + r * s_row, VECTOR_BYTES, 0, window, o_at, VECTOR_BYTES)
+                else:
+                    _out_small(s_at + r * s_row, VECTOR_BYTES, 0, window, o_at, VECTOR_BYTES)
+                at = (block * positions + (ty * step + r) * ow + tx * step) * VECTOR_BYTES
                 if added:
                     _finish_added(o_at, shift_at, added + at, out_at + at, columns, lo, hi)
                 else:
                     _finish(o_at, shift_at, 0, out_at + at, columns, lo, hi)
         if code != CLIP_CODE:
-            activate_run(flat, (block * positions + ty * TILE * ow) * LANES, rows * ow * LANES, flat.dtype.type(0),
+            activate_run(flat, (block * positions + ty * step * ow) * LANES, rows * ow * LANES, flat.dtype.type(0),
                          code, alpha)
 
 
@@ -292,12 +323,12 @@ def warm() -> None:
 
 
 # The blocks of the three steps on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
-_X, _IN_BLOCKS, _H, _W, _PT, _PL, _TH, _TW, _V = range(9)
-_IN_HEADER = 9
-_PANELS, _GROUPS, _TERMS, _OUT_BLOCKS, _BIAS, _M, _TILES = 9, 10, 11, 12, 13, 14, 15
-_PRODUCT_HEADER = 16
-_RESIDUAL, _OH, _OW, _OUT, _CODE, _LO, _HI, _ALPHA = 16, 17, 18, 19, 20, 21, 22, 23
-_OUT_HEADER = 24
+_X, _IN_BLOCKS, _H, _W, _PT, _PL, _TH, _TW, _WINDOW, _V = range(10)
+_IN_HEADER = 10
+_PANELS, _GROUPS, _TERMS, _OUT_BLOCKS, _BIAS, _M, _TILES = range(10, 17)
+_PRODUCT_HEADER = 17
+_RESIDUAL, _OH, _OW, _OUT, _CODE, _LO, _HI, _ALPHA = range(17, 25)
+_OUT_HEADER = 25
 
 
 def _layer_block(header: int, bounds: list[tuple[int, int]], plan: BlockedWinogradPlan, x: np.ndarray,
@@ -306,7 +337,7 @@ def _layer_block(header: int, bounds: list[tuple[int, int]], plan: BlockedWinogr
 
     block = pieces_block(header, bounds)
     block[:_IN_HEADER] = (x.ctypes.data, plan.in_blocks, *plan.plane, *plan.pads, plan.tiles_h, plan.tiles_w,
-                          v.ctypes.data)
+                          plan.window, v.ctypes.data)
     if header > _IN_HEADER:
         block[_IN_HEADER:_PRODUCT_HEADER] = (panels.ctypes.data, panels.shape[1], panels.shape[2], plan.out_blocks,
                                              bias.ctypes.data, m.ctypes.data, plan.tiles)
@@ -339,19 +370,20 @@ def input_job(index, data, extra):
     block = carray(data, (_IN_HEADER + 2 * (index + 1),), np.int64)
     h, w, th, tw = block[_H], block[_W], block[_TH], block[_TW]
     x = carray(as_pointer(block[_X]), (block[_IN_BLOCKS], h * w, LANES), np.float32)
-    v = carray(as_pointer(block[_V]), (AREA, plane_floats(block[_IN_BLOCKS] * th * tw)), np.float32)
+    area = block[_WINDOW] * block[_WINDOW]
+    v = carray(as_pointer(block[_V]), (area, plane_floats(block[_IN_BLOCKS] * th * tw)), np.float32)
     piece = _IN_HEADER + 2 * index
-    input_transform(x, h, w, block[_PT], block[_PL], th, tw, v, block[piece], block[piece + 1])
+    input_transform(x, h, w, block[_PT], block[_PL], th, tw, block[_WINDOW], v, block[piece], block[piece + 1])
 
 
 def products_job(index, data, extra):
     """Piece ``index`` of the products the block at ``data`` describes."""
     block = carray(data, (_PRODUCT_HEADER + 2 * (index + 1),), np.int64)
-    count, out_blocks = block[_TILES], block[_OUT_BLOCKS]
-    v = carray(as_pointer(block[_V]), (AREA, plane_floats(block[_IN_BLOCKS] * count)), np.float32)
-    panels = carray(as_pointer(block[_PANELS]), (AREA, block[_GROUPS], block[_TERMS], WIDTH), np.float32)
+    count, out_blocks, area = block[_TILES], block[_OUT_BLOCKS], block[_WINDOW] * block[_WINDOW]
+    v = carray(as_pointer(block[_V]), (area, plane_floats(block[_IN_BLOCKS] * count)), np.float32)
+    panels = carray(as_pointer(block[_PANELS]), (area, block[_GROUPS], block[_TERMS], WIDTH), np.float32)
     bias = carray(as_pointer(block[_BIAS]), (out_blocks, LANES), np.float32)
-    m = carray(as_pointer(block[_M]), (AREA, plane_floats(out_blocks * count)), np.float32)
+    m = carray(as_pointer(block[_M]), (area, plane_floats(out_blocks * count)), np.float32)
     piece = _PRODUCT_HEADER + 2 * index
     products(v, block[_IN_BLOCKS], count, panels, bias, m, out_blocks, block[piece], block[piece + 1])
 
@@ -361,12 +393,12 @@ def output_job(index, data, extra):
     block = carray(data, (_OUT_HEADER + 2 * (index + 1),), np.int64)
     floats = carray(data, (_OUT_HEADER,), np.float64)
     count, out_blocks, oh, ow = block[_TILES], block[_OUT_BLOCKS], block[_OH], block[_OW]
-    m = carray(as_pointer(block[_M]), (AREA, plane_floats(out_blocks * count)), np.float32)
+    m = carray(as_pointer(block[_M]), (block[_WINDOW] * block[_WINDOW], plane_floats(out_blocks * count)), np.float32)
     bias = carray(as_pointer(block[_BIAS]), (out_blocks, LANES), np.float32)
     out = carray(as_pointer(block[_OUT]), (out_blocks, oh * ow, LANES), np.float32)
     residual = carray(as_pointer(block[_RESIDUAL]), (out_blocks if block[_RESIDUAL] else 0, oh * ow, LANES),
                       np.float32)
     piece = _OUT_HEADER + 2 * index
-    output_transform(m, bias, residual, oh, ow, block[_TH], block[_TW], np.float32(floats[_LO]),
+    output_transform(m, bias, residual, oh, ow, block[_TH], block[_TW], block[_WINDOW], np.float32(floats[_LO]),
                      np.float32(floats[_HI]), block[_CODE], np.float32(floats[_ALPHA]), out, block[piece],
                      block[piece + 1])

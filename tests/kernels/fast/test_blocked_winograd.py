@@ -42,11 +42,12 @@ def unblocked(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def layer(channels: int, out_channels: int, plane: tuple[int, int], pads: tuple[int, ...], seed: int = 0):
+def layer(channels: int, out_channels: int, plane: tuple[int, int], pads: tuple[int, ...], seed: int = 0,
+          window: int | None = None):
     """(plan, x, weight, bias, the reference output without epilogue) for one case."""
     x, w, b = operands((1, channels, *plane), (out_channels, channels, 3, 3), seed=seed)
     expected = onnx_reference("Conv", x, {"w": w, "b": b}, pads=list(pads))
-    plan = blocked_winograd.BlockedWinogradPlan(channels, plane, out_channels, pads[:2], expected.shape[2:])
+    plan = blocked_winograd.BlockedWinogradPlan(channels, plane, out_channels, pads[:2], expected.shape[2:], window)
     return plan, x, w, b, expected
 
 
@@ -59,7 +60,7 @@ def run(plan, x, w, b, residual, lo, hi, code, alpha, pieces: int = 1) -> np.nda
     out = np.full((plan.out_blocks, plan.out[0] * plan.out[1], LANES), np.nan, np.float32)
     added = blocked(residual) if residual is not None else blocked_winograd.NO_RESIDUAL
     steps = [(blocked_winograd.input_transform, plan.input_terms(blocked(x), v), plan.input_units),
-             (blocked_winograd.products, plan.product_terms(v, blocked_winograd.arrange(w), zeros, m),
+             (blocked_winograd.products, plan.product_terms(v, blocked_winograd.arrange(w, plan.window), zeros, m),
               plan.product_units),
              (blocked_winograd.output_transform, plan.output_terms(m, bias, added, lo, hi, code, alpha, out),
               plan.output_units)]
@@ -76,8 +77,9 @@ def close(got: np.ndarray, want: np.ndarray) -> None:
 
 @pytest.mark.parametrize(("channels", "out_channels", "plane", "pads"), CASES)
 @pytest.mark.parametrize("pieces", [1, 3])
-def test_matches_the_reference_convolution(channels, out_channels, plane, pads, pieces):
-    plan, x, w, b, expected = layer(channels, out_channels, plane, pads)
+@pytest.mark.parametrize("window", [6, 4])
+def test_matches_the_reference_convolution(channels, out_channels, plane, pads, pieces, window):
+    plan, x, w, b, expected = layer(channels, out_channels, plane, pads, window=window)
     from lite.kernels.fast.activation import CLIP_CODE
 
     infinity = np.float32(np.inf)
@@ -85,37 +87,40 @@ def test_matches_the_reference_convolution(channels, out_channels, plane, pads, 
 
 
 @pytest.mark.parametrize(("channels", "out_channels", "plane", "pads"), CASES[:3])
-def test_a_residual_is_added_before_the_clip(channels, out_channels, plane, pads):
+@pytest.mark.parametrize("window", [6, 4])
+def test_a_residual_is_added_before_the_clip(channels, out_channels, plane, pads, window):
     from lite.kernels.fast.activation import CLIP_CODE
 
-    plan, x, w, b, expected = layer(channels, out_channels, plane, pads, seed=3)
+    plan, x, w, b, expected = layer(channels, out_channels, plane, pads, seed=3, window=window)
     residual = np.random.default_rng(4).standard_normal(expected.shape).astype(np.float32)
     got = run(plan, x, w, b, residual, np.float32(0), np.float32(6), CLIP_CODE, np.float32(1), 2)
     close(got, np.clip(expected + residual, 0, 6))
 
 
 @pytest.mark.parametrize(("activation", "function"), EPILOGUE_ACTIVATIONS)
-def test_an_activation_follows_the_clip_on_every_row_of_tiles(activation, function):
+@pytest.mark.parametrize("window", [6, 4])
+def test_an_activation_follows_the_clip_on_every_row_of_tiles(activation, function, window):
     from lite.kernels.fast.activation import EPILOGUE_CODES
 
-    plan, x, w, b, expected = layer(40, 17, (14, 11), (1, 1, 1, 1), seed=5)
+    plan, x, w, b, expected = layer(40, 17, (14, 11), (1, 1, 1, 1), seed=5, window=window)
     infinity = np.float32(np.inf)
     got = run(plan, x, w, b, None, -infinity, infinity, EPILOGUE_CODES[activation], np.float32(1.5), 3)
     close(got, function(expected, 1.5))
 
 
 @pytest.mark.parametrize(("channels", "out_channels", "plane", "pads"), [CASES[1], CASES[5]])
-def test_the_steps_on_the_crew_match_the_reference(crew_runs, channels, out_channels, plane, pads):
+@pytest.mark.parametrize("window", [6, 4])
+def test_the_steps_on_the_crew_match_the_reference(crew_runs, channels, out_channels, plane, pads, window):
     from lite.kernels.fast.activation import CLIP_CODE
     from lite.kernels.fast.blocks import LANES, padded_bias
 
     threads, runs = crew_runs
-    plan, x, w, b, expected = layer(channels, out_channels, plane, pads, seed=6)
+    plan, x, w, b, expected = layer(channels, out_channels, plane, pads, seed=6, window=window)
     residual = np.random.default_rng(7).standard_normal(expected.shape).astype(np.float32)
     v, m = (np.full(shape, np.nan, np.float32) for shape in plan.block_scratch)
     out = np.full((plan.out_blocks, plan.out[0] * plan.out[1], LANES), np.nan, np.float32)
-    terms = (plan, blocked(x), v, blocked_winograd.arrange(w), padded_bias(b, plan.out_blocks), m, blocked(residual),
-             np.float32(0), np.float32(np.inf), CLIP_CODE, np.float32(1), out)
+    terms = (plan, blocked(x), v, blocked_winograd.arrange(w, plan.window), padded_bias(b, plan.out_blocks), m,
+             blocked(residual), np.float32(0), np.float32(np.inf), CLIP_CODE, np.float32(1), out)
     crew.warm(blocked_winograd.input_job, blocked_winograd.products_job, blocked_winograd.output_job)
     threads.staff()
     for step, count in enumerate((plan.input_units, plan.product_units, plan.output_units)):
@@ -140,3 +145,18 @@ def test_which_layers_it_takes(kernel, strides, dilations, pads, out, taken):
 def test_a_plane_of_fewer_tiles_than_a_register_tile_is_refused():
     with pytest.raises(ValueError, match="tiles"):
         blocked_winograd.BlockedWinogradPlan(32, (7, 7), 32, (1, 1), (7, 7))
+
+
+def test_wide_layers_take_the_smaller_tile_and_its_smaller_weight():
+    assert blocked_winograd.window_for(128, 256) == 6 and blocked_winograd.window_for(256, 256) == 4
+    weight = np.ones((256, 256, 3, 3), np.float32)
+    small, large = blocked_winograd.arrange(weight, 4), blocked_winograd.arrange(weight, 6)
+    assert small.shape[0] == 16 and large.shape[0] == 36 and 2 * small.nbytes < large.nbytes
+
+
+@pytest.mark.parametrize("vectors", [1, 2, 3, 16, 64, 255, 256])
+def test_product_planes_lie_an_odd_number_of_lines_apart(vectors):
+    from lite.kernels.fast.blocks import LANES
+
+    floats = blocked_winograd.plane_floats(vectors)
+    assert floats >= vectors * LANES and (floats // LANES) % 2 == 1
