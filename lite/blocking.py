@@ -445,9 +445,27 @@ class BlockedChain(Kernel):
         return {t: scratch[offset:offset + math.prod(shapes[t])].reshape(shapes[t]) for t, (offset, _) in spans.items()}
 
     def _dense_plans(self) -> dict[Kernel, tuple]:
-        """Each dense member's ``BlockedDirectPlan`` at the current shapes, with its padded input and
-        last tile's sums: views of one scratch array that every dense member shares (they run one at
-        a time), in the model's workspace."""
+        """Each dense member's plan at the current shapes (``BlockedWinogradPlan`` or
+        ``BlockedDirectPlan``), with its two scratch arrays (Winograd's transformed input and
+        products, or the padded input and last tile's sums): views of one scratch array that every
+        dense member shares (they run one at a time), in the model's workspace. Where Winograd's
+        scratch would pass ``Context.memory_limit`` and the direct kernel's would not, every dense
+        member runs direct."""
+        plans = self._member_plans(winograd=True)
+        if not plans:
+            return {}
+        limit = self.parts[0].workspace.limit
+        if limit is not None and _scratch_floats(plans) * 4 > limit:
+            plans = self._member_plans(winograd=False)  # NOTE: Winograd's planes outweigh the padded input
+        _warm_plans(plans.values(), self.threads.crew() is not None)
+        sizes = {kernel: [math.prod(shape) for shape in plan.block_scratch] for kernel, plan in plans.items()}
+        scratch = self.parts[0].workspace.array((_scratch_floats(plans),), np.float32, DENSE_SLOT)
+        return {kernel: (plan, scratch[:sizes[kernel][0]].reshape(plan.block_scratch[0]),
+                         scratch[sizes[kernel][0]:sum(sizes[kernel])].reshape(plan.block_scratch[1]))
+                for kernel, plan in plans.items()}
+
+    def _member_plans(self, winograd: bool) -> dict[Kernel, object]:
+        """The plan of each dense member: Winograd where it runs the member (and ``winograd``), else direct."""
         from lite.kernels.fast.blocked_direct import BlockedDirectPlan
 
         plans = {}
@@ -455,17 +473,10 @@ class BlockedChain(Kernel):
             if m.direct:
                 weight = tuple(m.conv.inputs[1].shape)
                 begins, ends, sizes = m.conv.geometry(tuple(m.x.shape), weight)
-                plans[m.kernel] = _winograd_plan(m, begins, sizes) or BlockedDirectPlan(
+                plans[m.kernel] = (winograd and _winograd_plan(m, begins, sizes)) or BlockedDirectPlan(
                     Geometry(tuple(m.x.shape), weight[2:], tuple(m.conv.strides), tuple(m.conv.dilations), begins,
                              ends, sizes), weight[0], m.narrow, weight[1] if m.grouped else 0)
-        if not plans:
-            return {}
-        _warm_plans(plans.values(), self.threads.crew() is not None)
-        sizes = {kernel: [math.prod(shape) for shape in plan.block_scratch] for kernel, plan in plans.items()}
-        scratch = self.parts[0].workspace.array((max(map(sum, sizes.values())),), np.float32, DENSE_SLOT)
-        return {kernel: (plan, scratch[:sizes[kernel][0]].reshape(plan.block_scratch[0]),
-                         scratch[sizes[kernel][0]:sum(sizes[kernel])].reshape(plan.block_scratch[1]))
-                for kernel, plan in plans.items()}
+        return plans
 
     def _plan(self, m: Member) -> list:
         """The calls running member ``m`` on one image's blocks."""
@@ -717,6 +728,11 @@ def worth_winograd(channels: int, out_channels: int) -> bool:
     """Whether a 3x3 stride-1 layer Winograd can run has channels enough in and out for it to beat
     the blocked direct kernel (the transforms cost as much per channel as a few terms)."""
     return min(channels, out_channels) >= WINOGRAD_CHANNELS
+
+
+def _scratch_floats(plans: dict[Kernel, object]) -> int:
+    """Floats of the scratch the dense members' plans share: the largest plan's two arrays."""
+    return max(sum(math.prod(shape) for shape in plan.block_scratch) for plan in plans.values())
 
 
 def _warm_plans(plans, crew: bool) -> None:

@@ -399,6 +399,21 @@ def test_3x3_stride_1_members_run_winograd_where_their_output_fills_a_register_t
         assert dense_kinds(chain) == kinds
 
 
+def test_a_memory_limit_winograds_scratch_would_pass_keeps_the_direct_kernel():
+    """At 40 x 40, 32 channels, Winograd's two scratch arrays take about 0.93 MB, the direct
+    kernel's padded input 0.23 MB: under a 0.7 MB limit the members run direct, in the chain."""
+    onnx_model = dense_run()
+    x = RNG.standard_normal((1, 32, 40, 40)).astype(np.float32)
+    for limit, kinds in [(None, ["BlockedWinogradPlan", "BlockedDirectPlan", "BlockedWinogradPlan"]),
+                         (700_000, ["BlockedDirectPlan"] * 3)]:
+        model = lite.Model()
+        context = lite.Context(thread_num=1) if limit is None else lite.Context(thread_num=1, memory_limit=limit)
+        model.build(convert(onnx_model), lite.ModelType.LITE, context)
+        assert_matches(model, onnx_model, x)
+        [chain] = chains(model)
+        assert not chain.fallback and dense_kinds(chain) == kinds
+
+
 def test_members_of_few_channels_keep_the_direct_kernel():
     onnx_model = dense_run(channels=8)
     model, chain = one_chain(onnx_model)
