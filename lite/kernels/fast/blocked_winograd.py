@@ -219,6 +219,24 @@ _finish, _finish_added = _finishing(False), _finishing(True)
 
 
 @jit
+def _forward(window, source, step, first, last, target, target_step):
+    """``B^T`` of F(4x4, 3x3) (``window`` 6) or F(2x2, 3x3) (4) on one column of vectors (``_transform``)."""
+    if window == WINDOW:
+        _in(source, step, first, last, target, target_step)
+    else:
+        _in_small(source, step, first, last, target, target_step)
+
+
+@jit
+def _backward(window, source, step, target, target_step):
+    """``A^T`` of F(4x4, 3x3) (``window`` 6) or F(2x2, 3x3) (4) on one column of vectors."""
+    if window == WINDOW:
+        _out(source, step, 0, window, target, target_step)
+    else:
+        _out_small(source, step, 0, window, target, target_step)
+
+
+@jit
 def input_transform(x, h, w, pt, pl, th, tw, window, v, first, last):
     """``v[:, block, tile] = B^T d B`` for the tiles ``d`` (window x window positions of one block,
     zero past the plane; ``window`` 6: F(4x4, 3x3), 4: F(2x2, 3x3)) of the rows of tiles ``first``
@@ -240,17 +258,11 @@ def input_transform(x, h, w, pt, pl, th, tw, window, v, first, last):
                 if 0 <= q < w and rows_from < rows_to:
                     source = x_at + block * plane_bytes + ((top + rows_from) * w + q) * VECTOR_BYTES
                     stride, low, high = row_bytes, rows_from, rows_to
-                if window == WINDOW:
-                    _in(source, stride, low, high, t_at + j * VECTOR_BYTES, t_row)
-                else:
-                    _in_small(source, stride, low, high, t_at + j * VECTOR_BYTES, t_row)
+                _forward(window, source, stride, low, high, t_at + j * VECTOR_BYTES, t_row)
             at = v_at + (block * th * tw + ty * tw + tx) * VECTOR_BYTES
             for a in range(window):
-                if window == WINDOW:
-                    _in(t_at + a * t_row, VECTOR_BYTES, 0, window, at + a * window * product_bytes, product_bytes)
-                else:
-                    _in_small(t_at + a * t_row, VECTOR_BYTES, 0, window, at + a * window * product_bytes,
-                              product_bytes)
+                _forward(window, t_at + a * t_row, VECTOR_BYTES, 0, window, at + a * window * product_bytes,
+                         product_bytes)
 
 
 @jit
@@ -286,17 +298,10 @@ def output_transform(m, bias, residual, oh, ow, th, tw, window, lo, hi, code, al
         for tx in range(tw):
             source = m_at + (block * th * tw + ty * tw + tx) * VECTOR_BYTES
             for j in range(window):
-                if window == WINDOW:
-                    _out(source + j * product_bytes, window * product_bytes, 0, window, s_at + j * VECTOR_BYTES, s_row)
-                else:
-                    _out_small(source + j * product_bytes, window * product_bytes, 0, window, s_at + j * VECTOR_BYTES,
-                               s_row)
+                _backward(window, source + j * product_bytes, window * product_bytes, s_at + j * VECTOR_BYTES, s_row)
             columns = min(step, ow - tx * step)
             for r in range(rows):
-                if window == WINDOW:
-                    _out(s_at + r * s_row, VECTOR_BYTES, 0, window, o_at, VECTOR_BYTES)
-                else:
-                    _out_small(s_at + r * s_row, VECTOR_BYTES, 0, window, o_at, VECTOR_BYTES)
+                _backward(window, s_at + r * s_row, VECTOR_BYTES, o_at, VECTOR_BYTES)
                 at = (block * positions + (ty * step + r) * ow + tx * step) * VECTOR_BYTES
                 if added:
                     _finish_added(o_at, shift_at, added + at, out_at + at, columns, lo, hi)
