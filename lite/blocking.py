@@ -454,12 +454,13 @@ class BlockedChain(Kernel):
         plans = self._member_plans(winograd=True)
         if not plans:
             return {}
-        limit = self.parts[0].workspace.limit
-        if limit is not None and _scratch_floats(plans) * 4 > limit:
+        limit, floats = self.parts[0].workspace.limit, _scratch_floats(plans)
+        if limit is not None and floats * 4 > limit:
             plans = self._member_plans(winograd=False)  # NOTE: Winograd's planes outweigh the padded input
+            floats = _scratch_floats(plans)
         _warm_plans(plans.values(), self.threads.crew() is not None)
         sizes = {kernel: [math.prod(shape) for shape in plan.block_scratch] for kernel, plan in plans.items()}
-        scratch = self.parts[0].workspace.array((_scratch_floats(plans),), np.float32, DENSE_SLOT)
+        scratch = self.parts[0].workspace.array((floats,), np.float32, DENSE_SLOT)
         return {kernel: (plan, scratch[:sizes[kernel][0]].reshape(plan.block_scratch[0]),
                          scratch[sizes[kernel][0]:sum(sizes[kernel])].reshape(plan.block_scratch[1]))
                 for kernel, plan in plans.items()}
@@ -601,12 +602,12 @@ class BlockedChain(Kernel):
         panels = self._pack(m, f"arranged for BlockedWinogradPlan, F({size}x{size}, 3x3)",
                             lambda source: blocked_winograd.arrange(source.reshape(shape), plan.window))
         residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
-        shift, zeros = blocks.padded_bias(bias, out.shape[0]), np.zeros((out.shape[0], blocks.LANES), np.float32)
+        shift = blocks.padded_bias(bias, out.shape[0])
         loop, counts = self.threads.crew_loop, (plan.input_units, plan.product_units, plan.output_units)
-        jobs = partial(blocked_winograd.crew_jobs, plan, x, v, panels, shift, products, residual, lo, hi,
-                                 code, alpha, out)
+        jobs = partial(blocked_winograd.crew_jobs, plan, x, v, panels, shift, products, residual, lo, hi, code, alpha,
+                       out)
         calls = (partial(blocked_winograd.input_transform, *plan.input_terms(x, v)),
-                 partial(blocked_winograd.products, *plan.product_terms(v, panels, zeros, products)),
+                 partial(blocked_winograd.products, *plan.product_terms(v, panels, products)),
                  partial(blocked_winograd.output_transform, *plan.output_terms(products, shift, residual, lo, hi, code,
                                                                                alpha, out)))
         return [loop(count, lambda _index, first, last, call=call: partial(call, first, last),

@@ -84,7 +84,7 @@ def plane_floats(vectors):
     64-byte lines, so that the 36 planes do not start a multiple of 4 KiB apart (the transforms
     store and load one vector in each: at 16 KiB apart, ResNet-50's 256 channels on 14 x 14, the
     36 lines fell in one set of the L1 cache, and its input transform ran 6x slower a tile)."""
-    return (vectors | 1) * LANES if vectors % 2 == 0 else vectors * LANES
+    return (vectors | 1) * LANES
 
 
 class BlockedWinogradPlan:
@@ -104,6 +104,8 @@ class BlockedWinogradPlan:
         self.in_blocks, self.out_blocks = blocks(channels), blocks(out_channels)
         self.block_scratch = ((self.area, plane_floats(self.in_blocks * self.tiles)),
                               (self.area, plane_floats(self.out_blocks * self.tiles)))
+        self.zeros = np.zeros((self.out_blocks, LANES), np.float32)
+        """The products' bias: none (the output transform adds the layer's)."""
 
     @property
     def input_units(self) -> int:
@@ -123,8 +125,8 @@ class BlockedWinogradPlan:
     def input_terms(self, x: np.ndarray, v: np.ndarray) -> tuple:
         return (x, *self.plane, *self.pads, self.tiles_h, self.tiles_w, self.window, v)
 
-    def product_terms(self, v: np.ndarray, panels: np.ndarray, zeros: np.ndarray, m: np.ndarray) -> tuple:
-        return (v, self.in_blocks, self.tiles, panels, zeros, m, self.out_blocks)
+    def product_terms(self, v: np.ndarray, panels: np.ndarray, m: np.ndarray) -> tuple:
+        return (v, self.in_blocks, self.tiles, panels, self.zeros, m, self.out_blocks)
 
     def output_terms(self, m: np.ndarray, bias: np.ndarray, residual: np.ndarray, lo, hi, code: int, alpha,
                      out: np.ndarray) -> tuple:
@@ -320,8 +322,7 @@ def warm() -> None:
     x, out = np.zeros((1, side * side, LANES), np.float32), np.zeros((1, side * side, LANES), np.float32)
     v, m = (np.zeros(shape, np.float32) for shape in plan.block_scratch)
     compiled(input_transform, *plan.input_terms(x, v), 0, 1)
-    compiled(products, *plan.product_terms(v, arrange(np.zeros((3, 3, 3, 3), np.float32)),
-                                           np.zeros((1, LANES), np.float32), m), 0, 1)
+    compiled(products, *plan.product_terms(v, arrange(np.zeros((3, 3, 3, 3), np.float32)), m), 0, 1)
     for residual in (NO_RESIDUAL, out.copy()):
         compiled(output_transform, *plan.output_terms(m, np.zeros((1, LANES), np.float32), residual, LOWEST,
                                                       HIGHEST, CLIP_CODE, ONE, out), 0, 1)
@@ -356,12 +357,11 @@ def crew_jobs(plan: BlockedWinogradPlan, x: np.ndarray, v: np.ndarray, panels: n
     pieces ``bounds`` as jobs for the crew."""
     from lite.kernels.fast.crew import Jobs
 
-    zeros = np.zeros((plan.out_blocks, LANES), np.float32)
-    arrays = (x, v, panels, bias, m, residual, out, zeros)
+    arrays = (x, v, panels, bias, m, residual, out, plan.zeros)
     if step == 0:
-        return Jobs(input_job, _layer_block(_IN_HEADER, bounds, plan, x, v, panels, zeros, m), len(bounds), arrays)
+        return Jobs(input_job, _layer_block(_IN_HEADER, bounds, plan, x, v, panels, plan.zeros, m), len(bounds), arrays)
     if step == 1:
-        return Jobs(products_job, _layer_block(_PRODUCT_HEADER, bounds, plan, x, v, panels, zeros, m), len(bounds),
+        return Jobs(products_job, _layer_block(_PRODUCT_HEADER, bounds, plan, x, v, panels, plan.zeros, m), len(bounds),
                     arrays)
     block = _layer_block(_OUT_HEADER, bounds, plan, x, v, panels, bias, m)
     block[[_RESIDUAL, _OH, _OW, _OUT, _CODE]] = (residual.ctypes.data if residual.size else 0, *plan.out,

@@ -56,11 +56,11 @@ def run(plan, x, w, b, residual, lo, hi, code, alpha, pieces: int = 1) -> np.nda
     from lite.kernels.fast.blocks import LANES, padded_bias
 
     v, m = (np.full(shape, np.nan, np.float32) for shape in plan.block_scratch)
-    bias, zeros = padded_bias(b, plan.out_blocks), np.zeros((plan.out_blocks, LANES), np.float32)
+    bias = padded_bias(b, plan.out_blocks)
     out = np.full((plan.out_blocks, plan.out[0] * plan.out[1], LANES), np.nan, np.float32)
     added = blocked(residual) if residual is not None else blocked_winograd.NO_RESIDUAL
     steps = [(blocked_winograd.input_transform, plan.input_terms(blocked(x), v), plan.input_units),
-             (blocked_winograd.products, plan.product_terms(v, blocked_winograd.arrange(w, plan.window), zeros, m),
+             (blocked_winograd.products, plan.product_terms(v, blocked_winograd.arrange(w, plan.window), m),
               plan.product_units),
              (blocked_winograd.output_transform, plan.output_terms(m, bias, added, lo, hi, code, alpha, out),
               plan.output_units)]
