@@ -167,16 +167,23 @@ def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
     x_at, out_at, panels_at, bias_at = x.ctypes.data, out.ctypes.data, panels.ctypes.data, bias.ctypes.data
     groups = -(-out_blocks // VECTORS)
     band = band_tiles(terms, count, groups)
+    overlapping = count > 1 and positions % ROWS != 0  # NOTE: the last tile overlaps the one before, not short
     for unit in range(first, last):  # NOTE: addresses, not views: a view a unit cost as much as a short tile
         group, tile = unit_place(unit, count, groups, band)
+        if overlapping and tile == count - 1:
+            continue  # NOTE: the unit of the tile before runs it, below
+        # NOTE: the last tile's rows overlap the next to last's: one unit runs both in turn, so the shared rows take
+        # the activation once, after the last store (two threads at once could store both before either activated)
+        paired = 2 if overlapping and tile == count - 2 else 1
         block, vectors = group_blocks(group, out_blocks)
-        top = min(tile * ROWS, positions - ROWS)  # NOTE: the last tile overlaps the one before rather than run short
-        offset = (block * plane + top * LANES) * 4
-        _tile(vectors, x_at + top * LANES * 4, plane, panels_at + group * terms * WIDTH * 4, terms, out_at + offset,
-              plane, bias_at + block * LANES * 4, added + offset if added else 0, lo, hi)
-        if code != CLIP_CODE:
-            for b in range(block, block + vectors):
-                activate_run(flat, (b * positions + top) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
+        for t in range(tile, tile + paired):
+            top = min(t * ROWS, positions - ROWS)
+            offset = (block * plane + top * LANES) * 4
+            _tile(vectors, x_at + top * LANES * 4, plane, panels_at + group * terms * WIDTH * 4, terms,
+                  out_at + offset, plane, bias_at + block * LANES * 4, added + offset if added else 0, lo, hi)
+            if code != CLIP_CODE:
+                for b in range(block, block + vectors):
+                    activate_run(flat, (b * positions + top) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
 
 
 @jit

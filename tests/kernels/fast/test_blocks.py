@@ -79,6 +79,37 @@ def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
     assert not out[-1, :, (out_c - 1) % 16 + 1:].any()  # the padded channels stay zero
 
 
+@pytest.mark.parametrize("plane, in_c", [((7, 7), 24), ((13, 13), 1040)])  # one band; bands of a few tiles
+def test_a_planes_last_two_tiles_run_in_one_unit_so_their_shared_rows_are_activated_once(plane, in_c):
+    """The last tile overlaps the one before; each tile stores, then activates its rows in place.
+    Were they units that two threads ran at once, both stores could precede both activations."""
+    from lite.kernels.fast.activation import EPILOGUE_CODES
+    from lite.kernels.fast.blocks import NO_RESIDUAL, ROWS, band_tiles, pack_pointwise, pointwise, tiles, unit_place
+
+    positions, out_c = plane[0] * plane[1], 40
+    assert positions % ROWS
+    x = RNG.standard_normal((in_c, *plane)).astype(np.float32)
+    weight = (RNG.standard_normal((out_c, in_c, 1, 1)) / np.sqrt(in_c)).astype(np.float32)
+    panels, shift = pack_pointwise(weight, None)
+    count, groups = tiles(positions), panels.shape[0]
+    band = band_tiles(-(-in_c // 16) * 16, count, groups)  # NOTE: pointwise's own terms: the input blocks' channels
+    place = {unit_place(unit, count, groups, band): unit for unit in range(count * groups)}
+    out = np.full((-(-out_c // 16), positions, 16), np.nan, np.float32)
+
+    def run(unit):
+        pointwise(blocked(x), panels, shift, np.float32(-np.inf), np.float32(np.inf), EPILOGUE_CODES["HARD_SWISH"],
+                  np.float32(1), NO_RESIDUAL, out, unit, unit + 1)
+
+    run(place[(0, count - 1)])
+    assert np.isnan(out).all()  # the last tile's own unit stores nothing...
+    run(place[(0, count - 2)])  # ...the unit of the tile before stores both
+    written = ~np.isnan(out[0])
+    assert written[(count - 2) * ROWS:].all() and not written[:(count - 2) * ROWS].any()
+    want = blocked(reference(x, weight, np.zeros(out_c, np.float32), None, -np.inf, np.inf, "HARD_SWISH")
+                   .astype(np.float32))
+    np.testing.assert_allclose(out[0, (count - 2) * ROWS:], want[0, (count - 2) * ROWS:], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("count", [1, 2, 7, 22])
 @pytest.mark.parametrize("groups", [1, 3])
 @pytest.mark.parametrize("band", [1, 3, 30])
