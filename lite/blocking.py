@@ -454,13 +454,12 @@ class BlockedChain(Kernel):
         plans = self._member_plans(winograd=True)
         if not plans:
             return {}
-        limit, floats = self.parts[0].workspace.limit, _scratch_floats(plans)
-        if limit is not None and floats * 4 > limit:
+        limit, sizes = self.parts[0].workspace.limit, _scratch_sizes(plans)
+        if limit is not None and max(map(sum, sizes.values())) * 4 > limit:
             plans = self._member_plans(winograd=False)  # NOTE: Winograd's planes outweigh the padded input
-            floats = _scratch_floats(plans)
+            sizes = _scratch_sizes(plans)
         _warm_plans(plans.values(), self.threads.crew() is not None)
-        sizes = {kernel: [math.prod(shape) for shape in plan.block_scratch] for kernel, plan in plans.items()}
-        scratch = self.parts[0].workspace.array((floats,), np.float32, DENSE_SLOT)
+        scratch = self.parts[0].workspace.array((max(map(sum, sizes.values())),), np.float32, DENSE_SLOT)
         return {kernel: (plan, scratch[:sizes[kernel][0]].reshape(plan.block_scratch[0]),
                          scratch[sizes[kernel][0]:sum(sizes[kernel])].reshape(plan.block_scratch[1]))
                 for kernel, plan in plans.items()}
@@ -731,9 +730,9 @@ def worth_winograd(channels: int, out_channels: int) -> bool:
     return min(channels, out_channels) >= WINOGRAD_CHANNELS
 
 
-def _scratch_floats(plans: dict[Kernel, object]) -> int:
-    """Floats of the scratch the dense members' plans share: the largest plan's two arrays."""
-    return max(sum(math.prod(shape) for shape in plan.block_scratch) for plan in plans.values())
+def _scratch_sizes(plans: dict[Kernel, object]) -> dict[Kernel, list[int]]:
+    """The floats of each dense member plan's two scratch arrays (they share the largest plan's sum)."""
+    return {kernel: [math.prod(shape) for shape in plan.block_scratch] for kernel, plan in plans.items()}
 
 
 def _warm_plans(plans, crew: bool) -> None:

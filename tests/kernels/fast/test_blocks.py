@@ -84,7 +84,17 @@ def test_a_planes_last_two_tiles_run_in_one_unit_so_their_shared_rows_are_activa
     """The last tile overlaps the one before; each tile stores, then activates its rows in place.
     Were they units that two threads ran at once, both stores could precede both activations."""
     from lite.kernels.fast.activation import EPILOGUE_CODES
-    from lite.kernels.fast.blocks import NO_RESIDUAL, ROWS, band_tiles, pack_pointwise, pointwise, tiles, unit_place
+    from lite.kernels.fast.blocks import (
+        LANES,
+        NO_RESIDUAL,
+        ROWS,
+        band_tiles,
+        blocks,
+        pack_pointwise,
+        pointwise,
+        tiles,
+        unit_place,
+    )
 
     positions, out_c = plane[0] * plane[1], 40
     assert positions % ROWS
@@ -92,7 +102,7 @@ def test_a_planes_last_two_tiles_run_in_one_unit_so_their_shared_rows_are_activa
     weight = (RNG.standard_normal((out_c, in_c, 1, 1)) / np.sqrt(in_c)).astype(np.float32)
     panels, shift = pack_pointwise(weight, None)
     count, groups = tiles(positions), panels.shape[0]
-    band = band_tiles(-(-in_c // 16) * 16, count, groups)  # NOTE: pointwise's own terms: the input blocks' channels
+    band = band_tiles(blocks(in_c) * LANES, count, groups)  # NOTE: pointwise's own terms: the input blocks' channels
     place = {unit_place(unit, count, groups, band): unit for unit in range(count * groups)}
     out = np.full((-(-out_c // 16), positions, 16), np.nan, np.float32)
 
