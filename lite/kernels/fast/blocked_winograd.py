@@ -245,10 +245,11 @@ def input_transform(x, h, w, pt, pl, th, tw, window, v, first, last):
     to ``last - 1`` (of CB * th: unit u is row u % th of block u // th)."""
     t = np.empty((WINDOW, WINDOW, LANES), np.float32)
     zeros = np.zeros(LANES, np.float32)
-    t_at, x_at, v_at, zeros_at = t.ctypes.data, x.ctypes.data, v.ctypes.data, zeros.ctypes.data
+    x_at, v_at = x.ctypes.data, v.ctypes.data
     plane_bytes, row_bytes, t_row = h * w * VECTOR_BYTES, w * VECTOR_BYTES, window * VECTOR_BYTES
     product_bytes, step = v.shape[1] * 4, window - 2
     for unit in range(first, last):
+        t_at, zeros_at = t.ctypes.data, zeros.ctypes.data  # NOTE: in the loop: see ``output_transform``
         block, ty = unit // th, unit % th
         top = ty * step - pt
         rows_from, rows_to = max(0, -top), min(window, h - top)  # NOTE: the window's rows on the plane
@@ -288,12 +289,18 @@ def output_transform(m, bias, residual, oh, ow, th, tw, window, lo, hi, code, al
     alpha), each tile's block of (window - 2) x (window - 2) outputs cropped to the OH x OW plane."""
     s = np.empty((TILE, WINDOW, LANES), np.float32)
     o = np.empty((TILE, LANES), np.float32)
-    s_at, o_at, m_at, bias_at, out_at = s.ctypes.data, o.ctypes.data, m.ctypes.data, bias.ctypes.data, out.ctypes.data
+    m_at, bias_at, out_at = m.ctypes.data, bias.ctypes.data, out.ctypes.data
     added = residual.ctypes.data if residual.size else 0
     flat = out.reshape(out.size)
     positions, step = oh * ow, window - 2
     product_bytes, s_row = m.shape[1] * 4, window * VECTOR_BYTES
     for unit in range(first, last):
+        # NOTE: the scratch's addresses read in the loop, so that the loop uses the arrays: numba frees
+        # an array after the block that last uses it, and with the addresses read before the loop,
+        # the scratch was freed as the loop began. Another thread's allocation from the same malloc
+        # arena then took its memory while this one still wrote there (wrong results under dynamic
+        # chunks, late in a long process, and a corrupted heap: ``test_blocked_winograd``).
+        s_at, o_at = s.ctypes.data, o.ctypes.data
         block, ty = unit // th, unit % th
         shift_at = bias_at + block * VECTOR_BYTES
         rows = min(step, oh - ty * step)

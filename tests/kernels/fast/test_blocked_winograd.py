@@ -3,6 +3,10 @@ on the caller's thread and as crew jobs, every tile edge, pad, residual and acti
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -160,3 +164,53 @@ def test_product_planes_lie_an_odd_number_of_lines_apart(vectors):
 
     floats = blocked_winograd.plane_floats(vectors)
     assert floats >= vectors * LANES and (floats // LANES) % 2 == 1
+
+
+CONCURRENT = """
+import sys, threading
+import numpy as np
+from lite.kernels.fast import blocked_winograd as bw
+from lite.kernels.fast.activation import CLIP_CODE
+from lite.kernels.fast.blocks import LANES
+
+def layer(seed):
+    rng = np.random.default_rng(seed)
+    plan = bw.BlockedWinogradPlan(32, (28, 28), 32, (1, 1), (28, 28))
+    x = rng.standard_normal((plan.in_blocks, 28 * 28, LANES)).astype(np.float32)
+    v, m = (rng.standard_normal(shape).astype(np.float32) for shape in plan.block_scratch)
+    bias, out = np.zeros((plan.out_blocks, LANES), np.float32), np.zeros_like(x)
+    def run():
+        bw.input_transform(*plan.input_terms(x, v), 0, plan.input_units)
+        bw.output_transform(*plan.output_terms(m, bias, bw.NO_RESIDUAL, bw.LOWEST, bw.HIGHEST, CLIP_CODE,
+                                               np.float32(1), out), 0, plan.output_units)
+        return v.copy(), out.copy()
+    return run
+
+runs = [layer(seed) for seed in range(2)]
+wanted = [run() for run in runs]
+wrong = []
+
+def repeat(index):
+    for _ in range(100):
+        if not all(np.array_equal(a, b) for a, b in zip(runs[index](), wanted[index])):
+            wrong.append(index)
+            return
+
+threads = [threading.Thread(target=repeat, args=(index,)) for index in range(2)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print("wrong" if wrong else "same")
+"""
+
+
+def test_two_threads_running_the_transforms_at_once_keep_their_own_scratch():
+    """Each transform's scratch stays allocated while its loop writes there: in one malloc arena (as
+    threads share them late in a long process), a scratch freed as the loop began was taken by the
+    other thread's, which gave wrong results and corrupted the heap. In a child process: the arena
+    is set at its start."""
+    environment = {**os.environ, "MALLOC_ARENA_MAX": "1"}
+    result = subprocess.run([sys.executable, "-c", CONCURRENT], capture_output=True, text=True, timeout=120,
+                            env=environment)
+    assert result.returncode == 0 and result.stdout.split() == ["same"], result.stderr[-2000:]

@@ -95,6 +95,35 @@ def test_compiled_kernels_import_no_numpy_kernel_module():
     assert not any(Path(source).name == "elementwise.py" for source in fast.SOURCES)
 
 
+ALLOCATIONS = {"empty", "zeros", "ones", "full", "arange", "empty_like", "zeros_like"}
+
+
+def test_compiled_kernels_keep_an_address_of_their_own_scratch_only_inside_the_loop_using_it():
+    """numba frees an array after the last block that uses it: an address of a kernel's own scratch
+    kept in a variable before a loop points at freed memory inside it, which another thread's
+    allocation takes (``test_blocked_winograd``'s two threads). So such addresses are read inside
+    the loop (where the array is then still used); one passed straight to a call is read where
+    it is used."""
+    found = []
+    for path in Path(fast.__file__).parent.glob("*.py"):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if isinstance(function, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in function.decorator_list):
+                found += [f"{path.name}:{line}" for line in _addresses_kept_outside_loops(function)]
+    assert not found
+
+
+def _addresses_kept_outside_loops(function: ast.FunctionDef) -> list[int]:
+    """Lines of ``function`` that keep the address of an array it allocates in a variable, outside
+    any loop."""
+    scratch = {target.id for node in ast.walk(function) if isinstance(node, ast.Assign)
+               and isinstance(node.value, ast.Call) and ast.unparse(node.value.func).removeprefix("np.") in ALLOCATIONS
+               for target in node.targets if isinstance(target, ast.Name)}
+    looped = {id(node) for loop in ast.walk(function) if isinstance(loop, ast.For | ast.While)
+              for node in ast.walk(loop)}
+    return [node.lineno for node in ast.walk(function) if isinstance(node, ast.Assign) and id(node) not in looped
+            and any(ast.unparse(part) in {f"{name}.ctypes.data" for name in scratch} for part in ast.walk(node.value))]
+
+
 def test_old_caches_are_pruned_to_the_most_recent(tmp_path):
     for age, name in enumerate(["jit-new", "jit-mid", "jit-old", "jit-oldest"]):
         (tmp_path / name).mkdir()
