@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from lite.kernels import fast
-from lite.kernels.fast import int8_quads
-from lite.kernels.fast.int8_plans import ConvPlan, DepthwiseInt8Plan, PointwisePlan, ProductPlan
+from lite.kernels.fast import int8_quads, int8_winograd
+from lite.kernels.fast.int8_plans import ConvPlan, DepthwiseInt8Plan, PointwisePlan, ProductPlan, WinogradPlan
 from lite.kernels.parallel import KernelThreads
 from tests.support.quantized_kernels import params, random_q, run_arithmetic, run_both, run_quantized
 
@@ -90,6 +90,93 @@ def test_a_fused_activation_bounds_the_output(activation, dtype):
     low, high = kernel.bounds
     assert actual.min() == low and actual.max() == high
     assert high < np.iinfo(dtype).max or activation == "RELU"
+
+
+@pytest.fixture
+def pairs_only(monkeypatch):
+    """The int16 pairs alone (no byte quads), as on machines without VNNI: integer Winograd may run."""
+    monkeypatch.setattr(int8_quads, "available", lambda: False)
+
+
+WINOGRAD = {  # x shape, out channels, pad_list: planes of 24 x 24 and more, large enough for either tile width
+    "square": ((1, 16, 24, 24), 16, (1, 1, 1, 1)),
+    "odd_channels_and_plane": ((2, 33, 26, 23), 20, (1, 1, 1, 1)),
+    "pads_on_some_sides": ((1, 20, 25, 27), 17, (0, 2, 1, 0)),
+    "unpadded": ((1, 24, 26, 28), 40, (0, 0, 0, 0)),
+    "pads_of_two": ((1, 16, 22, 21), 24, (2, 2, 2, 2)),
+}
+
+
+def _winograd_attrs(pads: tuple[int, ...], activation: str = "NO_ACTIVATION") -> dict:
+    return {**_conv_attrs(3), "pad_list": pads, "activation_type": activation}
+
+
+@pytest.mark.parametrize("zero_point", [False, True], ids=["w_zp0", "w_zp"])
+@pytest.mark.parametrize("per_channel", [False, True], ids=["tensor", "channel"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("case", sorted(WINOGRAD))
+def test_integer_winograd_is_bit_identical(pairs_only, case, dtype, per_channel, zero_point):
+    shape, out_c, pads = WINOGRAD[case]
+    x, w = random_q(RNG, shape, dtype), random_q(RNG, (out_c, shape[1], 3, 3), np.int8)
+    bias = RNG.integers(-3000, 3000, out_c).astype(np.int32)
+    actual, expected, kernel = run_both("Conv2DFusion", _winograd_attrs(pads), x,
+                                        params(0.03, 131 if dtype == np.uint8 else -7), w,
+                                        _weight_params(out_c, per_channel, zero_point), bias, dtype,
+                                        params(0.4, 3 if dtype == np.int8 else 125))
+    assert isinstance(kernel.compiled, WinogradPlan)
+    np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("activation", ["RELU", "RELU6"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_integer_winograd_applies_a_fused_activations_bounds(pairs_only, activation, dtype):
+    x, w = random_q(RNG, (1, 16, 24, 24), dtype), random_q(RNG, (16, 16, 3, 3), np.int8)
+    actual, expected, kernel = run_both("Conv2DFusion", _winograd_attrs((1, 1, 1, 1), activation), x,
+                                        params(0.05, 10), w, _weight_params(16, True, False), None, dtype,
+                                        params(0.03, 0 if dtype == np.uint8 else -128))
+    assert isinstance(kernel.compiled, WinogradPlan)
+    np.testing.assert_array_equal(actual, expected)
+    assert (actual.min(), actual.max()) == kernel.bounds
+
+
+def test_integer_winograd_is_exact_at_its_bound(pairs_only):
+    """Every offset at its extreme (uint8 x of 255 with zero point 0; weight offsets -255) over the
+    most channels whose four-fold sums fit int32: the sums (hundreds of millions, past int32 four
+    times over and wrapping in the transforms) are the direct kernel's."""
+    channels = 2
+    while int8_winograd.exact(channels + 2, 255, 255):
+        channels += 2
+    x, w = np.full((1, channels, 24, 24), 255, np.uint8), np.full((16, channels, 3, 3), -128, np.int8)
+    actual, expected, kernel = run_both("Conv2DFusion", _winograd_attrs((1, 1, 1, 1)), x, params(1.0, 0), w,
+                                        params(np.full(16, 0.001), np.full(16, 127)), None, np.int8,
+                                        params(5000.0, 0))
+    assert isinstance(kernel.compiled, WinogradPlan) and channels >= 900
+    np.testing.assert_array_equal(actual, expected)
+    assert expected.min() < -100
+
+
+@pytest.mark.parametrize(("shape", "pads", "reason"), [
+    ((1, 16, 7, 7), (1, 1, 1, 1), "a 7 x 7 plane: too few multiplies saved"),
+    ((1, 8, 24, 24), (1, 1, 1, 1), "too few channels"),
+])
+def test_integer_winograd_leaves_small_layers_to_the_direct_kernel(pairs_only, shape, pads, reason):
+    x, w = random_q(RNG, shape, np.uint8), random_q(RNG, (16, shape[1], 3, 3), np.int8)
+    actual, expected, kernel = run_both("Conv2DFusion", _winograd_attrs(pads), x, params(0.03, 128), w,
+                                        _weight_params(16, True, False), None, np.uint8, params(0.4, 125))
+    assert isinstance(kernel.compiled, ConvPlan), reason
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_integer_winograd_leaves_sums_past_its_bound_to_the_direct_kernel(pairs_only):
+    channels = 2
+    while int8_winograd.exact(channels, 255, 255):
+        channels += 2
+    x, w = np.full((1, channels, 24, 24), 255, np.uint8), np.full((16, channels, 3, 3), -128, np.int8)
+    actual, expected, kernel = run_both("Conv2DFusion", _winograd_attrs((1, 1, 1, 1)), x, params(1.0, 0), w,
+                                        params(np.full(16, 0.001), np.full(16, 127)), None, np.int8,
+                                        params(9000.0, 0))
+    assert isinstance(kernel.compiled, ConvPlan)
+    np.testing.assert_array_equal(actual, expected)
 
 
 PRODUCTS = {  # rows, K, N, transpose_b
@@ -193,15 +280,19 @@ THREADED = {  # x shape, w shape, attrs (None: a product), w zero points (0: the
     "depthwise": ((1, 24, 15, 15), (24, 1, 3, 3), _conv_attrs(3, pad=1, group=24), True),
     "depthwise_stride2": ((2, 16, 15, 15), (16, 1, 3, 3), _conv_attrs(3, stride=2, pad=1, group=16), True),
     "product": ((5, 70), (70, 300), None, True),
+    "winograd": ((2, 24, 24, 26), (32, 24, 3, 3), _conv_attrs(3, pad=1), True),
 }
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("case", sorted(THREADED))
 @pytest.mark.parametrize("dynamic", [False, True], ids=["crew", "python_threads"])
-def test_threads_split_the_work_with_the_same_result(dynamic, case, dtype):
+def test_threads_split_the_work_with_the_same_result(monkeypatch, dynamic, case, dtype):
     """Two threads (the crew's jobs, or Python threads) split the input copy, the convolution's
-    items, the depthwise planes and the product's panels: the output is the one thread's."""
+    items, the depthwise planes, the product's panels and integer Winograd's three steps (on the
+    pairs): the output is the one thread's."""
+    if case == "winograd":
+        monkeypatch.setattr(int8_quads, "available", lambda: False)
     threads = KernelThreads(2)
     threads.dynamic = dynamic
     x_shape, w_shape, attrs, zero_points = THREADED[case]
@@ -212,7 +303,7 @@ def test_threads_split_the_work_with_the_same_result(dynamic, case, dtype):
     actual, expected, kernel = run_both(op, attrs or {}, x, params(0.03, zero), w,
                                         _weight_params(channels, True, zero_points, axis), None, dtype,
                                         params(0.5, zero), threads)
-    assert kernel.compiled is not None
+    assert kernel.compiled is not None and (case == "winograd") == isinstance(kernel.compiled, WinogradPlan)
     np.testing.assert_array_equal(actual, expected)
 
 

@@ -105,7 +105,8 @@ def _emit_pair_tile(builder: ir.IRBuilder, a: ir.Value, a_stride: ir.Value, rows
              for j in range(vectors)]
     updated = []
     for r in range(height):
-        left = _splat(builder, builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, _I64(r)), k)])), SUMS)
+        word = builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, _I64(r)), k)]))
+        left = splat_lanes(builder, word, SUMS)
         updated += [multiply(builder, left, right[j], sums[r * vectors + j]) for j in range(vectors)]
     following, end = builder.add(k, _I64(1)), builder.block
     k.add_incoming(_I64(0), entry)
@@ -122,7 +123,7 @@ def _emit_pair_tile(builder: ir.IRBuilder, a: ir.Value, a_stride: ir.Value, rows
         finish(builder, *divmod(index, vectors), final)
 
 
-def _splat(builder: ir.IRBuilder, value: ir.Value, vector: ir.VectorType) -> ir.Value:
+def splat_lanes(builder: ir.IRBuilder, value: ir.Value, vector: ir.VectorType) -> ir.Value:
     """``value`` in every lane of ``vector``."""
     lone = builder.insert_element(ir.Constant(vector, ir.Undefined), value, _I32(0))
     return builder.shuffle_vector(lone, ir.Constant(vector, ir.Undefined), _SPLAT)
@@ -139,9 +140,9 @@ def requantize_bounds(builder: ir.IRBuilder, zero_point: ir.Value, lo: ir.Value,
     """``emit_requantize``'s bounds from float32 scalars (zero point, lo, hi, all integers): the
     float vectors ``lo - zero_point`` and ``hi - zero_point`` and the int32 vector of ROUNDING's
     bits minus the zero point."""
-    low, high = (_splat(builder, builder.fsub(value, zero_point), FLOATS) for value in (lo, hi))
+    low, high = (splat_lanes(builder, builder.fsub(value, zero_point), FLOATS) for value in (lo, hi))
     offset = builder.sub(_I32(_ROUNDING_BITS), builder.fptosi(zero_point, _I32))
-    return low, high, _splat(builder, offset, SUMS)
+    return low, high, splat_lanes(builder, offset, SUMS)
 
 
 def emit_requantize(builder: ir.IRBuilder, sums: ir.Value, bias: ir.Value, multiplier: ir.Value,
@@ -167,7 +168,7 @@ def _per_row_or_column(builder: ir.IRBuilder, values: ir.Value, vector: ir.Vecto
     """Row r's vector j of a tile's per-row values (``values[r]`` splat) or per-column ones
     (``values[j * LANES:]``)."""
     if per_row:
-        return _splat(builder, builder.load(builder.gep(values, [_I64(r)])), vector)
+        return splat_lanes(builder, builder.load(builder.gep(values, [_I64(r)])), vector)
     return builder.load(builder.bitcast(builder.gep(values, [_I64(j * LANES)]), vector.as_pointer()), align=4)
 
 
@@ -219,6 +220,31 @@ requantized_tile_rows_2 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, m
 """``requantized_tile_rows`` two vectors wide (one where the whole tile is)."""
 requantized_row_columns = intrinsic(_tile_intrinsic(per_row=False, shape=(1, VECTORS)))
 """``requantized_tile_columns`` of one row: a product's rows one at a time where they are fewer than ROWS."""
+
+
+def _sum_tile_intrinsic():
+    """The pair tile (``_emit_pair_tile``, ROWS x WIDTH) storing its int32 sums as they are."""
+    def tile(typingctx, a, a_stride, rows, offsets, count, out, out_stride):
+        def codegen(context, builder, signature, args):
+            a_at, a_step, rows_at, offsets_at, count_, out_at, out_step = args
+            words = _I32.as_pointer()
+            target = builder.inttoptr(out_at, words)
+
+            def finish(builder: ir.IRBuilder, r: int, j: int, sums: ir.Value) -> None:
+                place = builder.gep(target, [builder.add(builder.mul(out_step, _I64(r)), _I64(j * LANES))])
+                builder.store(sums, builder.bitcast(place, SUMS.as_pointer()), align=4)
+
+            _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
+                            builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish)
+            return context.get_dummy_value()
+        return types.void(*(types.int64,) * 7), codegen
+    return tile
+
+
+sum_tile_rows = intrinsic(_sum_tile_intrinsic())
+"""(a, a_stride, rows, offsets, count, out, out_stride): the int32 sums of the ROWS x WIDTH tile
+(``requantized_tile_rows``'s, over ``count`` pairs) stored as they are, row r at out + r *
+out_stride int32 words (addresses as int64); the sums wrap as int32 arithmetic does."""
 
 
 @jit

@@ -7,7 +7,8 @@ compiled integer kernels of ``lite.kernels.fast.int8``, chosen once per input sh
   quads (``int8_quads``, ``vpdpbusd``) where the machine has AVX-512 VNNI and every weight
   offset fits int8 (``_quad_bias``: the input's zero point folded into the bias); elsewhere a 1x1
   convolution (stride 1, unpadded, one group) packs each panel of its input as it goes
-  (``PointwisePlan``, ``int8_pointwise``).
+  (``PointwisePlan``, ``int8_pointwise``), and a 3x3 stride-1 one of ``WINOGRAD_CHANNELS`` or more
+  runs exact integer Winograd F(2x2, 3x3) (``WinogradPlan``, ``int8_winograd``).
 - ``exact_in_float32``: depthwise convolutions, whose sums of a few terms (at most
   ``FLOAT32_EXACT`` in magnitude, every one an integer) are exact in float32, run on
   ``lite.kernels.fast.int8_depthwise`` (``DepthwiseInt8Plan``: 8-bit planes copied into float32
@@ -147,7 +148,35 @@ def _conv_plan(kernel) -> Callable[[], None] | None:
         return None
     if _pointwise(inner, x_shape, w) and _quad_bias(kernel, w) is None:
         return PointwisePlan(kernel, x_shape, w)
+    if _winograd(kernel, x_shape, w):
+        return WinogradPlan(kernel, x_shape, w)
     return ConvPlan(kernel, x_shape, w, pairs)
+
+
+WINOGRAD_CHANNELS = 16
+"""The fewest input and output channels for a 3x3 stride-1 layer to run integer Winograd."""
+WINOGRAD_SAVING = 1.5
+"""The fewest times fewer multiplies (``int8_winograd.multiply_saving``) for a layer to run integer
+Winograd: on ResNet-50's 7 x 7 planes (0.86 with AVX2's tile, 0.57 with AVX-512's: the tiles
+padded to the tile's width) the direct kernel was faster, on 14 x 14 and up (1.44-1.97) slower
+(docs/performance.md, the int8 section)."""
+
+
+def _winograd(kernel, x_shape: tuple[int, ...], w: np.ndarray) -> bool:
+    """Whether exact integer Winograd (``int8_winograd``) runs the convolution: 3x3, stride 1, no
+    dilation, one group, channels enough in and out, on int16 pairs (no byte quads: with VNNI they
+    sum twice the terms an instruction, more than Winograd saves), a plane large enough
+    (``WINOGRAD_SAVING``), and every sum exact."""
+    from lite.kernels.fast import int8_winograd
+
+    inner = kernel.inner
+    if (w.shape[2:] != (3, 3) or tuple(inner.strides) != (1, 1) or tuple(inner.dilations) != (1, 1)
+            or inner.group != 1 or min(w.shape[:2]) < WINOGRAD_CHANNELS or _quad_bias(kernel, w) is not None):
+        return False
+    if int8_winograd.multiply_saving(inner.geometry(x_shape, w.shape)[2]) < WINOGRAD_SAVING:
+        return False
+    x_bound = offset_bound(kernel.inputs[0].dtype, kernel.layout.x_zero_point)
+    return int8_winograd.exact(w.shape[1], x_bound, _kernel_weight_bound(kernel))
 
 
 def _pointwise(inner, x_shape: tuple[int, ...], w: np.ndarray) -> bool:
@@ -336,6 +365,81 @@ class ConvPlan:
         flat[self.filled:] = 0  # NOTE: past the last block: read by panels whose outputs are dropped
         self.fill()
         self.steps()
+
+
+class WinogradPlan:
+    """A quantized 3x3 stride-1 convolution by exact integer Winograd F(2x2, 3x3)
+    (``int8_winograd``): the input into stride-2 phases of pair words (``int8.fill_phases``), then
+    image by image the input transform, the 16 products and the output transform, each step
+    shared out among the model's threads."""
+
+    def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray):
+        from lite.kernels.fast import int8_winograd
+
+        (top, left), _, out = kernel.inner.geometry(x_shape, w.shape)
+        rows = w.shape[0] + (-w.shape[0]) % int8_winograd.ROWS
+
+        def transformed() -> np.ndarray:
+            zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
+            return int8_winograd.arrange(w.astype(np.int64) - zero_point[:, None, None, None], rows)
+
+        self.u = _once(kernel, "int8_winograd", transformed)
+        pairs, count = (w.shape[1] + 1) // 2, int8_winograd.padded_tiles(out)
+        self.phase_shape = (x_shape[0], 1, pairs, 2, 2, *int8_winograd.phase_shape(out))
+        self.sizes = (math.prod(self.phase_shape) + int8_winograd.phase_reach(out), int8_winograd.AREA * pairs * count,
+                      int8_winograd.AREA * rows * count + int8_winograd.product_reach())
+        self.shapes = ((int8_winograd.AREA, pairs, count), (int8_winograd.AREA, rows, count))
+        self.offsets = np.arange(pairs, dtype=np.int64) * count
+        self.fill_terms = (kernel.layout.x_zero_point, 1, top, left, 2, 2, 15)  # NOTE: group 1, all four phases
+        int8_winograd.warm()
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast import crew, int8
+
+            crew.warm(int8.fill_job, int8_winograd.input_job, int8_winograd.products_job, int8_winograd.output_job)
+        self.kernel = kernel
+        self.bound: tuple | None = None
+        self.steps: list[Callable[[], None]] = []
+
+    def _fill_step(self, x: np.ndarray, phases: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8
+
+        zero_point, *rest = self.fill_terms
+        items = phases.shape[0] * phases.shape[2]
+        args = (x, np.int64(zero_point), phases, *rest)
+        if x.size < SPLIT_FILL or self.kernel.threads.crew() is None:
+            return partial(int8.fill_phase_items, *args, 0, items)
+        return self.kernel.threads.crew_loop(
+            items, lambda _index, first, last: partial(int8.fill_phase_items, *args, first, last),
+            lambda bounds: int8.fill_crew_jobs(x, zero_point, phases, *rest, bounds), per_thread=1)
+
+    def _steps(self, x: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> list[Callable[[], None]]:
+        from lite.kernels.fast import int8_winograd
+
+        (v_shape, m_shape), threads = self.shapes, self.kernel.threads
+        phases_size, v_size, _ = self.sizes
+        phases = scratch[:math.prod(self.phase_shape)].reshape(self.phase_shape)
+        v = scratch[phases_size:phases_size + v_size].reshape(v_shape)
+        m = scratch[phases_size + v_size:phases_size + v_size + math.prod(m_shape)].reshape(m_shape)
+        requantization = requantization_terms(self.kernel, narrow=True)  # NOTE: _conv_plan checked the sums
+        steps = [self._fill_step(x, phases)]
+        for image in range(x.shape[0]):
+            layer = int8_winograd.Layer(phases[image, 0], self.u, v, m, self.offsets, requantization,
+                                        out[image].view(np.uint8))
+            for step, ((function, terms), count) in enumerate(zip(layer.calls(), layer.units(), strict=True)):
+                steps.append(threads.crew_loop(
+                    count, lambda _index, first, last, function=function, terms=terms: partial(function, *terms,
+                                                                                                 first, last),
+                    lambda bounds, layer=layer, step=step: layer.jobs(step, bounds)))
+        return steps
+
+    def __call__(self) -> None:
+        scratch = self.kernel.workspace.array((sum(self.sizes),), np.int32, PHASES_SLOT)  # NOTE: ConvPlan's too
+        x, out = _compiled_array(self.kernel.inputs[0].data), self.kernel.outputs[0].data
+        if self.bound is None or self.bound[0] != scratch.ctypes.data or self.bound[1] is not x \
+                or self.bound[2] is not out:
+            self.bound, self.steps = (scratch.ctypes.data, x, out), self._steps(x, out, scratch)
+        for step in self.steps:
+            step()
 
 
 class PointwisePlan:

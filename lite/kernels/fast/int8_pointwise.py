@@ -22,7 +22,7 @@ from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.int8 import BYTES, SUMS, _splat, panel_tiles
+from lite.kernels.fast.int8 import BYTES, SUMS, panel_tiles, splat_lanes
 from lite.kernels.fast.tile import LANES, ROWS, WIDTH
 
 
@@ -36,7 +36,7 @@ def _pair_vector(typingctx, x, low, high, zero_point, words, at):
     def codegen(context, builder, signature, args):
         source = context.make_array(signature.args[0])(context, builder, args[0]).data
         target = context.make_array(signature.args[4])(context, builder, args[4]).data
-        zp = _splat(builder, builder.trunc(args[3], SUMS.element), SUMS)
+        zp = splat_lanes(builder, builder.trunc(args[3], SUMS.element), SUMS)
         extend = builder.sext if extend_signed else builder.zext
 
         def offsets(index: ir.Value) -> ir.Value:
