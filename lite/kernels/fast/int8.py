@@ -26,6 +26,9 @@ AVX-512BW alone; elsewhere it is correct, only slower.
   its input copy (``fill_job``, inputs of ``int8_plans.SPLIT_FILL`` values and more) and the
   product's panels (``product_job``) are shared out among the threads.
 
+``sum_tile_rows`` is the same tile storing its int32 sums as they are: the products of integer
+Winograd (``lite.kernels.fast.int8_winograd``), transformed and requantized after.
+
 A panel's last columns, where they are one or two vectors, run on a narrow tile of that width
 (``requantized_tile_rows_1``, ``_2``: a 7 x 7 plane is 48 + 1 positions, so a whole second tile
 wasted two thirds of its work), and a product's rows short of ROWS one row at a time

@@ -112,11 +112,18 @@ def test_compiled_kernels_keep_an_address_of_their_own_scratch_only_inside_the_l
     assert not found
 
 
+def _allocates(value: ast.expr) -> bool:
+    """Whether an assigned value is a new array: numpy's constructors, or a copy."""
+    if not isinstance(value, ast.Call):
+        return False
+    name = ast.unparse(value.func)
+    return name.removeprefix("np.") in ALLOCATIONS or name.endswith(".copy")
+
+
 def _addresses_kept_outside_loops(function: ast.FunctionDef) -> list[int]:
     """Lines of ``function`` that keep the address of an array it allocates in a variable, outside
     any loop."""
-    scratch = {target.id for node in ast.walk(function) if isinstance(node, ast.Assign)
-               and isinstance(node.value, ast.Call) and ast.unparse(node.value.func).removeprefix("np.") in ALLOCATIONS
+    scratch = {target.id for node in ast.walk(function) if isinstance(node, ast.Assign) and _allocates(node.value)
                for target in node.targets if isinstance(target, ast.Name)}
     looped = {id(node) for loop in ast.walk(function) if isinstance(loop, ast.For | ast.While)
               for node in ast.walk(loop)}
