@@ -257,6 +257,16 @@ def _conv_jobs(quads: bool) -> tuple:
     return int8_quads.conv_quad_job, int8_quads.fill_quad_job
 
 
+def _fill_step(threads, x: np.ndarray, fill_items, args: tuple, items: int,
+               jobs: Callable[[list[tuple[int, int]]], Callable[[], None]]) -> Callable[[], None]:
+    """The input copy ``fill_items(*args, first, last)`` of ``items`` items: one call, or its items
+    shared out on the crew (``jobs``) where the input is large enough to pay for a dispatch."""
+    if x.size < SPLIT_FILL or threads.crew() is None:
+        return partial(fill_items, *args, 0, items)
+    return threads.crew_loop(items, lambda _index, first, last: partial(fill_items, *args, first, last), jobs,
+                             per_thread=1)
+
+
 class ConvPlan:
     """A quantized 2-D convolution on ``int8.fill_phases`` and ``int8.conv_items``, its items
     (image, group, panel) shared out among the model's threads."""
@@ -315,16 +325,8 @@ class ConvPlan:
                                                             *rest)
         else:
             fill_items, args = int8.fill_phase_items, (x, np.int64(zero_point), self.phases, *rest)
-        if x.size < SPLIT_FILL or self.kernel.threads.crew() is None:
-            return partial(fill_items, *args, 0, items)
-
-        def piece(_: int, first: int, last: int) -> Callable[[], None]:
-            return partial(fill_items, *args, first, last)
-
-        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            return int8.fill_crew_jobs(x, zero_point, self.phases, *rest, bounds, job)
-
-        return self.kernel.threads.crew_loop(items, piece, jobs, per_thread=1)
+        return _fill_step(self.kernel.threads, x, fill_items, args, items,
+                          lambda bounds: int8.fill_crew_jobs(x, zero_point, self.phases, *rest, bounds, job))
 
     def _steps(self, out: np.ndarray) -> Callable[[], None]:
         from lite.kernels.fast import int8
@@ -404,13 +406,9 @@ class WinogradPlan:
         from lite.kernels.fast import int8
 
         zero_point, *rest = self.fill_terms
-        items = phases.shape[0] * phases.shape[2]
-        args = (x, np.int64(zero_point), phases, *rest)
-        if x.size < SPLIT_FILL or self.kernel.threads.crew() is None:
-            return partial(int8.fill_phase_items, *args, 0, items)
-        return self.kernel.threads.crew_loop(
-            items, lambda _index, first, last: partial(int8.fill_phase_items, *args, first, last),
-            lambda bounds: int8.fill_crew_jobs(x, zero_point, phases, *rest, bounds), per_thread=1)
+        return _fill_step(self.kernel.threads, x, int8.fill_phase_items, (x, np.int64(zero_point), phases, *rest),
+                          phases.shape[0] * phases.shape[2],
+                          lambda bounds: int8.fill_crew_jobs(x, zero_point, phases, *rest, bounds))
 
     def _steps(self, x: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> list[Callable[[], None]]:
         from lite.kernels.fast import int8_winograd

@@ -38,6 +38,7 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.blocked_winograd import A_T_SMALL, B_T_SMALL, G_SMALL
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.int8 import (
     FLOATS,
@@ -53,7 +54,7 @@ from lite.kernels.fast.tile import INDEX, LANES, emit_loop
 
 AREA = 16
 """Products of F(2x2, 3x3): a 4 x 4 tile of inputs."""
-TWICE_G = np.array([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]], np.int64)
+TWICE_G = (2 * G_SMALL).astype(np.int64)
 """Twice the weight transform ``G`` of F(2x2, 3x3): integers."""
 INT32_LIMIT = (1 << 31) - 1
 
@@ -115,9 +116,20 @@ def arrange(offsets: np.ndarray, rows: int) -> np.ndarray:
     return (low | (high << 16)).view(np.int32)
 
 
-B_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
-"""``B^T`` of F(2x2, 3x3)."""
 _HALVES = ir.VectorType(ir.IntType(16), 2 * LANES)
+
+
+def _combine(builder: ir.IRBuilder, values: list[ir.Value], row: tuple[int, ...]) -> ir.Value:
+    """The integer vectors ``values`` weighted by a row of F(2x2, 3x3)'s ``B^T`` or ``A^T`` (each weight
+    0, 1 or -1, at least one 1): their sum, wrapping as int arithmetic does."""
+    added = [value for value, weight in zip(values, row, strict=True) if weight == 1]
+    total = added[0]
+    for value in added[1:]:
+        total = builder.add(total, value)
+    for value, weight in zip(values, row, strict=True):
+        if weight == -1:
+            total = builder.sub(total, value)
+    return total
 
 
 @intrinsic
@@ -137,26 +149,16 @@ def _transform_pairs(typingctx, source, phase_step, row_step, target, plane_step
                     for c in range(4)] for r in range(4)]
         planes = [builder.mul(plane_step_, INDEX(e)) for e in range(AREA)]
 
-        def combine(values, row):
-            added = [value for value, weight in zip(values, row, strict=True) if weight == 1]
-            total = added[0]  # NOTE: every row of B^T has a +1
-            for value in added[1:]:
-                total = builder.add(total, value)
-            for value, weight in zip(values, row, strict=True):
-                if weight == -1:
-                    total = builder.sub(total, value)
-            return total
-
         def vector(k, _):
             at = builder.add(source_at, builder.mul(k, INDEX(4 * LANES)))
             d = [[builder.load(builder.inttoptr(builder.add(at, offsets[r][c]), pointer), align=4) for c in range(4)]
                  for r in range(4)]
-            rows = [[combine([d[r][c] for r in range(4)], B_T[i]) for c in range(4)] for i in range(4)]
+            rows = [[_combine(builder, [d[r][c] for r in range(4)], B_T_SMALL[i]) for c in range(4)] for i in range(4)]
             to = builder.add(target_at, builder.mul(k, INDEX(4 * LANES)))
             for i in range(4):
                 for j in range(4):
                     place = builder.inttoptr(builder.add(to, planes[4 * i + j]), pointer)
-                    builder.store(combine(rows[i], B_T[j]), place, align=4)
+                    builder.store(_combine(builder, rows[i], B_T_SMALL[j]), place, align=4)
             return []
 
         emit_loop(builder, builder.sdiv(count_, INDEX(LANES)), [], vector)
@@ -182,7 +184,7 @@ def input_transform(phases, v, first, last):
 def products(u, v, m, offsets, first, last):
     """Units ``first`` to ``last - 1`` (unit: product e = unit // panels, panel of WIDTH tiles
     unit % panels) of ``m[e] = u[e] v[e]``: every output row's sums at the panel's tiles."""
-    area, rows, pairs = u.shape
+    _, rows, pairs = u.shape
     count = v.shape[2]
     panels = count // WIDTH
     u_at, v_at, m_at, offsets_at = u.ctypes.data, v.ctypes.data, m.ctypes.data, offsets.ctypes.data
@@ -221,11 +223,9 @@ def _output_row(typingctx, source, plane_step, count, bias, multiplier, zero_poi
             at = builder.add(source_at, builder.mul(k, INDEX(4 * LANES)))
             m = [builder.load(builder.inttoptr(builder.add(at, builder.mul(plane_step_, INDEX(e))), words), align=4)
                  for e in range(AREA)]
-            s = [builder.add(builder.add(m[j], m[4 + j]), m[8 + j]) for j in range(4)]
-            d = [builder.sub(builder.sub(m[4 + j], m[8 + j]), m[12 + j]) for j in range(4)]
-            for rows, target in ((s, upper_at), (d, lower_at)):
-                left = requantized(builder.add(builder.add(rows[0], rows[1]), rows[2]))
-                right = requantized(builder.sub(builder.sub(rows[1], rows[2]), rows[3]))
+            for a_row, target in zip(A_T_SMALL, (upper_at, lower_at), strict=True):
+                row = [_combine(builder, [m[4 * r + j] for r in range(4)], a_row) for j in range(4)]
+                left, right = (requantized(_combine(builder, row, column)) for column in A_T_SMALL)
                 place = builder.inttoptr(builder.add(target, builder.mul(k, INDEX(2 * LANES))), pair)
                 builder.store(builder.shuffle_vector(left, right, _INTERLEAVED), place, align=1)
             return []
