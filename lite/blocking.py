@@ -423,26 +423,50 @@ class BlockedChain(Kernel):
     def _buffers(self) -> dict[Tensor, np.ndarray]:
         """A blocked buffer (CB, H * W, LANES) for each tensor the members read or write, one image's
         worth, all in one scratch array of the model's workspace (so within Context.memory_limit);
-        a buffer is reused once the last member reading its tensor has run."""
+        a buffer is reused once the last member reading its tensor has run. A Concat's input that
+        ``_join_slots`` places in its output is that output's blocks: the Concat copies nothing."""
         from lite.kernels.fast.blocks import LANES, blocks
 
         last = {t: index for index, m in enumerate(self.members) for t in _blocked_reads(m)}
-        free: list[tuple[int, int]] = []  # (offset, floats) of the buffers free again
-        spans: dict[Tensor, tuple[int, int]] = {}
+        slots = self._join_slots(last)
         shapes = {t: (blocks(t.shape[1]), t.shape[2] * t.shape[3], LANES)
                   for t in [*self.converted, *(m.out for m in self.members)]}
-        total = 0
+        spans: dict[Tensor, tuple[int, int]] = {}
+        offsets = _Offsets()
+
+        def place(t: Tensor) -> tuple[int, int]:
+            if t not in slots:
+                return offsets.take(math.prod(shapes[t]))
+            joined, first = slots[t]
+            if joined not in spans:
+                spans[joined] = place(joined)
+            return spans[joined][0] + first * math.prod(shapes[t][1:]), math.prod(shapes[t])
+
         for index, t in [(-1, t) for t in self.converted] + [(i, m.out) for i, m in enumerate(self.members)]:
-            size = math.prod(shapes[t])
-            fitting = [i for i, (_, floats) in enumerate(free) if floats >= size]
-            if fitting:
-                spans[t] = free.pop(min(fitting, key=lambda i: free[i][1]))
-            else:
-                spans[t], total = (total, size), total + size
+            if t not in spans:  # NOTE: a Concat's output is placed with its first input in place
+                spans[t] = place(t)
             if index >= 0:
-                free += [spans[r] for r in set(_blocked_reads(self.members[index])) if last[r] == index]
-        scratch = self.parts[0].workspace.array((total,), np.float32, CHAIN_SLOT)
+                offsets.free += [spans[r] for r in set(_blocked_reads(self.members[index]))
+                                 if last[r] == index and r not in slots]
+        scratch = self.parts[0].workspace.array((offsets.total,), np.float32, CHAIN_SLOT)
         return {t: scratch[offset:offset + math.prod(shapes[t])].reshape(shapes[t]) for t, (offset, _) in spans.items()}
+
+    def _join_slots(self, last: dict[Tensor, int]) -> dict[Tensor, tuple[Tensor, int]]:
+        """{input: (Concat output, its first block there)} for the Concat inputs a member makes, that
+        only the Concat reads after it is made (once), and that are not a Concat's output themselves:
+        their producer writes them straight into the output's blocks."""
+        from lite.kernels.fast.blocks import blocks
+
+        made = {m.out: index for index, m in enumerate(self.members)}
+        joins = {m.out for m in self.members if m.joined is not None}
+        slots: dict[Tensor, tuple[Tensor, int]] = {}
+        for index, m in enumerate(self.members):
+            first = 0
+            for t in m.joined or ():
+                if made.get(t, index) < index and last[t] == index and m.joined.count(t) == 1 and t not in joins:
+                    slots[t] = m.out, first
+                first += blocks(t.shape[1])
+        return slots
 
     def _dense_plans(self) -> dict[Kernel, tuple]:
         """Each dense member's plan at the current shapes (``BlockedWinogradPlan`` or
@@ -484,7 +508,7 @@ class BlockedChain(Kernel):
 
         x, out = self.blocked.get(m.x), self.blocked[m.out]
         if m.joined is not None:
-            return [partial(_join, [self.blocked[t] for t in m.joined], out)]
+            return [partial(_join, [self.blocked[t] for t in m.joined], out)] if self._copies(m) else []
         if m.pooled:
             return [self._pool(m, x, out)]
         if m.mapped is not None:
@@ -507,6 +531,16 @@ class BlockedChain(Kernel):
         if m.direct:
             return self._dense(m, x, out, bias, lo, hi, code, alpha)
         return self._pointwise(m, x, out, bias, lo, hi, code, alpha)
+
+    def _copies(self, m: Member) -> bool:
+        """Whether Concat member ``m`` has an input its producer did not write in place."""
+        out, first = self.blocked[m.out], 0
+        for t in m.joined:
+            part = self.blocked[t]
+            if part.ctypes.data != out[first:].ctypes.data:
+                return True
+            first += part.shape[0]
+        return False
 
     def _pointwise(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                    alpha) -> list:
@@ -758,10 +792,13 @@ def _blocked_reads(m: Member) -> list[Tensor]:
 
 
 def _join(parts: list[np.ndarray], out: np.ndarray) -> None:
-    """out (OB, P, LANES) = the blocks of ``parts`` one after the other (a Concat of channels)."""
+    """out (OB, P, LANES) = the blocks of ``parts`` one after the other (a Concat of channels); the
+    parts already there (written in place) are not copied."""
     first = 0
     for part in parts:
-        out[first:first + part.shape[0]] = part
+        target = out[first:first + part.shape[0]]
+        if part.ctypes.data != target.ctypes.data:
+            target[...] = part
         first += part.shape[0]
 
 
@@ -773,6 +810,21 @@ def _packed(conv: Kernel, name: str, make: Callable[[np.ndarray], np.ndarray]) -
     derived.made = {key: made for key, made in derived.made.items() if key == name}  # NOTE: before packing: one copy
     conv.steps, conv.steps_key = [], None  # NOTE: the kernel's own steps held its plan's packed weight
     return derived.get(name, conv.inputs[1].data if conv.weights is None else conv.weights, make)
+
+
+class _Offsets:
+    """Offsets in one scratch array: ``take`` reuses the smallest free span that fits, else grows it."""
+
+    def __init__(self):
+        self.free: list[tuple[int, int]] = []  # (offset, floats) of the buffers free again
+        self.total = 0
+
+    def take(self, size: int) -> tuple[int, int]:
+        fitting = [i for i, (_, floats) in enumerate(self.free) if floats >= size]
+        if fitting:
+            return self.free.pop(min(fitting, key=lambda i: self.free[i][1]))
+        self.total += size
+        return self.total - size, size
 
 
 class _Clock:

@@ -458,6 +458,39 @@ def test_fire_modules_run_as_one_chain_with_their_concats_and_pools(expand, plan
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, plane, plane)).astype(np.float32))
 
 
+def join_steps(chain: BlockedChain) -> list[int]:
+    """How many calls each Concat member of ``chain`` makes (none where its inputs are in place)."""
+    return [len(steps) for m, steps in zip(chain.members, chain.steps, strict=True) if m.joined is not None]
+
+
+def test_fire_modules_write_their_expands_into_the_concat():
+    onnx_model = fire_modules()
+    model, chain = one_chain(onnx_model)
+    for batch in (1, 2):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 32, 15, 15)).astype(np.float32))
+        assert join_steps(chain) == [0, 0]
+
+
+def nested_concats() -> onnx.ModelProto:
+    """x (batch, 16, 13, 13) -> a (1x1, 32) -> b (3x3 of a, 16) -> c = Concat(a, b) -> d (1x1 of a, 16:
+    a read after c) -> y = Concat(c, d) (a Concat's output joined again), Relu."""
+    inits: dict = {}
+    nodes = [conv_node(inits, "a", "x", 32, 16), conv_node(inits, "b", "a", 16, 32, 3, pads=[1] * 4),
+             helper.make_node("Concat", ["a", "b"], ["c"], axis=1), conv_node(inits, "d", "a", 16, 32),
+             helper.make_node("Concat", ["c", "d"], ["j"], axis=1), helper.make_node("Relu", ["j"], ["y"])]
+    return model_of(nodes, "nested", ["batch", 16, 13, 13], inits)
+
+
+def test_a_concat_input_read_after_the_concat_keeps_a_buffer_of_its_own():
+    onnx_model = nested_concats()
+    model, chain = one_chain(onnx_model)
+    for batch in (1, 2):
+        assert_matches(model, onnx_model, RNG.standard_normal((batch, 16, 13, 13)).astype(np.float32))
+        assert join_steps(chain) == [1, 1]  # NOTE: a is read after c; c is a Concat's output
+    slotted = {t.name for t in chain._join_slots({t: i for i, m in enumerate(chain.members) for t in m.reads})}
+    assert slotted == {"b", "d"}
+
+
 def test_a_concat_of_channels_short_of_a_block_ends_the_chain():
     onnx_model = fire_modules(expand=24)  # NOTE: 24 channels before the 3x3 expand's: not whole blocks
     model = build(onnx_model)
