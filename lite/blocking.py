@@ -382,13 +382,13 @@ class BlockedChain(Kernel):
         return "BlockedChain"
 
     def resize(self) -> None:
-        from lite.kernels.fast import blocked_depthwise, blocks, crew
+        from lite.kernels.fast import blocked_depthwise, blocks, crew, gate
 
         blocks.warm()
         blocked_depthwise.warm()
         if self.threads.crew() is not None:
             crew.warm(blocks.pointwise_job, blocks.depthwise_job, blocks.pool_job, blocks.affine_job,
-                      blocks.subsample_job)
+                      blocks.subsample_job, blocks.scale_panels_job, gate.product_job)
         self.fallback = not all(_fits_shapes(m) for m in self.members)
         if not self.fallback:
             try:
@@ -516,8 +516,7 @@ class BlockedChain(Kernel):
         if m.conv is None and m.gate is not None:
             return [partial(blocks.scale_blocks, x, self.blocked[m.gate], out)]
         if m.conv is None:
-            m.kernel.resize()  # NOTE: the gate's terms and scratch
-            return [partial(blocks.squeeze_excite, x, *m.kernel.terms, m.kernel.pooled, m.kernel.hidden, out)]
+            return self._squeeze_excite(m, x, out)
         bias = m.conv.bias()
         bias = None if bias is None else bias.data
         _, lo, hi = compiled_terms(None, 1, m.clip, np.dtype(np.float32))
@@ -553,15 +552,41 @@ class BlockedChain(Kernel):
         shift = blocks.padded_bias(bias, out.shape[0])
         steps = []
         if m.gate is not None:
-            scaled = np.empty_like(panels)
-            steps.append(partial(blocks.scale_panels, panels, self.blocked[m.gate], scaled))
-            panels = scaled
+            panels = self._gated_panels(panels, self.blocked[m.gate], steps)
         residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
         terms = (x, panels, shift, lo, hi, code, alpha, residual, out)
         product = self.threads.crew_loop(blocks.units(x.shape[1], out.shape[0]),
                                          lambda _index, first, last: partial(blocks.pointwise, *terms, first, last),
                                          lambda bounds: blocks.crew_jobs(*terms, bounds))
         return [*steps, product]
+
+    def _gated_panels(self, panels: np.ndarray, gate: np.ndarray, steps: list) -> np.ndarray:
+        """The packed weight ``panels`` with each row scaled by its input channel's ``gate`` (the
+        gated input's 1x1 convolution): the step scaling them, shared out among the model's
+        threads, goes in ``steps``; returns the scaled copy it writes."""
+        from lite.kernels.fast import blocks
+
+        scaled = np.empty_like(panels)
+        steps.append(self.threads.crew_loop(
+            panels.shape[1], lambda _index, a, b: partial(blocks.scale_panels, panels, gate, scaled, a, b),
+            lambda bounds: blocks.scale_panels_jobs(panels, gate, scaled, bounds)))
+        return scaled
+
+    def _squeeze_excite(self, m: Member, x: np.ndarray, out: np.ndarray) -> list:
+        """The calls running gate member ``m`` on one image's blocks: the channel means, then each of
+        its two products shared out among the model's threads (their weights are read once a
+        predict, from memory: two cores read them faster)."""
+        from lite.kernels.fast import blocks, gate
+
+        m.kernel.resize()  # NOTE: the gate's terms and scratch
+        first, second = m.kernel.terms[:7], m.kernel.terms[7:]
+        pooled, hidden, gated = m.kernel.pooled, m.kernel.hidden, out.reshape(-1)[:second[0].shape[1]]
+        loop = self.threads.crew_loop
+        return [partial(blocks.channel_means, x, pooled, out),
+                loop(hidden.size, lambda _index, a, b: partial(gate.hidden_rows, pooled, *first, hidden, a, b),
+                     lambda bounds: gate.product_jobs(False, *first, pooled, hidden, bounds)),
+                loop(gated.size, lambda _index, a, b: partial(gate.gated_run, hidden, *second, gated, a, b),
+                     lambda bounds: gate.product_jobs(True, *second, hidden, gated, bounds))]
 
     def _strided_pointwise(self, m: Member) -> bool:
         """Whether dense member ``m`` is an unpadded 1x1 convolution with strides (a ResNet's
@@ -613,7 +638,7 @@ class BlockedChain(Kernel):
         terms = (panels, padded, out, tail, blocks.padded_bias(bias, out.shape[0]), lo, hi, code, alpha)
         loop = self.threads.crew_loop
         return [
-            partial(self._fill, plan, m.x, padded) if m.narrow else
+            self._narrow_fill(plan, m.x, padded) if m.narrow else
             loop(x.shape[0], lambda _index, first, last: partial(plan.refill, x, padded, first, last),
                  lambda bounds: blocked_direct.refill_jobs(plan, x, padded, bounds)),
             loop(plan.block_units, lambda _index, first, last: partial(plan.block_products, *terms, first, last,
@@ -647,9 +672,32 @@ class BlockedChain(Kernel):
                      lambda bounds, step=step: jobs(step, bounds))
                 for step, (count, call) in enumerate(zip(counts, calls, strict=True))]
 
-    def _fill(self, plan, x: Tensor, padded: np.ndarray) -> None:
-        """A narrow member's input: the current image of x (NCHW) into its padded positions."""
-        plan.fill(x.data, min(self.image, x.shape[0] - 1), padded)
+    def _narrow_fill(self, plan, x: Tensor, padded: np.ndarray) -> Callable[[], None]:
+        """The call filling a narrow member's padded input from the current image of x (NCHW), by
+        rows shared out among the model's threads; x's array is read at each call (a graph input's
+        may be the caller's own, a new one each predict)."""
+        from lite.kernels.fast import blocked_direct
+
+        crew_jobs: list = []
+
+        def jobs(bounds: list[tuple[int, int]]):
+            crew_jobs.append(blocked_direct.fill_rows_jobs(plan, padded, bounds))
+            return crew_jobs[-1]
+
+        def piece(_index: int, first: int, last: int) -> Callable[[], None]:
+            return lambda: plan.fill_rows(np.ascontiguousarray(x.data), self._image_of(x), padded, first, last)
+
+        step = self.threads.crew_loop(plan.padded_rows, piece, jobs)
+
+        def fill() -> None:
+            for made in crew_jobs:
+                blocked_direct.aim_fill_rows(made, np.ascontiguousarray(x.data), self._image_of(x))
+            step()
+        return fill
+
+    def _image_of(self, x: Tensor) -> int:
+        """The image of x the members run on (one image may serve all)."""
+        return min(self.image, x.shape[0] - 1)
 
     def _mapped(self, m: Member, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
         """The call running the element-wise member ``m`` on one image's blocks, its blocks shared

@@ -183,17 +183,22 @@ def squeeze_excite_block(gate: str = "Sigmoid", plane: int = 12) -> onnx.ModelPr
 
 
 @pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
-@pytest.mark.parametrize("plane, scaled", [(12, True), (3, False)])
-def test_a_squeeze_and_excitation_block_runs_in_one_chain(gate, plane, scaled):
+@pytest.mark.parametrize("plane, scaled, thread_num", [(12, True, 1), (12, True, 2), (3, False, 2)])
+def test_a_squeeze_and_excitation_block_runs_in_one_chain(gate, plane, scaled, thread_num):
     """On 12 x 12 the gate scales the projection's weight (ScaledInput); on 3 x 3, fewer positions
-    than the projection's outputs, the Mul stays a kernel: the chain takes it too."""
+    than the projection's outputs, the Mul stays a kernel: the chain takes it too. On two threads
+    the gate's products and the weight's scaling are shared out."""
     onnx_model = squeeze_excite_block(gate, plane)
-    model, chain = one_chain(onnx_model)
+    model, chain = one_chain(onnx_model, thread_num)
     kinds = [("gate" if m.conv is None and m.gate is None else "mul" if m.conv is None else
               "scaled" if m.gate is not None else "conv") for m in chain.members]
     assert kinds == ["conv", "conv", "gate", *(["scaled"] if scaled else ["mul", "conv"])]
     for batch in (1, 3):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 16, plane, plane)).astype(np.float32))
+    if thread_num == 2 and model._engine.threads.crew() is not None:
+        shared = [sum(type(step).__name__ == "CrewStep" for step in steps) for steps in chain.steps]
+        assert shared[2] == 2  # NOTE: the gate's two products
+        assert not scaled or shared[3] == 2  # NOTE: the weight's scaling, then the product
 
 
 def test_the_chain_buffers_stay_within_the_memory_limit():
@@ -356,7 +361,7 @@ def test_a_stem_starts_the_chain_with_its_pool(thread_num):
     assert [t.name for t in chain.converted] == ["x"]  # NOTE: for the 1x1 convolution
     for batch in (1, 3):
         assert_matches(model, onnx_model, RNG.standard_normal((batch, 3, 32, 32)).astype(np.float32))
-    assert chain.steps[0][0].func.__name__ == "_fill"  # NOTE: the stem still reads x in NCHW, not those blocks
+    assert "_narrow_fill" in chain.steps[0][0].__qualname__  # NOTE: the stem still reads x in NCHW, not those blocks
 
 
 def dense_run(channels: int = 32) -> onnx.ModelProto:

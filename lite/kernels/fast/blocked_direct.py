@@ -206,6 +206,11 @@ class BlockedDirectPlan:
         self.block_units = (out_blocks if width else self.groups) * self.block_tiles
         at = np.minimum(np.arange(self.block_tiles * ROWS), positions - 1)
         self.bases = ((at // self.ow * self.wq + at % self.ow) * self.lanes).astype(np.int64).reshape(-1, ROWS)
+        self.layout = np.array([top, left, sh, sw, self.wq, hq, plane], np.int64)
+        """What ``fill_rows`` needs of the geometry: pads before, strides, the phases' row width,
+        rows and positions."""
+        self.padded_rows = hq * sh
+        """Rows of the padded input (pads and the last phases' rounding included): ``fill_rows``' pieces."""
         padded = (self.in_blocks, phases * plane, self.lanes)
         self.scratch = (padded, (out_blocks, self.tiles * ROWS, LANES))
         self.block_scratch = (padded, (self.groups, VECTORS, ROWS, LANES))
@@ -252,6 +257,11 @@ class BlockedDirectPlan:
         """Blocks ``first`` to ``last - 1`` (default all) of image ``image`` of x (N, C, H, W) into
         ``padded`` (scratch[0]), zero pads."""
         fill(x, image, padded, self.row_at, self.column_at, first, padded.shape[0] if last is None else last)
+
+    def fill_rows(self, x: np.ndarray, image: int, padded: np.ndarray, first: int = 0, last: int | None = None) -> None:
+        """As ``fill``, by rows ``first`` to ``last - 1`` (default all ``padded_rows``) of the padded
+        input: each piece writes its rows whole, pads included, so no piece zeroes another's."""
+        fill_rows(x, image, padded, self.layout, first, self.padded_rows if last is None else last)
 
     def products(self, weights: np.ndarray, padded: np.ndarray, wide: np.ndarray, first: int = 0,
                  last: int | None = None) -> None:
@@ -314,6 +324,7 @@ def _warm_blocks() -> None:
     plan, weights, padded, _ = _warm_plan()
     image, bias = np.zeros((1, 16, LANES), np.float32), np.zeros((1, LANES), np.float32)
     compiled(plan.refill, image, padded)
+    compiled(plan.fill_rows, np.zeros((1, 2, 4, 4), np.float32), 0, padded)
     tail = np.zeros(plan.block_scratch[1], np.float32)
     for residual in (NO_BLOCKS_RESIDUAL, image.copy()):
         compiled(plan.block_products, weights, padded, image, tail, bias, np.float32(-np.inf), np.float32(np.inf),
@@ -335,6 +346,36 @@ def fill(x, image, padded, row_at, column_at, first, last):
                 at = row_at[y]
                 for i in range(w):
                     padded[block, at + column_at[i], lane] = flat[_u(base + y * w + i)]
+
+
+@jit
+def fill_rows(x, image, padded, layout, first, last):
+    """Rows ``first`` to ``last - 1`` of the padded input of image ``image`` of x (N, C, H, W) into
+    padded (CB, phases * plane, lanes), as ``fill`` places them, zeros at the pads; the piece with
+    the last row also zeroes each phase's positions past its rows. ``layout``: (top, left, sh, sw,
+    wq, hq, plane), ``BlockedDirectPlan.layout``. A padded row r lies in phase row r % sh, at row
+    r // sh of its planes; its columns of one phase, every sw-th, are one run of wq positions."""
+    channels, h, w, lanes = x.shape[1], x.shape[2], x.shape[3], padded.shape[2]
+    top, left, sh, sw, wq, hq, plane = layout[0], layout[1], layout[2], layout[3], layout[4], layout[5], layout[6]
+    for block in range(padded.shape[0]):
+        count = max(min(lanes, channels - block * lanes), 0)
+        for r in range(first, last):
+            y = r - top
+            for px in range(sw):
+                start = ((r % sh) * sw + px) * plane + r // sh * wq
+                run = padded[block, start:start + wq]
+                run[:] = 0
+                if y < 0 or y >= h:
+                    continue
+                begin = max(-(-(left - px) // sw), 0)  # NOTE: the run's first column of the image
+                end = min(-(-(left + w - px) // sw), wq)
+                for lane in range(count):
+                    source = x[image, block * lanes + lane, y]
+                    for cq in range(begin, end):
+                        run[_u(cq), _u(lane)] = source[_u(cq * sw + px - left)]
+        if last == hq * sh:
+            for phase in range(sh * sw):
+                padded[block, phase * plane + hq * wq:(phase + 1) * plane] = 0
 
 
 @jit
@@ -578,6 +619,38 @@ def fill_job(index, data, extra):
     column_at = carray(as_pointer(block[_F_COLUMNS]), (block[_F_W],), np.int64)
     piece = _F_HEADER + 2 * index
     fill(x, block[_F_IMAGE], padded, row_at, column_at, block[piece], block[piece + 1])
+
+
+# The block of the fill by rows on the crew (x's address, shape and image set per call: ``aim_fill_rows``):
+_FR_X, _FR_N, _FR_C, _FR_H, _FR_W, _FR_IMAGE, _FR_PADDED, _FR_BLOCKS, _FR_POSITIONS, _FR_LANES, _FR_LAYOUT = range(11)
+_FR_HEADER = 11
+
+
+def fill_rows_jobs(plan: BlockedDirectPlan, padded: np.ndarray, bounds: list[tuple[int, int]]):
+    """``plan.fill_rows``' pieces of ``bounds`` (padded rows) as jobs for the crew, aimed at an image
+    by ``aim_fill_rows`` before each run."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_FR_HEADER, bounds)
+    block[_FR_PADDED:_FR_HEADER] = padded.ctypes.data, *padded.shape, plan.layout.ctypes.data
+    return Jobs(fill_rows_job, block, len(bounds), (padded, plan.layout))
+
+
+def aim_fill_rows(jobs, x: np.ndarray, image: int) -> None:
+    """Points ``fill_rows_jobs``' jobs at image ``image`` of x (N, C, H, W), which they hold while they live."""
+    jobs.block[_FR_X:_FR_PADDED] = x.ctypes.data, *x.shape, image
+    jobs.arrays = (*jobs.arrays[:2], x)
+
+
+def fill_rows_job(index, data, extra):
+    """Piece ``index`` of the fill by rows that the block at ``data`` describes."""
+    block = carray(data, (_FR_HEADER + 2 * (index + 1),), np.int64)
+    x = carray(as_pointer(block[_FR_X]), (block[_FR_N], block[_FR_C], block[_FR_H], block[_FR_W]), np.float32)
+    padded = carray(as_pointer(block[_FR_PADDED]), (block[_FR_BLOCKS], block[_FR_POSITIONS], block[_FR_LANES]),
+                    np.float32)
+    piece = _FR_HEADER + 2 * index
+    fill_rows(x, block[_FR_IMAGE], padded, carray(as_pointer(block[_FR_LAYOUT]), (7,), np.int64), block[piece],
+              block[piece + 1])
 
 
 # The block of the write-out on the crew:

@@ -24,7 +24,7 @@ from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocked_depthwise import depthwise
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.gate import excite
+from lite.kernels.fast.gate import gated_run, hidden_rows
 from lite.kernels.fast.tile import (
     FLOAT,
     INDEX,
@@ -271,9 +271,10 @@ def warm() -> None:
     compiled(subsample, image, 3, 2, 2, np.zeros((1, 4, LANES), np.float32), 2, 0, 1)
     vector, bound = np.zeros(3, np.float32), np.float32(np.inf)
     square = np.zeros((3, 3), np.float32)
-    compiled(squeeze_excite, image, square, vector, -bound, bound, 0, ONE, ONE, square, vector, -bound, bound, 0, ONE,
-             ONE, vector, vector.copy(), np.zeros((1, 1, LANES), np.float32))
-    compiled(scale_panels, panels, np.zeros((1, 1, LANES), np.float32), panels.copy())
+    compiled(channel_means, image, vector, np.zeros((1, 1, LANES), np.float32))
+    for product in (hidden_rows, gated_run):
+        compiled(product, vector, square, vector, -bound, bound, 0, ONE, ONE, vector.copy(), 0, 3)
+    compiled(scale_panels, panels, np.zeros((1, 1, LANES), np.float32), panels.copy(), 0, 1)
     compiled(scale_blocks, image, np.zeros((1, 1, LANES), np.float32), image.copy())
     for scale in (NO_SCALE, np.ones(9, np.float32)):
         compiled(pool, image, image.copy(), 3, 3, 3, 3, 1, 1, 1, 1, 3, scale, 0, 3)
@@ -376,12 +377,10 @@ def _block_sums(typingctx, x, positions, out):
 
 
 @jit
-def squeeze_excite(x, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, pooled, hidden,
-                   out):
-    """A squeeze-and-excitation gate of x (CB, P, LANES) into out (OB, 1, LANES), zero past the
-    gate's O channels: ``lite.kernels.fast.gate.excite`` of x's channel means (pooled (C,), hidden
-    (H,) scratch; the terms as ``lite.kernels.fast.gate.gate`` takes them). The sums run in
-    ``out``, which holds at least x's blocks (a gate has as many channels as its input)."""
+def channel_means(x, pooled, out):
+    """pooled (C,) = the channel means of x (CB, P, LANES), summed in ``out`` (OB, 1, LANES), which
+    holds at least x's blocks and is zero after (a gate's output: ``lite.kernels.fast.gate``'s two
+    products then fill its first O channels)."""
     blocks, positions = x.shape[0], x.shape[1]
     flat, share = out.reshape(out.size), ONE / np.float32(positions)
     for block in range(blocks):
@@ -389,8 +388,6 @@ def squeeze_excite(x, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, 
     for channel in range(pooled.shape[0]):
         pooled[channel] = flat[channel] * share
     flat[:] = 0
-    excite(pooled, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, hidden,
-           flat[:w2.shape[1]])
 
 
 @jit
@@ -736,12 +733,37 @@ def subsample_job(index, data, extra):
 
 
 @jit
-def scale_panels(panels, gate, scaled):
-    """scaled = panels (groups, K, WIDTH) with each of the K rows times its channel's gate (gate
-    (CB, 1, LANES): K values): a 1x1 convolution of the gated input by the ungated weight."""
+def scale_panels(panels, gate, scaled, first, last):
+    """Rows ``first`` to ``last - 1`` of scaled = panels (groups, K, WIDTH) with each of the K rows
+    times its channel's gate (gate (CB, 1, LANES): K values): a 1x1 convolution of the gated input
+    by the ungated weight."""
     flat = gate.reshape(gate.size)
     for group in range(panels.shape[0]):
-        for k in range(panels.shape[1]):
+        for k in range(first, last):
             factor = flat[k]
             for j in range(WIDTH):
                 scaled[group, k, j] = panels[group, k, j] * factor
+
+
+# The block of the gate's scaling of the packed weight on the crew, then (first, last) a piece:
+_G_PANELS, _G_GROUPS, _G_TERMS, _G_GATE, _G_GATE_SIZE, _G_SCALED = range(6)
+_G_HEADER = 6
+
+
+def scale_panels_jobs(panels: np.ndarray, gate: np.ndarray, scaled: np.ndarray, bounds: list[tuple[int, int]]):
+    """``scale_panels``' pieces of ``bounds`` (rows) as jobs for the crew."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_G_HEADER, bounds)
+    block[:_G_HEADER] = panels.ctypes.data, *panels.shape[:2], gate.ctypes.data, gate.size, scaled.ctypes.data
+    return Jobs(scale_panels_job, block, len(bounds), (panels, gate, scaled))
+
+
+def scale_panels_job(index, data, extra):
+    """Piece ``index`` of the scaling that the block at ``data`` describes."""
+    block = carray(data, (_G_HEADER + 2 * (index + 1),), np.int64)
+    shape = (block[_G_GROUPS], block[_G_TERMS], WIDTH)
+    piece = _G_HEADER + 2 * index
+    scale_panels(carray(as_pointer(block[_G_PANELS]), shape, np.float32),
+                 carray(as_pointer(block[_G_GATE]), (block[_G_GATE_SIZE],), np.float32),
+                 carray(as_pointer(block[_G_SCALED]), shape, np.float32), block[piece], block[piece + 1])

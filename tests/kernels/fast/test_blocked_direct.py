@@ -189,6 +189,36 @@ def test_the_narrow_form_reads_nchw_into_channel_blocks(x_shape, w_shape, stride
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("narrow", [True, False])
+@pytest.mark.parametrize(("x_shape", "w_shape", "strides", "pads"), NARROW)
+def test_the_fill_by_rows_places_what_the_fill_places_whatever_the_pieces(crew_runs, x_shape, w_shape, strides, pads,
+                                                                        narrow):
+    """``fill_rows`` in one piece, in pieces of one row and as crew jobs over a padded input of NaN:
+    the same array as ``fill`` (pads and each phase's tail zero)."""
+    threads, runs = crew_runs
+    x, _, _ = operands(x_shape, w_shape, seed=9)
+    top, left, bottom, right = pads
+    out = [(size + a + b - k) // s + 1
+           for size, a, b, k, s in zip(x_shape[2:], pads[:2], pads[2:], w_shape[2:], strides, strict=True)]
+    plan = blocked_direct.BlockedDirectPlan(Geometry(x_shape, w_shape[2:], strides, (1, 1), (top, left),
+                                                     (bottom, right), tuple(out)), w_shape[0], narrow=narrow)
+    image = x_shape[0] - 1
+    want = np.full(plan.block_scratch[0], np.nan, np.float32)
+    plan.fill(x, image, want)
+    rows = plan.padded_rows
+    for pieces in ([(0, rows)], [(r, r + 1) for r in range(rows)][::-1]):
+        got = np.full_like(want, np.nan)
+        for first, last in pieces:
+            plan.fill_rows(x, image, got, first, last)
+        np.testing.assert_array_equal(got, want)
+    got = np.full_like(want, np.nan)
+    jobs = blocked_direct.fill_rows_jobs(plan, got, threads.crew_bounds(rows, 2))
+    blocked_direct.aim_fill_rows(jobs, x, image)
+    jobs()
+    assert runs == [jobs]
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize(("activation", "function"), EPILOGUE_ACTIVATIONS)
 def test_the_activation_runs_on_every_tile_of_every_piece(activation, function):
     """Tiles take their activation in runs of ACTIVATION_TILES after their last terms: a plane of

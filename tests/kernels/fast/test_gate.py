@@ -73,3 +73,33 @@ def test_each_image_gets_its_own_gate():
     gate.gate(x, w1, zeros, -bound, bound, gate.IDENTITY, np.float32(1), np.float32(0), w2, zeros, -bound, bound,
               gate.IDENTITY, np.float32(1), np.float32(0), np.empty(4, np.float32), np.empty(4, np.float32), out)
     np.testing.assert_array_equal(out, [[1.0] * 4, [-2.0] * 4])
+
+
+@pytest.mark.parametrize("channels, hidden", [(960, 240), (40, 10), (5, 3)])
+def test_the_products_in_pieces_and_on_the_crew_give_the_whole_gate(crew_runs, channels, hidden):
+    """``hidden_rows`` and ``gated_run`` over pieces of their outputs, directly and as crew jobs
+    (``product_jobs``), give exactly what ``excite`` gives in one call."""
+    from lite.kernels.fast import gate
+
+    threads, runs = crew_runs
+    pooled = RNG.standard_normal(channels).astype(np.float32)
+    w1 = (RNG.standard_normal((hidden, channels)) / np.sqrt(channels)).astype(np.float32)
+    w2 = (RNG.standard_normal((hidden, channels)) / np.sqrt(hidden)).astype(np.float32)
+    b1, b2 = (RNG.standard_normal(n).astype(np.float32) for n in (hidden, channels))
+    first = (w1, b1, np.float32(0), np.float32(6), code("HARD_SWISH"), np.float32(1), np.float32(0))
+    second = (w2, b2, np.float32(-np.inf), np.float32(np.inf), code("HARD_SIGMOID"), np.float32(0.2), np.float32(0.5))
+    want = np.empty(channels, np.float32)
+    gate.excite(pooled, *first, *second, np.empty(hidden, np.float32), want)
+    inner, got = np.full(hidden, np.nan, np.float32), np.full(channels, np.nan, np.float32)
+    for a, b in threads.crew_bounds(hidden, 3):
+        gate.hidden_rows(pooled, *first, inner, a, b)
+    for a, b in threads.crew_bounds(channels, 3)[::-1]:
+        gate.gated_run(inner, *second, got, a, b)
+    np.testing.assert_array_equal(got, want)
+    inner[:], got[:] = np.nan, np.nan
+    jobs = [gate.product_jobs(False, *first, pooled, inner, threads.crew_bounds(hidden, 2)),
+            gate.product_jobs(True, *second, inner, got, threads.crew_bounds(channels, 2))]
+    for job in jobs:
+        job()
+    assert runs == jobs
+    np.testing.assert_array_equal(got, want)
