@@ -77,6 +77,11 @@ with the layout changes around them, against onnxruntime's 0.10."""
 WINOGRAD_CHANNELS = 16
 """The fewest channels in and out for a chain's 3x3 stride-1 member to run Winograd
 (``lite.kernels.fast.blocked_winograd``) rather than the blocked direct kernel."""
+SHARED_WEIGHTS = 1 << 15
+"""The fewest weights a gate's product, or a gated 1x1 convolution's packed weight to scale, has
+for the chain to share it out among the threads: EfficientNet-B0's small gates (16 to 144 channels)
+took 1.3-1.6x their one-thread time shared out, its 1152 x 48 products and MobileNetV3-Large's
+480 x 120 and larger ran faster (docs/performance.md, channel blocks)."""
 MIN_INSIDE = 2
 """The fewest results a chain keeps in blocks (read by its members alone): EfficientNet-B0's chains
 of an expansion and its depthwise convolution, whose result the squeeze-and-excitation gate reads
@@ -563,10 +568,13 @@ class BlockedChain(Kernel):
     def _gated_panels(self, panels: np.ndarray, gate: np.ndarray, steps: list) -> np.ndarray:
         """The packed weight ``panels`` with each row scaled by its input channel's ``gate`` (the
         gated input's 1x1 convolution): the step scaling them, shared out among the model's
-        threads, goes in ``steps``; returns the scaled copy it writes."""
+        threads where the weight is large, goes in ``steps``; returns the scaled copy it writes."""
         from lite.kernels.fast import blocks
 
         scaled = np.empty_like(panels)
+        if panels.size < SHARED_WEIGHTS:
+            steps.append(partial(blocks.scale_panels, panels, gate, scaled, 0, panels.shape[1]))
+            return scaled
         steps.append(self.threads.crew_loop(
             panels.shape[1], lambda _index, a, b: partial(blocks.scale_panels, panels, gate, scaled, a, b),
             lambda bounds: blocks.scale_panels_jobs(panels, gate, scaled, bounds)))
@@ -575,12 +583,14 @@ class BlockedChain(Kernel):
     def _squeeze_excite(self, m: Member, x: np.ndarray, out: np.ndarray) -> list:
         """The calls running gate member ``m`` on one image's blocks: the channel means, then each of
         its two products shared out among the model's threads (their weights are read once a
-        predict, from memory: two cores read them faster)."""
+        predict, from memory: two cores read them faster); one call where they are small."""
         from lite.kernels.fast import blocks, gate
 
         m.kernel.resize()  # NOTE: the gate's terms and scratch
         first, second = m.kernel.terms[:7], m.kernel.terms[7:]
         pooled, hidden, gated = m.kernel.pooled, m.kernel.hidden, out.reshape(-1)[:second[0].shape[1]]
+        if first[0].size < SHARED_WEIGHTS:
+            return [partial(blocks.squeeze_excite, x, *first, *second, pooled, hidden, out)]
         loop = self.threads.crew_loop
         return [partial(blocks.channel_means, x, pooled, out),
                 loop(hidden.size, lambda _index, a, b: partial(gate.hidden_rows, pooled, *first, hidden, a, b),

@@ -184,10 +184,12 @@ def squeeze_excite_block(gate: str = "Sigmoid", plane: int = 12) -> onnx.ModelPr
 
 @pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
 @pytest.mark.parametrize("plane, scaled, thread_num", [(12, True, 1), (12, True, 2), (3, False, 2)])
-def test_a_squeeze_and_excitation_block_runs_in_one_chain(gate, plane, scaled, thread_num):
+def test_a_squeeze_and_excitation_block_runs_in_one_chain(monkeypatch, gate, plane, scaled, thread_num):
     """On 12 x 12 the gate scales the projection's weight (ScaledInput); on 3 x 3, fewer positions
     than the projection's outputs, the Mul stays a kernel: the chain takes it too. On two threads
-    the gate's products and the weight's scaling are shared out."""
+    the gate's products and the weight's scaling are shared out (where their weights are large
+    enough: here all are)."""
+    monkeypatch.setattr(blocking, "SHARED_WEIGHTS", 0)
     onnx_model = squeeze_excite_block(gate, plane)
     model, chain = one_chain(onnx_model, thread_num)
     kinds = [("gate" if m.conv is None and m.gate is None else "mul" if m.conv is None else
@@ -199,6 +201,14 @@ def test_a_squeeze_and_excitation_block_runs_in_one_chain(gate, plane, scaled, t
         shared = [sum(type(step).__name__ == "CrewStep" for step in steps) for steps in chain.steps]
         assert shared[2] == 2  # NOTE: the gate's two products
         assert not scaled or shared[3] == 2  # NOTE: the weight's scaling, then the product
+
+
+def test_a_small_gate_runs_in_one_call():
+    onnx_model = squeeze_excite_block()
+    model, chain = one_chain(onnx_model, thread_num=2)
+    assert_matches(model, onnx_model, RNG.standard_normal((1, 16, 12, 12)).astype(np.float32))
+    assert [len(steps) for steps in chain.steps][2:] == [1, 2]  # NOTE: the gate; the scaling, then the product
+    assert all(type(step).__name__ != "CrewStep" for step in chain.steps[2])
 
 
 def test_the_chain_buffers_stay_within_the_memory_limit():

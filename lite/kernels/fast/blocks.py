@@ -24,7 +24,7 @@ from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.blocked_depthwise import depthwise
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.gate import gated_run, hidden_rows
+from lite.kernels.fast.gate import excite, gated_run, hidden_rows
 from lite.kernels.fast.tile import (
     FLOAT,
     INDEX,
@@ -272,6 +272,8 @@ def warm() -> None:
     vector, bound = np.zeros(3, np.float32), np.float32(np.inf)
     square = np.zeros((3, 3), np.float32)
     compiled(channel_means, image, vector, np.zeros((1, 1, LANES), np.float32))
+    compiled(squeeze_excite, image, square, vector, -bound, bound, 0, ONE, ONE, square, vector, -bound, bound, 0, ONE,
+             ONE, vector, vector.copy(), np.zeros((1, 1, LANES), np.float32))
     for product in (hidden_rows, gated_run):
         compiled(product, vector, square, vector, -bound, bound, 0, ONE, ONE, vector.copy(), 0, 3)
     compiled(scale_panels, panels, np.zeros((1, 1, LANES), np.float32), panels.copy(), 0, 1)
@@ -388,6 +390,16 @@ def channel_means(x, pooled, out):
     for channel in range(pooled.shape[0]):
         pooled[channel] = flat[channel] * share
     flat[:] = 0
+
+
+@jit
+def squeeze_excite(x, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, pooled, hidden,
+                   out):
+    """A squeeze-and-excitation gate of x (CB, P, LANES) into out (OB, 1, LANES), zero past the
+    gate's O channels, in one call: ``channel_means``, then ``lite.kernels.fast.gate.excite``."""
+    channel_means(x, pooled, out)
+    excite(pooled, w1, b1, lo1, hi1, code1, alpha1, beta1, w2, b2, lo2, hi2, code2, alpha2, beta2, hidden,
+           out.reshape(out.size)[:w2.shape[1]])
 
 
 @jit
