@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel, Workspace
 from lite.kernels.fused import apply_fused_activation, fused_activation
 from lite.kernels.registry import register
@@ -332,10 +333,26 @@ class Abs(Unary):
 
 @register("Erf", FLOATS)
 class Erf(Unary):
-    """The error function: float32 rational approximation, Cody's algorithm for float64."""
+    """The error function: float32 rational approximation (compiled where compiled kernels run),
+    Cody's algorithm for float64."""
+
+    compiled = None  # lite.kernels.fast.activation's erf where it runs (set by resize)
+
+    def resize(self) -> None:
+        super().resize()
+        self.compiled = None
+        if self.outputs[0].dtype == np.float32 and fast.enabled():
+            from lite.kernels.fast import activation  # NOTE: imports the compiler: only when used
+
+            activation.warm("ERF")
+            self.compiled = activation.COMPILED["ERF"]
 
     def execute(self) -> None:
-        erf(self.inputs[0].data, self.outputs[0].data, self.workspace)
+        x, out = self.inputs[0].data, self.outputs[0].data
+        if self.compiled is not None and x.shape == out.shape and fast.takes(x, out):
+            self.compiled(x.reshape(-1), out.reshape(-1), np.float32(1))
+        else:
+            erf(x, out, self.workspace)
 
 
 @register("Floor", FLOATS)

@@ -188,6 +188,32 @@ def test_erf_against_math_erf(dtype, tolerance):
     assert _relative_error(actual, x) <= tolerance
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_erf_op_keeps_nan_infinities_and_signs_on_either_path(monkeypatch, compiled):
+    """The Erf op on float32 runs the compiled erf where compiled kernels run (it does here, unless
+    turned off), else the numpy one: NaN stays NaN, the infinities give -1 and 1, zeros and tiny
+    values keep their sign, and both paths agree within 1e-6 of math.erf."""
+    from lite.kernels import fast
+
+    if compiled and not fast.enabled():
+        pytest.skip("compiled kernels do not run here")
+    if compiled:
+        from lite.kernels.fast import activation
+
+        calls = []
+        erf = activation.COMPILED["ERF"]
+        monkeypatch.setitem(activation.COMPILED, "ERF", lambda *args: calls.append(1) or erf(*args))
+    else:
+        monkeypatch.setattr(fast, "enabled", lambda: False)
+    x = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1e-30, -1e-30, 0.3, -2.5, 5.0], np.float32)
+    [actual] = run_kernel("Erf", {}, [x])
+    assert np.isnan(actual[0]) and np.array_equal(np.signbit(actual[1:3]), [True, False])
+    np.testing.assert_array_equal(actual[3:5], [1.0, -1.0])
+    expected = np.array([math.erf(v) for v in x[5:].tolist()])
+    np.testing.assert_allclose(actual[5:], expected, rtol=1e-6, atol=0)
+    assert not compiled or calls
+
+
 def test_erf_helpers_keep_nan_and_signs():
     x = np.array([np.nan, -0.0, -1e-20, 1e-20, -2.0, 2.0], np.float64)
     out64, out32 = np.empty_like(x), np.empty(x.shape, np.float32)

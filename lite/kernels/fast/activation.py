@@ -3,7 +3,7 @@
 
 - GELU: x * (1 + erf(x / sqrt(2))) / 2 with the float32 erf of
   ``lite.ops.activation.ERF32_ALPHA`` / ``ERF32_BETA`` (x * P(x^2) / Q(x^2) on x clamped to [-4, 4],
-  as the numpy ``lite.kernels.elementwise.erf_float32``);
+  as the numpy ``lite.kernels.elementwise.erf_float32``), and that erf alone (ERF: the Erf op);
 - SIGMOID and SWISH (x * sigmoid(alpha * x)) on ``exp32``, the exponential as Cephes' expf
   computes it: 2^n by its bits times a degree-6 polynomial on the remainder (within 4 ulp);
 - HARD_SWISH: x * clip(x / 6 + 1/2, 0, 1);
@@ -33,6 +33,7 @@ B0, B1, B2, B3, B4 = (np.float32(c) for c in ERF32_BETA)
 HALF, ROOT_HALF, SIXTH = np.float32(0.5), np.float32(SQRT_HALF), np.float32(1 / 6)
 TWICE_ROOT_2_OVER_PI, CUBIC = np.float32(2 * SQRT_2_OVER_PI), np.float32(GELU_TANH_CUBIC)
 ONE, ZERO = np.float32(1), np.float32(0)
+ERF_TINY, TWO_OVER_ROOT_PI = np.float32(1e-20), np.float32(1.1283791670955126)
 # Cephes expf: x = n ln 2 + r (ln 2 in two parts), e^r by a polynomial, 2^n from its exponent bits
 LOG2E, LN2_HI, LN2_LO = np.float32(1.44269504088896341), np.float32(0.693359375), np.float32(-2.12194440e-4)
 EXP_LO, EXP_HI = np.float32(-87.3), np.float32(88.3)  # NOTE: 2^n stays a normal float: fastmath assumes no inf
@@ -56,6 +57,40 @@ def exp32(x):
     r = x - n * LN2_HI - n * LN2_LO
     p = (((((P0 * r + P1) * r + P2) * r + P3) * r + P4) * r + P5) * r * r + r + ONE
     return p * _float_from_bits(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
+
+
+@intrinsic
+def _bits_of_float(typingctx, value):
+    """The int32 bits of the float32 ``value`` (a bitcast, which vectorizes)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+@jit
+def erf_of(value):
+    """erf(x) as x * P(x^2) / Q(x^2) (``ERF32_ALPHA``, ``ERF32_BETA``) for |x| < 4, +-1 beyond (the
+    float32 nearest erf there); NaN stays NaN (told by its bits: the kernels compile with fastmath,
+    which assumes no NaN), and below ``ERF_TINY`` x * 2 / sqrt(pi), whose product no reordering can
+    take through a subnormal."""
+    if _bits_of_float(value) & np.int32(0x7FFFFFFF) > np.int32(0x7F800000):
+        return value
+    if abs(value) >= np.float32(4):  # NOTE: erf(4) is 1 - 1.5e-8, 1 in float32
+        return ONE if value > ZERO else -ONE
+    if abs(value) < ERF_TINY:
+        return value * TWO_OVER_ROOT_PI
+    v = value
+    z = v * v
+    p = (((((A0 * z + A1) * z + A2) * z + A3) * z + A4) * z + A5) * z + A6
+    q = (((B0 * z + B1) * z + B2) * z + B3) * z + B4
+    return v * (p / q)
+
+
+@jit
+def erf_float32(x, out, alpha):
+    """out = erf(x) (alpha unused: every compiled activation takes one)."""
+    for i in range(x.shape[0]):
+        out[i] = erf_of(x[i])
 
 
 @jit
@@ -158,7 +193,7 @@ def activate_run(flat, base, length, shift, code, alpha):
             flat[_u(base + i)] = hard_swish_of(flat[_u(base + i)] + shift, alpha)
 
 COMPILED = {"GELU": gelu_float32, "GELU_TANH": gelu_tanh_float32, "SIGMOID": sigmoid_float32,
-            "SWISH": swish_float32, "HARD_SWISH": hard_swish_float32}
+            "SWISH": swish_float32, "HARD_SWISH": hard_swish_float32, "ERF": erf_float32}
 
 
 @functools.cache
