@@ -513,7 +513,8 @@ class BlockedChain(Kernel):
 
         x, out = self.blocked.get(m.x), self.blocked[m.out]
         if m.joined is not None:
-            return [partial(_join, [self.blocked[t] for t in m.joined], out)] if self._copies(m) else []
+            copies = self._join_copies(m, out)
+            return [partial(_copy_all, copies)] if copies else []
         if m.pooled:
             return [self._pool(m, x, out)]
         if m.mapped is not None:
@@ -536,15 +537,17 @@ class BlockedChain(Kernel):
             return self._dense(m, x, out, bias, lo, hi, code, alpha)
         return self._pointwise(m, x, out, bias, lo, hi, code, alpha)
 
-    def _copies(self, m: Member) -> bool:
-        """Whether Concat member ``m`` has an input its producer did not write in place."""
-        out, first = self.blocked[m.out], 0
+    def _join_copies(self, m: Member, out: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(input blocks, their place in ``out``) for the inputs of Concat member ``m`` that their
+        producer did not write in place (``_join_slots``): the blocks one after the other."""
+        copies, first = [], 0
         for t in m.joined:
             part = self.blocked[t]
-            if part.ctypes.data != out[first:].ctypes.data:
-                return True
+            target = out[first:first + part.shape[0]]
+            if part.ctypes.data != target.ctypes.data:
+                copies.append((part, target))
             first += part.shape[0]
-        return False
+        return copies
 
     def _pointwise(self, m: Member, x: np.ndarray, out: np.ndarray, bias: np.ndarray | None, lo, hi, code: int,
                    alpha) -> list:
@@ -849,15 +852,10 @@ def _blocked_reads(m: Member) -> list[Tensor]:
     return [] if m.narrow else m.reads
 
 
-def _join(parts: list[np.ndarray], out: np.ndarray) -> None:
-    """out (OB, P, LANES) = the blocks of ``parts`` one after the other (a Concat of channels); the
-    parts already there (written in place) are not copied."""
-    first = 0
-    for part in parts:
-        target = out[first:first + part.shape[0]]
-        if part.ctypes.data != target.ctypes.data:
-            target[...] = part
-        first += part.shape[0]
+def _copy_all(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Copies each source into its target (a Concat's inputs into their blocks of its output)."""
+    for source, target in copies:
+        target[...] = source
 
 
 def _packed(conv: Kernel, name: str, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
