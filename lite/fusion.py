@@ -20,6 +20,10 @@
   epilogue (bias, clip, activation) to the depthwise kernel, which applies it to each input
   plane as it copies the plane in (``Conv2DFusion.hand_epilogue``): one pass less over the largest
   tensors of the network. Both stay kernels of their own.
+- A quantized model leaves element-wise float ops between a DequantizeLinear and a
+  QuantizeLinear where its quantizer quantized none (a GELU's ``Div`` and ``Erf``, an attention's
+  scaling). Where the input is 8-bit and each kernel alone reads the one before, the run is one
+  ``TableChain``: a table of the 256 results, one lookup a value.
 - The gate itself is five kernels: a global average pool, a 1x1 convolution of the pooled
   vector, its activation, a second 1x1 convolution and a sigmoid. Where each alone reads the
   one before, they run as one ``SqueezeExcite`` kernel, one compiled call
@@ -41,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lite.blocking import chains
-from lite.fusion_kernels import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite
+from lite.fusion_kernels import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite, TableChain
 from lite.kernel import Kernel
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel
@@ -90,6 +94,9 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
     producer = {t: k for k in kernels if k in native for t in k.outputs}
     reader = {t: k for k in kernels if k in native for t in k.inputs if t is not None and readers[t] == 1}
     fused: dict[Kernel, Kernel] = {}
+    for first in kernels:
+        if (parts := _table_chain(first, reader, outputs, native)) is not None:
+            fused.update(dict.fromkeys(parts, TableChain(parts)))
     for pool in kernels:
         if (parts := _squeeze_excite(pool, reader, outputs, native)) is not None:
             gate = SqueezeExcite(parts)
@@ -214,6 +221,56 @@ def _squeeze_excite(pool: Kernel, reader: dict[Tensor, Kernel], outputs: list[Te
             parts.append(activation)
             tensor = activation.outputs[0]
     return parts
+
+
+TABLE_UNARY_OPS = ("Activation", "Erf", "ExpFusion", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Sin", "Cos",
+                   "Floor", "Ceil", "Round", "Sign")
+"""Float ops a ``TableChain`` takes: element-wise, one input."""
+TABLE_BINARY_OPS = ("AddFusion", "SubFusion", "MulFusion", "DivFusion")
+"""Float ops a ``TableChain`` takes where the other operand is a constant of one value."""
+
+
+def _table_chain(dequantize: Kernel, reader: dict[Tensor, Kernel], outputs: list[Tensor],
+                 native: set[Kernel]) -> list[Kernel] | None:
+    """The parts of a ``TableChain`` that starts at ``dequantize``: a per-tensor DequantizeLinear of
+    an 8-bit tensor into float32, element-wise float32 kernels (``_table_step``), a per-tensor
+    QuantizeLinear into 8 bits; each part alone reads the one before, and the model returns none
+    of their outputs but the last."""
+    if dequantize.type != "DequantizeLinear" or dequantize not in native or not _per_tensor_linear(dequantize) \
+            or np.dtype(dequantize.inputs[0].dtype).name not in ("int8", "uint8"):
+        return None
+    parts, tensor = [dequantize], dequantize.outputs[0]
+    while (kernel := _sole_reader(tensor, reader, outputs, native)) is not None:
+        if np.dtype(tensor.dtype).name != "float32" or len(kernel.outputs) != 1:
+            return None
+        parts.append(kernel)
+        if kernel.type == "QuantizeLinear":
+            quantized = np.dtype(kernel.outputs[0].dtype).name in ("int8", "uint8")
+            return parts if kernel.inputs[0] is tensor and _per_tensor_linear(kernel) and quantized else None
+        if not _table_step(kernel, tensor):
+            return None
+        tensor = kernel.outputs[0]
+    return None
+
+
+def _per_tensor_linear(kernel: Kernel) -> bool:
+    """Whether a QuantizeLinear or DequantizeLinear has one constant scale and zero point (or none)."""
+    params = [t for t in kernel.inputs[1:] if t is not None]
+    return not kernel.attrs["block_size"] and all(t.is_const and t.data is not None and t.data.size == 1
+                                                  for t in params)
+
+
+def _table_step(kernel: Kernel, tensor: Tensor) -> bool:
+    """Whether ``kernel`` computes each value of its output from the same value of ``tensor`` alone
+    (a one-input element-wise op, or arithmetic with a one-value constant of no higher rank)."""
+    present = [t for t in kernel.inputs if t is not None]
+    if kernel.type in TABLE_UNARY_OPS:
+        return present == [tensor]
+    if kernel.type not in TABLE_BINARY_OPS or len(present) != 2 or tensor not in present:
+        return False
+    other = present[1] if present[0] is tensor else present[0]
+    return (other is not tensor and other.is_const and other.data is not None and other.data.size == 1
+            and len(other.shape) <= len(tensor.shape))
 
 
 def _sole_reader(tensor: Tensor, reader: dict[Tensor, Kernel], outputs: list[Tensor],

@@ -2,8 +2,9 @@
 chains of them on channel blocks): a convolution with its residual Add (``ConvResidual``), a
 producer with the Activation it absorbs (``ProducerActivation``), a gate's Mul with the 1x1
 convolution reading its product (``ScaledInput``), a squeeze-and-excitation gate as one call
-(``SqueezeExcite``). Each keeps its parts, runs them one after the other where its fused form
-does not fit, and gives them back (``unfuse``).
+(``SqueezeExcite``), a DequantizeLinear -> element-wise float ops -> QuantizeLinear run of an 8-bit
+tensor as a table of its 256 values (``TableChain``). Each keeps its parts, runs them one after
+the other where its fused form does not fit, and gives them back (``unfuse``).
 """
 
 from __future__ import annotations
@@ -220,3 +221,66 @@ class SqueezeExcite(Kernel):
         for copy in copies:
             copy()
         gate.gate(x, *self.terms, self.pooled, self.hidden, out.reshape(out.shape[:2]))
+
+
+class TableChain(Kernel):
+    """A DequantizeLinear of an 8-bit tensor, the element-wise float32 kernels after it (each alone
+    reading the one before) and the QuantizeLinear that ends them, run as one lookup: each of the
+    input type's 256 values goes through fresh copies of the parts once, at the first resize, and
+    its byte is kept (a profile charges the time to the DequantizeLinear)."""
+
+    def __init__(self, parts: list[NativeKernel]):
+        constants = [t for part in parts for t in part.inputs if t is not None and t.is_const]
+        super().__init__([parts[0].inputs[0]], list(parts[-1].outputs), name="+".join(k.name for k in parts),
+                         constants=constants)
+        self.parts = tuple(parts)
+        self.table: np.ndarray | None = None
+        self.lookup = None
+
+    @property
+    def type(self) -> str:
+        return "+".join(k.type for k in self.parts)
+
+    def resize(self) -> None:
+        if self.table is None:
+            self.table = self._table()
+        if fast.enabled():
+            from lite.kernels.fast import int8_elementwise
+
+            int8_elementwise.warm_lookup()
+            self.lookup = int8_elementwise.lookup
+
+    def _table(self) -> np.ndarray:
+        """The output byte of each input byte (0..255: an int8 input's -128 is byte 128)."""
+        x = self.inputs[0]
+        values = np.arange(256, dtype=np.uint8).view(x.dtype)
+        tensor = Tensor(x.name, x.dtype, values.shape, data=values)
+        with np.errstate(all="ignore"):
+            for part in self.parts:
+                tensor = _run_on(part, tensor)
+        return np.ascontiguousarray(tensor.data.reshape(-1).view(np.uint8))
+
+    def unfuse(self) -> None:
+        """Nothing to give back: the parts keep their own state."""
+
+    def execute(self) -> None:
+        x, out = self.inputs[0].data.view(np.uint8), self.outputs[0].data.view(np.uint8)
+        if self.lookup is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+            self.lookup(self.table, x.reshape(-1), out.reshape(-1))
+        else:
+            np.take(self.table, x, out=out.reshape(x.shape))
+
+
+def _run_on(part: NativeKernel, tensor: Tensor) -> Tensor:
+    """The output of a fresh kernel of ``part``'s class and primitive that reads ``tensor`` where
+    ``part`` reads its first input that is not a constant, and ``part``'s other inputs as they are."""
+    chained = next(t for t in part.inputs if t is not None and not t.is_const)
+    inputs = [tensor if t is chained else t for t in part.inputs]
+    out = Tensor(part.outputs[0].name, part.outputs[0].dtype, (), quant_params=part.outputs[0].quant_params)
+    kernel = type(part)(inputs, [out], part.primitive, part.name)
+    out.shape = tuple(kernel.infer_shapes()[0])
+    out.data = np.empty(out.shape, out.dtype)
+    kernel.prepare()
+    kernel.resize()
+    kernel.execute()
+    return out

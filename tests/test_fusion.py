@@ -523,3 +523,76 @@ def test_an_expansion_on_the_small_plane_kernel_applies_its_own_epilogue(no_chai
     x = RNG.standard_normal((1, 8, 7, 7)).astype(np.float32)
     got = model.predict([x])[0].get_data_to_numpy()
     assert relative_l2(got, run_onnxruntime(onnx_model, {"x": x})[0]) < 1e-5
+
+
+def table_chain_model(dtype, middle: str = "gelu", outputs=("y",)) -> onnx.ModelProto:
+    """x -> QuantizeLinear (``dtype``) -> DequantizeLinear -> the float ops of ``middle`` ("gelu":
+    Div by sqrt(2), Erf; "scale": Mul by a constant; "vector": Mul by a 3-vector, no table) ->
+    QuantizeLinear -> DequantizeLinear -> y: the run a quantized model leaves where its quantizer
+    quantized none of the ops."""
+    zero = np.array(0 if dtype == np.int8 else 128, dtype)
+    inits = {"s": np.array(0.03, np.float32), "so": np.array(0.008, np.float32),
+             "root2": np.array(1.4142135, np.float32), "half": np.array([0.5], np.float32),
+             "three": np.array([[0.5], [-1.0], [2.0]], np.float32)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"])]
+    if middle == "gelu":
+        nodes += [helper.make_node("Div", ["d", "root2"], ["m"]), helper.make_node("Erf", ["m"], ["f"])]
+    else:
+        nodes.append(helper.make_node("Mul", ["d", "half" if middle == "scale" else "three"], ["f"]))
+    nodes += [helper.make_node("QuantizeLinear", ["f", "so", "zo"], ["fq"]),
+              helper.make_node("DequantizeLinear", ["fq", "so", "zo"], ["y"])]
+    initializers = [numpy_helper.from_array(v, k) for k, v in inits.items()]
+    initializers += [numpy_helper.from_array(zero, "z"), numpy_helper.from_array(zero, "zo")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 200])
+    ys = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
+    graph = helper.make_graph(nodes, "table_chain", [x], ys, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def table_chains(model: lite.Model) -> list:
+    from lite.fusion_kernels import TableChain
+
+    return [k for k in model._engine.kernels if isinstance(k, TableChain)]
+
+
+def every_byte(dtype) -> np.ndarray:
+    """An input whose quantized values are every value of ``dtype`` (scale 0.03), the rest random."""
+    low = np.iinfo(dtype).min - (0 if dtype == np.int8 else 128)
+    x = RNG.uniform(-4.0, 4.0, (4, 3, 200)).astype(np.float32)
+    x.reshape(-1)[:256] = (np.arange(256) + low) * np.float32(0.03)
+    return x
+
+
+@pytest.mark.parametrize("middle", ["gelu", "scale"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_float_ops_between_a_dequantize_and_a_quantize_run_as_one_table(monkeypatch, dtype, middle):
+    """The run is one TableChain, bit-identical to its kernels run one by one on every input value,
+    and within one output step of onnxruntime."""
+    from lite import fusion
+
+    onnx_model = table_chain_model(dtype, middle)
+    model = build(onnx_model)
+    [chain] = table_chains(model)
+    kinds = ["DequantizeLinear", *(["DivFusion", "Erf"] if middle == "gelu" else ["MulFusion"]), "QuantizeLinear"]
+    assert [part.type for part in chain.parts] == kinds
+    x = every_byte(dtype)
+    got = model.predict([x])[0].get_data_to_numpy()
+    monkeypatch.setattr(fusion, "_table_chain", lambda *args: None)
+    unfused = build(onnx_model)
+    assert not table_chains(unfused)
+    np.testing.assert_array_equal(got, unfused.predict([x])[0].get_data_to_numpy())
+    [want] = run_onnxruntime(onnx_model, {"x": x})
+    assert np.abs(got - want).max() <= 0.008 * 1.0001
+
+
+@pytest.mark.parametrize("case, onnx_model", [
+    ("a constant of three values", table_chain_model(np.int8, "vector")),
+    ("an inner tensor the model returns", table_chain_model(np.int8, "gelu", outputs=("y", "m"))),
+])
+def test_runs_that_are_not_element_wise_alone_are_not_tables(case, onnx_model):
+    model = build(onnx_model)
+    assert not table_chains(model), case
+    x = every_byte(np.int8)
+    for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+        assert np.abs(got.get_data_to_numpy() - want).max() <= 0.008 * 1.0001

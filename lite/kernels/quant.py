@@ -102,6 +102,24 @@ def _quantize_flat(kernel, x: Tensor, terms: tuple, y: Tensor) -> None:
     kernel(x.data.reshape(-1), *terms, y.data.reshape(-1))
 
 
+def byte_dequantizer(x_dtype: np.dtype, dequantize_values: Callable[[np.ndarray], np.ndarray]
+                     ) -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """A call writing the dequantized values of an 8-bit array into a float32 one of its shape
+    (C-contiguous), by a table of the 256 values ``dequantize_values`` gives (so bit-identical to
+    it) on the compiled lookup; None where compiled kernels are off or x is not 8-bit."""
+    if not fast.enabled() or np.dtype(x_dtype) not in INT8_TYPES:
+        return None
+    from lite.kernels.fast import int8_elementwise
+
+    table = np.ascontiguousarray(dequantize_values(np.arange(256, dtype=np.uint8).view(x_dtype)), np.float32)
+    int8_elementwise.warm_lookup(np.float32)
+    return partial(_lookup_flat, int8_elementwise.lookup, table)
+
+
+def _lookup_flat(lookup, table: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    lookup(table, np.ascontiguousarray(x).reshape(-1).view(np.uint8), out.reshape(-1))
+
+
 @register("DequantizeLinear", DEQUANT_DTYPES)
 class DequantizeLinear(_Linear):
     """y = (x - x_zero_point) * x_scale in ``output_type``."""
@@ -119,7 +137,22 @@ class DequantizeLinear(_Linear):
     def output_dtypes(self) -> list[np.dtype]:
         return [DTYPES[self.attrs["output_type"]]]
 
+    compiled: Callable[[np.ndarray, np.ndarray], None] | None = None
+
+    def resize(self) -> None:
+        x, scale, y = self.inputs[0], self.inputs[1], self.outputs[0]
+        zero_point = self.inputs[2] if len(self.inputs) > 2 else None
+        self.compiled = None
+        if (y.dtype == np.float32 and _one_constant(scale) and not self.attrs["block_size"]
+                and (zero_point is None or _one_constant(zero_point))):
+            self.compiled = byte_dequantizer(x.dtype, lambda values: dequantize(
+                values, scale.data, self.zero_point(), 0, 0, y.dtype))
+
     def execute(self) -> None:
         a = self.attrs
+        out = self.outputs[0].data
+        if self.compiled is not None and out.flags.c_contiguous:
+            self.compiled(self.inputs[0].data, out)
+            return
         self.outputs[0].data[...] = dequantize(self.inputs[0].data, self.inputs[1].data, self.zero_point(),
                                                a["axis"], a["block_size"], self.outputs[0].dtype)

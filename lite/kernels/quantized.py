@@ -15,12 +15,19 @@ from collections.abc import Callable
 import numpy as np
 
 from lite.kernels.base import NativeKernel
-from lite.kernels.fast.int8_plans import compiled_product, exact_in_float32, requantization_terms
+from lite.kernels.fast.int8_plans import (
+    compiled_product,
+    exact_activation_product,
+    exact_in_float32,
+    requantization_terms,
+)
+from lite.kernels.quant import byte_dequantizer
 from lite.kernels.registry import find_kernel, find_quantized_kernel
 from lite.ops.quant import (
     ACCUMULATING_OPS,
     activation_bounds,
     dequantize_tensor,
+    qrange,
     quantize_tensor,
     requantize,
     requantize_multiplier,
@@ -41,6 +48,7 @@ def quantized_kernel_class(op_type: str, dtype: np.dtype) -> type[NativeKernel] 
 
 
 _PRODUCTS = ("Conv2DFusion", "MatMulFusion")
+BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
 def _float_dtype(op_type: str) -> np.dtype:
@@ -116,10 +124,43 @@ class QuantizedOp(NativeKernel):
     def execute(self) -> None:
         for tensor, twin in zip(self.inputs, self.float_inputs, strict=True):
             if twin is not tensor and twin is not None and not twin.is_const:
-                twin.data[...] = dequantize_tensor(tensor.data, tensor.quant_params, self.float_dtype)
+                self._dequantize(tensor, twin.data)
         self.inner.execute()
         for tensor, twin in zip(self.outputs, self.float_outputs, strict=True):
-            tensor.data[...] = quantize_tensor(twin.data, tensor.quant_params, tensor.dtype)
+            self._quantize(twin.data, tensor)
+
+    def _dequantize(self, tensor: Tensor, out: np.ndarray) -> None:
+        """``dequantize_tensor`` of a quantized input into its float twin's array (compiled where it
+        is an 8-bit tensor with per-tensor parameters, dequantized to float32)."""
+        converters = self.__dict__.setdefault("dequantizers", {})
+        if tensor not in converters:
+            params = tensor.quant_params
+            converters[tensor] = byte_dequantizer(tensor.dtype, lambda v: dequantize_tensor(
+                v, params, self.float_dtype)) if params.per_tensor and self.float_dtype == np.float32 else None
+        convert = converters[tensor]
+        if convert is not None and out.flags.c_contiguous:
+            convert(tensor.data, out)
+        else:
+            out[...] = dequantize_tensor(tensor.data, tensor.quant_params, self.float_dtype)
+
+    def _quantize(self, x: np.ndarray, tensor: Tensor) -> None:
+        """``quantize_tensor`` of a float output into the quantized one (compiled where x is
+        float32, the output 8-bit, the parameters per tensor with a finite positive scale)."""
+        from lite.kernels import fast
+
+        params = tensor.quant_params
+        scale = float(params.scale.reshape(-1)[0]) if params.scale.size == 1 else 0.0
+        if (fast.enabled() and params.per_tensor and x.dtype == np.float32 and tensor.dtype in BYTES
+                and np.isfinite(scale) and scale > 0 and fast.takes(x, tensor.data)):
+            from lite.kernels.fast import int8_elementwise
+
+            int8_elementwise.warm_quantize(tensor.dtype)
+            low, high = qrange(tensor.dtype, params.bits)
+            zero_point = params.zero_point.reshape(-1)[0] if params.zero_point.size else 0
+            int8_elementwise.quantize_floats(x.reshape(-1), np.float32(scale), np.float32(zero_point),
+                                             np.float32(low), np.float32(high), tensor.data.reshape(-1))
+            return
+        tensor.data[...] = quantize_tensor(x, params, tensor.dtype)
 
 
 class QuantizedProduct(QuantizedOp):
@@ -139,18 +180,39 @@ class QuantizedProduct(QuantizedOp):
             super().__init__(inputs, outputs, primitive, name)
             return
         self.exact32 = primitive.type == "Conv2DFusion" and exact_in_float32(inputs[0], inputs[1], primitive)
-        self.float_dtype = np.dtype(np.float32 if self.exact32 else np.float64)
-        x, w = inputs[0], inputs[1]
-        self.float_inputs = [_offset_twin(x, self.float_dtype), _offset_twin(w, self.float_dtype)]
+        self._build_float_kernel(inputs, outputs, primitive, name, np.float32 if self.exact32 else np.float64)
+        NativeKernel.__init__(self, inputs, outputs, primitive, name)
+        self.bias = inputs[2] if len(inputs) > 2 else None
+        self.constants = []
+        self.compiled: Callable[[], None] | None = None
+
+    def _build_float_kernel(self, inputs: list[Tensor | None], outputs: list[Tensor], primitive: Primitive, name: str,
+                            dtype) -> None:
+        """The float kernel of the offsets (``x - x_zero_point`` by ``w - w_zero_point``) in ``dtype``."""
+        self.float_dtype = np.dtype(dtype)
+        self.float_inputs = [_offset_twin(inputs[0], self.float_dtype), _offset_twin(inputs[1], self.float_dtype)]
         self.float_outputs = [Tensor(outputs[0].name, self.float_dtype, outputs[0].shape, outputs[0].format)]
         plain = Primitive(primitive.type, {**primitive.attrs, "activation_type": "NO_ACTIVATION"})
         float_class = find_kernel(primitive.type, self.float_dtype)
         self.inner = float_class(self.float_inputs, self.float_outputs, plain, name)
         self.value_inputs = float_class.value_inputs
-        NativeKernel.__init__(self, inputs, outputs, primitive, name)
-        self.bias = inputs[2] if len(inputs) > 2 else None
-        self.constants = []
-        self.compiled: Callable[[], None] | None = None
+
+    def _choose_float_dtype(self) -> None:
+        """A product of two activations sums in float32 where every sum is exact there
+        (``exact_activation_product``), else float64: decided at each input shape (its K may change)."""
+        if self.inputs[1].is_const:
+            return
+        exact = exact_activation_product(self, self._inner_terms())
+        if exact != self.exact32:
+            self.exact32 = exact
+            self._build_float_kernel(self.inputs, self.outputs, self.primitive, self.name,
+                                     np.float32 if exact else np.float64)
+            self._share_context()  # NOTE: _prepare_float_path prepares it (its twins hold no data yet)
+
+    def _inner_terms(self) -> int:
+        """K, the terms of each sum of a product (its inputs' shapes as they are now)."""
+        shape = self.inputs[0].shape
+        return shape[-2] if self.attrs.get("transpose_a") and len(shape) > 1 else shape[-1]
 
     def packed_constants(self) -> list[Tensor]:
         """The constant weight where a compiled plan runs: every plan keeps its own packed (or
@@ -170,14 +232,16 @@ class QuantizedProduct(QuantizedOp):
             super().resize()
             return
         self._share_context()
+        self._choose_float_dtype()
         self._sync_inputs()
         self._plan_requantization()
         self.compiled = compiled_product(self)  # NOTE: exact32 layers: the depthwise plan, or None
         if self.compiled is not None:
             return
         self._prepare_float_path()
-        if not self.float_inputs[0].is_const:
-            self.float_inputs[0].data = np.empty(self.inputs[0].shape, self.float_dtype)
+        for tensor, twin in zip(self.inputs, self.float_inputs, strict=False):
+            if not twin.is_const:
+                twin.data = np.empty(tensor.shape, self.float_dtype)
         out, twin = self.outputs[0], self.float_outputs[0]
         twin.shape, twin.data = out.shape, np.empty(out.shape, self.float_dtype)
         self.inner.resize()
@@ -234,9 +298,9 @@ class QuantizedProduct(QuantizedOp):
         if self.compiled is not None:
             self.compiled()
             return
-        x, twin = self.inputs[0], self.float_inputs[0]
-        if not twin.is_const:
-            np.subtract(x.data, self.layout.x_zero_point, out=twin.data, dtype=self.float_dtype)
+        for tensor, twin, zero_point in zip(self.inputs, self.float_inputs, self.layout.zero_points, strict=False):
+            if not twin.is_const:
+                np.subtract(tensor.data, zero_point, out=twin.data, dtype=self.float_dtype)
         self.inner.execute()
         acc = self.float_outputs[0].data
         if self.exact32:
@@ -254,23 +318,35 @@ class QuantizedProduct(QuantizedOp):
 
         out = self.outputs[0].data
         terms = requantization_terms(self)
-        requantize_planes(sums.reshape(*sums.shape[:2], -1), *terms, out.reshape(*out.shape[:2], -1))
+        if self.layout.channel_axis == 1:
+            requantize_planes(sums.reshape(*sums.shape[:2], -1), *terms, out.reshape(*out.shape[:2], -1))
+            return
+        bias, multiplier, *bounds = terms  # NOTE: a product of two activations: one multiplier, no bias
+        requantize_planes(sums.reshape(1, 1, -1), bias[:1], multiplier[:1], *bounds, out.reshape(1, 1, -1))
 
 
 class _Layout:
-    """What the integer form of a quantized product needs: the output's channel axis and x's zero point."""
+    """What the integer form of a quantized product needs: the output's channel axis and x's zero
+    point (``zero_points``: x's and, where w is not a constant, w's)."""
 
-    def __init__(self, channel_axis: int, x_zero_point: int):
+    def __init__(self, channel_axis: int, x_zero_point: int, w_zero_point: int = 0):
         self.channel_axis, self.x_zero_point = channel_axis, x_zero_point
+        self.zero_points = (x_zero_point, w_zero_point)
+
+
+def _zero_point(params) -> int:
+    return int(params.zero_point[0]) if params.zero_point.size else 0
 
 
 def _integer_layout(inputs: list[Tensor | None], outputs: list[Tensor], primitive: Primitive) -> _Layout | None:
     """The layout where the op has the integer form (see QuantizedProduct), else None."""
-    if len(inputs) < 2 or inputs[1] is None or not inputs[1].is_const or len(outputs) != 1:
+    if len(inputs) < 2 or inputs[1] is None or len(outputs) != 1:
         return None
     x, w, out = (t.quant_params for t in (inputs[0], inputs[1], outputs[0]))
     if x is None or w is None or out is None or not (x.per_tensor and out.per_tensor) or w.block_size:
         return None
+    if not inputs[1].is_const:
+        return _activation_layout(inputs, primitive)
     if activation_bounds(primitive.attrs.get("activation_type", "NO_ACTIVATION"), outputs[0].dtype, 1.0, 0) is None:
         return None
     rank = len(inputs[1].shape)
@@ -284,7 +360,14 @@ def _integer_layout(inputs: list[Tensor | None], outputs: list[Tensor], primitiv
     bias = inputs[2] if len(inputs) > 2 else None
     if bias is not None and (not bias.is_const or len(bias.shape) != 1):
         return None
-    return _Layout(channel_axis, int(x.zero_point[0]) if x.zero_point.size else 0)
+    return _Layout(channel_axis, _zero_point(x))
+
+
+def _activation_layout(inputs: list[Tensor | None], primitive: Primitive) -> _Layout | None:
+    """The layout of a product of two activations (w not a constant): a MatMul, w per tensor, no bias."""
+    if primitive.type != "MatMulFusion" or not inputs[1].quant_params.per_tensor or len(inputs) > 2:
+        return None
+    return _Layout(-1, _zero_point(inputs[0].quant_params), _zero_point(inputs[1].quant_params))
 
 
 def _offset_twin(tensor: Tensor, dtype: np.dtype) -> Tensor:

@@ -9,11 +9,16 @@ per input and output):
   and QLinearLeakyRelu do;
 - Add, Sub and Mul: ``quantize(dequantize(a) op dequantize(b))`` in float32 on the fly, in the
   order ``lite.ops.quant`` gives (bit-identical to ``QuantizedOp``);
+- a softmax over trailing axes of an 8-bit tensor: each value's exponential from a table of the
+  256 offsets below its row's largest value (as onnxruntime's QLinearSoftmax computes it), within
+  one step of ``QuantizedOp``'s float32 softmax;
 - a global average pool: each plane's integer sum, then the float64 terms of ``QuantizedOp``'s
   float64 reference (bit-identical to it: that reference's sum is exact).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -95,29 +100,75 @@ class QuantizedTable(_Delegating):
 
 
 class _Table(NativeKernel):
+    """``quantize(f(dequantize(x)))`` of an 8-bit x as a table of x's 256 values, made at prepare;
+    ``f`` the op's float kernel (``_real_results``)."""
+
     def infer_shapes(self) -> list[tuple[int, ...]]:
         return [self.inputs[0].shape]
 
     def output_dtypes(self) -> list[np.dtype]:
         return [self.outputs[0].dtype]
 
+    @property
+    def table_input(self) -> Tensor:
+        return self.inputs[0]
+
+    def _real_results(self, real: np.ndarray) -> np.ndarray:
+        """f of the float32 values ``real``."""
+        x = Tensor("x", np.float32, real.shape, data=real)
+        out = Tensor("y", np.float32, real.shape, data=np.empty(real.shape, np.float32))
+        op = float_kernel_class(self.type)([x], [out], self.primitive, self.name)
+        op.resize()
+        op.execute()
+        return out.data
+
     def prepare(self) -> None:
-        x, y = self.inputs[0], self.outputs[0]
+        x, y = self.table_input, self.outputs[0]
         low, high = qrange(x.dtype)
         values = np.arange(low, high + 1).astype(x.dtype)
-        real = Tensor("x", np.float32, values.shape, data=dequantize_tensor(values, x.quant_params))
-        out = Tensor("y", np.float32, values.shape, data=np.empty(values.shape, np.float32))
-        op = float_kernel_class(self.type)([real], [out], self.primitive, self.name)
-        op.resize()
         with np.errstate(all="ignore"):
-            op.execute()
-        self.table = quantize_tensor(out.data, y.quant_params, y.dtype)
-        self.offset = -low
+            real = self._real_results(dequantize_tensor(values, x.quant_params))
+        table = quantize_tensor(real, y.quant_params, y.dtype).view(np.uint8)
+        self.table = np.roll(table, low)  # NOTE: indexed by x's byte: an int8 x's -128 is byte 128
+        self.lookup = _compiled_lookup()
 
     def execute(self) -> None:
-        x = self.inputs[0].data
-        index = x.view(np.uint8) ^ np.uint8(0x80) if self.offset else x  # NOTE: int8 -> 0..255 in order
-        np.take(self.table, index, out=self.outputs[0].data)
+        x, out = self.table_input.data.view(np.uint8), self.outputs[0].data.view(np.uint8)
+        if self.lookup is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+            self.lookup(self.table, x.reshape(-1), out.reshape(-1))
+            return
+        np.take(self.table, x, out=out.reshape(x.shape))
+
+
+def _compiled_lookup():
+    """``int8_elementwise.lookup`` where compiled kernels run, else None."""
+    from lite.kernels import fast
+
+    if not fast.enabled():
+        return None
+    from lite.kernels.fast import int8_elementwise
+
+    int8_elementwise.warm_lookup()
+    return int8_elementwise.lookup
+
+
+class _ConstantArithmetic(_Table):
+    """Add, Sub or Mul of an 8-bit tensor and a one-value constant: a table (``_Table``) of
+    ``quantize(dequantize(x) op dequantize(c))``, the operands in the op's order, in float32
+    as ``_Arithmetic`` computes it."""
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        return [tuple(np.broadcast_shapes(self.inputs[0].shape, self.inputs[1].shape))]
+
+    @property
+    def table_input(self) -> Tensor:
+        return self.inputs[1] if self.inputs[0].is_const else self.inputs[0]
+
+    def _real_results(self, real: np.ndarray) -> np.ndarray:
+        constant = next(t for t in self.inputs if t is not self.table_input)
+        c = dequantize_tensor(constant.data, constant.quant_params).reshape(())
+        operands = (c, real) if constant is self.inputs[0] else (real, c)
+        return ARITHMETIC_OPS[self.type](*operands)
 
 
 class QuantizedArithmetic(_Delegating):
@@ -129,7 +180,22 @@ class QuantizedArithmetic(_Delegating):
                 != "NO_ACTIVATION" or not all(t.quant_params is not None and t.quant_params.per_tensor
                                               for t in tensors)):
             return None
+        if _one_value_constant(inputs) and _one_size(inputs, outputs) and all(t.dtype in BYTES for t in tensors):
+            return _ConstantArithmetic(inputs, outputs, primitive, name)
         return _Arithmetic(inputs, outputs, primitive, name)
+
+
+def _one_value_constant(inputs: list[Tensor]) -> bool:
+    """Whether exactly one of the two inputs is a constant of one value."""
+    return sum(t.is_const and t.data is not None and t.data.size == 1 for t in inputs) == 1
+
+
+def _one_size(inputs: list[Tensor], outputs: list[Tensor]) -> bool:
+    """Whether the output has as many values as the input that is not the constant, at every
+    shape: the constant's rank is no higher than the other input's."""
+    constant = next(t for t in inputs if t.is_const and t.data is not None and t.data.size == 1)
+    other = inputs[1] if constant is inputs[0] else inputs[0]
+    return len(constant.shape) <= len(other.shape) and len(outputs) == 1
 
 
 class _Arithmetic(NativeKernel):
@@ -270,7 +336,94 @@ class _GlobalAverage(NativeKernel):
                                         1.0 / max(count, 1), y_scale, y_zero, low, high, flat)
 
 
+class QuantizedSoftmax(_Delegating):
+    """A quantized Softmax of an 8-bit tensor with per-tensor parameters on the compiled
+    ``int8_elementwise.softmax_rows`` where its axes are the trailing ones, else ``QuantizedOp``."""
+
+    def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
+        from lite.kernels import fast
+
+        tensors = [*inputs, *outputs]
+        if (not fast.enabled() or primitive.type != "Softmax" or len(inputs) != 1 or len(outputs) != 1
+                or not all(t is not None and t.dtype in BYTES and t.quant_params is not None
+                           and t.quant_params.per_tensor for t in tensors)
+                or not all(np.isfinite(s) and s > 0 for s in (_float_params(t.quant_params)[0] for t in tensors))):
+            return None
+        return _Softmax(inputs, outputs, primitive, name)
+
+
+class _Softmax(NativeKernel):
+    def check_attrs(self) -> None:
+        self.general = QuantizedOp(self.inputs, self.outputs, self.primitive, self.name)
+        self.value_inputs = self.general.value_inputs
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        self.general.runtime_shapes = self.runtime_shapes
+        return self.general.infer_shapes()
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [self.outputs[0].dtype]
+
+    def prepare(self) -> None:
+        from lite.kernels.fast import int8_elementwise
+
+        x, y = self.inputs[0], self.outputs[0]
+        (x_scale, _), (y_scale, y_zero) = _float_params(x.quant_params), _float_params(y.quant_params)
+        low, high = qrange(y.dtype, y.quant_params.bits)
+        self.table = np.exp(-np.arange(256, dtype=np.float64) * np.float64(x_scale)).astype(np.float32)
+        self.terms = (y_scale, y_zero, np.float32(low), np.float32(high))
+        self.flip = np.uint8(0x80 if x.dtype == np.int8 else 0)
+        int8_elementwise.warm_softmax(y.dtype)
+        self.general.workspace, self.general.threads = self.workspace, self.threads
+
+    def resize(self) -> None:
+        from lite.kernels.fast import int8_elementwise
+        from lite.kernels.shape import normalize_axes
+
+        shape = self.inputs[0].shape
+        axes = sorted(normalize_axes(self, self.attrs["axis"], len(shape)))
+        self.width = math.prod(shape[len(shape) - len(axes):])
+        self.trailing = axes == list(range(len(shape) - len(axes), len(shape))) and self.width > 0
+        if not self.trailing:
+            self.general.prepare()
+            self.general.resize()
+            return
+        self.rows = math.prod(shape) // self.width
+        self.exps = [np.zeros(self.width + int8_elementwise.SOFTMAX_LANES, np.float32)
+                     for _ in range(self.threads.loop_pieces(self.rows))]
+        self.arrays: tuple = ()
+
+    def execute(self) -> None:
+        if not self.trailing:
+            self.general.execute()
+            return
+        x, out = self.inputs[0].data, self.outputs[0].data
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            x = np.ascontiguousarray(x)
+            result = np.empty(out.shape, out.dtype)
+            self._step(x, result)()
+            out[...] = result
+            return
+        if self.arrays != (x, out):
+            self.arrays, self.step = (x, out), self._step(x, out)
+        self.step()
+
+    def _step(self, x: np.ndarray, out: np.ndarray):
+        from functools import partial
+
+        from lite.kernels.fast import int8_elementwise
+
+        shared = (x.reshape(-1).view(np.uint8), self.width, self.flip, self.table, *self.terms,
+                  out.reshape(-1).view(np.uint8))
+
+        def piece(index: int, first: int, last: int):
+            return partial(int8_elementwise.softmax_rows, *shared, self.exps[index], first, last)
+
+        return self.threads.crew_loop(self.rows, piece, None, per_thread=1)
+
+
 _register(MOVEMENT_OPS, QuantizedMovement)
 _register(TABLE_OPS, QuantizedTable)
 _register(ARITHMETIC_OPS, QuantizedArithmetic)
 _register(("AvgPoolFusion",), QuantizedAverage)
+_register(("Softmax",), QuantizedSoftmax)

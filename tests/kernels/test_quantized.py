@@ -39,6 +39,8 @@ CASES = {
     "gemm_transposed": ("Gemm", {"x": _normal(5, 32)}, {"w": _normal(10, 32)}, _normal(10), {"transB": 1}),
     "add": ("Add", {"a": _normal(1, 8, 4, 4), "b": _normal(1, 8, 4, 4) * 3}, {}, None, {}),
     "mul_broadcast": ("Mul", {"a": _normal(1, 8, 4, 4), "b": _normal(1, 8, 1, 1)}, {}, None, {}),
+    "add_constant": ("Add", {"a": _normal(1, 8, 4, 4)}, {"c": np.array([1.5], np.float32)}, None, {}),
+    "sub_constant": ("Sub", {"a": _normal(2, 40)}, {"c": np.array([-0.7], np.float32)}, None, {}),
     "maxpool": ("MaxPool", {"x": _normal(1, 4, 8, 8)}, {}, None, {"kernel_shape": [3, 3], "strides": [2, 2]}),
     "averagepool": ("AveragePool", {"x": _normal(1, 4, 8, 8)}, {}, None, {"kernel_shape": [2, 2]}),
     "global_averagepool": ("GlobalAveragePool", {"x": _normal(1, 16, 7, 7)}, {}, None, {}),
@@ -95,7 +97,8 @@ def _twin_run(kernel) -> np.ndarray:
 
 @pytest.mark.parametrize("case, kind", [("sigmoid", "QuantizedTable"), ("add", "QuantizedArithmetic"),
                                         ("mul_broadcast", "QuantizedArithmetic"), ("maxpool", "QuantizedMovement"),
-                                        ("transpose", "QuantizedMovement")])
+                                        ("transpose", "QuantizedMovement"), ("add_constant", "QuantizedArithmetic"),
+                                        ("sub_constant", "QuantizedArithmetic")])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_the_copy_free_quantized_kernels_equal_the_general_one(case, kind, dtype):
     op_type, inputs, weights, bias, attrs = CASES[case]
@@ -106,6 +109,64 @@ def test_the_copy_free_quantized_kernels_equal_the_general_one(case, kind, dtype
     kernel = next(k for k in lite_model._engine.kernels if k.quantized)
     assert type(kernel).__name__ == kind and not isinstance(kernel.inner, QuantizedOp)
     np.testing.assert_array_equal(kernel.outputs[0].data, _twin_run(kernel))
+
+
+@pytest.mark.parametrize("op_type", ["SubFusion", "MulFusion"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_an_op_with_a_one_value_constant_is_a_table_in_either_operand_order(op_type, dtype):
+    """A constant of one value turns Add, Sub or Mul into a one-input op: a table of the other
+    input's 256 values, each computed as the general kernel computes it (every value of the type,
+    the constant first or second, its rank below the other input's)."""
+    from lite.kernels.quantized_elementwise import QuantizedArithmetic
+    from lite.schema.primitives import default_attrs
+
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    x = lite.Tensor("x", dtype, (2, 128), quant_params=lite.QuantParams(np.float32([0.05]), np.int64([low + 90])))
+    x.data = np.arange(low, high + 1, dtype=dtype).reshape(2, 128)
+    constant = lite.Tensor("c", dtype, (1,), quant_params=lite.QuantParams(np.float32([0.02]), np.int64([low + 3])),
+                           is_const=True)
+    constant.data = np.array([low + 60], dtype)
+    for inputs in ([constant, x], [x, constant]):
+        out_params = lite.QuantParams(np.float32([0.04]), np.int64([low + 128]))
+        out = lite.Tensor("y", dtype, (2, 128), quant_params=out_params)
+        out.data = np.zeros(out.shape, dtype)
+        kernel = QuantizedArithmetic(inputs, [out], lite.Primitive(op_type, default_attrs(op_type)), "node")
+        kernel.prepare()
+        kernel.resize()
+        kernel.execute()
+        assert type(kernel.inner).__name__ == "_ConstantArithmetic"
+        np.testing.assert_array_equal(out.data, _twin_run(kernel))
+        assert len(np.unique(out.data)) > 50
+
+
+@pytest.mark.parametrize("shape, axes, trailing", [((2, 12, 20, 33), [-1], True), ((3, 5, 7), [1, 2], True),
+                                                   ((2, 6, 9), [1], False)])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_a_quantized_softmax_over_trailing_axes_is_within_a_step_of_the_general_kernel(shape, axes, trailing, dtype):
+    """Exponentials from a table of offsets below each row's largest value (onnxruntime's
+    QLinearSoftmax), against the float32 softmax between dequantize and quantize: within one
+    step, nearly all equal; axes that are not the trailing ones run the general kernel."""
+    from lite.kernels import fast
+    from lite.kernels.quantized_elementwise import QuantizedSoftmax
+    from lite.schema.primitives import default_attrs
+
+    if not fast.enabled():
+        pytest.skip("compiled kernels are off")
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    x = lite.Tensor("x", dtype, shape, quant_params=lite.QuantParams(np.float32([0.06]), np.int64([low + 100])))
+    x.data = RNG.integers(low, high + 1, shape).astype(dtype)
+    out = lite.Tensor("y", dtype, shape, quant_params=lite.QuantParams(np.float32([1 / 256]), np.int64([low])))
+    out.data = np.zeros(shape, dtype)
+    kernel = QuantizedSoftmax([x], [out], lite.Primitive("Softmax", {**default_attrs("Softmax"), "axis": axes}),
+                              "node")
+    kernel.infer_shapes()
+    kernel.prepare()
+    kernel.resize()
+    kernel.execute()
+    assert type(kernel.inner).__name__ == "_Softmax" and kernel.inner.trailing == trailing
+    steps = np.abs(out.data.astype(np.int64) - _twin_run(kernel))
+    assert steps.max() <= 1 and np.mean(steps > 0) < 0.01
+    assert len(np.unique(out.data)) > 10
 
 
 def test_a_table_covers_every_int8_value():

@@ -280,6 +280,7 @@ THREADED = {  # x shape, w shape, attrs (None: a product), w zero points (0: the
     "depthwise": ((1, 24, 15, 15), (24, 1, 3, 3), _conv_attrs(3, pad=1, group=24), True),
     "depthwise_stride2": ((2, 16, 15, 15), (16, 1, 3, 3), _conv_attrs(3, stride=2, pad=1, group=16), True),
     "product": ((5, 70), (70, 300), None, True),
+    "product_quads": ((5, 70), (70, 300), None, False),
     "winograd": ((2, 24, 24, 26), (32, 24, 3, 3), _conv_attrs(3, pad=1), True),
 }
 
@@ -379,3 +380,107 @@ def test_compiled_global_average_pool_agrees_with_onnx_reference():
     actual, _, _ = run_quantized(QuantizedAverage, "AvgPoolFusion", {"is_global": True}, [x],
                                  [params(0.031, 128), params(0.017, 120)], (1, 64, 1, 1), np.uint8)
     assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1
+
+
+QUAD_PRODUCTS = {  # rows, K, N
+    "rows_and_columns_past_the_tiles": (13, 70, 100),
+    "one_row": (1, 33, 50),
+    "whole_tiles": (16, 64, 96),
+}
+
+
+@pytest.mark.skipif(not int8_quads.available(), reason="byte quads need AVX-512 VNNI")
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("case", sorted(QUAD_PRODUCTS))
+def test_byte_quads_run_a_product_where_every_weight_offset_fits_int8(case, dtype):
+    """A product's rows broadcast as signed bytes and its weight as unsigned ones (w - zero point +
+    128): bit-identical, rows and columns past the register tile and K no multiple of four too;
+    a weight offset past int8 leaves the product to the pairs."""
+    rows, k, n = QUAD_PRODUCTS[case]
+    x = random_q(RNG, (rows, k), dtype)
+    for zero_point, quads in ((0, True), (60, False)):
+        w = RNG.integers(-128, 128, (k, n)).astype(np.int8)
+        w_params = params(RNG.uniform(0.002, 0.02, n), np.full(n, zero_point), axis=1)
+        actual, expected, kernel = run_both("MatMulFusion", {}, x, params(0.05, 100 if dtype == np.uint8 else -100),
+                                            w, w_params, RNG.integers(-5000, 5000, n).astype(np.int32), dtype,
+                                            params(0.5, 2))
+        assert isinstance(kernel.compiled, ProductPlan) and (kernel.compiled.quad_bias is not None) == quads
+        np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.skipif(not int8_quads.available(), reason="byte quads need AVX-512 VNNI")
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_byte_quads_sum_a_products_worst_case_exactly(dtype):
+    """Every term at the offsets' extremes (x - zero point of 255 or -255, w of -128 or 127) over
+    4097 terms: -133 million, the rows' and columns' corrections at their largest."""
+    x = np.full((9, 4097), 255 if dtype == np.uint8 else -128, dtype)
+    x_params = params(1.0, 0 if dtype == np.uint8 else 127)
+    for value in (-128, 127):
+        w = np.full((4097, 5), value, np.int8)
+        actual, expected, kernel = run_both("MatMulFusion", {}, x, x_params, w, params(np.full(5, 0.001), np.zeros(5),
+                                                                                       axis=1),
+                                            None, np.int8, params(5000.0, 0))
+        assert kernel.compiled.quad_bias is not None
+        np.testing.assert_array_equal(actual, expected)
+        assert np.abs(expected).min() > 20
+
+
+ACTIVATION_PRODUCTS = {  # x shape, w shape, transpose_b
+    "attention_scores": ((1, 3, 20, 16), (1, 3, 16, 20), False),
+    "weights_broadcast": ((2, 5, 30), (30, 7), False),
+    "transposed": ((4, 6, 40), (4, 8, 40), True),
+}
+
+
+def _activation_product(x: np.ndarray, w: np.ndarray, attrs: dict, quant: list):
+    """A QuantizedProduct of two activations (w no constant) on x and w, executed: (output, kernel)."""
+    from lite.tensor import Tensor
+    from tests.support.quantized_kernels import build
+
+    xt, wt = Tensor("x", x.dtype, x.shape, data=x), Tensor("w", w.dtype, w.shape, data=w)
+    out = Tensor("y", np.dtype(np.int8), ())
+    for tensor, param in zip((xt, wt, out), quant, strict=True):
+        tensor.quant_params = param
+    kernel = build("MatMulFusion", attrs, xt, wt, None, out)
+    kernel.execute()
+    return out.data.copy(), kernel
+
+
+def _integer_product(x, w, attrs: dict, quant: list) -> np.ndarray:
+    """What ONNX's QLinearMatMul defines: int32 sums of the offsets, requantized."""
+    from lite.ops.quant import requantize, requantize_multiplier
+
+    (xs, xz), (ws, wz), (ys, yz) = ((p.scale[0], int(p.zero_point[0])) for p in quant)
+    offsets = w.astype(np.int64) - wz
+    acc = np.matmul(x.astype(np.int64) - xz, np.swapaxes(offsets, -1, -2) if attrs.get("transpose_b") else offsets)
+    return requantize(acc, requantize_multiplier(xs, ws, ys), yz, np.int8, (-128, 127))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("case", sorted(ACTIVATION_PRODUCTS))
+def test_a_product_of_two_activations_sums_exactly_in_float32(case, dtype):
+    x_shape, w_shape, transpose_b = ACTIVATION_PRODUCTS[case]
+    x, w = random_q(RNG, x_shape, dtype), random_q(RNG, w_shape, np.int8)
+    quant = [params(0.02, 130 if dtype == np.uint8 else 9), params(0.03, -4), params(0.7, 3)]
+    actual, kernel = _activation_product(x, w, {"transpose_b": transpose_b}, quant)
+    assert kernel.layout is not None and kernel.float_dtype == np.float32
+    np.testing.assert_array_equal(actual, _integer_product(x, w, {"transpose_b": transpose_b}, quant))
+
+
+def test_a_product_of_two_activations_sums_in_float64_past_float32s_exact_range():
+    """K = 300 of 8-bit offsets up to 255 x 255 can pass 2^24: float64 then, chosen again when a
+    resize changes K (20 terms: float32 again)."""
+    quant = [params(0.01, 0), params(0.001, -128), params(40.0, 3)]
+    x, w = np.full((2, 300), 255, np.uint8), np.full((300, 3), 127, np.int8)
+    actual, kernel = _activation_product(x, w, {}, quant)
+    assert kernel.float_dtype == np.float64
+    np.testing.assert_array_equal(actual, _integer_product(x, w, {}, quant))
+    x, w = random_q(RNG, (2, 20), np.uint8), random_q(RNG, (20, 3), np.int8)
+    kernel.inputs[0].shape, kernel.inputs[0].data = x.shape, x
+    kernel.inputs[1].shape, kernel.inputs[1].data = w.shape, w
+    kernel.outputs[0].shape = tuple(kernel.infer_shapes()[0])
+    kernel.outputs[0].data = np.zeros(kernel.outputs[0].shape, np.int8)
+    kernel.resize()
+    kernel.execute()
+    assert kernel.float_dtype == np.float32
+    np.testing.assert_array_equal(kernel.outputs[0].data, _integer_product(x, w, {}, quant))

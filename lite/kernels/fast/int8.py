@@ -176,13 +176,17 @@ def _per_row_or_column(builder: ir.IRBuilder, values: ir.Value, vector: ir.Vecto
 
 
 def _requantizing_finish(builder: ir.IRBuilder, out: ir.Value, out_stride: ir.Value, bias: ir.Value,
-                         multiplier: ir.Value, bounds: tuple[ir.Value, ...], per_row: bool):
+                         multiplier: ir.Value, bounds: tuple[ir.Value, ...], per_row: bool,
+                         row_terms: ir.Value | None = None):
     """A tile ``finish`` storing row r's requantized bytes at ``out + r * out_stride``: one bias and
-    multiplier per row (``per_row``: a convolution's output channels) or per column (a product's)."""
+    multiplier per row (``per_row``: a convolution's output channels) or per column (a product's);
+    ``row_terms``: int32 words added to row r's sums besides (a per-column bias's rows' share)."""
     splats = requantize_bounds(builder, *bounds)
 
     def finish(builder: ir.IRBuilder, r: int, j: int, sums: ir.Value) -> None:
         b = _per_row_or_column(builder, bias, SUMS, per_row, r, j)
+        if row_terms is not None:
+            b = builder.add(b, _per_row_or_column(builder, row_terms, SUMS, True, r, j))
         m = _per_row_or_column(builder, multiplier, FLOATS, per_row, r, j)
         place = builder.gep(out, [builder.add(builder.mul(out_stride, _I64(r)), _I64(j * LANES))])
         builder.store(emit_requantize(builder, sums, b, m, splats), builder.bitcast(place, BYTES.as_pointer()),
@@ -190,21 +194,34 @@ def _requantizing_finish(builder: ir.IRBuilder, out: ir.Value, out_stride: ir.Va
     return finish
 
 
-def _tile_intrinsic(per_row: bool, shape: tuple[int, int] = (ROWS, VECTORS), multiply=multiply_words):
+def _tile_intrinsic(per_row: bool, shape: tuple[int, int] = (ROWS, VECTORS), multiply=multiply_words,
+                    row_terms: bool = False):
     """The requantizing pair tile (see ``requantized_tile_rows``) with bias and multiplier per row
-    or per column, of ``shape`` (rows, vectors), its products by ``multiply``."""
-    def tile(typingctx, a, a_stride, rows, offsets, count, out, out_stride, bias, multiplier, zero_point, lo,
-             hi):
-        def codegen(context, builder, signature, args):
-            a_at, a_step, rows_at, offsets_at, count_, out_at, out_step, bias_at, multiplier_at, *bounds = args
-            words = _I32.as_pointer()
-            finish = _requantizing_finish(builder, builder.inttoptr(out_at, _I8.as_pointer()), out_step,
-                                          builder.inttoptr(bias_at, words),
-                                          builder.inttoptr(multiplier_at, _F32.as_pointer()), bounds, per_row)
-            _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
-                            builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish, shape, multiply)
-            return context.get_dummy_value()
-        return types.void(*(types.int64,) * 9, *(types.float32,) * 3), codegen
+    or per column, of ``shape`` (rows, vectors), its products by ``multiply``; ``row_terms``: one
+    more address after the multiplier's, of int32 words added to each row's sums."""
+    addresses = 10 if row_terms else 9
+
+    def codegen(context, builder, signature, args):
+        a_at, a_step, rows_at, offsets_at, count_, out_at, out_step, bias_at, multiplier_at = args[:9]
+        words = _I32.as_pointer()
+        terms = builder.inttoptr(args[9], words) if row_terms else None
+        finish = _requantizing_finish(builder, builder.inttoptr(out_at, _I8.as_pointer()), out_step,
+                                      builder.inttoptr(bias_at, words),
+                                      builder.inttoptr(multiplier_at, _F32.as_pointer()), args[addresses:],
+                                      per_row, terms)
+        _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
+                        builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish, shape, multiply)
+        return context.get_dummy_value()
+
+    signature = types.void(*(types.int64,) * addresses, *(types.float32,) * 3)
+    if row_terms:
+        def tile_with_terms(typingctx, a, a_stride, rows, offsets, count, out, out_stride, bias, multiplier,
+                            terms, zero_point, lo, hi):
+            return signature, codegen
+        return tile_with_terms
+
+    def tile(typingctx, a, a_stride, rows, offsets, count, out, out_stride, bias, multiplier, zero_point, lo, hi):
+        return signature, codegen
     return tile
 
 
@@ -649,37 +666,49 @@ def conv_job_uint8(index, data, extra):
 
 
 # The block of a product on the crew (``lite.kernels.fast.crew.Jobs``), then per piece (first, last, spare):
-(_PROWS, _PROWS_M, _PPAIRS, _PPANELS, _PPANELS_N, _POFFSETS, _PBIAS, _PMULTIPLIER, _POUT, _PM, _PN, _PZERO, _PLO,
- _PHI) = range(14)
-_PRODUCT_HEADER = 14
+(_PROWS, _PROWS_M, _PPAIRS, _PPANELS, _PPANELS_N, _POFFSETS, _PBIAS, _PMULTIPLIER, _POUT, _PM, _PN, _PROW_TERMS,
+ _PZERO, _PLO, _PHI) = range(15)
+_PRODUCT_HEADER = 15
 
 
 def product_crew_jobs(rows: np.ndarray, panels: np.ndarray, offsets: np.ndarray, bias: np.ndarray,
                       multiplier: np.ndarray, zero_point, lo, hi, out: np.ndarray, spares: list[np.ndarray],
-                      bounds: list[tuple[int, int]]):
+                      bounds: list[tuple[int, int]], job=None, row_terms: np.ndarray | None = None):
     """``product_panels``'s panels as jobs for the crew, one per piece of ``bounds`` with its own
-    spare (``out`` viewed as bytes)."""
+    spare (``out`` viewed as bytes); ``job``: another job function reading the same block (default
+    ``product_job``), ``row_terms`` its rows' own terms (``int8_quads.quad_product_job``)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     view = out.view(np.uint8)
     block = pieces_block(_PRODUCT_HEADER, bounds, [[spare] for spare in spares])
     block[:_PZERO] = (rows.ctypes.data, *rows.shape, panels.ctypes.data, panels.shape[0], offsets.ctypes.data,
-                      bias.ctypes.data, multiplier.ctypes.data, view.ctypes.data, *view.shape)
+                      bias.ctypes.data, multiplier.ctypes.data, view.ctypes.data, *view.shape,
+                      0 if row_terms is None else row_terms.ctypes.data)
     block[_PZERO:_PRODUCT_HEADER].view(np.float64)[:] = zero_point, lo, hi
-    return Jobs(product_job, block, len(bounds), (rows, panels, offsets, bias, multiplier, view, *spares))
+    kept = (rows, panels, offsets, bias, multiplier, view, *spares, *(() if row_terms is None else (row_terms,)))
+    return Jobs(job or product_job, block, len(bounds), kept)
+
+
+@jit
+def product_piece_args(index, data):
+    """What piece ``index`` of the product that the block at ``data`` describes computes with: (rows,
+    panels, offsets, bias, multiplier, zero point, lo, hi, out, spare, first, last, row terms' address)."""
+    block = carray(data, (_PRODUCT_HEADER + 3 * (index + 1),), np.int64)
+    floats = carray(data, (_PRODUCT_HEADER,), np.float64)
+    words, columns = block[_PPAIRS], block[_PPANELS_N] * WIDTH
+    piece = _PRODUCT_HEADER + 3 * index
+    return (carray(as_pointer(block[_PROWS]), (block[_PROWS_M], words), np.int32),
+            carray(as_pointer(block[_PPANELS]), (block[_PPANELS_N], words, WIDTH), np.int32),
+            carray(as_pointer(block[_POFFSETS]), (words,), np.int64),
+            carray(as_pointer(block[_PBIAS]), (columns,), np.int32),
+            carray(as_pointer(block[_PMULTIPLIER]), (columns,), np.float32), np.float32(floats[_PZERO]),
+            np.float32(floats[_PLO]), np.float32(floats[_PHI]),
+            carray(as_pointer(block[_POUT]), (block[_PM], block[_PN]), np.uint8),
+            carray(as_pointer(block[piece + 2]), (ROWS, WIDTH), np.int32), block[piece], block[piece + 1],
+            block[_PROW_TERMS])
 
 
 def product_job(index, data, extra):
     """A crew job: piece ``index`` of the product the block at ``data`` describes."""
-    block = carray(data, (_PRODUCT_HEADER + 3 * (index + 1),), np.int64)
-    floats = carray(data, (_PRODUCT_HEADER,), np.float64)
-    pairs, columns = block[_PPAIRS], block[_PPANELS_N] * WIDTH
-    piece = _PRODUCT_HEADER + 3 * index
-    product_panels(carray(as_pointer(block[_PROWS]), (block[_PROWS_M], pairs), np.int32),
-                   carray(as_pointer(block[_PPANELS]), (block[_PPANELS_N], pairs, WIDTH), np.int32),
-                   carray(as_pointer(block[_POFFSETS]), (pairs,), np.int64),
-                   carray(as_pointer(block[_PBIAS]), (columns,), np.int32),
-                   carray(as_pointer(block[_PMULTIPLIER]), (columns,), np.float32), np.float32(floats[_PZERO]),
-                   np.float32(floats[_PLO]), np.float32(floats[_PHI]),
-                   carray(as_pointer(block[_POUT]), (block[_PM], block[_PN]), np.uint8),
-                   carray(as_pointer(block[piece + 2]), (ROWS, WIDTH), np.int32), block[piece], block[piece + 1])
+    a = product_piece_args(index, data)
+    product_panels(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11])

@@ -1,4 +1,5 @@
-"""Quantized Add, Sub and Mul of two 8-bit tensors of one shape, in one pass.
+"""Quantized Add, Sub and Mul of two 8-bit tensors of one shape, in one pass; one-input ops on
+8-bit tensors by a table of their 256 values (``lookup``).
 
 Each element is ``quantize(dequantize(a) op dequantize(b))`` in float32 with the operations in
 ``lite.ops.quant``'s order: ``(float32(q) - zero_point) * scale`` for each input, the op, then
@@ -18,8 +19,9 @@ import functools
 
 import numpy as np
 from numba import carray
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so loops vectorize
 
-from lite.kernels.fast import JIT_OPTIONS, compiled, numba_module
+from lite.kernels.fast import JIT_OPTIONS, compiled, jit, numba_module
 from lite.kernels.fast.crew import as_pointer
 
 OPS = {"AddFusion": 0, "SubFusion": 1, "MulFusion": 2}
@@ -137,6 +139,59 @@ def warm_quantize(out: np.dtype) -> None:
     """Compiles ``quantize_floats`` for ``out`` bytes now, at build."""
     f32 = np.float32
     compiled(quantize_floats, np.zeros(1, f32), f32(1), f32(0), f32(-128), f32(127), np.zeros(1, out))
+
+
+@jit
+def lookup(table, x, out):
+    """out[i] = table[x[i]] for bytes x (flat), a table of 256 values and out (flat) of its type."""
+    for i in range(x.size):
+        out[_u(i)] = table[x[_u(i)]]
+
+
+SOFTMAX_LANES = 16  # the sums of ``softmax_rows``: one vector of float32, each lane a sum of its own
+
+
+@_exact_jit
+def softmax_rows(x, width, flip, table, scale, zero_point, lo, hi, out, exps, first, last):
+    """Rows ``first`` to ``last - 1`` of x (flat bytes, rows of ``width``) into out (flat bytes):
+    ``clip(rint(e / sum(e) / scale) + zero_point, lo, hi)`` with e = table[d], d each value's offset
+    below its row's largest (``x ^ flip`` orders int8 bytes as unsigned ones), table[d] =
+    exp(-d * x_scale) as float32; the sum in SOFTMAX_LANES running sums (``exps``: width + that
+    many float32 of scratch)."""
+    lanes = exps[width:]
+    for row in range(first, last):
+        base = row * width
+        top = np.int64(0)
+        for i in range(width):
+            top = max(top, np.int64(x[_u(base + i)] ^ flip))
+        lanes[:] = 0
+        whole = width - width % SOFTMAX_LANES
+        for i in range(width):
+            exps[_u(i)] = table[_u(top - np.int64(x[_u(base + i)] ^ flip))]
+        for j in range(0, whole, SOFTMAX_LANES):
+            for lane in range(SOFTMAX_LANES):
+                lanes[_u(lane)] += exps[_u(j + lane)]
+        total = np.float32(0)
+        for lane in range(SOFTMAX_LANES):
+            total += lanes[_u(lane)]
+        for i in range(whole, width):
+            total += exps[_u(i)]
+        for i in range(width):
+            out[_u(base + i)] = min(max(np.rint(exps[_u(i)] / total / scale) + zero_point, lo), hi)
+
+
+@functools.cache
+def warm_softmax(out: np.dtype) -> None:
+    """Compiles ``softmax_rows`` for ``out`` bytes now, at build."""
+    f32 = np.float32
+    compiled(softmax_rows, np.zeros(1, np.uint8), 1, np.uint8(0), np.ones(256, f32), f32(1), f32(0), f32(0),
+             f32(255), np.zeros(1, out), np.zeros(1 + SOFTMAX_LANES, f32), 0, 1)
+
+
+@functools.cache
+def warm_lookup(values: type = np.uint8) -> None:
+    """Compiles ``lookup`` of a table of ``values`` (bytes, or float32) now, at build."""
+    compiled(lookup, np.zeros(256, values), np.zeros(1, np.uint8), np.zeros(1, values))
 
 
 @functools.cache

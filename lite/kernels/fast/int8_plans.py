@@ -70,6 +70,17 @@ def exact_in_float32(x, w, primitive) -> bool:
     return taps * offset_bound(x.dtype, zero_point) * _weight_bound(w) < FLOAT32_EXACT
 
 
+def exact_activation_product(kernel, terms: int) -> bool:
+    """Whether a quantized product of two activations (``kernel``, a QuantizedProduct) runs exactly on
+    the float32 kernels: compiled kernels run (they requantize the sums), 8-bit operands, and every
+    sum of ``terms`` products of offsets is below ``FLOAT32_EXACT`` in magnitude."""
+    x, w = kernel.inputs[0], kernel.inputs[1]
+    if not fast.enabled() or x.dtype not in INT8_TYPES or w.dtype not in INT8_TYPES:
+        return False
+    x_zero, w_zero = kernel.layout.zero_points
+    return terms * offset_bound(x.dtype, x_zero) * offset_bound(w.dtype, w_zero) < FLOAT32_EXACT
+
+
 def requantization_terms(kernel, narrow: bool = False
                          ) -> tuple[np.ndarray, np.ndarray, np.float32, np.float32, np.float32]:
     """(bias in the accumulator's units as int64 (int32 where ``narrow``), one multiplier per output
@@ -102,7 +113,7 @@ def compiled_product(kernel) -> Callable[[], None] | None:
     not cover it."""
     x, w = kernel.inputs[0], kernel.inputs[1]
     if not fast.enabled() or x.dtype not in INT8_TYPES or w.dtype not in INT8_TYPES or kernel.outputs[0].dtype \
-            not in INT8_TYPES or w.data is None:
+            not in INT8_TYPES or w.data is None or not w.is_const:
         return None
     if getattr(kernel, "exact32", False):
         return _depthwise_plan(kernel)
@@ -216,23 +227,45 @@ def _packed_weight(kernel, w: np.ndarray, rows: int, per_word: int, pack, cache:
 
 
 def _quad_bias(kernel, w: np.ndarray) -> np.ndarray | None:
-    """``_quad_bias_of`` once per kernel (its plan asks, then the convolution's plan reads it)."""
-    return _once(kernel, "quad_bias", lambda: _quad_bias_of(kernel, w))
+    """``_quad_bias_of`` a convolution's weight (O, C, KH, KW), once per kernel (its plan asks, then
+    the convolution's plan reads it): the input's pad byte p is its zero point as an unsigned byte
+    (``int8_quads``)."""
+    def bias() -> np.ndarray | None:
+        if not _quads_run():
+            return None
+        zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
+        pad = kernel.layout.x_zero_point + (128 if kernel.inputs[0].dtype == np.int8 else 0)
+        return _quad_bias_of(kernel, w.reshape(w.shape[0], -1).astype(np.int64) - zero_point[:, None], pad)
+
+    return _once(kernel, "quad_bias", bias)
 
 
-def _quad_bias_of(kernel, w: np.ndarray) -> np.ndarray | None:
-    """The bias (int32, one per output channel) of the byte-quad form (``int8_quads``): the bias
-    minus ``p * sum of the channel's weight offsets``, p the input's pad byte; None where that
-    form does not run: no VNNI, a weight offset outside int8, or that bias outside int32."""
+def _product_quad_bias(kernel, weight: np.ndarray) -> np.ndarray | None:
+    """``_quad_bias_of`` a product's weight (K, N), once per kernel: p is the input's zero point as a
+    signed byte (``int8_quads``' products)."""
+    def bias() -> np.ndarray | None:
+        if not _quads_run():
+            return None
+        zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, weight.shape[1])
+        pad = kernel.layout.x_zero_point - (128 if kernel.inputs[0].dtype == np.uint8 else 0)
+        return _quad_bias_of(kernel, (weight.astype(np.int64) - zero_point[None, :]).T, pad)
+
+    return _once(kernel, "product_quad_bias", bias)
+
+
+def _quads_run() -> bool:
+    """Whether the byte-quad kernels run on this machine (``int8_quads.available``)."""
     from lite.kernels.fast import int8_quads
 
-    if not int8_quads.available():
-        return None
-    zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
-    offsets = w.reshape(w.shape[0], -1).astype(np.int64) - zero_point[:, None]
+    return int8_quads.available()
+
+
+def _quad_bias_of(kernel, offsets: np.ndarray, pad: int) -> np.ndarray | None:
+    """The bias (int32, one per output channel) of the byte-quad form (``int8_quads``): the bias
+    minus ``pad * sum of the channel's weight offsets`` (``offsets``: one row per channel); None where
+    that form does not run: a weight offset outside int8, or that bias outside int32."""
     if offsets.min(initial=0) < -128 or offsets.max(initial=0) > 127:
         return None
-    pad = kernel.layout.x_zero_point + (128 if kernel.inputs[0].dtype == np.int8 else 0)
     bias = requantization_terms(kernel)[0] - pad * offsets.sum(axis=1)
     if np.abs(bias).max(initial=0) > INT32_LIMIT:
         return None
@@ -520,27 +553,40 @@ def _tap_offsets(channel_pairs: int, kernel: tuple[int, ...], strides: tuple[int
 
 class ProductPlan:
     """Quantized rows (any leading dims) times a constant 2-D weight on ``int8.fill_rows`` and
-    ``int8.product_panels``, the weight's panels shared out among the model's threads."""
+    ``int8.product_panels`` (int16 pairs), or on ``int8_quads.fill_quad_rows`` and
+    ``int8_quads.quad_product_panels`` (byte quads, where they run: ``_product_quad_bias``), the
+    weight's panels shared out among the model's threads."""
 
     def __init__(self, kernel, x_shape: tuple[int, ...], weight: np.ndarray):
         from lite.kernels.fast import int8
 
         k, n = weight.shape
-        pairs, m = (k + 1) // 2, math.prod(x_shape[:-1])
+        m = math.prod(x_shape[:-1])
+        self.quad_bias = _product_quad_bias(kernel, weight)
+        zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, n)
+        if self.quad_bias is None:
+            words, pack, name, job = (k + 1) // 2, int8.pack_product_weight, "product_panels", int8.product_job
+            self.rows = np.zeros((m + (-m) % int8.ROWS, words), np.int32)
+        else:
+            from lite.kernels.fast import int8_quads
+
+            int8_quads.warm()
+            words, pack, name = (k + 3) // 4, int8_quads.pack_product_quads, "product_quads"
+            job = int8_quads.quad_product_job
+            self.rows, self.row_terms = np.zeros((m, words), np.int32), np.zeros(m, np.int32)
+
         def panels() -> np.ndarray:
-            packed = np.zeros((-(-n // int8.WIDTH), pairs, int8.WIDTH), np.int32)
-            zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, n)
-            int8.pack_product_weight(np.ascontiguousarray(weight), zero_point, packed)
+            packed = np.zeros((-(-n // int8.WIDTH), words, int8.WIDTH), np.int32)
+            pack(np.ascontiguousarray(weight), zero_point, packed)
             return packed
 
-        self.panels = _once(kernel, "product_panels", panels)
-        self.rows = np.zeros((m + (-m) % int8.ROWS, pairs), np.int32)
-        self.offsets = np.arange(pairs, dtype=np.int64) * int8.WIDTH
+        self.panels = _once(kernel, name, panels)
+        self.offsets = np.arange(words, dtype=np.int64) * int8.WIDTH
         self.kernel, self.m, self.k = kernel, m, k
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
-            crew.warm(int8.product_job)
+            crew.warm(job)
         self.out: np.ndarray | None = None
         self.steps: Callable[[], None] | None = None
 
@@ -548,18 +594,27 @@ class ProductPlan:
         from lite.kernels.fast import int8
 
         columns = self.panels.shape[0] * int8.WIDTH
-        terms = padded_terms(requantization_terms(self.kernel, narrow=True), columns)
+        bias, *terms = requantization_terms(self.kernel, narrow=True)
+        quads = self.quad_bias is not None
+        terms = padded_terms((self.quad_bias if quads else bias, *terms), columns)
         out = out.reshape(self.m, -1)
 
         threads, count = self.kernel.threads, self.panels.shape[0]
         spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(count))]
         shared = (self.rows, self.panels, self.offsets, *terms, out)
+        if quads:
+            from lite.kernels.fast import int8_quads
+
+            panels_call, job, row_terms = int8_quads.quad_product_panels, int8_quads.quad_product_job, self.row_terms
+            leading = (self.rows, row_terms)
+        else:
+            panels_call, job, row_terms, leading = int8.product_panels, None, None, (self.rows,)
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
-            return partial(int8.product_panels, *shared, spares[index], first, last)
+            return partial(panels_call, *leading, *shared[1:], spares[index], first, last)
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            return int8.product_crew_jobs(*shared, spares, bounds)
+            return int8.product_crew_jobs(*shared, spares, bounds, job, row_terms)
 
         return threads.crew_loop(count, piece, jobs, per_thread=1)
 
@@ -567,7 +622,13 @@ class ProductPlan:
         from lite.kernels.fast import int8
 
         x = _compiled_array(self.kernel.inputs[0].data).reshape(self.m, self.k)
-        int8.fill_rows(x, np.int64(self.kernel.layout.x_zero_point), self.rows)
+        if self.quad_bias is None:
+            int8.fill_rows(x, np.int64(self.kernel.layout.x_zero_point), self.rows)
+        else:
+            from lite.kernels.fast import int8_quads
+
+            flip = np.uint8(0x80 if x.dtype == np.uint8 else 0)
+            int8_quads.fill_quad_rows(x.view(np.uint8), flip, self.rows.view(np.uint8), self.row_terms)
         out = self.kernel.outputs[0].data
         if out is not self.out:
             self.out, self.steps = out, self._steps(out)

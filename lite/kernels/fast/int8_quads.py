@@ -54,6 +54,7 @@ from lite.kernels.fast.int8 import (
     conv_piece_args,
     copy_spare,
     fill_piece_args,
+    product_piece_args,
 )
 from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
 
@@ -217,6 +218,92 @@ def conv_quad_items(flat, group, block, packed, offsets, bias, multiplier, zero_
                 copy_spare(bytes_, out, column, rows, count)
 
 
+# ---- products -------------------------------------------------------------------------------------
+# Rows (M, K) times a constant weight (K, N), the rows broadcast: the signed byte is the row's,
+# ``s = x`` (int8) or ``x ^ 0x80`` (uint8, x - 128), and the unsigned one the weight's, ``w' + 128``
+# (w' = w - w_zero_point, in int8). With p = x_zero_point (int8) or x_zero_point - 128 (uint8),
+# ``sum (x - zx) w' = sum s (w' + 128) - 128 * sum s - p * sum w'``: the second term is one word
+# per row (``fill_quad_rows``), the third one per column, folded into the bias by the plan.
+
+quad_tile_columns = intrinsic(_tile_intrinsic(per_row=False, multiply=multiply_quads, row_terms=True))
+"""``int8.requantized_tile_columns`` on byte quads (a's words signed, the panel's unsigned), each
+row's sums plus its row term (the address after the multiplier's)."""
+quad_row_columns = intrinsic(_tile_intrinsic(per_row=False, shape=(1, VECTORS), multiply=multiply_quads,
+                                             row_terms=True))
+"""``quad_tile_columns`` of one row."""
+
+
+@jit
+def pack_product_quads(w, zero_point, panels):
+    """w (K, N) minus its zero point (one per column, every offset in int8), plus 128, into panels
+    (panels, quads, WIDTH) of words of four unsigned bytes: rows 4 * quad to 4 * quad + 3 of a
+    column, the first in the low byte (zero past K and past N)."""
+    k_count, n_count = w.shape
+    panels[:] = 0
+    for n in range(n_count):
+        panel, j = divmod(n, WIDTH)
+        zp = zero_point[n]
+        for q in range((k_count + 3) // 4):
+            word = np.int64(0)
+            for t in range(min(4, k_count - 4 * q)):
+                word |= ((np.int64(w[4 * q + t, n]) - zp + 128) & 0xFF) << (8 * t)
+            panels[panel, q, j] = np.int32(np.uint32(word))
+
+
+@jit
+def fill_quad_rows(x, flip, rows, row_terms):
+    """The bytes ``x ^ flip`` of x (M, K), read as bytes, into the first K bytes of each row of
+    rows (M, quads * 4 bytes; the rest stay zero), and each row's term ``-128 * sum`` of those bytes
+    read as signed into row_terms (int32, wrapping as the sums do)."""
+    m_count, k_count = x.shape
+    for m in range(m_count):
+        total = np.int32(0)
+        for k in range(k_count):
+            byte = x[m, _u(k)] ^ flip
+            rows[m, _u(k)] = byte
+            total += np.int32(np.int8(byte))
+        row_terms[m] = np.int32(-128) * total
+
+
+@jit
+def quad_product_panels(rows, row_terms, panels, offsets, bias, multiplier, zero_point, lo, hi, out, spare, first,
+                        last):
+    """``int8.product_panels`` on byte quads: rows (M, quads) of signed quad words
+    (``fill_quad_rows``), their ``row_terms``, panels of ``pack_product_quads``; ``bias`` the
+    columns' bias less p times their weight offsets' sums."""
+    m_count, n_count = out.shape
+    quads = rows.shape[1]
+    bytes_ = carray(as_pointer(spare.ctypes.data), (ROWS * WIDTH,), np.uint8)
+    for panel in range(first, last):
+        column = panel * WIDTH
+        count = min(WIDTH, n_count - column)
+        weights, bias_at, multiplier_at = panels[panel].ctypes.data, bias.ctypes.data + column * 4, \
+            multiplier.ctypes.data + column * 4
+        for top in range(0, m_count, ROWS):
+            height = min(ROWS, m_count - top)
+            whole = count == WIDTH and height == ROWS
+            place = out[top].ctypes.data + column if whole else bytes_.ctypes.data
+            if height < ROWS:  # NOTE: the last rows one at a time (a single row: a vector times a matrix)
+                for r in range(height):
+                    quad_row_columns(rows.ctypes.data + (top + r) * quads * 4, quads, weights, offsets.ctypes.data,
+                                     quads, bytes_.ctypes.data + r * WIDTH, WIDTH, bias_at, multiplier_at,
+                                     row_terms.ctypes.data + (top + r) * 4, zero_point, lo, hi)
+            else:
+                quad_tile_columns(rows.ctypes.data + top * quads * 4, quads, weights, offsets.ctypes.data, quads,
+                                  place, n_count if whole else WIDTH, bias_at, multiplier_at,
+                                  row_terms.ctypes.data + top * 4, zero_point, lo, hi)
+            if not whole:
+                copy_spare(bytes_, out[top:top + height], column, height, count)
+
+
+def quad_product_job(index, data, extra):
+    """A crew job: piece ``index`` of the quad product the block at ``data``
+    (``int8.product_crew_jobs``'s, with row terms) describes."""
+    a = product_piece_args(index, data)
+    quad_product_panels(a[0], carray(as_pointer(a[12]), (a[0].shape[0],), np.int32), a[1], a[2], a[3], a[4], a[5],
+                        a[6], a[7], a[8], a[9], a[10], a[11])
+
+
 @functools.cache
 def warm() -> None:
     """Compiles the quad kernels now, at build (their inputs and outputs are read as bytes)."""
@@ -228,6 +315,12 @@ def warm() -> None:
     compiled(conv_quad_items, phases.reshape(-1), 1, phases.size, packed, offsets, np.zeros(ROWS, i32),
              np.ones(ROWS, f32), f32(0), f32(-1), f32(1), np.zeros((1, 1, 9), np.uint8),
              np.zeros((ROWS, WIDTH), i32), 0, 1)
+    panels = np.zeros((1, 1, WIDTH), i32)
+    compiled(pack_product_quads, np.zeros((2, 1), np.int8), np.zeros(1, i64), panels)
+    rows, row_terms = np.zeros((1, 1), i32), np.zeros(1, i32)
+    compiled(fill_quad_rows, np.zeros((1, 2), np.uint8), np.uint8(0), rows.view(np.uint8), row_terms)
+    compiled(quad_product_panels, rows, row_terms, panels, offsets, np.zeros(WIDTH, i32), np.ones(WIDTH, f32),
+             f32(0), f32(-1), f32(1), np.zeros((1, 1), np.uint8), np.zeros((ROWS, WIDTH), i32), 0, 1)
 
 
 @jit
