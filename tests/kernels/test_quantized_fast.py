@@ -8,7 +8,14 @@ import pytest
 
 from lite.kernels import fast
 from lite.kernels.fast import int8_quads, int8_winograd
-from lite.kernels.fast.int8_plans import ConvPlan, DepthwiseInt8Plan, PointwisePlan, ProductPlan, WinogradPlan
+from lite.kernels.fast.int8_plans import (
+    ActivationQuadPlan,
+    ConvPlan,
+    DepthwiseInt8Plan,
+    PointwisePlan,
+    ProductPlan,
+    WinogradPlan,
+)
 from lite.kernels.parallel import KernelThreads
 from tests.support.quantized_kernels import params, random_q, run_arithmetic, run_both, run_quantized
 
@@ -425,10 +432,11 @@ def test_byte_quads_sum_a_products_worst_case_exactly(dtype):
         assert np.abs(expected).min() > 20
 
 
-ACTIVATION_PRODUCTS = {  # x shape, w shape, transpose_b
-    "attention_scores": ((1, 3, 20, 16), (1, 3, 16, 20), False),
-    "weights_broadcast": ((2, 5, 30), (30, 7), False),
-    "transposed": ((4, 6, 40), (4, 8, 40), True),
+ACTIVATION_PRODUCTS = {  # x shape, w shape, transpose_b, whether byte quads take it (where they run)
+    "attention_scores": ((1, 3, 20, 16), (1, 3, 16, 20), False, True),
+    "rows_and_columns_past_the_tiles": ((13, 70), (70, 100), False, True),
+    "weights_broadcast": ((2, 5, 30), (30, 7), False, False),
+    "transposed": ((4, 6, 40), (4, 8, 40), True, False),
 }
 
 
@@ -456,18 +464,42 @@ def _integer_product(x, w, attrs: dict, quant: list) -> np.ndarray:
     return requantize(acc, requantize_multiplier(xs, ws, ys), yz, np.int8, (-128, 127))
 
 
+@pytest.mark.parametrize("quads", [True, False], ids=["quads", "float32"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("case", sorted(ACTIVATION_PRODUCTS))
-def test_a_product_of_two_activations_sums_exactly_in_float32(case, dtype):
-    x_shape, w_shape, transpose_b = ACTIVATION_PRODUCTS[case]
+def test_a_product_of_two_activations_sums_exactly(monkeypatch, case, dtype, quads):
+    """On byte quads (both operands packed at each call) where they run and the batch dims agree,
+    else on the float32 kernels, whose sums of 8-bit offsets are exact here: ONNX's integer result."""
+    if quads and not int8_quads.available():
+        pytest.skip("byte quads need AVX-512 VNNI")
+    if not quads:
+        monkeypatch.setattr(int8_quads, "available", lambda: False)
+    x_shape, w_shape, transpose_b, quad_case = ACTIVATION_PRODUCTS[case]
     x, w = random_q(RNG, x_shape, dtype), random_q(RNG, w_shape, np.int8)
     quant = [params(0.02, 130 if dtype == np.uint8 else 9), params(0.03, -4), params(0.7, 3)]
     actual, kernel = _activation_product(x, w, {"transpose_b": transpose_b}, quant)
     assert kernel.layout is not None and kernel.float_dtype == np.float32
+    assert isinstance(kernel.compiled, ActivationQuadPlan) == (quads and quad_case)
     np.testing.assert_array_equal(actual, _integer_product(x, w, {"transpose_b": transpose_b}, quant))
 
 
-def test_a_product_of_two_activations_sums_in_float64_past_float32s_exact_range():
+@pytest.mark.skipif(not int8_quads.available(), reason="byte quads need AVX-512 VNNI")
+@pytest.mark.parametrize("x_dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("w_dtype", [np.uint8, np.int8])
+def test_byte_quads_sum_a_product_of_two_activations_at_its_extremes(x_dtype, w_dtype):
+    """Offsets of 255 by -255 over 4097 terms (-266 million): the rows' and columns' corrections
+    at their largest, for each pair of byte types."""
+    low = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+    (x_low, x_high), (w_low, w_high) = low[np.dtype(x_dtype)], low[np.dtype(w_dtype)]
+    x, w = np.full((9, 4097), x_high, x_dtype), np.full((4097, 50), w_low, w_dtype)
+    quant = [params(1.0, x_low), params(1.0, w_high), params(1e7, 0)]
+    actual, kernel = _activation_product(x, w, {}, quant)
+    assert isinstance(kernel.compiled, ActivationQuadPlan)
+    np.testing.assert_array_equal(actual, _integer_product(x, w, {}, quant))
+    assert (actual == -27).all()
+
+
+def test_a_product_of_two_activations_sums_in_float64_past_float32s_exact_range(pairs_only):
     """K = 300 of 8-bit offsets up to 255 x 255 can pass 2^24: float64 then, chosen again when a
     resize changes K (20 terms: float32 again)."""
     quant = [params(0.01, 0), params(0.001, -128), params(40.0, 3)]

@@ -113,7 +113,11 @@ def compiled_product(kernel) -> Callable[[], None] | None:
     not cover it."""
     x, w = kernel.inputs[0], kernel.inputs[1]
     if not fast.enabled() or x.dtype not in INT8_TYPES or w.dtype not in INT8_TYPES or kernel.outputs[0].dtype \
-            not in INT8_TYPES or w.data is None or not w.is_const:
+            not in INT8_TYPES:
+        return None
+    if not w.is_const:
+        return _activation_quad_plan(kernel)
+    if w.data is None:
         return None
     if getattr(kernel, "exact32", False):
         return _depthwise_plan(kernel)
@@ -628,11 +632,86 @@ class ProductPlan:
             from lite.kernels.fast import int8_quads
 
             flip = np.uint8(0x80 if x.dtype == np.uint8 else 0)
-            int8_quads.fill_quad_rows(x.view(np.uint8), flip, self.rows.view(np.uint8), self.row_terms)
+            int8_quads.fill_quad_rows(x.view(np.uint8), flip, np.int64(128), self.rows.view(np.uint8), self.row_terms)
         out = self.kernel.outputs[0].data
         if out is not self.out:
             self.out, self.steps = out, self._steps(out)
         self.steps()
+
+
+def _activation_quad_plan(kernel) -> Callable[[], None] | None:
+    """The byte-quad plan of a product of two 8-bit activations (``ActivationQuadPlan``), else None:
+    no VNNI, transposed operands, batch dims that differ, or sums that could leave int32."""
+    x_shape, w_shape = kernel.inputs[0].shape, kernel.inputs[1].shape
+    if (not _quads_run() or kernel.attrs.get("transpose_a") or kernel.attrs.get("transpose_b") or len(x_shape) < 2
+            or tuple(x_shape[:-2]) != tuple(w_shape[:-2]) or len(kernel.inputs) > 2):
+        return None
+    x_zero, w_zero = kernel.layout.zero_points
+    bound = offset_bound(kernel.inputs[0].dtype, x_zero) * offset_bound(kernel.inputs[1].dtype, w_zero)
+    if x_shape[-1] * bound > INT32_LIMIT:
+        return None
+    return ActivationQuadPlan(kernel, x_shape, w_shape)
+
+
+class ActivationQuadPlan:
+    """A quantized product of two 8-bit activations (attention's) on ``int8_quads.activation_quad_batches``:
+    batch by batch, x's rows filled as signed bytes and w packed as unsigned ones, then the quad
+    product; the batches shared out among the model's threads."""
+
+    def __init__(self, kernel, x_shape: tuple[int, ...], w_shape: tuple[int, ...]):
+        from lite.kernels.fast import int8, int8_quads
+
+        int8_quads.warm_activations()
+        (m, k), n = x_shape[-2:], w_shape[-1]
+        self.batches, quads, columns = math.prod(x_shape[:-2]), (k + 3) // 4, -(-n // int8.WIDTH) * int8.WIDTH
+        x, w = kernel.inputs[0], kernel.inputs[1]
+        x_zero, w_zero = kernel.layout.zero_points
+        self.flips = (np.uint8(0x80 if x.dtype == np.uint8 else 0), np.uint8(0x80 if w.dtype == np.int8 else 0))
+        pad = x_zero - (128 if x.dtype == np.uint8 else 0)
+        factor = w_zero + (128 if w.dtype == np.int8 else 0)
+        self.offsets_of_bytes = (np.int64(factor), np.int64(pad))
+        _, multiplier, *bounds = requantization_terms(kernel)
+        self.terms = (np.full(columns, multiplier[0], np.float32), *bounds)
+        self.shapes = ((self.batches, m, k), (self.batches, k, n), (self.batches, m, n))
+        self.scratch = [self._scratch(m, quads, columns) for _ in range(kernel.threads.loop_pieces(self.batches))]
+        self.offsets = np.arange(quads, dtype=np.int64) * int8.WIDTH
+        self.kernel = kernel
+        self.bound: tuple = ()
+        self.step: Callable[[], None] | None = None
+
+    @staticmethod
+    def _scratch(m: int, quads: int, columns: int) -> tuple:
+        """(rows and their bytes, row terms, panels and their bytes, column sums, bias, spare) of one piece."""
+        from lite.kernels.fast import int8
+
+        rows, panels = np.zeros((m, quads), np.int32), np.zeros((columns // int8.WIDTH, quads, int8.WIDTH), np.int32)
+        return (rows, rows.view(np.uint8), np.zeros(m, np.int32), panels,
+                panels.view(np.uint8).reshape(panels.shape[0], quads, -1), np.zeros(columns, np.int64),
+                np.zeros(columns, np.int32), np.zeros((int8.ROWS, int8.WIDTH), np.int32))
+
+    def _step(self, x: np.ndarray, w: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8_quads
+
+        x_shape, w_shape, out_shape = self.shapes
+        x8, w8 = x.view(np.uint8).reshape(x_shape), w.view(np.uint8).reshape(w_shape)
+        out8 = out.view(np.uint8).reshape(out_shape)
+        (x_flip, w_flip), (factor, pad) = self.flips, self.offsets_of_bytes
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            rows, rows8, row_terms, panels, panels8, sums, bias, spare = self.scratch[index]
+            return partial(int8_quads.activation_quad_batches, x8, x_flip, w8, w_flip, factor, pad, *self.terms,
+                           out8, rows, rows8, row_terms, panels, panels8, sums, bias, self.offsets, spare, first,
+                           last)
+
+        return self.kernel.threads.crew_loop(self.batches, piece, None, per_thread=1)
+
+    def __call__(self) -> None:
+        x = _compiled_array(self.kernel.inputs[0].data)
+        w = _compiled_array(self.kernel.inputs[1].data)
+        out = self.kernel.outputs[0].data
+        if len(self.bound) != 3 or any(a is not b for a, b in zip(self.bound, (x, w, out), strict=True)):
+            self.bound, self.step = (x, w, out), self._step(x, w, out)
+        self.step()
 
 
 def _depthwise_plan(kernel) -> Callable[[], None] | None:

@@ -1,4 +1,4 @@
-"""Quantized convolutions on byte quads: ``vpdpbusd`` (AVX-512 VNNI), four products a lane.
+"""Quantized convolutions and products on byte quads: ``vpdpbusd`` (AVX-512 VNNI), four products a lane.
 
 Where every weight offset ``w - w_zero_point`` fits int8, a convolution's terms go in quads of
 four input channels: one int32 word holds four bytes, and ``vpdpbusd`` adds to each int32 lane
@@ -13,6 +13,10 @@ constant per output channel, folded into the bias by the plan. The int32 lanes w
 sum plus bias is the exact value wherever the plan checked that it fits int32 (modular
 arithmetic). Only with AVX-512 VNNI: the intrinsic exists nowhere else, so these kernels are
 compiled only there (``available``).
+
+Products broadcast the rows instead (the products section below): a linear layer's constant weight
+packed once (``pack_product_quads``), or, for a product of two activations (attention's), both
+operands packed batch by batch at each call (``activation_quad_batches``).
 """
 
 from __future__ import annotations
@@ -251,18 +255,54 @@ def pack_product_quads(w, zero_point, panels):
 
 
 @jit
-def fill_quad_rows(x, flip, rows, row_terms):
+def fill_quad_rows(x, flip, factor, rows, row_terms):
     """The bytes ``x ^ flip`` of x (M, K), read as bytes, into the first K bytes of each row of
-    rows (M, quads * 4 bytes; the rest stay zero), and each row's term ``-128 * sum`` of those bytes
-    read as signed into row_terms (int32, wrapping as the sums do)."""
+    rows (M, quads * 4 bytes; the rest stay zero), and each row's term ``-factor * sum`` of those
+    bytes read as signed into row_terms (int32, wrapping as the sums do)."""
     m_count, k_count = x.shape
     for m in range(m_count):
-        total = np.int32(0)
+        total = np.int64(0)
         for k in range(k_count):
             byte = x[m, _u(k)] ^ flip
             rows[m, _u(k)] = byte
-            total += np.int32(np.int8(byte))
-        row_terms[m] = np.int32(-128) * total
+            total += np.int64(np.int8(byte))
+        row_terms[m] = np.int32(np.int64(-factor) * total)
+
+
+@jit
+def pack_activation_quads(w, flip, panels, column_sums):
+    """The bytes ``w ^ flip`` of w (K, N), read as bytes, into panels (panels, quads, WIDTH * 4
+    bytes) as ``pack_product_quads`` lays them out (bytes past K and N left as they are: the rows'
+    bytes there are zero, and those columns are dropped), and each column's sum of them into
+    column_sums (int64)."""
+    k_count, n_count = w.shape
+    column_sums[:n_count] = 0
+    for panel in range(panels.shape[0]):
+        first = panel * WIDTH
+        count = min(WIDTH, n_count - first)
+        for k in range(k_count):
+            q, t = k // 4, k % 4
+            for j in range(count):
+                byte = w[k, _u(first + j)] ^ flip
+                panels[panel, q, _u(4 * j + t)] = byte
+                column_sums[_u(first + j)] += np.int64(byte)
+
+
+@jit
+def activation_quad_batches(x, x_flip, w, w_flip, factor, pad, multiplier, zero_point, lo, hi, out, rows, rows8,
+                            row_terms, panels, panels8, column_sums, bias, offsets, spare, first, last):
+    """Batches ``first`` to ``last - 1`` of out (B, M, N) = the requantized product of two 8-bit
+    activations x (B, M, K) and w (B, K, N), read as bytes, on byte quads: x's bytes ``x ^ x_flip``
+    signed, w's ``w ^ w_flip`` unsigned, ``factor`` and ``pad`` the offsets of those bytes (w - zw =
+    u - factor, x - zx = s - pad); rows, panels and the rest scratch of one batch."""
+    k_count = x.shape[2]
+    for b in range(first, last):
+        fill_quad_rows(x[b], x_flip, factor, rows8, row_terms)
+        pack_activation_quads(w[b], w_flip, panels8, column_sums)
+        for n in range(w.shape[2]):
+            bias[n] = np.int32(k_count * pad * factor - pad * column_sums[n])
+        quad_product_panels(rows, row_terms, panels, offsets, bias, multiplier, zero_point, lo, hi, out[b], spare, 0,
+                            panels.shape[0])
 
 
 @jit
@@ -318,9 +358,20 @@ def warm() -> None:
     panels = np.zeros((1, 1, WIDTH), i32)
     compiled(pack_product_quads, np.zeros((2, 1), np.int8), np.zeros(1, i64), panels)
     rows, row_terms = np.zeros((1, 1), i32), np.zeros(1, i32)
-    compiled(fill_quad_rows, np.zeros((1, 2), np.uint8), np.uint8(0), rows.view(np.uint8), row_terms)
+    compiled(fill_quad_rows, np.zeros((1, 2), np.uint8), np.uint8(0), i64(128), rows.view(np.uint8), row_terms)
     compiled(quad_product_panels, rows, row_terms, panels, offsets, np.zeros(WIDTH, i32), np.ones(WIDTH, f32),
              f32(0), f32(-1), f32(1), np.zeros((1, 1), np.uint8), np.zeros((ROWS, WIDTH), i32), 0, 1)
+
+
+@functools.cache
+def warm_activations() -> None:
+    """Compiles ``activation_quad_batches`` now, at build."""
+    i32, i64, f32, u8 = np.int32, np.int64, np.float32, np.uint8
+    rows, panels = np.zeros((1, 1), i32), np.zeros((1, 1, WIDTH), i32)
+    compiled(activation_quad_batches, np.zeros((1, 1, 2), u8), u8(0), np.zeros((1, 2, 1), u8), u8(0), i64(128),
+             i64(0), np.ones(WIDTH, f32), f32(0), f32(-1), f32(1), np.zeros((1, 1, 1), u8), rows, rows.view(u8),
+             np.zeros(1, i32), panels, panels.view(u8), np.zeros(WIDTH, i64), np.zeros(WIDTH, i32),
+             np.zeros(1, i64), np.zeros((ROWS, WIDTH), i32), 0, 1)
 
 
 @jit
