@@ -555,6 +555,16 @@ def _tap_offsets(channel_pairs: int, kernel: tuple[int, ...], strides: tuple[int
     return pairs.reshape(-1).astype(np.int64)
 
 
+def _pack_weight_quads(weight: np.ndarray, zero_point: np.ndarray, panels: np.ndarray) -> None:
+    """A constant weight (K, N) minus its zero point (one per column), plus 128, into panels of
+    unsigned byte quads (``int8_quads.pack_activation_quads``' layout; zeros past K and N)."""
+    from lite.kernels.fast import int8_quads
+
+    unsigned = ((weight.astype(np.int64) - zero_point[None, :] + 128) & 0xFF).astype(np.uint8)
+    sums = np.zeros(weight.shape[1], np.int64)
+    int8_quads.pack_activation_quads(unsigned, np.uint8(0), panels.view(np.uint8).reshape(*panels.shape[:2], -1), sums)
+
+
 class ProductPlan:
     """Quantized rows (any leading dims) times a constant 2-D weight on ``int8.fill_rows`` and
     ``int8.product_panels`` (int16 pairs), or on ``int8_quads.fill_quad_rows`` and
@@ -575,7 +585,7 @@ class ProductPlan:
             from lite.kernels.fast import int8_quads
 
             int8_quads.warm()
-            words, pack, name = (k + 3) // 4, int8_quads.pack_product_quads, "product_quads"
+            words, pack, name = (k + 3) // 4, _pack_weight_quads, "product_quads"
             job = int8_quads.quad_product_job
             self.rows, self.row_terms = np.zeros((m, words), np.int32), np.zeros(m, np.int32)
 

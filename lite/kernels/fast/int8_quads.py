@@ -15,8 +15,8 @@ arithmetic). Only with AVX-512 VNNI: the intrinsic exists nowhere else, so these
 compiled only there (``available``).
 
 Products broadcast the rows instead (the products section below): a linear layer's constant weight
-packed once (``pack_product_quads``), or, for a product of two activations (attention's), both
-operands packed batch by batch at each call (``activation_quad_batches``).
+packed once, or, for a product of two activations (attention's), both operands packed batch by
+batch at each call (``activation_quad_batches``).
 """
 
 from __future__ import annotations
@@ -223,11 +223,13 @@ def conv_quad_items(flat, group, block, packed, offsets, bias, multiplier, zero_
 
 
 # ---- products -------------------------------------------------------------------------------------
-# Rows (M, K) times a constant weight (K, N), the rows broadcast: the signed byte is the row's,
+# Rows (M, K) times a weight (K, N), the rows broadcast: the signed byte is the row's,
 # ``s = x`` (int8) or ``x ^ 0x80`` (uint8, x - 128), and the unsigned one the weight's, ``w' + 128``
 # (w' = w - w_zero_point, in int8). With p = x_zero_point (int8) or x_zero_point - 128 (uint8),
 # ``sum (x - zx) w' = sum s (w' + 128) - 128 * sum s - p * sum w'``: the second term is one word
-# per row (``fill_quad_rows``), the third one per column, folded into the bias by the plan.
+# per row (``fill_quad_rows``), the third one per column, folded into the bias by the plan. A
+# product of two activations has w's own bytes (``activation_quad_batches``): its zero point joins
+# the row term's factor, and the columns' terms are summed at each call.
 
 quad_tile_columns = intrinsic(_tile_intrinsic(per_row=False, multiply=multiply_quads, row_terms=True))
 """``int8.requantized_tile_columns`` on byte quads (a's words signed, the panel's unsigned), each
@@ -235,23 +237,6 @@ row's sums plus its row term (the address after the multiplier's)."""
 quad_row_columns = intrinsic(_tile_intrinsic(per_row=False, shape=(1, VECTORS), multiply=multiply_quads,
                                              row_terms=True))
 """``quad_tile_columns`` of one row."""
-
-
-@jit
-def pack_product_quads(w, zero_point, panels):
-    """w (K, N) minus its zero point (one per column, every offset in int8), plus 128, into panels
-    (panels, quads, WIDTH) of words of four unsigned bytes: rows 4 * quad to 4 * quad + 3 of a
-    column, the first in the low byte (zero past K and past N)."""
-    k_count, n_count = w.shape
-    panels[:] = 0
-    for n in range(n_count):
-        panel, j = divmod(n, WIDTH)
-        zp = zero_point[n]
-        for q in range((k_count + 3) // 4):
-            word = np.int64(0)
-            for t in range(min(4, k_count - 4 * q)):
-                word |= ((np.int64(w[4 * q + t, n]) - zp + 128) & 0xFF) << (8 * t)
-            panels[panel, q, j] = np.int32(np.uint32(word))
 
 
 @jit
@@ -272,9 +257,9 @@ def fill_quad_rows(x, flip, factor, rows, row_terms):
 @jit
 def pack_activation_quads(w, flip, panels, column_sums):
     """The bytes ``w ^ flip`` of w (K, N), read as bytes, into panels (panels, quads, WIDTH * 4
-    bytes) as ``pack_product_quads`` lays them out (bytes past K and N left as they are: the rows'
-    bytes there are zero, and those columns are dropped), and each column's sum of them into
-    column_sums (int64)."""
+    bytes): word (panel, quad, j) holds rows 4 * quad to 4 * quad + 3 of column panel * WIDTH + j,
+    the first in the low byte (bytes past K and N left as they are: the rows' bytes there are zero,
+    and those columns are dropped), and each column's sum of them into column_sums (int64)."""
     k_count, n_count = w.shape
     column_sums[:n_count] = 0
     for panel in range(panels.shape[0]):
@@ -309,8 +294,8 @@ def activation_quad_batches(x, x_flip, w, w_flip, factor, pad, multiplier, zero_
 def quad_product_panels(rows, row_terms, panels, offsets, bias, multiplier, zero_point, lo, hi, out, spare, first,
                         last):
     """``int8.product_panels`` on byte quads: rows (M, quads) of signed quad words
-    (``fill_quad_rows``), their ``row_terms``, panels of ``pack_product_quads``; ``bias`` the
-    columns' bias less p times their weight offsets' sums."""
+    (``fill_quad_rows``), their ``row_terms``, panels of unsigned ones (``pack_activation_quads``);
+    ``bias`` the columns' bias with their corrections."""
     m_count, n_count = out.shape
     quads = rows.shape[1]
     bytes_ = carray(as_pointer(spare.ctypes.data), (ROWS * WIDTH,), np.uint8)
@@ -356,7 +341,7 @@ def warm() -> None:
              np.ones(ROWS, f32), f32(0), f32(-1), f32(1), np.zeros((1, 1, 9), np.uint8),
              np.zeros((ROWS, WIDTH), i32), 0, 1)
     panels = np.zeros((1, 1, WIDTH), i32)
-    compiled(pack_product_quads, np.zeros((2, 1), np.int8), np.zeros(1, i64), panels)
+    compiled(pack_activation_quads, np.zeros((2, 1), np.uint8), np.uint8(0), panels.view(np.uint8), np.zeros(1, i64))
     rows, row_terms = np.zeros((1, 1), i32), np.zeros(1, i32)
     compiled(fill_quad_rows, np.zeros((1, 2), np.uint8), np.uint8(0), i64(128), rows.view(np.uint8), row_terms)
     compiled(quad_product_panels, rows, row_terms, panels, offsets, np.zeros(WIDTH, i32), np.ones(WIDTH, f32),
