@@ -374,6 +374,10 @@ class _Softmax(NativeKernel):
         self.terms = (y_scale, y_zero, np.float32(low), np.float32(high))
         self.flip = np.uint8(0x80 if x.dtype == np.int8 else 0)
         int8_elementwise.warm_softmax(y.dtype)
+        if self.threads.crew() is not None:
+            from lite.kernels.fast import crew
+
+            crew.warm(int8_elementwise.softmax_job)
         self.general.workspace, self.general.threads = self.workspace, self.threads
 
     def resize(self) -> None:
@@ -419,7 +423,11 @@ class _Softmax(NativeKernel):
         def piece(index: int, first: int, last: int):
             return partial(int8_elementwise.softmax_rows, *shared, self.exps[index], first, last)
 
-        return self.threads.crew_loop(self.rows, piece, None, per_thread=1)
+        def jobs(bounds: list[tuple[int, int]]):
+            return int8_elementwise.softmax_crew_jobs(shared[0], self.table, shared[-1], self.width, self.flip,
+                                                      self.terms, self.exps, bounds)
+
+        return self.threads.crew_loop(self.rows, piece, jobs, per_thread=1)
 
 
 _register(MOVEMENT_OPS, QuantizedMovement)

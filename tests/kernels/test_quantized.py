@@ -13,6 +13,7 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 import lite
+from lite.kernels.parallel import KernelThreads
 from lite.kernels.quantized import QuantizedOp
 from lite.tools import converter
 from lite.tools.inspector import format_table
@@ -167,6 +168,16 @@ def test_a_quantized_softmax_over_trailing_axes_is_within_a_step_of_the_general_
     steps = np.abs(out.data.astype(np.int64) - _twin_run(kernel))
     assert steps.max() <= 1 and np.mean(steps > 0) < 0.01
     assert len(np.unique(out.data)) > 10
+    one_thread = out.data.copy()
+    for dynamic in (False, True):  # NOTE: the crew's jobs, then Python threads: the rows shared out
+        threads = KernelThreads(2)
+        threads.dynamic = dynamic
+        kernel.threads = threads
+        kernel.prepare()
+        kernel.resize()
+        out.data[...] = 0
+        kernel.execute()
+        np.testing.assert_array_equal(out.data, one_thread)
 
 
 def test_a_table_covers_every_int8_value():

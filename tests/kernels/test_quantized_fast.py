@@ -440,7 +440,7 @@ ACTIVATION_PRODUCTS = {  # x shape, w shape, transpose_b, whether byte quads tak
 }
 
 
-def _activation_product(x: np.ndarray, w: np.ndarray, attrs: dict, quant: list):
+def _activation_product(x: np.ndarray, w: np.ndarray, attrs: dict, quant: list, threads=None):
     """A QuantizedProduct of two activations (w no constant) on x and w, executed: (output, kernel)."""
     from lite.tensor import Tensor
     from tests.support.quantized_kernels import build
@@ -449,7 +449,7 @@ def _activation_product(x: np.ndarray, w: np.ndarray, attrs: dict, quant: list):
     out = Tensor("y", np.dtype(np.int8), ())
     for tensor, param in zip((xt, wt, out), quant, strict=True):
         tensor.quant_params = param
-    kernel = build("MatMulFusion", attrs, xt, wt, None, out)
+    kernel = build("MatMulFusion", attrs, xt, wt, None, out, threads)
     kernel.execute()
     return out.data.copy(), kernel
 
@@ -497,6 +497,18 @@ def test_byte_quads_sum_a_product_of_two_activations_at_its_extremes(x_dtype, w_
     assert isinstance(kernel.compiled, ActivationQuadPlan)
     np.testing.assert_array_equal(actual, _integer_product(x, w, {}, quant))
     assert (actual == -27).all()
+
+
+@pytest.mark.skipif(not int8_quads.available(), reason="byte quads need AVX-512 VNNI")
+@pytest.mark.parametrize("dynamic", [False, True], ids=["crew", "python_threads"])
+def test_two_threads_share_the_batches_of_a_product_of_two_activations(dynamic):
+    threads = KernelThreads(2)
+    threads.dynamic = dynamic
+    x, w = random_q(RNG, (2, 5, 19, 40), np.uint8), random_q(RNG, (2, 5, 40, 53), np.int8)
+    quant = [params(0.02, 120), params(0.03, 7), params(0.5, -3)]
+    actual, kernel = _activation_product(x, w, {}, quant, threads)
+    assert isinstance(kernel.compiled, ActivationQuadPlan)
+    np.testing.assert_array_equal(actual, _integer_product(x, w, {}, quant))
 
 
 def test_a_product_of_two_activations_sums_in_float64_past_float32s_exact_range(pairs_only):

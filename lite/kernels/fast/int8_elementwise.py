@@ -180,6 +180,43 @@ def softmax_rows(x, width, flip, table, scale, zero_point, lo, hi, out, exps, fi
             out[_u(base + i)] = min(max(np.rint(exps[_u(i)] / total / scale) + zero_point, lo), hi)
 
 
+# The block of a quantized softmax on the crew: the addresses, the row width and count, the flip,
+# then the four float terms as float64 bits; then per piece (first, last, exps):
+_SX, _STABLE, _SOUT, _SWIDTH, _SROWS, _SFLIP, _SSCALE = range(7)
+_SOFTMAX_HEADER = _SSCALE + 4
+
+
+def softmax_crew_jobs(x: np.ndarray, table: np.ndarray, out: np.ndarray, width: int, flip, terms: tuple,
+                      exps: list[np.ndarray], bounds: list[tuple[int, int]]):
+    """``softmax_rows``' rows as jobs for the crew (x and out flat bytes; ``terms``: scale, zero
+    point, lo, hi; ``exps``: each piece's scratch)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_SOFTMAX_HEADER, bounds, [[e] for e in exps])
+    block[:_SSCALE] = (x.ctypes.data, table.ctypes.data, out.ctypes.data, width, x.size // width, int(flip))
+    block[_SSCALE:_SOFTMAX_HEADER].view(np.float64)[:] = [float(t) for t in terms]
+    return Jobs(softmax_job, block, len(bounds), (x, table, out, *exps[:len(bounds)]))
+
+
+@_exact_jit
+def _softmax_piece(index, data):
+    block = carray(data, (_SOFTMAX_HEADER + 3 * (index + 1),), np.int64)
+    t = carray(data, (_SOFTMAX_HEADER,), np.float64)[_SSCALE:]
+    size, width = block[_SROWS] * block[_SWIDTH], block[_SWIDTH]
+    piece = _SOFTMAX_HEADER + 3 * index
+    f32 = np.float32
+    softmax_rows(carray(as_pointer(block[_SX]), (size,), np.uint8), width, np.uint8(block[_SFLIP]),
+                 carray(as_pointer(block[_STABLE]), (256,), np.float32), f32(t[0]), f32(t[1]), f32(t[2]), f32(t[3]),
+                 carray(as_pointer(block[_SOUT]), (size,), np.uint8),
+                 carray(as_pointer(block[piece + 2]), (width + SOFTMAX_LANES,), np.float32), block[piece],
+                 block[piece + 1])
+
+
+def softmax_job(index, data, extra):
+    """A crew job: piece ``index`` of the quantized softmax the block at ``data`` describes."""
+    _softmax_piece(index, data)
+
+
 @functools.cache
 def warm_softmax(out: np.dtype) -> None:
     """Compiles ``softmax_rows`` for ``out`` bytes now, at build."""

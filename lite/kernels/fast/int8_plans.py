@@ -672,6 +672,10 @@ class ActivationQuadPlan:
         from lite.kernels.fast import int8, int8_quads
 
         int8_quads.warm_activations()
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast import crew
+
+            crew.warm(int8_quads.activation_job)
         (m, k), n = x_shape[-2:], w_shape[-1]
         self.batches, quads, columns = math.prod(x_shape[:-2]), (k + 3) // 4, -(-n // int8.WIDTH) * int8.WIDTH
         x, w = kernel.inputs[0], kernel.inputs[1]
@@ -713,7 +717,11 @@ class ActivationQuadPlan:
                            out8, rows, rows8, row_terms, panels, panels8, sums, bias, self.offsets, spare, first,
                            last)
 
-        return self.kernel.threads.crew_loop(self.batches, piece, None, per_thread=1)
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return int8_quads.activation_crew_jobs(x8, w8, out8, self.flips, int(factor), int(pad), *self.terms,
+                                                   self.offsets, self.scratch, bounds)
+
+        return self.kernel.threads.crew_loop(self.batches, piece, jobs, per_thread=1)
 
     def __call__(self) -> None:
         x = _compiled_array(self.kernel.inputs[0].data)

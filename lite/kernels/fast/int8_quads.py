@@ -348,6 +348,60 @@ def warm() -> None:
              f32(0), f32(-1), f32(1), np.zeros((1, 1), np.uint8), np.zeros((ROWS, WIDTH), i32), 0, 1)
 
 
+# The block of a product of two activations on the crew (``lite.kernels.fast.crew.Jobs``): the
+# arrays' addresses and shapes, the byte terms, the float terms as float64 bits; then per piece
+# (first, last, rows, row terms, panels, column sums, bias, spare):
+(_AX, _AW, _AOUT, _AB, _AM, _AK, _AN, _AXFLIP, _AWFLIP, _AFACTOR, _APAD, _AMULT, _AOFFSETS, _AQUADS, _APANELS,
+ _AZERO, _ALO, _AHI) = range(18)
+_ACTIVATION_HEADER = 18
+_ACTIVATION_SCRATCH = 6
+
+
+def activation_crew_jobs(x: np.ndarray, w: np.ndarray, out: np.ndarray, flips: tuple, factor: int, pad: int,
+                         multiplier: np.ndarray, zero_point, lo, hi, offsets: np.ndarray, scratch: list[tuple],
+                         bounds: list[tuple[int, int]]):
+    """``activation_quad_batches``' batches as jobs for the crew (x, w and out (B, M, K), (B, K, N),
+    (B, M, N) bytes; ``scratch``: each piece's (rows, rows' bytes, row terms, panels, panels' bytes,
+    column sums, bias, spare), as the plan made them)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    arrays = [[rows, terms, panels, sums, bias, spare] for rows, _, terms, panels, _, sums, bias, spare in scratch]
+    block = pieces_block(_ACTIVATION_HEADER, bounds, arrays)
+    block[:_AZERO] = (x.ctypes.data, w.ctypes.data, out.ctypes.data, *x.shape, w.shape[2], *flips, factor, pad,
+                      multiplier.ctypes.data, offsets.ctypes.data, offsets.size, scratch[0][3].shape[0])
+    block[_AZERO:_ACTIVATION_HEADER].view(np.float64)[:] = float(zero_point), float(lo), float(hi)
+    kept = (x, w, out, multiplier, offsets, *(a for piece in arrays for a in piece))
+    return Jobs(activation_job, block, len(bounds), kept)
+
+
+@jit
+def _activation_piece(index, data):
+    """Piece ``index`` of the product of two activations the block at ``data`` describes."""
+    block = carray(data, (_ACTIVATION_HEADER + (2 + _ACTIVATION_SCRATCH) * (index + 1),), np.int64)
+    floats = carray(data, (_ACTIVATION_HEADER,), np.float64)
+    batches, m, k, n, quads, panels = block[_AB], block[_AM], block[_AK], block[_AN], block[_AQUADS], block[_APANELS]
+    piece = _ACTIVATION_HEADER + (2 + _ACTIVATION_SCRATCH) * index
+    rows_at, panels_at, columns = block[piece + 2], block[piece + 4], panels * WIDTH
+    activation_quad_batches(
+        carray(as_pointer(block[_AX]), (batches, m, k), np.uint8), np.uint8(block[_AXFLIP]),
+        carray(as_pointer(block[_AW]), (batches, k, n), np.uint8), np.uint8(block[_AWFLIP]), block[_AFACTOR],
+        block[_APAD], carray(as_pointer(block[_AMULT]), (columns,), np.float32), np.float32(floats[_AZERO]),
+        np.float32(floats[_ALO]), np.float32(floats[_AHI]), carray(as_pointer(block[_AOUT]), (batches, m, n), np.uint8),
+        carray(as_pointer(rows_at), (m, quads), np.int32), carray(as_pointer(rows_at), (m, quads * 4), np.uint8),
+        carray(as_pointer(block[piece + 3]), (m,), np.int32), carray(as_pointer(panels_at), (panels, quads, WIDTH),
+                                                                     np.int32),
+        carray(as_pointer(panels_at), (panels, quads, WIDTH * 4), np.uint8),
+        carray(as_pointer(block[piece + 5]), (columns,), np.int64),
+        carray(as_pointer(block[piece + 6]), (columns,), np.int32),
+        carray(as_pointer(block[_AOFFSETS]), (quads,), np.int64),
+        carray(as_pointer(block[piece + 7]), (ROWS, WIDTH), np.int32), block[piece], block[piece + 1])
+
+
+def activation_job(index, data, extra):
+    """A crew job: piece ``index`` of the product of two activations the block at ``data`` describes."""
+    _activation_piece(index, data)
+
+
 @functools.cache
 def warm_activations() -> None:
     """Compiles ``activation_quad_batches`` now, at build."""
