@@ -12,6 +12,7 @@ per input and output):
 - a softmax over trailing axes of an 8-bit tensor: each value's exponential from a table of the
   256 offsets below its row's largest value (as onnxruntime's QLinearSoftmax computes it), within
   one step of ``QuantizedOp``'s float32 softmax;
+- a layer norm of an 8-bit tensor: each row dequantized, normalized and quantized in one pass;
 - a global average pool: each plane's integer sum, then the float64 terms of ``QuantizedOp``'s
   float64 reference (bit-identical to it: that reference's sum is exact).
 """
@@ -430,8 +431,99 @@ class _Softmax(NativeKernel):
         return self.threads.crew_loop(self.rows, piece, jobs, per_thread=1)
 
 
+class QuantizedLayerNorm(_Delegating):
+    """A quantized LayerNormFusion of an 8-bit tensor with per-tensor parameters, one output, on the
+    compiled ``int8_elementwise.layer_norm_rows`` (each row dequantized, normalized and quantized
+    while in cache), else ``QuantizedOp``."""
+
+    def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
+        from lite.kernels import fast
+
+        x, y = inputs[0], outputs[0]
+        if (not fast.enabled() or len(outputs) != 1 or x is None
+                or not all(t.dtype in BYTES and t.quant_params is not None and t.quant_params.per_tensor
+                           for t in (x, y))
+                or not all(np.isfinite(s) and s > 0 for s in (_float_params(t.quant_params)[0] for t in (x, y)))):
+            return None
+        return _LayerNorm(inputs, outputs, primitive, name)
+
+
+class _LayerNorm(NativeKernel):
+    """The general kernel's float LayerNormFusion (its constants dequantized) gives the axis, the
+    epsilon and the scale and bias; the rows run compiled."""
+
+    def check_attrs(self) -> None:
+        self.general = QuantizedOp(self.inputs, self.outputs, self.primitive, self.name)
+        self.value_inputs = self.general.value_inputs
+
+    def infer_shapes(self) -> list[tuple[int, ...]]:
+        self.general.runtime_shapes = self.runtime_shapes
+        return self.general.infer_shapes()
+
+    def output_dtypes(self) -> list[np.dtype]:
+        return [self.outputs[0].dtype]
+
+    def prepare(self) -> None:
+        from lite.kernels.fast import int8_elementwise
+
+        x, y = self.inputs[0], self.outputs[0]
+        self.table = np.ascontiguousarray(dequantize_tensor(np.arange(256, dtype=np.uint8).view(x.dtype),
+                                                            x.quant_params), np.float32)
+        y_scale, y_zero = _float_params(y.quant_params)
+        low, high = qrange(y.dtype, y.quant_params.bits)
+        self.terms = (y_scale, y_zero, np.float32(low), np.float32(high))
+        int8_elementwise.warm_layer_norm()
+        if self.threads.crew() is not None:
+            from lite.kernels.fast import crew
+
+            crew.warm(int8_elementwise.layer_norm_job)
+
+    def resize(self) -> None:
+        inner = self.general.inner
+        self.general.infer_shapes()
+        width = math.prod(self.inputs[0].shape[inner.axis:])
+        self.width = width
+        self.scale, self.bias = (np.ascontiguousarray(v, np.float32) for v in inner.affine())
+        self.epsilon = np.float32(inner.epsilon)
+        self.count = math.prod(self.inputs[0].shape) // width if width else 0
+        self.rows = [np.zeros(width, np.float32) for _ in range(self.threads.loop_pieces(max(self.count, 1)))]
+        self.arrays: tuple = ()
+
+    def execute(self) -> None:
+        x, out = self.inputs[0].data, self.outputs[0].data
+        if self.count == 0:
+            return
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            result = np.empty(out.shape, out.dtype)
+            self._step(np.ascontiguousarray(x), result)()
+            out[...] = result
+            return
+        if len(self.arrays) != 2 or self.arrays[0] is not x or self.arrays[1] is not out:
+            self.arrays, self.step = (x, out), self._step(x, out)
+        self.step()
+
+    def _step(self, x: np.ndarray, out: np.ndarray):
+        from functools import partial
+
+        from lite.kernels.fast import int8_elementwise
+
+        flat, target = x.view(np.uint8).reshape(self.count, self.width), out.view(np.uint8).reshape(self.count,
+                                                                                                    self.width)
+        shared = (flat, self.table, self.scale, self.bias, self.epsilon, *self.terms, target)
+
+        def piece(index: int, first: int, last: int):
+            return partial(int8_elementwise.layer_norm_rows, *shared, self.rows[index], first, last)
+
+        def jobs(bounds: list[tuple[int, int]]):
+            return int8_elementwise.layer_norm_crew_jobs(flat, self.table, self.scale, self.bias,
+                                                         (self.epsilon, *self.terms), target, self.rows, bounds)
+
+        return self.threads.crew_loop(self.count, piece, jobs, per_thread=1)
+
+
 _register(MOVEMENT_OPS, QuantizedMovement)
 _register(TABLE_OPS, QuantizedTable)
 _register(ARITHMETIC_OPS, QuantizedArithmetic)
 _register(("AvgPoolFusion",), QuantizedAverage)
 _register(("Softmax",), QuantizedSoftmax)
+_register(("LayerNormFusion",), QuantizedLayerNorm)

@@ -48,6 +48,7 @@ CASES = {
     "concat_two_scales": ("Concat", {"a": _normal(1, 4, 3, 3), "b": _normal(1, 2, 3, 3) * 5}, {}, None, {"axis": 1}),
     "sigmoid": ("Sigmoid", {"x": _normal(2, 64) * 4}, {}, None, {}),
     "softmax": ("Softmax", {"x": _normal(3, 17) * 2}, {}, None, {"axis": -1}),
+    "layernorm": ("LayerNormalization", {"x": _normal(2, 5, 48) * 3 + 1}, {"g": _normal(48)}, None, {"axis": -1}),
     "transpose": ("Transpose", {"x": _normal(2, 3, 4)}, {}, None, {"perm": [2, 0, 1]}),
 }
 
@@ -170,6 +171,49 @@ def test_a_quantized_softmax_over_trailing_axes_is_within_a_step_of_the_general_
     assert len(np.unique(out.data)) > 10
     one_thread = out.data.copy()
     for dynamic in (False, True):  # NOTE: the crew's jobs, then Python threads: the rows shared out
+        threads = KernelThreads(2)
+        threads.dynamic = dynamic
+        kernel.threads = threads
+        kernel.prepare()
+        kernel.resize()
+        out.data[...] = 0
+        kernel.execute()
+        np.testing.assert_array_equal(out.data, one_thread)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_a_quantized_layer_norm_is_within_a_step_of_the_general_kernel(dtype):
+    """Each row dequantized, normalized and quantized in one compiled pass, against the general
+    kernel's three passes: within one step, nearly all equal; rows shared on two threads (the
+    crew's jobs, then Python threads) give the one thread's bytes."""
+    from lite.kernels import fast
+    from lite.kernels.quantized_elementwise import QuantizedLayerNorm
+    from lite.schema.primitives import default_attrs
+
+    if not fast.enabled():
+        pytest.skip("compiled kernels are off")
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    shape = (3, 40, 96)
+    x = lite.Tensor("x", dtype, shape, quant_params=lite.QuantParams(np.float32([0.05]), np.int64([low + 120])))
+    x.data = RNG.integers(low, high + 1, shape).astype(dtype)
+    scale = lite.Tensor("g", np.float32, (96,), is_const=True)
+    scale.data = RNG.uniform(0.5, 1.5, 96).astype(np.float32)
+    bias = lite.Tensor("b", np.float32, (96,), is_const=True)
+    bias.data = RNG.uniform(-0.5, 0.5, 96).astype(np.float32)
+    out = lite.Tensor("y", dtype, shape, quant_params=lite.QuantParams(np.float32([0.03]), np.int64([low + 128])))
+    out.data = np.zeros(shape, dtype)
+    primitive = lite.Primitive("LayerNormFusion", {**default_attrs("LayerNormFusion"), "begin_norm_axis": -1})
+    kernel = QuantizedLayerNorm([x, scale, bias], [out], primitive, "node")
+    kernel.infer_shapes()
+    kernel.prepare()
+    kernel.resize()
+    kernel.execute()
+    assert type(kernel.inner).__name__ == "_LayerNorm"
+    steps = np.abs(out.data.astype(np.int64) - _twin_run(kernel))
+    assert steps.max() <= 1 and np.mean(steps > 0) < 0.01
+    assert len(np.unique(out.data)) > 100
+    one_thread = out.data.copy()
+    for dynamic in (False, True):
         threads = KernelThreads(2)
         threads.dynamic = dynamic
         kernel.threads = threads

@@ -217,6 +217,75 @@ def softmax_job(index, data, extra):
     _softmax_piece(index, data)
 
 
+@jit
+def layer_norm_rows(x, table, scale, bias, epsilon, y_scale, y_zero, lo, hi, out, row, first, last):
+    """Rows ``first`` to ``last - 1`` of x (rows, D) bytes into out (rows, D) bytes: each row
+    dequantized by ``table`` (the float32 value of each byte) into ``row`` (D float32), normalized
+    as ``lite.kernels.fast.norm.layer_norm`` does, then ``clip(rint(v / y_scale) + y_zero, lo, hi)``."""
+    width = x.shape[1]
+    for r in range(first, last):
+        total = np.float32(0)
+        for i in range(width):
+            value = table[x[r, _u(i)]]
+            row[_u(i)] = value
+            total += value
+        mean = total / width
+        spread = np.float32(0)
+        for i in range(width):
+            centered = row[_u(i)] - mean
+            spread += centered * centered
+        inverse = np.float32(1) / np.sqrt(spread / width + epsilon)
+        for i in range(width):
+            value = (row[_u(i)] - mean) * inverse * scale[_u(i)] + bias[_u(i)]
+            out[r, _u(i)] = min(max(np.rint(value / y_scale) + y_zero, lo), hi)
+
+
+# The block of a quantized layer norm on the crew: the addresses, the rows and their width, then
+# the five float terms as float64 bits; then per piece (first, last, row):
+_LX, _LTABLE, _LSCALE, _LBIAS, _LOUT, _LROWS, _LWIDTH, _LEPSILON = range(8)
+_NORM_HEADER = _LEPSILON + 5
+
+
+def layer_norm_crew_jobs(x: np.ndarray, table: np.ndarray, scale: np.ndarray, bias: np.ndarray, terms: tuple,
+                         out: np.ndarray, rows: list[np.ndarray], bounds: list[tuple[int, int]]):
+    """``layer_norm_rows``' rows as jobs for the crew (x and out (rows, D) bytes; ``terms``: epsilon,
+    y_scale, y_zero, lo, hi; ``rows``: each piece's scratch)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_NORM_HEADER, bounds, [[row] for row in rows])
+    block[:_LEPSILON] = (x.ctypes.data, table.ctypes.data, scale.ctypes.data, bias.ctypes.data, out.ctypes.data,
+                         *x.shape)
+    block[_LEPSILON:_NORM_HEADER].view(np.float64)[:] = [float(t) for t in terms]
+    return Jobs(layer_norm_job, block, len(bounds), (x, table, scale, bias, out, *rows[:len(bounds)]))
+
+
+@jit
+def _layer_norm_piece(index, data):
+    block = carray(data, (_NORM_HEADER + 3 * (index + 1),), np.int64)
+    t = carray(data, (_NORM_HEADER,), np.float64)[_LEPSILON:]
+    shape, width = (block[_LROWS], block[_LWIDTH]), block[_LWIDTH]
+    piece = _NORM_HEADER + 3 * index
+    f32 = np.float32
+    layer_norm_rows(carray(as_pointer(block[_LX]), shape, np.uint8), carray(as_pointer(block[_LTABLE]), (256,), f32),
+                    carray(as_pointer(block[_LSCALE]), (width,), f32), carray(as_pointer(block[_LBIAS]), (width,), f32),
+                    f32(t[0]), f32(t[1]), f32(t[2]), f32(t[3]), f32(t[4]),
+                    carray(as_pointer(block[_LOUT]), shape, np.uint8),
+                    carray(as_pointer(block[piece + 2]), (width,), f32), block[piece], block[piece + 1])
+
+
+def layer_norm_job(index, data, extra):
+    """A crew job: piece ``index`` of the quantized layer norm the block at ``data`` describes."""
+    _layer_norm_piece(index, data)
+
+
+@functools.cache
+def warm_layer_norm() -> None:
+    """Compiles ``layer_norm_rows`` now, at build (bytes in and out)."""
+    f32 = np.float32
+    compiled(layer_norm_rows, np.zeros((1, 4), np.uint8), np.zeros(256, f32), np.ones(4, f32), np.zeros(4, f32),
+             f32(1e-5), f32(1), f32(0), f32(0), f32(255), np.zeros((1, 4), np.uint8), np.zeros(4, f32), 0, 1)
+
+
 @functools.cache
 def warm_softmax(out: np.dtype) -> None:
     """Compiles ``softmax_rows`` for ``out`` bytes now, at build."""
