@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lite.errors import ModelFormatError
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import find_kernel, register
@@ -24,6 +25,7 @@ from lite.ops.integer import (
     centered,
     channel_zero_point,
     dynamic_quantize,
+    dynamic_range,
     exact_int32,
     row_zero_point,
     tensor_zero_point,
@@ -48,7 +50,18 @@ class DynamicQuantizeLinear(NativeKernel):
         return [np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8)]
 
     def execute(self) -> None:
-        for tensor, value in zip(self.outputs, dynamic_quantize(self.inputs[0].data), strict=True):
+        x, (y, y_scale, y_zero) = self.inputs[0].data, self.outputs
+        if fast.enabled() and x.size and fast.takes(x, y.data):
+            scale, zero_point, finite = dynamic_range(x)
+            if finite:  # NOTE: the quantize step compiled (bit-identical); a NaN or infinity takes numpy's IEEE path
+                from lite.kernels.fast import int8_elementwise
+
+                int8_elementwise.warm_quantize(np.dtype(np.uint8))
+                int8_elementwise.quantize_floats(x.reshape(-1), scale, zero_point, np.float32(0), np.float32(255),
+                                                 y.data.reshape(-1))
+                y_scale.data[...], y_zero.data[...] = scale, np.uint8(zero_point)
+                return
+        for tensor, value in zip(self.outputs, dynamic_quantize(x), strict=True):
             tensor.data[...] = value
 
 
@@ -180,15 +193,62 @@ class IntegerProduct(NativeKernel):
 @register("MatMulInteger", INTEGER_DTYPES)
 class MatMulInteger(IntegerProduct):
     """(a - a_zero_point) @ (b - b_zero_point) in int32: a_zero_point per tensor or per row of a,
-    b_zero_point per tensor or per column of b."""
+    b_zero_point per tensor or per column of b.
+
+    A constant 2-D b whose offsets fit int8 and a per-tensor a_zero_point run on VNNI's byte quads
+    where the machine has them (``int8_plans.integer_product_plan``: the weight packed once, no
+    float64 copy of it); else the float64 product."""
 
     float_op = "MatMulFusion"
+    compiled: Callable[[], None] | None = None
+
+    def prepare(self) -> None:
+        self.share_context()
+        self.float_ready = False
+        if self.const_weight() and self.inputs[1].data is not None and _quads_may_run():
+            return  # NOTE: the float64 weight only if resize falls back to it
+        self._prepare_float()
+
+    def _prepare_float(self) -> None:
+        if not self.float_ready:
+            super().prepare()
+            self.float_ready = True
+
+    def resize(self) -> None:
+        from lite.kernels.fast.int8_plans import integer_product_plan
+
+        self.share_context()
+        self.compiled = integer_product_plan(self)
+        if self.compiled is None:
+            self._prepare_float()
+            super().resize()
+
+    def execute(self) -> None:
+        if self.compiled is not None:
+            self.compiled()
+            return
+        super().execute()
+
+    def packed_constants(self) -> list[Tensor]:
+        """The weight where the quads run: their plan packed it and never reads it again."""
+        return [self.inputs[1]] if self.compiled is not None and self.inputs[1].is_const else []
 
     def float_attrs(self) -> dict[str, Any]:
         return {"transpose_a": False, "transpose_b": False, "activation_type": "NO_ACTIVATION"}
 
     def shaped_zero_point(self, i: int, value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
         return row_zero_point(value, shape) if i == 0 else value
+
+
+def _quads_may_run() -> bool:
+    """Whether compiled kernels run on byte quads here (``int8_quads.available``)."""
+    from lite.kernels import fast
+
+    if not fast.enabled():
+        return False
+    from lite.kernels.fast import int8_quads
+
+    return int8_quads.available()
 
 
 @register("ConvInteger", INTEGER_DTYPES)

@@ -127,3 +127,52 @@ def test_a_dynamically_quantized_model_matches_onnxruntime(tmp_path, per_channel
     (actual,) = run_converted(path, {"x": x})
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+QUAD_INTEGER_PRODUCTS = {  # a shape, b shape, a zero point: "input" (a graph input, as DynamicQuantizeLinear gives
+    # it), "const", "none"; b zero point per "tensor" or per "column"
+    "dynamic_rows_past_the_tiles": ((1, 13, 70), (70, 100), "input", "column"),
+    "one_row": ((1, 33), (33, 50), "const", "tensor"),
+    "whole_tiles": ((16, 64), (64, 96), "none", "tensor"),
+}
+
+
+@pytest.mark.parametrize("a_dtype", INT8)
+@pytest.mark.parametrize("case", sorted(QUAD_INTEGER_PRODUCTS))
+def test_matmul_integer_with_a_constant_int8_weight_runs_on_byte_quads_where_they_run(case, a_dtype):
+    """The int32 sums on VNNI's byte quads (a's rows signed, b's offsets unsigned, a's zero point
+    read at each call) equal ONNX's reference; where the quads do not run, the float64 product."""
+    from lite.kernels.fast import int8_quads
+
+    a_shape, b_shape, a_zero, b_zero = QUAD_INTEGER_PRODUCTS[case]
+    rng = np.random.default_rng(5)
+    a, b = integers(rng, a_dtype, a_shape), integers(rng, np.int8, b_shape)
+    bz = rng.integers(-60, 60, b_shape[1] if b_zero == "column" else ()).astype(np.int8)
+    b = np.clip(b.astype(np.int64), bz.astype(np.int64) - 128, bz.astype(np.int64) + 127).astype(np.int8)
+    az = np.array(integers(rng, a_dtype, ()))
+    inputs, consts, names = {"a": a}, {"b": b, "bz": bz}, ["a", "b", "az", "bz"]
+    if a_zero == "input":
+        inputs["az"] = az
+    elif a_zero == "const":
+        consts["az"] = az
+    else:
+        names[2] = ""
+    model = integer_model("MatMulInteger", inputs, consts, node_inputs=names)
+    lite_model = build_lite(convert(model))
+    actual = [t.get_data_to_numpy() for t in lite_model.predict([inputs[n] for n in inputs])]
+    _assert_same(actual, reference(model, inputs))
+    [kernel] = [k for k in lite_model._engine.kernels if k.type == "MatMulInteger"]
+    assert (type(kernel.compiled).__name__ == "IntegerProductPlan") == int8_quads.available()
+    assert np.abs(actual[0]).max() > 1000
+
+
+def test_matmul_integer_leaves_weight_offsets_past_int8_to_the_float64_product():
+    rng = np.random.default_rng(6)
+    a, b = integers(rng, np.uint8, (4, 20)), np.full((20, 3), 120, np.int8)
+    model = integer_model("MatMulInteger", {"a": a}, {"b": b, "az": np.array(3, np.uint8),
+                                                       "bz": np.array(-100, np.int8)})
+    lite_model = build_lite(convert(model))
+    actual = [t.get_data_to_numpy() for t in lite_model.predict([a])]
+    _assert_same(actual, reference(model, {"a": a}))
+    [kernel] = [k for k in lite_model._engine.kernels if k.type == "MatMulInteger"]
+    assert kernel.compiled is None

@@ -242,21 +242,33 @@ requantized_row_columns = intrinsic(_tile_intrinsic(per_row=False, shape=(1, VEC
 """``requantized_tile_columns`` of one row: a product's rows one at a time where they are fewer than ROWS."""
 
 
-def _sum_tile_intrinsic():
-    """The pair tile (``_emit_pair_tile``, ROWS x WIDTH) storing its int32 sums as they are."""
+def _sum_tile_intrinsic(shape: tuple[int, int] = (ROWS, VECTORS), multiply=multiply_words, terms: bool = False):
+    """The pair tile (``_emit_pair_tile``, of ``shape``, its products by ``multiply``) storing its
+    int32 sums; ``terms``: two more addresses, of int32 words added to the sums, one per column
+    and one per row."""
+    def codegen(context, builder, signature, args):
+        a_at, a_step, rows_at, offsets_at, count_, out_at, out_step = args[:7]
+        words = _I32.as_pointer()
+        target = builder.inttoptr(out_at, words)
+        column_terms, row_terms = (builder.inttoptr(at, words) for at in args[7:9]) if terms else (None, None)
+
+        def finish(builder: ir.IRBuilder, r: int, j: int, sums: ir.Value) -> None:
+            if terms:
+                sums = builder.add(sums, _per_row_or_column(builder, column_terms, SUMS, False, r, j))
+                sums = builder.add(sums, _per_row_or_column(builder, row_terms, SUMS, True, r, j))
+            place = builder.gep(target, [builder.add(builder.mul(out_step, _I64(r)), _I64(j * LANES))])
+            builder.store(sums, builder.bitcast(place, SUMS.as_pointer()), align=4)
+
+        _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
+                        builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish, shape, multiply)
+        return context.get_dummy_value()
+
+    if terms:
+        def tile_with_terms(typingctx, a, a_stride, rows, offsets, count, out, out_stride, column_terms, row_terms):
+            return types.void(*(types.int64,) * 9), codegen
+        return tile_with_terms
+
     def tile(typingctx, a, a_stride, rows, offsets, count, out, out_stride):
-        def codegen(context, builder, signature, args):
-            a_at, a_step, rows_at, offsets_at, count_, out_at, out_step = args
-            words = _I32.as_pointer()
-            target = builder.inttoptr(out_at, words)
-
-            def finish(builder: ir.IRBuilder, r: int, j: int, sums: ir.Value) -> None:
-                place = builder.gep(target, [builder.add(builder.mul(out_step, _I64(r)), _I64(j * LANES))])
-                builder.store(sums, builder.bitcast(place, SUMS.as_pointer()), align=4)
-
-            _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
-                            builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish)
-            return context.get_dummy_value()
         return types.void(*(types.int64,) * 7), codegen
     return tile
 

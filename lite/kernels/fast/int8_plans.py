@@ -732,6 +732,88 @@ class ActivationQuadPlan:
         self.step()
 
 
+def integer_product_plan(kernel) -> Callable[[], None] | None:
+    """The byte-quad plan of an ONNX MatMulInteger (``lite.kernels.integer.MatMulInteger``) with a
+    constant 2-D weight whose offsets fit int8, an 8-bit x with one zero point (or none), where
+    VNNI runs and every sum fits int32 (``IntegerProductPlan``); else None."""
+    x, w = kernel.inputs[0], kernel.inputs[1]
+    x_zero = kernel.zero_point_tensor(0)
+    if (not fast.enabled() or not _quads_run() or not kernel.const_weight() or w.data is None or w.data.ndim != 2
+            or len(x.shape) < 2 or x.dtype not in INT8_TYPES or (x_zero is not None and math.prod(x_zero.shape) != 1)):
+        return None
+    offsets = _once(kernel, "integer_offsets", lambda: _integer_offsets(kernel))
+    if offsets is None or x.shape[-1] * 255 * max(int(np.abs(offsets).max(initial=0)), 1) > INT32_LIMIT:
+        return None
+    return IntegerProductPlan(kernel, offsets)
+
+
+def _integer_offsets(kernel) -> np.ndarray | None:
+    """The constant weight less its zero point (K, N) as int64, or None where an offset leaves int8."""
+    w = kernel.inputs[1].data
+    zero_point = kernel.zero_point_tensor(1)
+    offsets = w.astype(np.int64) - (0 if zero_point is None else np.asarray(zero_point.data, np.int64).reshape(
+        (1, -1) if zero_point.data.size > 1 else ()))
+    return offsets if offsets.min(initial=0) >= -128 and offsets.max(initial=0) <= 127 else None
+
+
+class IntegerProductPlan:
+    """MatMulInteger's int32 sums on byte quads (``int8_quads.quad_product_sums``): x's rows as
+    signed bytes (their row terms), the weight's offsets packed once as unsigned ones (+128), and
+    x's zero point, read at each call (a DynamicQuantizeLinear's output), times the columns' sums
+    of offsets as the columns' terms."""
+
+    def __init__(self, kernel, offsets: np.ndarray):
+        from lite.kernels.fast import int8, int8_quads
+
+        int8_quads.warm()
+        k, n = offsets.shape
+        m, quads = math.prod(kernel.inputs[0].shape[:-1]), (k + 3) // 4
+
+        def panels() -> np.ndarray:
+            packed = np.zeros((-(-n // int8.WIDTH), quads, int8.WIDTH), np.int32)
+            _pack_weight_quads(offsets, np.zeros(n, np.int64), packed)
+            return packed
+
+        self.panels = _once(kernel, "integer_quads", panels)
+        columns = self.panels.shape[0] * int8.WIDTH
+        self.column_sums = np.zeros(columns, np.int64)
+        self.column_sums[:n] = offsets.sum(axis=0)
+        self.column_terms = np.zeros(columns, np.int32)
+        self.rows, self.row_terms = np.zeros((m, quads), np.int32), np.zeros(m, np.int32)
+        self.offsets = np.arange(quads, dtype=np.int64) * int8.WIDTH
+        self.kernel, self.m, self.k, self.n = kernel, m, k, n
+        self.spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32)
+                       for _ in range(kernel.threads.loop_pieces(self.panels.shape[0]))]
+        self.out: np.ndarray | None = None
+        self.step: Callable[[], None] | None = None
+
+    def _step(self, out: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8_quads
+
+        shared = (self.rows, self.row_terms, self.panels, self.offsets, self.column_terms, out.reshape(self.m, self.n))
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(int8_quads.quad_product_sums, *shared, self.spares[index], first, last)
+
+        return self.kernel.threads.crew_loop(self.panels.shape[0], piece, None, per_thread=1)
+
+    def __call__(self) -> None:
+        from lite.kernels.fast import int8_quads
+
+        kernel = self.kernel
+        x = _compiled_array(kernel.inputs[0].data).reshape(self.m, self.k)
+        zero_point = kernel.zero_point_tensor(0)
+        x_zero = 0 if zero_point is None else int(np.asarray(zero_point.data).reshape(-1)[0])
+        pad = x_zero - (128 if x.dtype == np.uint8 else 0)
+        flip = np.uint8(0x80 if x.dtype == np.uint8 else 0)
+        int8_quads.fill_quad_rows(x.view(np.uint8), flip, np.int64(128), self.rows.view(np.uint8), self.row_terms)
+        self.column_terms[:] = (self.column_sums * -pad).astype(np.int32)
+        out = kernel.outputs[0].data
+        if out is not self.out:
+            self.out, self.step = out, self._step(out)
+        self.step()
+
+
 def _depthwise_plan(kernel) -> Callable[[], None] | None:
     """The compiled plan of a depthwise convolution whose sums are exact in float32
     (``exact_in_float32``), else None: x not 4-D, or sums plus bias that could reach

@@ -54,6 +54,7 @@ from lite.kernels.fast.int8 import (
     _IMAGES,
     _POSITIONS,
     SUMS,
+    _sum_tile_intrinsic,
     _tile_intrinsic,
     conv_piece_args,
     copy_spare,
@@ -254,6 +255,43 @@ def fill_quad_rows(x, flip, factor, rows, row_terms):
         row_terms[m] = np.int32(np.int64(-factor) * total)
 
 
+quad_sum_tile = intrinsic(_sum_tile_intrinsic(multiply=multiply_quads, terms=True))
+"""(a, a_stride, rows, offsets, count, out, out_stride, column terms, row terms): the int32 sums of
+``quad_tile_columns``, plus each column's and each row's term, stored as int32 words (an
+integer product's output)."""
+quad_sum_row = intrinsic(_sum_tile_intrinsic(shape=(1, VECTORS), multiply=multiply_quads, terms=True))
+"""``quad_sum_tile`` of one row."""
+
+
+@jit
+def quad_product_sums(rows, row_terms, panels, offsets, column_terms, out, spare, first, last):
+    """Panels ``first`` to ``last - 1`` of out (M, N) int32 = rows (M, quads) of signed quad words
+    times panels of unsigned ones, plus ``column_terms`` (padded to the panels' columns) and
+    ``row_terms``: ``quad_product_panels``' sums, unrequantized (MatMulInteger's)."""
+    m_count, n_count = out.shape
+    quads = rows.shape[1]
+    for panel in range(first, last):
+        column = panel * WIDTH
+        count = min(WIDTH, n_count - column)
+        weights, terms_at = panels[panel].ctypes.data, column_terms.ctypes.data + column * 4
+        for top in range(0, m_count, ROWS):
+            height = min(ROWS, m_count - top)
+            whole = count == WIDTH and height == ROWS
+            place = out[top].ctypes.data + column * 4 if whole else spare.ctypes.data
+            if height < ROWS:
+                for r in range(height):
+                    quad_sum_row(rows.ctypes.data + (top + r) * quads * 4, quads, weights, offsets.ctypes.data, quads,
+                                 spare.ctypes.data + r * WIDTH * 4, WIDTH, terms_at,
+                                 row_terms.ctypes.data + (top + r) * 4)
+            else:
+                quad_sum_tile(rows.ctypes.data + top * quads * 4, quads, weights, offsets.ctypes.data, quads, place,
+                              n_count if whole else WIDTH, terms_at, row_terms.ctypes.data + top * 4)
+            if not whole:
+                for r in range(height):
+                    for i in range(count):
+                        out[top + r, column + i] = spare[r, i]
+
+
 @jit
 def pack_activation_quads(w, flip, panels, column_sums):
     """The bytes ``w ^ flip`` of w (K, N), read as bytes, into panels (panels, quads, WIDTH * 4
@@ -344,6 +382,8 @@ def warm() -> None:
     compiled(pack_activation_quads, np.zeros((2, 1), np.uint8), np.uint8(0), panels.view(np.uint8), np.zeros(1, i64))
     rows, row_terms = np.zeros((1, 1), i32), np.zeros(1, i32)
     compiled(fill_quad_rows, np.zeros((1, 2), np.uint8), np.uint8(0), i64(128), rows.view(np.uint8), row_terms)
+    compiled(quad_product_sums, rows, row_terms, panels, offsets, np.zeros(WIDTH, i32), np.zeros((1, 1), i32),
+             np.zeros((ROWS, WIDTH), i32), 0, 1)
     compiled(quad_product_panels, rows, row_terms, panels, offsets, np.zeros(WIDTH, i32), np.ones(WIDTH, f32),
              f32(0), f32(-1), f32(1), np.zeros((1, 1), np.uint8), np.zeros((ROWS, WIDTH), i32), 0, 1)
 
