@@ -176,3 +176,17 @@ def test_matmul_integer_leaves_weight_offsets_past_int8_to_the_float64_product()
     _assert_same(actual, reference(model, {"a": a}))
     [kernel] = [k for k in lite_model._engine.kernels if k.type == "MatMulInteger"]
     assert kernel.compiled is None
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["crew", "python_threads"])
+def test_two_threads_share_the_panels_of_matmul_integer(dynamic):
+    from lite.kernels.parallel import KernelThreads
+
+    threads = KernelThreads(2)
+    threads.dynamic = dynamic
+    rng = np.random.default_rng(7)
+    a, b = integers(rng, np.uint8, (11, 90)), integers(rng, np.int8, (90, 200)) // 2
+    az, bz = np.array(131, np.uint8), np.array(-3, np.int8)
+    [actual] = run_kernel("MatMulInteger", {}, [a, b, az, bz], threads=threads)
+    expected = (a.astype(np.int64) - 131) @ (b.astype(np.int64) + 3)
+    np.testing.assert_array_equal(actual, expected.astype(np.int32))

@@ -775,6 +775,10 @@ class IntegerProductPlan:
             return packed
 
         self.panels = _once(kernel, "integer_quads", panels)
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast import crew
+
+            crew.warm(int8_quads.integer_product_job)
         columns = self.panels.shape[0] * int8.WIDTH
         self.column_sums = np.zeros(columns, np.int64)
         self.column_sums[:n] = offsets.sum(axis=0)
@@ -795,7 +799,15 @@ class IntegerProductPlan:
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
             return partial(int8_quads.quad_product_sums, *shared, self.spares[index], first, last)
 
-        return self.kernel.threads.crew_loop(self.panels.shape[0], piece, None, per_thread=1)
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            from lite.kernels.fast import int8
+
+            unread = np.ones(self.column_terms.size, np.float32)  # NOTE: no requantization: the block's multiplier
+            return int8.product_crew_jobs(self.rows, self.panels, self.offsets, self.column_terms, unread, 0.0, 0.0,
+                                          0.0, out.reshape(self.m, self.n), self.spares, bounds,
+                                          int8_quads.integer_product_job, self.row_terms)
+
+        return self.kernel.threads.crew_loop(self.panels.shape[0], piece, jobs, per_thread=1)
 
     def __call__(self) -> None:
         from lite.kernels.fast import int8_quads

@@ -292,6 +292,17 @@ def quad_product_sums(rows, row_terms, panels, offsets, column_terms, out, spare
                         out[top + r, column + i] = spare[r, i]
 
 
+def integer_product_job(index, data, extra):
+    """A crew job: piece ``index`` of the integer product the block at ``data`` describes
+    (``int8.product_crew_jobs``' block, with row terms, its bias the columns' terms and its output
+    the int32 sums viewed as bytes; the multiplier and float terms unread)."""
+    a = product_piece_args(index, data)
+    view = a[8]
+    out = carray(as_pointer(view.ctypes.data), (view.shape[0], view.shape[1] // 4), np.int32)
+    quad_product_sums(a[0], carray(as_pointer(a[12]), (a[0].shape[0],), np.int32), a[1], a[2], a[3], out, a[9],
+                      a[10], a[11])
+
+
 @jit
 def pack_activation_quads(w, flip, panels, column_sums):
     """The bytes ``w ^ flip`` of w (K, N), read as bytes, into panels (panels, quads, WIDTH * 4
