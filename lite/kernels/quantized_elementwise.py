@@ -353,7 +353,10 @@ class QuantizedSoftmax(_Delegating):
         return _Softmax(inputs, outputs, primitive, name)
 
 
-class _Softmax(NativeKernel):
+class _GeneralBacked(NativeKernel):
+    """A compiled quantized op that keeps the general kernel (``general``, a ``QuantizedOp``) for its
+    shapes, its float kernel's attributes and the forms it does not run itself."""
+
     def check_attrs(self) -> None:
         self.general = QuantizedOp(self.inputs, self.outputs, self.primitive, self.name)
         self.value_inputs = self.general.value_inputs
@@ -365,6 +368,8 @@ class _Softmax(NativeKernel):
     def output_dtypes(self) -> list[np.dtype]:
         return [self.outputs[0].dtype]
 
+
+class _Softmax(_GeneralBacked):
     def prepare(self) -> None:
         from lite.kernels.fast import int8_elementwise
 
@@ -448,20 +453,9 @@ class QuantizedLayerNorm(_Delegating):
         return _LayerNorm(inputs, outputs, primitive, name)
 
 
-class _LayerNorm(NativeKernel):
+class _LayerNorm(_GeneralBacked):
     """The general kernel's float LayerNormFusion (its constants dequantized) gives the axis, the
     epsilon and the scale and bias; the rows run compiled."""
-
-    def check_attrs(self) -> None:
-        self.general = QuantizedOp(self.inputs, self.outputs, self.primitive, self.name)
-        self.value_inputs = self.general.value_inputs
-
-    def infer_shapes(self) -> list[tuple[int, ...]]:
-        self.general.runtime_shapes = self.runtime_shapes
-        return self.general.infer_shapes()
-
-    def output_dtypes(self) -> list[np.dtype]:
-        return [self.outputs[0].dtype]
 
     def prepare(self) -> None:
         from lite.kernels.fast import int8_elementwise

@@ -141,6 +141,21 @@ def test_an_op_with_a_one_value_constant_is_a_table_in_either_operand_order(op_t
         assert len(np.unique(out.data)) > 50
 
 
+def _assert_two_threads_give_the_same_bytes(kernel, out: lite.Tensor) -> None:
+    """The kernel run again on two threads (the crew's jobs, then Python threads, the rows shared
+    out) writes the bytes it wrote on one."""
+    one_thread = out.data.copy()
+    for dynamic in (False, True):
+        threads = KernelThreads(2)
+        threads.dynamic = dynamic
+        kernel.threads = threads
+        kernel.prepare()
+        kernel.resize()
+        out.data[...] = 0
+        kernel.execute()
+        np.testing.assert_array_equal(out.data, one_thread)
+
+
 @pytest.mark.parametrize("shape, axes, trailing", [((2, 12, 20, 33), [-1], True), ((3, 5, 7), [1, 2], True),
                                                    ((2, 6, 9), [1], False)])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
@@ -169,16 +184,7 @@ def test_a_quantized_softmax_over_trailing_axes_is_within_a_step_of_the_general_
     steps = np.abs(out.data.astype(np.int64) - _twin_run(kernel))
     assert steps.max() <= 1 and np.mean(steps > 0) < 0.01
     assert len(np.unique(out.data)) > 10
-    one_thread = out.data.copy()
-    for dynamic in (False, True):  # NOTE: the crew's jobs, then Python threads: the rows shared out
-        threads = KernelThreads(2)
-        threads.dynamic = dynamic
-        kernel.threads = threads
-        kernel.prepare()
-        kernel.resize()
-        out.data[...] = 0
-        kernel.execute()
-        np.testing.assert_array_equal(out.data, one_thread)
+    _assert_two_threads_give_the_same_bytes(kernel, out)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
@@ -212,16 +218,7 @@ def test_a_quantized_layer_norm_is_within_a_step_of_the_general_kernel(dtype):
     steps = np.abs(out.data.astype(np.int64) - _twin_run(kernel))
     assert steps.max() <= 1 and np.mean(steps > 0) < 0.01
     assert len(np.unique(out.data)) > 100
-    one_thread = out.data.copy()
-    for dynamic in (False, True):
-        threads = KernelThreads(2)
-        threads.dynamic = dynamic
-        kernel.threads = threads
-        kernel.prepare()
-        kernel.resize()
-        out.data[...] = 0
-        kernel.execute()
-        np.testing.assert_array_equal(out.data, one_thread)
+    _assert_two_threads_give_the_same_bytes(kernel, out)
 
 
 def test_a_table_covers_every_int8_value():
