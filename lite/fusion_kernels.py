@@ -18,6 +18,8 @@ from lite.kernel import Kernel
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.fused import compiled_terms
+from lite.kernels.quant import byte_lookup
+from lite.ops.quant import byte_values
 from lite.tensor import Tensor
 
 
@@ -234,7 +236,6 @@ class TableChain(Kernel):
         super().__init__([parts[0].inputs[0]], list(parts[-1].outputs), name="+".join(k.name for k in parts),
                          constants=constants)
         self.parts = tuple(parts)
-        self.table: np.ndarray | None = None
         self.lookup = None
 
     @property
@@ -242,33 +243,24 @@ class TableChain(Kernel):
         return "+".join(k.type for k in self.parts)
 
     def resize(self) -> None:
-        if self.table is None:
-            self.table = self._table()
-        if fast.enabled():
-            from lite.kernels.fast import int8_elementwise
-
-            int8_elementwise.warm_lookup()
-            self.lookup = int8_elementwise.lookup
+        if self.lookup is None:
+            self.lookup = byte_lookup(self._table())
 
     def _table(self) -> np.ndarray:
-        """The output byte of each input byte (0..255: an int8 input's -128 is byte 128)."""
+        """The output byte of each input byte (``byte_values``' order)."""
         x = self.inputs[0]
-        values = np.arange(256, dtype=np.uint8).view(x.dtype)
+        values = byte_values(x.dtype)
         tensor = Tensor(x.name, x.dtype, values.shape, data=values)
         with np.errstate(all="ignore"):
             for part in self.parts:
                 tensor = _run_on(part, tensor)
-        return np.ascontiguousarray(tensor.data.reshape(-1).view(np.uint8))
+        return tensor.data.reshape(-1).view(np.uint8)
 
     def unfuse(self) -> None:
         """Nothing to give back: the parts keep their own state."""
 
     def execute(self) -> None:
-        x, out = self.inputs[0].data.view(np.uint8), self.outputs[0].data.view(np.uint8)
-        if self.lookup is not None and x.flags.c_contiguous and out.flags.c_contiguous:
-            self.lookup(self.table, x.reshape(-1), out.reshape(-1))
-        else:
-            np.take(self.table, x, out=out.reshape(x.shape))
+        self.lookup(self.inputs[0].data, self.outputs[0].data.view(np.uint8))
 
 
 def _run_on(part: NativeKernel, tensor: Tensor) -> Tensor:

@@ -18,6 +18,8 @@ from lite.errors import ModelFormatError
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
+from lite.kernels.fast.int8_plans import integer_product_plan, quads_run
+from lite.kernels.quant import byte_quantizer
 from lite.kernels.registry import find_kernel, register
 from lite.ops.dtypes import FLOAT32
 from lite.ops.integer import (
@@ -52,13 +54,10 @@ class DynamicQuantizeLinear(NativeKernel):
     def execute(self) -> None:
         x, (y, y_scale, y_zero) = self.inputs[0].data, self.outputs
         if fast.enabled() and x.size and fast.takes(x, y.data):
-            scale, zero_point, finite = dynamic_range(x)
-            if finite:  # NOTE: the quantize step compiled (bit-identical); a NaN or infinity takes numpy's IEEE path
-                from lite.kernels.fast import int8_elementwise
-
-                int8_elementwise.warm_quantize(np.dtype(np.uint8))
-                int8_elementwise.quantize_floats(x.reshape(-1), scale, zero_point, np.float32(0), np.float32(255),
-                                                 y.data.reshape(-1))
+            scale, zero_point = dynamic_range(x)
+            quantize = byte_quantizer(float(scale), float(zero_point), np.uint8)
+            if quantize is not None:  # NOTE: None where x holds a NaN or an infinity: numpy's IEEE path
+                quantize(x, y.data)
                 y_scale.data[...], y_zero.data[...] = scale, np.uint8(zero_point)
                 return
         for tensor, value in zip(self.outputs, dynamic_quantize(x), strict=True):
@@ -205,7 +204,7 @@ class MatMulInteger(IntegerProduct):
     def prepare(self) -> None:
         self.share_context()
         self.float_ready = False
-        if self.const_weight() and self.inputs[1].data is not None and _quads_may_run():
+        if self.const_weight() and self.inputs[1].data is not None and quads_run():
             return  # NOTE: the float64 weight only if resize falls back to it
         self._prepare_float()
 
@@ -215,8 +214,6 @@ class MatMulInteger(IntegerProduct):
             self.float_ready = True
 
     def resize(self) -> None:
-        from lite.kernels.fast.int8_plans import integer_product_plan
-
         self.share_context()
         self.compiled = integer_product_plan(self)
         if self.compiled is None:
@@ -238,17 +235,6 @@ class MatMulInteger(IntegerProduct):
 
     def shaped_zero_point(self, i: int, value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
         return row_zero_point(value, shape) if i == 0 else value
-
-
-def _quads_may_run() -> bool:
-    """Whether compiled kernels run on byte quads here (``int8_quads.available``)."""
-    from lite.kernels import fast
-
-    if not fast.enabled():
-        return False
-    from lite.kernels.fast import int8_quads
-
-    return int8_quads.available()
 
 
 @register("ConvInteger", INTEGER_DTYPES)

@@ -13,7 +13,7 @@ from lite.kernels.elementwise import check_io
 from lite.kernels.fast.int8_plans import INT8_TYPES
 from lite.kernels.registry import register
 from lite.ops.dtypes import FLOATS
-from lite.ops.quant import DEQUANT_DTYPES, QUANT_DTYPES, broadcast_param, dequantize, qrange, quantize
+from lite.ops.quant import DEQUANT_DTYPES, QUANT_DTYPES, broadcast_param, byte_values, dequantize, qrange, quantize
 from lite.schema.graph import DTYPES
 from lite.tensor import Tensor
 
@@ -49,7 +49,7 @@ class QuantizeLinear(_Linear):
     """y = saturate(round_half_even(x / y_scale) + y_zero_point) in ``output_type`` (to float8/float4:
     x / y_scale + y_zero_point cast, clipped to the largest finite value where ``saturate``)."""
 
-    compiled: Callable[[], None] | None = None
+    compiled: Callable[[np.ndarray, np.ndarray], None] | None = None
 
     def check_attrs(self) -> None:
         super().check_attrs()
@@ -74,20 +74,12 @@ class QuantizeLinear(_Linear):
                 or not _one_constant(scale) or self.attrs["block_size"]
                 or (zero_point is not None and not _one_constant(zero_point))):
             return None
-        value = float(scale.data.reshape(-1)[0])
-        if not (np.isfinite(value) and value > 0):  # NOTE: numpy's path says what such a file gets
-            return None
-        from lite.kernels.fast import int8_elementwise
-
-        terms = (np.float32(value),
-                 np.float32(0 if zero_point is None else zero_point.data.reshape(-1)[0]),
-                 *(np.float32(bound) for bound in qrange(y.dtype)))
-        int8_elementwise.warm_quantize(y.dtype)
-        return partial(_quantize_flat, int8_elementwise.quantize_floats, self.inputs[0], terms, y)
+        zero = 0 if zero_point is None else zero_point.data.reshape(-1)[0]
+        return byte_quantizer(float(scale.data.reshape(-1)[0]), float(zero), y.dtype)
 
     def execute(self) -> None:
         if self.compiled is not None and fast.takes(self.inputs[0].data, self.outputs[0].data):
-            self.compiled()
+            self.compiled(self.inputs[0].data, self.outputs[0].data)
             return
         a = self.attrs
         self.outputs[0].data[...] = quantize(self.inputs[0].data, self.inputs[1].data, self.zero_point(),
@@ -98,26 +90,54 @@ def _one_constant(tensor: Tensor) -> bool:
     return tensor.is_const and tensor.data is not None and tensor.data.size == 1
 
 
-def _quantize_flat(kernel, x: Tensor, terms: tuple, y: Tensor) -> None:
-    kernel(x.data.reshape(-1), *terms, y.data.reshape(-1))
+def byte_quantizer(scale: float, zero_point: float, dtype: np.dtype | type, bits: int | None = None
+                   ) -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """A call writing ``quantize`` of a float32 array by one ``scale`` and ``zero_point`` into an
+    8-bit array of ``dtype`` of its size (both C-contiguous), compiled (``quantize_floats``,
+    bit-identical); None where compiled kernels are off, the type is not 8-bit, or the scale is not
+    finite and positive (numpy's path says what such a file gets)."""
+    if not fast.enabled() or np.dtype(dtype) not in INT8_TYPES or not (np.isfinite(scale) and scale > 0):
+        return None
+    from lite.kernels.fast import int8_elementwise
+
+    int8_elementwise.warm_quantize(np.dtype(dtype))
+    terms = (np.float32(scale), np.float32(zero_point), *(np.float32(bound) for bound in qrange(dtype, bits)))
+    return partial(_quantize_flat, int8_elementwise.quantize_floats, terms)
+
+
+def _quantize_flat(kernel, terms: tuple, x: np.ndarray, out: np.ndarray) -> None:
+    kernel(x.reshape(-1), *terms, out.reshape(-1))
+
+
+def byte_lookup(table: np.ndarray) -> Callable[[np.ndarray, np.ndarray], None]:
+    """A call writing ``table[b]`` for each byte b of an 8-bit array into an array of its size and of
+    the table's type (256 values, in byte order: ``lite.ops.quant.byte_values``): the compiled lookup
+    where compiled kernels run and both arrays are C-contiguous, numpy's take elsewhere."""
+    lookup = None
+    if fast.enabled():
+        from lite.kernels.fast import int8_elementwise
+
+        int8_elementwise.warm_lookup(table.dtype.type)
+        lookup = int8_elementwise.lookup
+    return partial(_look_up, lookup, np.ascontiguousarray(table))
+
+
+def _look_up(lookup, table: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    index = x.view(np.uint8)
+    if lookup is not None and index.flags.c_contiguous and out.flags.c_contiguous:
+        lookup(table, index.reshape(-1), out.reshape(-1))
+    else:
+        out[...] = np.take(table, index).reshape(out.shape)
 
 
 def byte_dequantizer(x_dtype: np.dtype, dequantize_values: Callable[[np.ndarray], np.ndarray]
                      ) -> Callable[[np.ndarray, np.ndarray], None] | None:
-    """A call writing the dequantized values of an 8-bit array into a float32 one of its shape
-    (C-contiguous), by a table of the 256 values ``dequantize_values`` gives (so bit-identical to
-    it) on the compiled lookup; None where compiled kernels are off or x is not 8-bit."""
+    """A call writing the dequantized values of an 8-bit array into a float32 one of its shape, by a
+    table of the 256 values ``dequantize_values`` gives (so bit-identical to it; ``byte_lookup``);
+    None where compiled kernels are off or x is not 8-bit."""
     if not fast.enabled() or np.dtype(x_dtype) not in INT8_TYPES:
         return None
-    from lite.kernels.fast import int8_elementwise
-
-    table = np.ascontiguousarray(dequantize_values(np.arange(256, dtype=np.uint8).view(x_dtype)), np.float32)
-    int8_elementwise.warm_lookup(np.float32)
-    return partial(_lookup_flat, int8_elementwise.lookup, table)
-
-
-def _lookup_flat(lookup, table: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
-    lookup(table, np.ascontiguousarray(x).reshape(-1).view(np.uint8), out.reshape(-1))
+    return byte_lookup(np.asarray(dequantize_values(byte_values(x_dtype)), np.float32))
 
 
 @register("DequantizeLinear", DEQUANT_DTYPES)
@@ -150,9 +170,8 @@ class DequantizeLinear(_Linear):
 
     def execute(self) -> None:
         a = self.attrs
-        out = self.outputs[0].data
-        if self.compiled is not None and out.flags.c_contiguous:
-            self.compiled(self.inputs[0].data, out)
+        if self.compiled is not None:
+            self.compiled(self.inputs[0].data, self.outputs[0].data)
             return
         self.outputs[0].data[...] = dequantize(self.inputs[0].data, self.inputs[1].data, self.zero_point(),
                                                a["axis"], a["block_size"], self.outputs[0].dtype)

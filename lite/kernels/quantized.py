@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.fast.int8_plans import (
     compiled_product,
@@ -21,13 +22,12 @@ from lite.kernels.fast.int8_plans import (
     exact_in_float32,
     requantization_terms,
 )
-from lite.kernels.quant import byte_dequantizer
+from lite.kernels.quant import byte_dequantizer, byte_quantizer
 from lite.kernels.registry import find_kernel, find_quantized_kernel
 from lite.ops.quant import (
     ACCUMULATING_OPS,
     activation_bounds,
     dequantize_tensor,
-    qrange,
     quantize_tensor,
     requantize,
     requantize_multiplier,
@@ -48,7 +48,6 @@ def quantized_kernel_class(op_type: str, dtype: np.dtype) -> type[NativeKernel] 
 
 
 _PRODUCTS = ("Conv2DFusion", "MatMulFusion")
-BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
 def _float_dtype(op_type: str) -> np.dtype:
@@ -84,6 +83,8 @@ class QuantizedOp(NativeKernel):
         self.value_inputs = float_class.value_inputs
         super().__init__(inputs, outputs, primitive, name)
         self.constants = [t for t in inputs if t is not None and t.is_const and t.quant_params is None]
+        self.dequantizers: dict[Tensor, Callable | None] = {}  # NOTE: made at the first execute, per tensor
+        self.quantizers: dict[Tensor, Callable | None] = {}
 
     def check_attrs(self) -> None:
         for tensor in self.outputs:
@@ -130,37 +131,32 @@ class QuantizedOp(NativeKernel):
             self._quantize(twin.data, tensor)
 
     def _dequantize(self, tensor: Tensor, out: np.ndarray) -> None:
-        """``dequantize_tensor`` of a quantized input into its float twin's array (compiled where it
-        is an 8-bit tensor with per-tensor parameters, dequantized to float32)."""
-        converters = self.__dict__.setdefault("dequantizers", {})
-        if tensor not in converters:
+        """``dequantize_tensor`` of a quantized input into its float twin's array (a compiled table
+        lookup where it is an 8-bit tensor with per-tensor parameters, dequantized to float32)."""
+        if tensor not in self.dequantizers:
             params = tensor.quant_params
-            converters[tensor] = byte_dequantizer(tensor.dtype, lambda v: dequantize_tensor(
+            self.dequantizers[tensor] = byte_dequantizer(tensor.dtype, lambda v: dequantize_tensor(
                 v, params, self.float_dtype)) if params.per_tensor and self.float_dtype == np.float32 else None
-        convert = converters[tensor]
-        if convert is not None and out.flags.c_contiguous:
-            convert(tensor.data, out)
+        dequantize = self.dequantizers[tensor]
+        if dequantize is not None:
+            dequantize(tensor.data, out)
         else:
             out[...] = dequantize_tensor(tensor.data, tensor.quant_params, self.float_dtype)
 
     def _quantize(self, x: np.ndarray, tensor: Tensor) -> None:
         """``quantize_tensor`` of a float output into the quantized one (compiled where x is
         float32, the output 8-bit, the parameters per tensor with a finite positive scale)."""
-        from lite.kernels import fast
-
-        params = tensor.quant_params
-        scale = float(params.scale.reshape(-1)[0]) if params.scale.size == 1 else 0.0
-        if (fast.enabled() and params.per_tensor and x.dtype == np.float32 and tensor.dtype in BYTES
-                and np.isfinite(scale) and scale > 0 and fast.takes(x, tensor.data)):
-            from lite.kernels.fast import int8_elementwise
-
-            int8_elementwise.warm_quantize(tensor.dtype)
-            low, high = qrange(tensor.dtype, params.bits)
+        if tensor not in self.quantizers:
+            params = tensor.quant_params
             zero_point = params.zero_point.reshape(-1)[0] if params.zero_point.size else 0
-            int8_elementwise.quantize_floats(x.reshape(-1), np.float32(scale), np.float32(zero_point),
-                                             np.float32(low), np.float32(high), tensor.data.reshape(-1))
-            return
-        tensor.data[...] = quantize_tensor(x, params, tensor.dtype)
+            self.quantizers[tensor] = byte_quantizer(float(params.scale.reshape(-1)[0]), float(zero_point),
+                                                     tensor.dtype, params.bits) \
+                if params.per_tensor and self.float_dtype == np.float32 else None
+        quantize = self.quantizers[tensor]
+        if quantize is not None and fast.takes(x, tensor.data):
+            quantize(x, tensor.data)
+        else:
+            tensor.data[...] = quantize_tensor(x, tensor.quant_params, tensor.dtype)
 
 
 class QuantizedProduct(QuantizedOp):

@@ -24,9 +24,10 @@ import math
 import numpy as np
 
 from lite.kernels.base import NativeKernel
+from lite.kernels.quant import byte_lookup
 from lite.kernels.quantized import QuantizedOp, float_kernel_class
 from lite.kernels.registry import find_kernel, register_quantized
-from lite.ops.quant import dequantize_tensor, qrange, quantize_tensor, same_quantization
+from lite.ops.quant import byte_values, dequantize_tensor, qrange, quantize_tensor, same_quantization
 from lite.primitive import Primitive
 from lite.tensor import Tensor
 
@@ -125,32 +126,12 @@ class _Table(NativeKernel):
 
     def prepare(self) -> None:
         x, y = self.table_input, self.outputs[0]
-        low, high = qrange(x.dtype)
-        values = np.arange(low, high + 1).astype(x.dtype)
         with np.errstate(all="ignore"):
-            real = self._real_results(dequantize_tensor(values, x.quant_params))
-        table = quantize_tensor(real, y.quant_params, y.dtype).view(np.uint8)
-        self.table = np.roll(table, low)  # NOTE: indexed by x's byte: an int8 x's -128 is byte 128
-        self.lookup = _compiled_lookup()
+            real = self._real_results(dequantize_tensor(byte_values(x.dtype), x.quant_params))
+        self.lookup = byte_lookup(quantize_tensor(real, y.quant_params, y.dtype).view(np.uint8))
 
     def execute(self) -> None:
-        x, out = self.table_input.data.view(np.uint8), self.outputs[0].data.view(np.uint8)
-        if self.lookup is not None and x.flags.c_contiguous and out.flags.c_contiguous:
-            self.lookup(self.table, x.reshape(-1), out.reshape(-1))
-            return
-        np.take(self.table, x, out=out.reshape(x.shape))
-
-
-def _compiled_lookup():
-    """``int8_elementwise.lookup`` where compiled kernels run, else None."""
-    from lite.kernels import fast
-
-    if not fast.enabled():
-        return None
-    from lite.kernels.fast import int8_elementwise
-
-    int8_elementwise.warm_lookup()
-    return int8_elementwise.lookup
+        self.lookup(self.table_input.data, self.outputs[0].data.view(np.uint8))
 
 
 class _ConstantArithmetic(_Table):
@@ -461,8 +442,7 @@ class _LayerNorm(_GeneralBacked):
         from lite.kernels.fast import int8_elementwise
 
         x, y = self.inputs[0], self.outputs[0]
-        self.table = np.ascontiguousarray(dequantize_tensor(np.arange(256, dtype=np.uint8).view(x.dtype),
-                                                            x.quant_params), np.float32)
+        self.table = np.ascontiguousarray(dequantize_tensor(byte_values(x.dtype), x.quant_params), np.float32)
         y_scale, y_zero = _float_params(y.quant_params)
         low, high = qrange(y.dtype, y.quant_params.bits)
         self.terms = (y_scale, y_zero, np.float32(low), np.float32(high))

@@ -32,20 +32,21 @@ def dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     An empty ``x`` has the range [0, 0].
     """
     x = np.asarray(x, np.float32)
-    scale, zero_point, _ = dynamic_range(x)
+    scale, zero_point = dynamic_range(x)
     with np.errstate(all="ignore"):  # NaN, infinite or denormal x: IEEE results, as in ONNX's reference
         y = np.clip(np.rint(x / scale) + zero_point, _QMIN, _QMAX).astype(np.uint8)
         return y, np.array(scale, np.float32), np.array(zero_point).astype(np.uint8)
 
 
-def dynamic_range(x: np.ndarray) -> tuple[np.float32, np.float32, bool]:
-    """(y_scale, y_zero_point as float32, whether x's range is finite) of ``dynamic_quantize``."""
+def dynamic_range(x: np.ndarray) -> tuple[np.float32, np.float32]:
+    """(y_scale, y_zero_point as float32) of ``dynamic_quantize`` (the scale not finite where x's
+    range is not)."""
     high = np.float32(x.max(initial=0.0))
     low = np.float32(x.min(initial=0.0))
     span = np.float32(1.0) if high == low else high - low
     scale = np.float32(span / np.float32(_QMAX - _QMIN))
     zero_point = np.rint(np.clip(np.float32(_QMIN) - low / scale, _QMIN, _QMAX))
-    return scale, np.float32(zero_point), bool(np.isfinite(high) and np.isfinite(low) and np.isfinite(span))
+    return scale, np.float32(zero_point)
 
 
 def centered(q: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:

@@ -134,6 +134,11 @@ def param_arrays(params, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray
     return scale, zero_point
 
 
+def byte_values(dtype: np.dtype | type) -> np.ndarray:
+    """Every value of an 8-bit type, in the order of its bytes (0 to 255: an int8's -128 is byte 128)."""
+    return np.arange(256, dtype=np.uint8).view(dtype)
+
+
 def dequantize_tensor(q: np.ndarray, params, dtype: np.dtype | type = np.float32) -> np.ndarray:
     """``(q - zero_point) * scale`` by the tensor's ``QuantParams``, in ``dtype`` (float64 keeps
     every int32 value exact)."""

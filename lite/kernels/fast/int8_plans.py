@@ -235,7 +235,7 @@ def _quad_bias(kernel, w: np.ndarray) -> np.ndarray | None:
     the convolution's plan reads it): the input's pad byte p is its zero point as an unsigned byte
     (``int8_quads``)."""
     def bias() -> np.ndarray | None:
-        if not _quads_run():
+        if not quads_run():
             return None
         zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
         pad = kernel.layout.x_zero_point + (128 if kernel.inputs[0].dtype == np.int8 else 0)
@@ -248,7 +248,7 @@ def _product_quad_bias(kernel, weight: np.ndarray) -> np.ndarray | None:
     """``_quad_bias_of`` a product's weight (K, N), once per kernel: p is the input's zero point as a
     signed byte (``int8_quads``' products)."""
     def bias() -> np.ndarray | None:
-        if not _quads_run():
+        if not quads_run():
             return None
         zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, weight.shape[1])
         pad = kernel.layout.x_zero_point - (128 if kernel.inputs[0].dtype == np.uint8 else 0)
@@ -257,8 +257,10 @@ def _product_quad_bias(kernel, weight: np.ndarray) -> np.ndarray | None:
     return _once(kernel, "product_quad_bias", bias)
 
 
-def _quads_run() -> bool:
-    """Whether the byte-quad kernels run on this machine (``int8_quads.available``)."""
+def quads_run() -> bool:
+    """Whether compiled kernels run, on byte quads here (``int8_quads.available``)."""
+    if not fast.enabled():
+        return False
     from lite.kernels.fast import int8_quads
 
     return int8_quads.available()
@@ -653,7 +655,7 @@ def _activation_quad_plan(kernel) -> Callable[[], None] | None:
     """The byte-quad plan of a product of two 8-bit activations (``ActivationQuadPlan``), else None:
     no VNNI, transposed operands, batch dims that differ, or sums that could leave int32."""
     x_shape, w_shape = kernel.inputs[0].shape, kernel.inputs[1].shape
-    if (not _quads_run() or kernel.attrs.get("transpose_a") or kernel.attrs.get("transpose_b") or len(x_shape) < 2
+    if (not quads_run() or kernel.attrs.get("transpose_a") or kernel.attrs.get("transpose_b") or len(x_shape) < 2
             or tuple(x_shape[:-2]) != tuple(w_shape[:-2]) or len(kernel.inputs) > 2):
         return None
     x_zero, w_zero = kernel.layout.zero_points
@@ -738,7 +740,7 @@ def integer_product_plan(kernel) -> Callable[[], None] | None:
     VNNI runs and every sum fits int32 (``IntegerProductPlan``); else None."""
     x, w = kernel.inputs[0], kernel.inputs[1]
     x_zero = kernel.zero_point_tensor(0)
-    if (not fast.enabled() or not _quads_run() or not kernel.const_weight() or w.data is None or w.data.ndim != 2
+    if (not quads_run() or not kernel.const_weight() or w.data is None or w.data.ndim != 2
             or len(x.shape) < 2 or x.dtype not in INT8_TYPES or (x_zero is not None and math.prod(x_zero.shape) != 1)):
         return None
     offsets = _once(kernel, "integer_offsets", lambda: _integer_offsets(kernel))
