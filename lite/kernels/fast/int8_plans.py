@@ -5,7 +5,10 @@ compiled integer kernels of ``lite.kernels.fast.int8``, chosen once per input sh
   groups) and for products of rows by a constant 2-D weight; None where the layer is another
   form, compiled kernels are off, or its sums could leave int32. A convolution runs on byte
   quads (``int8_quads``, ``vpdpbusd``) where the machine has AVX-512 VNNI and every weight
-  offset fits int8 (``_quad_bias``: the input's zero point folded into the bias); elsewhere a 1x1
+  offset fits int8 (``_quad_bias``: the input's zero point folded into the bias), and on AMX
+  tiles (``int8_amx``, ``tdpbsud``) where the CPU has AMX-INT8 and the layer is one group of
+  ``AMX_CHANNELS`` input channels or more (the same sums, its products 16 x 16 x 64 an
+  instruction); elsewhere a 1x1
   convolution (stride 1, unpadded, one group) packs each panel of its input as it goes
   (``PointwisePlan``, ``int8_pointwise``), and a 3x3 stride-1 one of ``WINOGRAD_CHANNELS`` or more
   runs exact integer Winograd F(2x2, 3x3) (``WinogradPlan``, ``int8_winograd``).
@@ -27,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from lite.aligned import aligned_array
 from lite.kernels import fast
 from lite.ops.quant import broadcast_param, qrange
 
@@ -285,15 +289,50 @@ def _quad_weight(kernel, w: np.ndarray, rows: int) -> np.ndarray:
     return _packed_weight(kernel, w, rows, 4, int8_quads.pack_conv_quads, "int8_quads")
 
 
-def _conv_jobs(quads: bool) -> tuple:
-    """The crew's job functions of a convolution on pairs or on quads."""
+def _conv_jobs(quads: bool, amx: bool = False) -> tuple:
+    """The crew's job functions of a convolution on pairs, on quads or on tiles."""
     from lite.kernels.fast import int8
 
     if not quads:
         return int8.conv_job_int8, int8.conv_job_uint8, int8.fill_job
-    from lite.kernels.fast import int8_quads
+    from lite.kernels.fast import int8_amx, int8_quads
 
-    return int8_quads.conv_quad_job, int8_quads.fill_quad_job
+    return int8_amx.conv_amx_job if amx else int8_quads.conv_quad_job, int8_quads.fill_quad_job
+
+
+AMX_CHANNELS = 64
+"""The fewest input channels for a convolution to run on AMX tiles (``int8_amx``; its tiles take
+64 channels a tap, fewer padded with zero weights)."""
+
+
+def _amx(kernel, w: np.ndarray) -> bool:
+    """Whether the quad convolution runs on AMX tiles: one group, ``AMX_CHANNELS`` or more input
+    channels, and tiles here (``int8_amx.available``)."""
+    if kernel.inner.group != 1 or w.shape[1] < AMX_CHANNELS:
+        return False
+    from lite.kernels.fast import int8_amx
+
+    return int8_amx.available()
+
+
+def _amx_weight(kernel, w: np.ndarray) -> np.ndarray:
+    """The weight as ``int8_amx.pack_amx_weight`` packs it: byte quads tap by tap, each tap's channel
+    words and the rows padded to whole tiles (once per kernel)."""
+    from lite.kernels.fast import int8_amx, int8_quads
+
+    def packed() -> np.ndarray:
+        taps, channel_words, tile, block = w.shape[2] * w.shape[3], (w.shape[1] + 3) // 4, int8_amx.TILE, \
+            int8_amx.BLOCK
+        rows = -(-w.shape[0] // block) * block
+        quads = np.zeros((rows, channel_words * taps), np.int32)
+        zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
+        int8_quads.pack_conv_quads(np.ascontiguousarray(w), zero_point, quads)
+        tiled = aligned_array((rows, taps * (-(-channel_words // tile) * tile)), np.int32)
+        tiled[:] = 0
+        int8_amx.pack_amx_weight(quads, channel_words, taps, tiled)
+        return tiled
+
+    return _once(kernel, "int8_amx", packed)
 
 
 def _fill_step(threads, x: np.ndarray, fill_items, args: tuple, items: int,
@@ -320,24 +359,35 @@ class ConvPlan:
         o_group = w.shape[0] // group
         rows = group * o_group + (-o_group) % int8.ROWS
         self.quad_bias = _quad_bias(kernel, w)
+        self.amx = self.quad_bias is not None and _amx(kernel, w)
         if self.quad_bias is None:
             self.weight, words = _conv_weight(kernel, w, rows), (w.shape[1] + 1) // 2
         else:
             from lite.kernels.fast import int8_quads
 
             int8_quads.warm()
-            self.weight, words = _quad_weight(kernel, w, rows), (w.shape[1] + 3) // 4
+            words = (w.shape[1] + 3) // 4
+            self.weight = _amx_weight(kernel, w) if self.amx else _quad_weight(kernel, w, rows)
         self.offsets = _tap_offsets(words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
         block = words * sh * sw * hq * wq
-        panels = -(-(oh * wq) // int8.WIDTH)
-        reach = max(block, int(self.offsets.max()) + panels * int8.WIDTH)
+        panels, width = -(-(oh * wq) // int8.WIDTH), int8.WIDTH
+        if self.amx:
+            from lite.kernels.fast import int8_amx
+
+            int8_amx.warm()
+            tap_words = self.weight.shape[1] // (w.shape[2] * w.shape[3])
+            self.offsets = _tap_offsets(tap_words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
+            self.offsets = np.ascontiguousarray(self.offsets.reshape(tap_words, -1).T.reshape(-1))
+            width = int8_amx.BLOCK
+            panels = -(-(oh * wq) // width)
+        reach = max(block, int(self.offsets.max()) + panels * width)
         self.size, self.filled, self.block = (n * group - 1) * block + reach, n * group * block, block
         self.phase_shape = (n, group, block // (sh * sw * hq * wq), sh, sw, hq, wq)
         self.flat = self.phases = None
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
-            crew.warm(*_conv_jobs(self.quad_bias is not None))
+            crew.warm(*_conv_jobs(self.quad_bias is not None, self.amx))
         used = {((i * dh) % sh) * sw + (j * dw) % sw for i in range(w.shape[2]) for j in range(w.shape[3])}
         self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw, sum(1 << bit for bit in used))
         self.kernel, self.wq, self.items = kernel, wq, n * group * panels
@@ -375,6 +425,8 @@ class ConvPlan:
         quads = self.quad_bias is not None
         terms = padded_terms((self.quad_bias if quads else bias, *terms), self.weight.shape[0])
         grid = out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
+        if self.amx:
+            return self._amx_steps(out, grid, terms)
         items_call, job = int8.conv_items, None
         if quads:
             from lite.kernels.fast import int8_quads
@@ -389,6 +441,31 @@ class ConvPlan:
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
             return int8.conv_crew_jobs(*shared, spares, bounds, job)
+
+        step = threads.crew_loop(items, piece, jobs)
+        if self.grid is None:
+            return step
+        return _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
+
+    def _amx_steps(self, out: np.ndarray, grid: np.ndarray, terms: tuple) -> Callable[[], None]:
+        """The convolution on tiles (``int8_amx``): its items (image, panel, block of channels)
+        shared out among the model's threads, each piece with its own scratch."""
+        from lite.kernels.fast import int8, int8_amx
+
+        channels, positions, words = grid.shape[1], grid.shape[2], self.weight.shape[1]
+        whole = int8_amx.whole_image(channels, positions, words)
+        panels = -(-positions // int8_amx.BLOCK)
+        items = grid.shape[0] * (-(-channels // int8_amx.BLOCK) if whole else panels)
+        size = int8_amx.scratch_words(words, panels if whole else 1)
+        threads = self.kernel.threads
+        scratches = [np.zeros(size, np.int32) for _ in range(threads.loop_pieces(items))]
+        shared = (self.flat, self.block, self.weight, self.offsets, *terms, grid.view(np.uint8))
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(int8_amx.conv_amx_items, *shared, scratches[index], whole, first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return int8_amx.conv_crew_jobs(*shared, scratches, whole, bounds)
 
         step = threads.crew_loop(items, piece, jobs)
         if self.grid is None:

@@ -1,0 +1,403 @@
+"""Quantized convolutions on AMX tiles (Advanced Matrix Extensions): ``tdpbsud`` adds to each of
+16 x 16 int32 sums the 64 products of a row of signed bytes by a column of unsigned bytes.
+
+The convolution is the byte-quad one (``int8_quads``): the weight's offsets ``w - w_zero_point`` as
+signed bytes, the input as unsigned bytes ``u`` with the pads holding ``p``, and ``- p * sum w'``
+folded into the bias, so the sums here are those of ``conv_quad_items`` and their requantization
+is the same (``int8._requantizing_finish``); only the products run on tiles instead of vectors.
+
+A step computes 32 output channels by 32 output positions in four accumulator tiles (tmm0-3): for
+each 64 input channels of one tap, two weight tiles (tmm4-5: 16 channels' rows of 64 bytes) and two
+input tiles (tmm6-7: 16 quad words of 16 positions, one row per four channels), four ``tdpbsud``.
+The weight is packed tap by tap (``pack_amx_weight``) and its channels padded to whole tiles; the
+input stays in the phases of the quad fill (``int8_quads.fill_quad_items``), where the quad words
+of one position and tap are one phase plane apart: a tile load's stride.
+
+The instructions are written as bytes (``.byte``) in inline assembly, so the code compiles for any
+target; it runs only where the CPU has AMX-INT8 and Linux lets this process use the tile registers
+(``available``: ``arch_prctl(ARCH_REQ_XCOMP_PERM)``, once per process). Each call configures the
+tiles of its own thread (``ldtilecfg``) and releases them after (``tilerelease``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, types
+from numba.extending import intrinsic
+
+from lite.kernels import fast
+from lite.kernels.fast import compiled, jit
+from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.int8 import LANES, SUMS, _requantizing_finish
+from lite.kernels.fast.tile import prefetch
+
+TILE = 16
+"""Rows of a tile, and int32 words (quads, or sums) of a row: 64 bytes."""
+BLOCK = 2 * TILE
+"""Output channels, and output positions, that one step computes."""
+CONFIG_WORDS = 16
+"""int32 words of the tile configuration (64 bytes) at the start of a call's scratch."""
+
+_ARCH_PRCTL, _REQ_XCOMP_PERM, _XTILEDATA = 158, 0x1023, 18
+
+
+def available() -> bool:
+    """Whether compiled kernels run on byte quads (``int8_quads.available``), ``DELITE_AMX`` is not
+    0, the CPU has AMX-INT8 and this process may use its tiles."""
+    if os.environ.get("DELITE_AMX", "1").strip() == "0" or not fast.enabled():
+        return False
+    from lite.kernels.fast import int8_quads
+
+    return int8_quads.available() and _tiles_permitted()
+
+
+@functools.cache
+def _tiles_permitted() -> bool:
+    """The CPU's AMX-TILE and AMX-INT8 (as LLVM reads them), then Linux's permission for this
+    process to use the tile data (asked once; a kernel without it, or that refuses, says no)."""
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
+        return False
+    from llvmlite import binding
+
+    features = binding.get_host_cpu_features()
+    if not (features.get("amx-tile") and features.get("amx-int8")):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(_ARCH_PRCTL, _REQ_XCOMP_PERM, _XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@functools.cache
+def _parse_asm() -> None:
+    """Lets LLVM read inline assembly (numba sets up the target without its parser): needed wherever
+    a function that calls these kernels is compiled, so done when this module is imported."""
+    from llvmlite import binding
+
+    binding.initialize_native_asmparser()
+
+
+_parse_asm()  # NOTE: at import: a caller compiled later links these kernels' IR, their assembly with it
+
+
+def _bytes(*values: int) -> str:
+    return ".byte " + ",".join(f"0x{v:02x}" for v in values)
+
+
+def _asm(builder: ir.IRBuilder, text: str, constraints: str, args: list) -> None:
+    kinds = [a.type for a in args]
+    code = ir.InlineAsm(ir.FunctionType(ir.VoidType(), kinds), text, constraints, side_effect=True)
+    builder.call(code, args)
+
+
+def _pointer_asm(text: str):
+    """An intrinsic ``(address)`` running ``text`` with the address in rax."""
+    def codegen(context, builder, signature, args):
+        _asm(builder, text, "{rax},~{memory}", [args[0]])
+        return context.get_dummy_value()
+
+    def function(typingctx, address):
+        return types.void(types.int64), codegen
+    return intrinsic(function)
+
+
+def _plain_asm(text: str):
+    """An intrinsic ``()`` running ``text``."""
+    def codegen(context, builder, signature, args):
+        _asm(builder, text, "~{memory}", [])
+        return context.get_dummy_value()
+
+    def function(typingctx):
+        return types.void(), codegen
+    return intrinsic(function)
+
+
+def _strided_asm(texts: list[str]):
+    """An intrinsic ``(tile, address, stride)`` running ``texts[tile]`` (tile a literal) with the
+    address in rax and the stride in rcx."""
+    def function(typingctx, tile, address, stride):
+        if not isinstance(tile, types.IntegerLiteral):
+            return None
+
+        def codegen(context, builder, signature, args):
+            _asm(builder, texts[tile.literal_value], "{rax},{rcx},~{memory}", [args[1], args[2]])
+            return context.get_dummy_value()
+        return types.void(tile, types.int64, types.int64), codegen
+    return intrinsic(function)
+
+
+configure_tiles = _pointer_asm(_bytes(0xC4, 0xE2, 0x78, 0x49, 0x00))
+"""``ldtilecfg [address]``: the 64-byte configuration (``write_config``)."""
+release_tiles = _plain_asm(_bytes(0xC4, 0xE2, 0x78, 0x49, 0xC0))
+"""``tilerelease``."""
+load_tile = _strided_asm([_bytes(0xC4, 0xE2, 0x7B, 0x4B, 0x04 | t << 3, 0x08) for t in range(8)])
+"""``tileloadd tmm<tile>, [address + stride]``: 16 rows of 64 bytes, ``stride`` bytes apart."""
+store_tile = _strided_asm([_bytes(0xC4, 0xE2, 0x7A, 0x4B, 0x04 | t << 3, 0x08) for t in range(8)])
+"""``tilestored [address + stride], tmm<tile>``."""
+zero_tiles = _plain_asm("\n".join(_bytes(0xC4, 0xE2, 0x7B, 0x49, 0xC0 | t << 3) for t in range(4)))
+"""``tilezero`` tmm0-3, the accumulators."""
+
+
+def _dot(sums: int, signed: int, unsigned: int) -> str:
+    """``tdpbsud tmm<sums>, tmm<signed>, tmm<unsigned>``."""
+    return _bytes(0xC4, 0xE2, (~unsigned & 0xF) << 3 | 0x2, 0x5E, 0xC0 | sums << 3 | signed)
+
+
+multiply_block = _plain_asm("\n".join(_dot(2 * a + b, 4 + a, 6 + b) for a in range(2) for b in range(2)))
+"""tmm0-3 (2 x 2 blocks of sums) plus the products of the weight tiles tmm4-5 by the input tiles tmm6-7."""
+
+
+def _requantize_block_intrinsic():
+    def codegen(context, builder, signature, args):
+        sums_at, out_at, out_step, bias_at, multiplier_at = args[:5]
+        words = ir.IntType(32).as_pointer()
+        finish = _requantizing_finish(builder, builder.inttoptr(out_at, ir.IntType(8).as_pointer()), out_step,
+                                      builder.inttoptr(bias_at, words),
+                                      builder.inttoptr(multiplier_at, ir.FloatType().as_pointer()), args[5:], True)
+        sums = builder.inttoptr(sums_at, words)
+        for r in range(BLOCK):
+            for j in range(BLOCK // LANES):
+                place = builder.gep(sums, [ir.IntType(64)(r * BLOCK + j * LANES)])
+                finish(builder, r, j, builder.load(builder.bitcast(place, SUMS.as_pointer()), align=4))
+        return context.get_dummy_value()
+
+    def function(typingctx, sums, out, out_stride, bias, multiplier, zero_point, lo, hi):
+        return types.void(*(types.int64,) * 5, *(types.float32,) * 3), codegen
+    return intrinsic(function)
+
+
+requantize_block = _requantize_block_intrinsic()
+"""(sums, out, out_stride, bias, multiplier, zero_point, lo, hi): a step's BLOCK x BLOCK int32 sums
+(rows of BLOCK words) plus bias[r], times multiplier[r], requantized into the bytes
+out[r * out_stride + j] (``int8.emit_requantize``; addresses as int64)."""
+
+
+@jit
+def write_config(config):
+    """The tile configuration: palette 1, eight tiles of 16 rows of 64 bytes."""
+    raw = carray(as_pointer(config.ctypes.data), (4 * CONFIG_WORDS,), np.uint8)
+    raw[:] = 0
+    raw[0] = 1
+    for t in range(8):
+        raw[16 + 2 * t] = 4 * TILE
+        raw[48 + t] = TILE
+
+
+@jit
+def pack_amx_weight(quads, channel_words, taps, packed):
+    """The quad-packed weight (``int8_quads.pack_conv_quads``: rows of (channel word, tap) words)
+    as tiles: for each BLOCK rows and each step of TILE words (k = t * W + c, W the channel words
+    padded to whole tiles: zero past ``channel_words``, as past quads' rows), the two weight tiles'
+    16 rows of 16 words, contiguous; ``packed`` (rows, taps * W)."""
+    words = packed.shape[1]
+    tap_words = words // taps
+    tiles = carray(as_pointer(packed.ctypes.data), (packed.shape[0] // BLOCK, words // TILE, 2, TILE, TILE), np.int32)
+    for o in range(quads.shape[0]):
+        half, row = divmod(o % BLOCK, TILE)
+        for t in range(taps):
+            for c in range(channel_words):
+                k = t * tap_words + c
+                tiles[o // BLOCK, k // TILE, half, row, k % TILE] = quads[o, c * taps + t]
+
+
+def _copy_row_intrinsic():
+    def codegen(context, builder, signature, args):
+        target, source = (builder.inttoptr(a, ir.IntType(8).as_pointer()) for a in args)
+        copy = builder.module.declare_intrinsic("llvm.memcpy", [target.type, source.type, ir.IntType(64)])
+        builder.call(copy, [target, source, ir.IntType(64)(BLOCK * 4), ir.IntType(1)(0)])
+        return context.get_dummy_value()
+
+    def function(typingctx, target, source):
+        return types.void(types.int64, types.int64), codegen
+    return intrinsic(function)
+
+
+def _prefetch_intrinsic():
+    def codegen(context, builder, signature, args):
+        start = builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+        for line in range(STEP_BYTES // 64):
+            prefetch(builder, builder.gep(start, [ir.IntType(64)(64 * line)]))
+        return context.get_dummy_value()
+
+    def function(typingctx, address):
+        return types.void(types.int64), codegen
+    return intrinsic(function)
+
+
+STEP_BYTES = 2 * TILE * TILE * 4
+"""The bytes of a step's two weight tiles."""
+AHEAD = 4
+"""Steps ahead whose weight tiles a step prefetches (a large weight streams from memory)."""
+prefetch_step = _prefetch_intrinsic()
+"""(address): prefetches the STEP_BYTES from address into every level of cache."""
+copy_row = _copy_row_intrinsic()
+"""(target, source): BLOCK int32 words from source to target (addresses as int64; two vector moves)."""
+
+
+@jit
+def _pack_panel(source, offsets, plane, panel):
+    """A panel's input tiles, aligned: for each step of TILE words k, its 16 rows (word k + i at
+    ``source + offsets[k] * 4 + i * plane``) of BLOCK positions' words, into ``panel``'s rows."""
+    target = panel.ctypes.data
+    for k in range(0, offsets.size, TILE):
+        start = source + offsets[k] * 4
+        for i in range(TILE):
+            copy_row(target + (k + i) * BLOCK * 4, start + i * plane)
+
+
+@jit
+def conv_amx_items(flat, block, packed, offsets, bias, multiplier, zero_point, lo, hi, grid, scratch, whole, first,
+                   last):
+    """Items ``first`` to ``last`` of a one-group convolution on tiles; ``flat``: the input's phases
+    (quad words, ``block`` of them an image), ``offsets[k]``: where word k of a weight row
+    (``pack_amx_weight``'s tiles) starts in an image's phases for position 0, the 16 words of a
+    tile row one phase plane apart; the output into ``grid`` (images, channels, positions) as
+    bytes; ``scratch``: ``scratch_words`` int32 words. ``whole``: an item is (image, block of BLOCK
+    output channels), the image's panels packed once a call and each weight tile read once for
+    them all (small planes, large weights); else (image, panel of BLOCK positions), every channel."""
+    channels, positions, words = grid.shape[1], grid.shape[2], offsets.size
+    panels, blocks, plane = -(-positions // BLOCK), -(-channels // BLOCK), (offsets[1] - offsets[0]) * 4
+    base = scratch.ctypes.data + (-scratch.ctypes.data) % 64
+    config = carray(as_pointer(base), (CONFIG_WORDS,), np.int32)
+    sums = carray(as_pointer(base + CONFIG_WORDS * 4), (BLOCK * BLOCK,), np.int32)
+    spare = carray(as_pointer(sums.ctypes.data + BLOCK * BLOCK * 4), (BLOCK, BLOCK), np.uint8)
+    held = carray(as_pointer(spare.ctypes.data + BLOCK * BLOCK), (panels if whole else 1, words, BLOCK), np.int32)
+    write_config(config)
+    configure_tiles(config.ctypes.data)
+    packed_image = -1
+    for item in range(first, last):
+        if whole:
+            image, o = divmod(item, blocks)
+            if image != packed_image:
+                for panel in range(panels):
+                    _pack_panel(flat.ctypes.data + (image * block + panel * BLOCK) * 4, offsets, plane, held[panel])
+                packed_image = image
+            for panel in range(panels):
+                _tile_block(packed, held[panel], o * BLOCK, panel * BLOCK, bias, multiplier, zero_point, lo, hi,
+                            grid[image], sums, spare)
+        else:
+            image, panel = divmod(item, panels)
+            _pack_panel(flat.ctypes.data + (image * block + panel * BLOCK) * 4, offsets, plane, held[0])
+            for o in range(0, channels, BLOCK):
+                _tile_block(packed, held[0], o, panel * BLOCK, bias, multiplier, zero_point, lo, hi, grid[image],
+                            sums, spare)
+    release_tiles()
+
+
+@jit
+def _tile_block(packed, panel, o, column, bias, multiplier, zero_point, lo, hi, out, sums, spare):
+    """The BLOCK x BLOCK outputs from channel o and position ``column`` of one image (``out``:
+    channels, positions): the products of the weight's tiles by the packed ``panel``'s, requantized."""
+    words = panel.shape[0]
+    weights, tile_bytes = packed.ctypes.data + o * words * 4, TILE * TILE * 4
+    zero_tiles()
+    for k in range(0, words, TILE):
+        prefetch_step(weights + (k + AHEAD * TILE) * 2 * tile_bytes // TILE)
+        load_tile(4, weights + k * 2 * tile_bytes // TILE, 4 * TILE)
+        load_tile(5, weights + (k * 2 + TILE) * tile_bytes // TILE, 4 * TILE)
+        inputs = panel.ctypes.data + k * BLOCK * 4
+        load_tile(6, inputs, BLOCK * 4)
+        load_tile(7, inputs + TILE * 4, BLOCK * 4)
+        multiply_block()
+    rows, count = min(BLOCK, out.shape[0] - o), min(BLOCK, out.shape[1] - column)
+    _requantize_block(sums, spare, out[o:o + rows], column, count, bias.ctypes.data + o * 4,
+                      multiplier.ctypes.data + o * 4, zero_point, lo, hi)
+
+
+@jit
+def scratch_words(words, held):
+    """The int32 words of ``conv_amx_items``' scratch for weight rows of ``words`` words, ``held``
+    panels packed at once."""
+    return CONFIG_WORDS + BLOCK * BLOCK + BLOCK * BLOCK // 4 + held * words * BLOCK + 16
+
+
+def whole_image(channels: int, positions: int, words: int) -> bool:
+    """Whether ``conv_amx_items`` runs with ``whole``: the weight larger than the image's packed
+    panels, and those within ``HELD_BYTES``."""
+    panels = -(-positions // BLOCK)
+    return channels > panels * BLOCK and panels * words * BLOCK * 4 <= HELD_BYTES
+
+
+HELD_BYTES = 1 << 20
+"""The most bytes of packed panels a call holds at once (in the core's second-level cache)."""
+
+
+@jit
+def _requantize_block(sums, spare, out, column, count, bias_at, multiplier_at, zero_point, lo, hi):
+    """The accumulators (tmm0-3) into ``sums``, requantized into out's rows at ``column`` (``count``
+    positions; through ``spare`` where the block reaches past them)."""
+    store_tile(0, sums.ctypes.data, BLOCK * 4)
+    store_tile(1, sums.ctypes.data + TILE * 4, BLOCK * 4)
+    store_tile(2, sums.ctypes.data + TILE * BLOCK * 4, BLOCK * 4)
+    store_tile(3, sums.ctypes.data + (TILE * BLOCK + TILE) * 4, BLOCK * 4)
+    rows, positions = out.shape
+    if rows == BLOCK and count == BLOCK:
+        requantize_block(sums.ctypes.data, out.ctypes.data + column, positions, bias_at, multiplier_at,
+                         zero_point, lo, hi)
+        return
+    requantize_block(sums.ctypes.data, spare.ctypes.data, BLOCK, bias_at, multiplier_at, zero_point, lo, hi)
+    for r in range(rows):
+        out[r, column:column + count] = spare[r, :count]
+
+
+# The block of a convolution on tiles on the crew (``lite.kernels.fast.crew.Jobs``), then per piece
+# (first, last, scratch):
+(_FLAT, _FLAT_N, _BLOCK, _PACKED, _PACKED_ROWS, _WORDS, _OFFSETS, _BIAS, _MULTIPLIER, _GRID, _IMAGES, _CHANNELS,
+ _POSITIONS, _WHOLE, _HELD, _ZERO, _LO, _HI) = range(18)
+_HEADER = 18
+
+
+def conv_crew_jobs(flat: np.ndarray, block_size: int, packed: np.ndarray, offsets: np.ndarray, bias: np.ndarray,
+                   multiplier: np.ndarray, zero_point, lo, hi, grid: np.ndarray, scratches: list[np.ndarray],
+                   whole: bool, bounds: list[tuple[int, int]]):
+    """``conv_amx_items``' items as jobs for the crew, one per piece of ``bounds`` with its own scratch
+    (``grid`` viewed as bytes)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    view = grid.view(np.uint8)
+    block = pieces_block(_HEADER, bounds, [[scratch] for scratch in scratches])
+    block[:_ZERO] = (flat.ctypes.data, flat.size, block_size, packed.ctypes.data, *packed.shape, offsets.ctypes.data,
+                     bias.ctypes.data, multiplier.ctypes.data, view.ctypes.data, *view.shape, int(whole),
+                     scratches[0].size)
+    block[_ZERO:_HEADER].view(np.float64)[:] = zero_point, lo, hi
+    return Jobs(conv_amx_job, block, len(bounds), (flat, packed, offsets, bias, multiplier, view, *scratches))
+
+
+@jit
+def _conv_piece(index, data):
+    """Piece ``index`` of the convolution on tiles that the block at ``data`` describes."""
+    block = carray(data, (_HEADER + 3 * (index + 1),), np.int64)
+    floats = carray(data, (_HEADER,), np.float64)
+    rows, words, piece = block[_PACKED_ROWS], block[_WORDS], _HEADER + 3 * index
+    conv_amx_items(carray(as_pointer(block[_FLAT]), (block[_FLAT_N],), np.int32), block[_BLOCK],
+                   carray(as_pointer(block[_PACKED]), (rows, words), np.int32),
+                   carray(as_pointer(block[_OFFSETS]), (words,), np.int64),
+                   carray(as_pointer(block[_BIAS]), (rows,), np.int32),
+                   carray(as_pointer(block[_MULTIPLIER]), (rows,), np.float32), np.float32(floats[_ZERO]),
+                   np.float32(floats[_LO]), np.float32(floats[_HI]),
+                   carray(as_pointer(block[_GRID]), (block[_IMAGES], block[_CHANNELS], block[_POSITIONS]), np.uint8),
+                   carray(as_pointer(block[piece + 2]), (block[_HELD],), np.int32), block[_WHOLE] != 0, block[piece],
+                   block[piece + 1])
+
+
+def conv_amx_job(index, data, extra):
+    """A crew job: piece ``index`` of the convolution on tiles the block at ``data`` describes."""
+    _conv_piece(index, data)
+
+
+@functools.cache
+def warm() -> None:
+    """Compiles the tile kernels now, at build."""
+    i32, i64, f32 = np.int32, np.int64, np.float32
+    quads = np.zeros((BLOCK, 2), i32)
+    compiled(pack_amx_weight, quads, 1, 2, np.zeros((BLOCK, 2 * TILE), i32))
+    compiled(conv_amx_items, np.zeros(1, i32), 1, np.zeros((BLOCK, TILE), i32), np.zeros(TILE, i64),
+             np.zeros(BLOCK, i32), np.ones(BLOCK, f32), f32(0), f32(-1), f32(1), np.zeros((1, 1, 1), np.uint8),
+             np.zeros(scratch_words(TILE, 1), i32), False, 0, 0)
