@@ -442,15 +442,18 @@ class ConvPlan:
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
             return int8.conv_crew_jobs(*shared, spares, bounds, job)
 
-        step = threads.crew_loop(items, piece, jobs)
-        if self.grid is None:
-            return step
-        return _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
+        return self._compacted(threads.crew_loop(items, piece, jobs), out)
+
+    def _compacted(self, step: Callable[[], None], out: np.ndarray) -> Callable[[], None]:
+        """``step``, then the grid's rows compacted into ``out`` where the grid is wider."""
+        from lite.kernels.fast import int8
+
+        return step if self.grid is None else _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
 
     def _amx_steps(self, out: np.ndarray, grid: np.ndarray, terms: tuple) -> Callable[[], None]:
         """The convolution on tiles (``int8_amx``): its items (image, panel, block of channels)
         shared out among the model's threads, each piece with its own scratch."""
-        from lite.kernels.fast import int8, int8_amx
+        from lite.kernels.fast import int8_amx
 
         channels, positions, words = grid.shape[1], grid.shape[2], self.weight.shape[1]
         whole = int8_amx.whole_image(channels, positions, words)
@@ -467,10 +470,7 @@ class ConvPlan:
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
             return int8_amx.conv_crew_jobs(*shared, scratches, whole, bounds)
 
-        step = threads.crew_loop(items, piece, jobs)
-        if self.grid is None:
-            return step
-        return _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
+        return self._compacted(threads.crew_loop(items, piece, jobs), out)
 
     def __call__(self) -> None:
         flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
