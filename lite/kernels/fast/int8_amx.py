@@ -34,8 +34,8 @@ from numba.extending import intrinsic
 from lite.kernels import fast
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.int8 import LANES, SUMS, _requantizing_finish
-from lite.kernels.fast.tile import prefetch
+from lite.kernels.fast.int8 import LANES, SUMS, _requantizing_finish, copy_spare
+from lite.kernels.fast.tile import WIDTH, prefetch
 
 TILE = 16
 """Rows of a tile, and int32 words (quads, or sums) of a row: 64 bytes."""
@@ -75,7 +75,6 @@ def _tiles_permitted() -> bool:
         return False
 
 
-@functools.cache
 def _parse_asm() -> None:
     """Lets LLVM read inline assembly (numba sets up the target without its parser): needed wherever
     a function that calls these kernels is compiled, so done when this module is imported."""
@@ -267,8 +266,8 @@ def conv_amx_items(flat, block, packed, offsets, bias, multiplier, zero_point, l
     base = scratch.ctypes.data + (-scratch.ctypes.data) % 64
     config = carray(as_pointer(base), (CONFIG_WORDS,), np.int32)
     sums = carray(as_pointer(base + CONFIG_WORDS * 4), (BLOCK * BLOCK,), np.int32)
-    spare = carray(as_pointer(sums.ctypes.data + BLOCK * BLOCK * 4), (BLOCK, BLOCK), np.uint8)
-    held = carray(as_pointer(spare.ctypes.data + BLOCK * BLOCK), (panels if whole else 1, words, BLOCK), np.int32)
+    spare = carray(as_pointer(sums.ctypes.data + BLOCK * BLOCK * 4), (BLOCK * WIDTH,), np.uint8)
+    held = carray(as_pointer(spare.ctypes.data + BLOCK * WIDTH), (panels if whole else 1, words, BLOCK), np.int32)
     write_config(config)
     configure_tiles(config.ctypes.data)
     packed_image = -1
@@ -296,12 +295,13 @@ def _tile_block(packed, panel, o, column, bias, multiplier, zero_point, lo, hi, 
     """The BLOCK x BLOCK outputs from channel o and position ``column`` of one image (``out``:
     channels, positions): the products of the weight's tiles by the packed ``panel``'s, requantized."""
     words = panel.shape[0]
-    weights, tile_bytes = packed.ctypes.data + o * words * 4, TILE * TILE * 4
+    weights = packed.ctypes.data + o * words * 4
     zero_tiles()
     for k in range(0, words, TILE):
-        prefetch_step(weights + (k + AHEAD * TILE) * 2 * tile_bytes // TILE)
-        load_tile(4, weights + k * 2 * tile_bytes // TILE, 4 * TILE)
-        load_tile(5, weights + (k * 2 + TILE) * tile_bytes // TILE, 4 * TILE)
+        step = weights + k // TILE * STEP_BYTES
+        prefetch_step(step + AHEAD * STEP_BYTES)
+        load_tile(4, step, 4 * TILE)
+        load_tile(5, step + STEP_BYTES // 2, 4 * TILE)
         inputs = panel.ctypes.data + k * BLOCK * 4
         load_tile(6, inputs, BLOCK * 4)
         load_tile(7, inputs + TILE * 4, BLOCK * 4)
@@ -315,7 +315,7 @@ def _tile_block(packed, panel, o, column, bias, multiplier, zero_point, lo, hi, 
 def scratch_words(words, held):
     """The int32 words of ``conv_amx_items``' scratch for weight rows of ``words`` words, ``held``
     panels packed at once."""
-    return CONFIG_WORDS + BLOCK * BLOCK + BLOCK * BLOCK // 4 + held * words * BLOCK + 16
+    return CONFIG_WORDS + BLOCK * BLOCK + BLOCK * WIDTH // 4 + held * words * BLOCK + 16
 
 
 def whole_image(channels: int, positions: int, words: int) -> bool:
@@ -332,7 +332,8 @@ HELD_BYTES = 1 << 20
 @jit
 def _requantize_block(sums, spare, out, column, count, bias_at, multiplier_at, zero_point, lo, hi):
     """The accumulators (tmm0-3) into ``sums``, requantized into out's rows at ``column`` (``count``
-    positions; through ``spare`` where the block reaches past them)."""
+    positions; through ``spare``, rows WIDTH bytes apart as ``int8.copy_spare`` reads them, where the
+    block reaches past them: the tiles run only with the wide register tile, whose WIDTH is past BLOCK)."""
     store_tile(0, sums.ctypes.data, BLOCK * 4)
     store_tile(1, sums.ctypes.data + TILE * 4, BLOCK * 4)
     store_tile(2, sums.ctypes.data + TILE * BLOCK * 4, BLOCK * 4)
@@ -342,9 +343,8 @@ def _requantize_block(sums, spare, out, column, count, bias_at, multiplier_at, z
         requantize_block(sums.ctypes.data, out.ctypes.data + column, positions, bias_at, multiplier_at,
                          zero_point, lo, hi)
         return
-    requantize_block(sums.ctypes.data, spare.ctypes.data, BLOCK, bias_at, multiplier_at, zero_point, lo, hi)
-    for r in range(rows):
-        out[r, column:column + count] = spare[r, :count]
+    requantize_block(sums.ctypes.data, spare.ctypes.data, WIDTH, bias_at, multiplier_at, zero_point, lo, hi)
+    copy_spare(spare, out, column, rows, count)
 
 
 # The block of a convolution on tiles on the crew (``lite.kernels.fast.crew.Jobs``), then per piece

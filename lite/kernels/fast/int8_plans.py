@@ -368,18 +368,18 @@ class ConvPlan:
             int8_quads.warm()
             words = (w.shape[1] + 3) // 4
             self.weight = _amx_weight(kernel, w) if self.amx else _quad_weight(kernel, w, rows)
-        self.offsets = _tap_offsets(words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
         block = words * sh * sw * hq * wq
-        panels, width = -(-(oh * wq) // int8.WIDTH), int8.WIDTH
         if self.amx:
             from lite.kernels.fast import int8_amx
 
             int8_amx.warm()
             tap_words = self.weight.shape[1] // (w.shape[2] * w.shape[3])
-            self.offsets = _tap_offsets(tap_words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
-            self.offsets = np.ascontiguousarray(self.offsets.reshape(tap_words, -1).T.reshape(-1))
+            by_word = _tap_offsets(tap_words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
+            self.offsets = np.ascontiguousarray(by_word.reshape(tap_words, -1).T.reshape(-1))
             width = int8_amx.BLOCK
-            panels = -(-(oh * wq) // width)
+        else:
+            self.offsets, width = _tap_offsets(words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq)), int8.WIDTH
+        panels = -(-(oh * wq) // width)
         reach = max(block, int(self.offsets.max()) + panels * width)
         self.size, self.filled, self.block = (n * group - 1) * block + reach, n * group * block, block
         self.phase_shape = (n, group, block // (sh * sw * hq * wq), sh, sw, hq, wq)
@@ -391,6 +391,9 @@ class ConvPlan:
         used = {((i * dh) % sh) * sw + (j * dw) % sw for i in range(w.shape[2]) for j in range(w.shape[3])}
         self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw, sum(1 << bit for bit in used))
         self.kernel, self.wq, self.items = kernel, wq, n * group * panels
+        self.whole = self.amx and int8_amx.whole_image(w.shape[0], oh * wq, self.weight.shape[1])
+        if self.whole:
+            self.items = n * -(-w.shape[0] // int8_amx.BLOCK)  # NOTE: an item is a block of output channels
         self.grid = None if wq == ow else np.zeros((n, w.shape[0], oh * wq), kernel.outputs[0].dtype)
         self.out: np.ndarray | None = None
         self.x: np.ndarray | None = None
@@ -451,16 +454,14 @@ class ConvPlan:
         return step if self.grid is None else _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
 
     def _amx_steps(self, out: np.ndarray, grid: np.ndarray, terms: tuple) -> Callable[[], None]:
-        """The convolution on tiles (``int8_amx``): its items (image, panel, block of channels)
-        shared out among the model's threads, each piece with its own scratch."""
+        """The convolution on tiles (``int8_amx``): its items (image and panel, or image and block
+        of channels where ``whole``) shared out among the model's threads, each piece with its own
+        scratch."""
         from lite.kernels.fast import int8_amx
 
-        channels, positions, words = grid.shape[1], grid.shape[2], self.weight.shape[1]
-        whole = int8_amx.whole_image(channels, positions, words)
-        panels = -(-positions // int8_amx.BLOCK)
-        items = grid.shape[0] * (-(-channels // int8_amx.BLOCK) if whole else panels)
-        size = int8_amx.scratch_words(words, panels if whole else 1)
-        threads = self.kernel.threads
+        threads, items, whole = self.kernel.threads, self.items, self.whole
+        held = -(-grid.shape[2] // int8_amx.BLOCK) if whole else 1
+        size = int8_amx.scratch_words(self.weight.shape[1], held)
         scratches = [np.zeros(size, np.int32) for _ in range(threads.loop_pieces(items))]
         shared = (self.flat, self.block, self.weight, self.offsets, *terms, grid.view(np.uint8))
 
