@@ -236,7 +236,7 @@ def _table_chain(dequantize: Kernel, reader: dict[Tensor, Kernel], outputs: list
     an 8-bit tensor into float32, element-wise float32 kernels (``_table_step``), a per-tensor
     QuantizeLinear into 8 bits; each part alone reads the one before, and the model returns none
     of their outputs but the last."""
-    if dequantize.type != "DequantizeLinear" or dequantize not in native or not _per_tensor_linear(dequantize) \
+    if dequantize.type != "DequantizeLinear" or dequantize not in native or not dequantize.per_tensor_constants() \
             or np.dtype(dequantize.inputs[0].dtype).name not in ("int8", "uint8"):
         return None
     parts, tensor = [dequantize], dequantize.outputs[0]
@@ -246,18 +246,11 @@ def _table_chain(dequantize: Kernel, reader: dict[Tensor, Kernel], outputs: list
         parts.append(kernel)
         if kernel.type == "QuantizeLinear":
             quantized = np.dtype(kernel.outputs[0].dtype).name in ("int8", "uint8")
-            return parts if kernel.inputs[0] is tensor and _per_tensor_linear(kernel) and quantized else None
+            return parts if kernel.inputs[0] is tensor and kernel.per_tensor_constants() and quantized else None
         if not _table_step(kernel, tensor):
             return None
         tensor = kernel.outputs[0]
     return None
-
-
-def _per_tensor_linear(kernel: Kernel) -> bool:
-    """Whether a QuantizeLinear or DequantizeLinear has one constant scale and zero point (or none)."""
-    params = [t for t in kernel.inputs[1:] if t is not None]
-    return not kernel.attrs["block_size"] and all(t.is_const and t.data is not None and t.data.size == 1
-                                                  for t in params)
 
 
 def _table_step(kernel: Kernel, tensor: Tensor) -> bool:

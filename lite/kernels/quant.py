@@ -43,6 +43,12 @@ class _Linear(NativeKernel):
         tensor = self.inputs[2] if len(self.inputs) > 2 else None
         return None if tensor is None else tensor.data
 
+    def per_tensor_constants(self) -> bool:
+        """Whether the scale and the zero point (where given) are constants of one value, no blocks."""
+        zero_point = self.inputs[2] if len(self.inputs) > 2 else None
+        return not self.attrs["block_size"] and _one_constant(self.inputs[1]) and \
+            (zero_point is None or _one_constant(zero_point))
+
 
 @register("QuantizeLinear", FLOATS + (np.dtype(np.int32),))
 class QuantizeLinear(_Linear):
@@ -71,8 +77,7 @@ class QuantizeLinear(_Linear):
         x, scale, y = self.inputs[0], self.inputs[1], self.outputs[0]
         zero_point = self.inputs[2] if len(self.inputs) > 2 else None
         if (not fast.enabled() or x.dtype != np.float32 or scale.dtype != np.float32 or y.dtype not in INT8_TYPES
-                or not _one_constant(scale) or self.attrs["block_size"]
-                or (zero_point is not None and not _one_constant(zero_point))):
+                or not self.per_tensor_constants()):
             return None
         zero = 0 if zero_point is None else zero_point.data.reshape(-1)[0]
         return byte_quantizer(float(scale.data.reshape(-1)[0]), float(zero), y.dtype)
@@ -161,10 +166,8 @@ class DequantizeLinear(_Linear):
 
     def resize(self) -> None:
         x, scale, y = self.inputs[0], self.inputs[1], self.outputs[0]
-        zero_point = self.inputs[2] if len(self.inputs) > 2 else None
         self.compiled = None
-        if (y.dtype == np.float32 and _one_constant(scale) and not self.attrs["block_size"]
-                and (zero_point is None or _one_constant(zero_point))):
+        if y.dtype == np.float32 and self.per_tensor_constants():
             self.compiled = byte_dequantizer(x.dtype, lambda values: dequantize(
                 values, scale.data, self.zero_point(), 0, 0, y.dtype))
 
