@@ -153,13 +153,18 @@ multiply_block = _plain_asm("\n".join(_dot(2 * a + b, 4 + a, 6 + b) for a in ran
 """tmm0-3 (2 x 2 blocks of sums) plus the products of the weight tiles tmm4-5 by the input tiles tmm6-7."""
 
 
-def _requantize_block_intrinsic():
+def _requantize_block_intrinsic(per_row: bool):
+    """``requantize_block`` (``per_row``: a convolution's channels) or ``requantize_columns``."""
+    addresses = 5 if per_row else 6
+
     def codegen(context, builder, signature, args):
         sums_at, out_at, out_step, bias_at, multiplier_at = args[:5]
         words = ir.IntType(32).as_pointer()
+        terms = None if per_row else builder.inttoptr(args[5], words)
         finish = _requantizing_finish(builder, builder.inttoptr(out_at, ir.IntType(8).as_pointer()), out_step,
                                       builder.inttoptr(bias_at, words),
-                                      builder.inttoptr(multiplier_at, ir.FloatType().as_pointer()), args[5:], True)
+                                      builder.inttoptr(multiplier_at, ir.FloatType().as_pointer()), args[addresses:],
+                                      per_row, terms)
         sums = builder.inttoptr(sums_at, words)
         for r in range(BLOCK):
             for j in range(BLOCK // LANES):
@@ -167,15 +172,24 @@ def _requantize_block_intrinsic():
                 finish(builder, r, j, builder.load(builder.bitcast(place, SUMS.as_pointer()), align=4))
         return context.get_dummy_value()
 
-    def function(typingctx, sums, out, out_stride, bias, multiplier, zero_point, lo, hi):
-        return types.void(*(types.int64,) * 5, *(types.float32,) * 3), codegen
-    return intrinsic(function)
+    signature = types.void(*(types.int64,) * addresses, *(types.float32,) * 3)
+    if per_row:
+        def function(typingctx, sums, out, out_stride, bias, multiplier, zero_point, lo, hi):
+            return signature, codegen
+        return intrinsic(function)
+
+    def columns(typingctx, sums, out, out_stride, bias, multiplier, row_terms, zero_point, lo, hi):
+        return signature, codegen
+    return intrinsic(columns)
 
 
-requantize_block = _requantize_block_intrinsic()
+requantize_block = _requantize_block_intrinsic(per_row=True)
 """(sums, out, out_stride, bias, multiplier, zero_point, lo, hi): a step's BLOCK x BLOCK int32 sums
 (rows of BLOCK words) plus bias[r], times multiplier[r], requantized into the bytes
 out[r * out_stride + j] (``int8.emit_requantize``; addresses as int64)."""
+requantize_columns = _requantize_block_intrinsic(per_row=False)
+"""(sums, out, out_stride, bias, multiplier, row_terms, zero_point, lo, hi): ``requantize_block``
+with a bias and multiplier per column j (a product's) and row_terms[r] added to row r's sums."""
 
 
 @jit
@@ -334,10 +348,7 @@ def _requantize_block(sums, spare, out, column, count, bias_at, multiplier_at, z
     """The accumulators (tmm0-3) into ``sums``, requantized into out's rows at ``column`` (``count``
     positions; through ``spare``, rows WIDTH bytes apart as ``int8.copy_spare`` reads them, where the
     block reaches past them: the tiles run only with the wide register tile, whose WIDTH is past BLOCK)."""
-    store_tile(0, sums.ctypes.data, BLOCK * 4)
-    store_tile(1, sums.ctypes.data + TILE * 4, BLOCK * 4)
-    store_tile(2, sums.ctypes.data + TILE * BLOCK * 4, BLOCK * 4)
-    store_tile(3, sums.ctypes.data + (TILE * BLOCK + TILE) * 4, BLOCK * 4)
+    _store_sums(sums)
     rows, positions = out.shape
     if rows == BLOCK and count == BLOCK:
         requantize_block(sums.ctypes.data, out.ctypes.data + column, positions, bias_at, multiplier_at,
@@ -345,6 +356,126 @@ def _requantize_block(sums, spare, out, column, count, bias_at, multiplier_at, z
         return
     requantize_block(sums.ctypes.data, spare.ctypes.data, WIDTH, bias_at, multiplier_at, zero_point, lo, hi)
     copy_spare(spare, out, column, rows, count)
+
+
+@jit
+def _store_sums(sums):
+    """The accumulators tmm0-3 into ``sums``: BLOCK rows of BLOCK int32 words (tmm0 and tmm1 side by
+    side in the first TILE rows, tmm2 and tmm3 below)."""
+    at = sums.ctypes.data
+    store_tile(0, at, BLOCK * 4)
+    store_tile(1, at + TILE * 4, BLOCK * 4)
+    store_tile(2, at + TILE * BLOCK * 4, BLOCK * 4)
+    store_tile(3, at + (TILE * BLOCK + TILE) * 4, BLOCK * 4)
+
+
+# ---- products ------------------------------------------------------------------------------------
+
+PRODUCT_SCRATCH_WORDS = CONFIG_WORDS + BLOCK * BLOCK + BLOCK * WIDTH // 4 + 16
+"""int32 words of ``product_amx_items``' scratch: the configuration, the sums, the spare, alignment."""
+
+
+def product_shapes(m: int, k: int, n: int) -> tuple[int, int, int]:
+    """(rows, words, blocks) of ``product_amx_items``' operands for M x K times K x N: the rows and
+    their quad words padded to whole tiles, and the blocks of BLOCK columns."""
+    return -(-m // BLOCK) * BLOCK, -(-k // (4 * TILE)) * TILE, -(-n // BLOCK)
+
+
+def tile_product_weight(panels: np.ndarray, blocks: int, tiles: np.ndarray) -> None:
+    """The weight's panels of unsigned quads (P, words, WIDTH; ``int8_quads.pack_activation_quads``'
+    layout) as ``product_amx_items`` streams them into ``tiles`` (blocks, steps, 2, TILE, TILE): for
+    each block of BLOCK columns and each step of TILE words, its two tiles (16 words of 16 columns)
+    contiguous."""
+    words = panels.shape[1]
+    by_word = panels.transpose(1, 0, 2).reshape(words, -1)[:, :blocks * BLOCK]
+    tiles[:] = by_word.reshape(words // TILE, TILE, blocks, 2, TILE).transpose(2, 0, 3, 1, 4)
+
+
+@jit
+def product_amx_items(rows, row_terms, tiles, bias, multiplier, zero_point, lo, hi, out, scratch, first, last):
+    """Column blocks ``first`` to ``last - 1`` (BLOCK columns each) of out (M, N) bytes: ``rows`` of
+    signed quad words (``int8_quads.fill_quad_rows``; ``product_shapes``' rows, zero past K and M)
+    times the weight's ``tiles`` of unsigned ones (``tile_product_weight``), plus bias[n] and
+    row_terms[m], requantized: ``int8_quads.quad_product_panels``' sums and bytes. A block's weight
+    streams through once per BLOCK rows, its tiles ``AHEAD`` steps ahead prefetched."""
+    m_count, n_count = out.shape
+    words = rows.shape[1]
+    row_bytes = words * 4
+    base = scratch.ctypes.data + (-scratch.ctypes.data) % 64
+    config = carray(as_pointer(base), (CONFIG_WORDS,), np.int32)
+    sums = carray(as_pointer(base + CONFIG_WORDS * 4), (BLOCK * BLOCK,), np.int32)
+    spare = carray(as_pointer(sums.ctypes.data + BLOCK * BLOCK * 4), (BLOCK * WIDTH,), np.uint8)
+    write_config(config)
+    configure_tiles(config.ctypes.data)
+    for item in range(first, last):
+        column = item * BLOCK
+        count = min(BLOCK, n_count - column)
+        weights = tiles[item].ctypes.data
+        for top in range(0, m_count, BLOCK):
+            a = rows.ctypes.data + top * row_bytes
+            zero_tiles()
+            for k in range(0, words, TILE):
+                step = weights + k // TILE * STEP_BYTES
+                prefetch_step(step + AHEAD * STEP_BYTES)
+                load_tile(4, a + k * 4, row_bytes)
+                load_tile(5, a + TILE * row_bytes + k * 4, row_bytes)
+                load_tile(6, step, 4 * TILE)
+                load_tile(7, step + STEP_BYTES // 2, 4 * TILE)
+                multiply_block()
+            _store_sums(sums)
+            height = min(BLOCK, m_count - top)
+            whole = height == BLOCK and count == BLOCK
+            target, stride = (out[top].ctypes.data + column, n_count) if whole else (spare.ctypes.data, WIDTH)
+            requantize_columns(sums.ctypes.data, target, stride, bias.ctypes.data + column * 4,
+                               multiplier.ctypes.data + column * 4, row_terms.ctypes.data + top * 4, zero_point, lo,
+                               hi)
+            if not whole:
+                copy_spare(spare, out[top:top + height], column, height, count)
+    release_tiles()
+
+
+# The block of a product on tiles on the crew (``lite.kernels.fast.crew.Jobs``), then per piece
+# (first, last, scratch):
+(_ROWS, _ROWS_M, _ROW_WORDS, _ROW_TERMS, _TILES, _TILE_BLOCKS, _PBIAS, _PMULTIPLIER, _OUT, _OUT_M, _OUT_N, _PZERO,
+ _PLO, _PHI) = range(14)
+_PRODUCT_HEADER = 14
+
+
+def product_crew_jobs(rows: np.ndarray, row_terms: np.ndarray, tiles: np.ndarray, bias: np.ndarray,
+                      multiplier: np.ndarray, zero_point, lo, hi, out: np.ndarray, scratches: list[np.ndarray],
+                      bounds: list[tuple[int, int]]):
+    """``product_amx_items``' blocks as jobs for the crew, one per piece of ``bounds`` with its own
+    scratch (``out`` as bytes)."""
+    from lite.kernels.fast.crew import Jobs, pieces_block
+
+    block = pieces_block(_PRODUCT_HEADER, bounds, [[scratch] for scratch in scratches])
+    block[:_PZERO] = (rows.ctypes.data, *rows.shape, row_terms.ctypes.data, tiles.ctypes.data, tiles.shape[0],
+                      bias.ctypes.data, multiplier.ctypes.data, out.ctypes.data, *out.shape)
+    block[_PZERO:_PRODUCT_HEADER].view(np.float64)[:] = zero_point, lo, hi
+    return Jobs(product_amx_job, block, len(bounds), (rows, row_terms, tiles, bias, multiplier, out, *scratches))
+
+
+@jit
+def _product_piece(index, data):
+    """Piece ``index`` of the product on tiles that the block at ``data`` describes."""
+    block = carray(data, (_PRODUCT_HEADER + 3 * (index + 1),), np.int64)
+    floats = carray(data, (_PRODUCT_HEADER,), np.float64)
+    m, words, blocks, piece = block[_ROWS_M], block[_ROW_WORDS], block[_TILE_BLOCKS], _PRODUCT_HEADER + 3 * index
+    columns = blocks * BLOCK
+    product_amx_items(carray(as_pointer(block[_ROWS]), (m, words), np.int32),
+                      carray(as_pointer(block[_ROW_TERMS]), (m,), np.int32),
+                      carray(as_pointer(block[_TILES]), (blocks, words // TILE, 2, TILE, TILE), np.int32),
+                      carray(as_pointer(block[_PBIAS]), (columns,), np.int32),
+                      carray(as_pointer(block[_PMULTIPLIER]), (columns,), np.float32), np.float32(floats[_PZERO]),
+                      np.float32(floats[_PLO]), np.float32(floats[_PHI]),
+                      carray(as_pointer(block[_OUT]), (block[_OUT_M], block[_OUT_N]), np.uint8),
+                      carray(as_pointer(block[piece + 2]), (PRODUCT_SCRATCH_WORDS,), np.int32), block[piece],
+                      block[piece + 1])
+
+
+def product_amx_job(index, data, extra):
+    """A crew job: piece ``index`` of the product on tiles the block at ``data`` describes."""
+    _product_piece(index, data)
 
 
 # The block of a convolution on tiles on the crew (``lite.kernels.fast.crew.Jobs``), then per piece
@@ -401,3 +532,6 @@ def warm() -> None:
     compiled(conv_amx_items, np.zeros(1, i32), 1, np.zeros((BLOCK, TILE), i32), np.zeros(TILE, i64),
              np.zeros(BLOCK, i32), np.ones(BLOCK, f32), f32(0), f32(-1), f32(1), np.zeros((1, 1, 1), np.uint8),
              np.zeros(scratch_words(TILE, 1), i32), False, 0, 0)
+    compiled(product_amx_items, np.zeros((BLOCK, TILE), i32), np.zeros(BLOCK, i32),
+             np.zeros((1, 1, 2, TILE, TILE), i32), np.zeros(WIDTH, i32), np.ones(WIDTH, f32), f32(0), f32(-1), f32(1),
+             np.zeros((1, 1), np.uint8), np.zeros(PRODUCT_SCRATCH_WORDS, i32), 0, 0)

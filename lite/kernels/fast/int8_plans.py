@@ -645,11 +645,23 @@ def _pack_weight_quads(weight: np.ndarray, zero_point: np.ndarray, panels: np.nd
     int8_quads.pack_activation_quads(unsigned, np.uint8(0), panels.view(np.uint8).reshape(*panels.shape[:2], -1), sums)
 
 
+def _tile_weight_quads(blocks: int, weight: np.ndarray, zero_point: np.ndarray, panels: np.ndarray) -> np.ndarray:
+    """``_pack_weight_quads`` into ``panels``, then as ``int8_amx.tile_product_weight``'s tiles of
+    ``blocks`` blocks of columns (64-byte aligned)."""
+    from lite.kernels.fast import int8_amx
+
+    _pack_weight_quads(weight, zero_point, panels)
+    tiles = _zeros((blocks, panels.shape[1] // int8_amx.TILE, 2, int8_amx.TILE, int8_amx.TILE))
+    int8_amx.tile_product_weight(panels, blocks, tiles)
+    return tiles
+
+
 class ProductPlan:
     """Quantized rows (any leading dims) times a constant 2-D weight on ``int8.fill_rows`` and
     ``int8.product_panels`` (int16 pairs), or on ``int8_quads.fill_quad_rows`` and
-    ``int8_quads.quad_product_panels`` (byte quads, where they run: ``_product_quad_bias``), the
-    weight's panels shared out among the model's threads."""
+    ``int8_quads.quad_product_panels`` (byte quads, where they run: ``_product_quad_bias``), or on
+    the same quads and ``int8_amx.product_amx_items`` (AMX tiles, where they run: ``_product_amx``),
+    the weight's panels (or blocks of columns, on tiles) shared out among the model's threads."""
 
     def __init__(self, kernel, x_shape: tuple[int, ...], weight: np.ndarray):
         from lite.kernels.fast import int8
@@ -657,10 +669,20 @@ class ProductPlan:
         k, n = weight.shape
         m = math.prod(x_shape[:-1])
         self.quad_bias = _product_quad_bias(kernel, weight)
+        self.amx = self.quad_bias is not None and _product_amx(m, k)
         zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, n)
+        panel_count = -(-n // int8.WIDTH)
         if self.quad_bias is None:
             words, pack, name, job = (k + 1) // 2, int8.pack_product_weight, "product_panels", int8.product_job
             self.rows = np.zeros((m + (-m) % int8.ROWS, words), np.int32)
+        elif self.amx:
+            from lite.kernels.fast import int8_amx
+
+            int8_amx.warm()
+            rows, words, blocks = int8_amx.product_shapes(m, k, n)
+            pack, name, job = partial(_tile_weight_quads, blocks), "product_amx", int8_amx.product_amx_job
+            self.rows, self.row_terms = _zeros((rows, words)), np.zeros(rows, np.int32)
+            panel_count = -(-blocks * int8_amx.BLOCK // int8.WIDTH)
         else:
             from lite.kernels.fast import int8_quads
 
@@ -670,13 +692,13 @@ class ProductPlan:
             self.rows, self.row_terms = np.zeros((m, words), np.int32), np.zeros(m, np.int32)
 
         def panels() -> np.ndarray:
-            packed = np.zeros((-(-n // int8.WIDTH), words, int8.WIDTH), np.int32)
-            pack(np.ascontiguousarray(weight), zero_point, packed)
-            return packed
+            packed = _zeros((panel_count, words, int8.WIDTH))
+            tiles = pack(np.ascontiguousarray(weight), zero_point, packed)
+            return packed if tiles is None else tiles
 
         self.panels = _once(kernel, name, panels)
         self.offsets = np.arange(words, dtype=np.int64) * int8.WIDTH
-        self.kernel, self.m, self.k = kernel, m, k
+        self.kernel, self.m, self.k, self.n = kernel, m, k, n
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
@@ -687,11 +709,13 @@ class ProductPlan:
     def _steps(self, out: np.ndarray) -> Callable[[], None]:
         from lite.kernels.fast import int8
 
-        columns = self.panels.shape[0] * int8.WIDTH
+        columns = self.panels.shape[0] * (int8_amx_block() if self.amx else int8.WIDTH)
         bias, *terms = requantization_terms(self.kernel, narrow=True)
         quads = self.quad_bias is not None
         terms = padded_terms((self.quad_bias if quads else bias, *terms), columns)
         out = out.reshape(self.m, -1)
+        if self.amx:
+            return self._amx_steps(out.view(np.uint8), terms)
 
         threads, count = self.kernel.threads, self.panels.shape[0]
         spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(count))]
@@ -712,6 +736,22 @@ class ProductPlan:
 
         return threads.crew_loop(count, piece, jobs, per_thread=1)
 
+    def _amx_steps(self, out: np.ndarray, terms: tuple) -> Callable[[], None]:
+        """The steps on tiles: blocks of BLOCK columns shared out, each piece with its own scratch."""
+        from lite.kernels.fast import int8_amx
+
+        threads, count = self.kernel.threads, self.panels.shape[0]
+        scratches = [np.zeros(int8_amx.PRODUCT_SCRATCH_WORDS, np.int32) for _ in range(threads.loop_pieces(count))]
+        shared = (self.rows, self.row_terms, self.panels, *terms, out)
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(int8_amx.product_amx_items, *shared, scratches[index], first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return int8_amx.product_crew_jobs(*shared, scratches, bounds)
+
+        return threads.crew_loop(count, piece, jobs, per_thread=1)
+
     def __call__(self) -> None:
         from lite.kernels.fast import int8
 
@@ -722,11 +762,41 @@ class ProductPlan:
             from lite.kernels.fast import int8_quads
 
             flip = np.uint8(0x80 if x.dtype == np.uint8 else 0)
-            int8_quads.fill_quad_rows(x.view(np.uint8), flip, np.int64(128), self.rows.view(np.uint8), self.row_terms)
+            int8_quads.fill_quad_rows(x.view(np.uint8), flip, np.int64(128), self.rows[:self.m].view(np.uint8),
+                                      self.row_terms[:self.m])
         out = self.kernel.outputs[0].data
         if out is not self.out:
             self.out, self.steps = out, self._steps(out)
         self.steps()
+
+
+def int8_amx_block() -> int:
+    """``int8_amx.BLOCK``: the columns of a block of a product's weight tiles."""
+    from lite.kernels.fast import int8_amx
+
+    return int8_amx.BLOCK
+
+
+def _zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """int32 zeros, 64-byte aligned (a tile's rows load whole from aligned addresses)."""
+    array = aligned_array(shape, np.int32)
+    array[:] = 0
+    return array
+
+
+AMX_PRODUCT_ROWS = 16
+"""The fewest rows for a product to run on AMX tiles: a tile's rows (fewer leave most of each
+tile's products unused)."""
+
+
+def _product_amx(m: int, k: int) -> bool:
+    """Whether a quad product of ``m`` rows by a K x N weight runs on AMX tiles: ``AMX_PRODUCT_ROWS``
+    rows or more, K of ``AMX_CHANNELS`` or more, and tiles here (``int8_amx.available``)."""
+    if m < AMX_PRODUCT_ROWS or k < AMX_CHANNELS:
+        return False
+    from lite.kernels.fast import int8_amx
+
+    return int8_amx.available()
 
 
 def _activation_quad_plan(kernel) -> Callable[[], None] | None:
