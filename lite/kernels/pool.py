@@ -134,6 +134,11 @@ class Pool(NativeKernel):
         """Turns the global reduction of ``count`` elements into the result."""
 
 
+MAX_POOL_DTYPES = (*fast.FAST_DTYPES, "uint8", "int8")
+"""The dtypes of the compiled max pool (``lite.kernels.fast.pool``): the float ones and 8-bit
+quantized tensors (a max of bytes is the byte of the max: quantization keeps the order)."""
+
+
 @register("MaxPoolFusion", dtypes=NUMBERS)
 class MaxPoolFusion(Pool):
     """Max pooling (ONNX MaxPool): kernel_size, strides, dilation, pads or SAME/VALID, ceil rounding.
@@ -168,7 +173,7 @@ class MaxPoolFusion(Pool):
             self.index_planes = self.planes.fill(flat, np.empty(self.planes.shape, INDICES), -1)
         self.compiled = None
         if self.rank == 2 and not self.is_global and len(self.outputs) == 1 and fast.enabled() \
-                and self.inputs[0].dtype.name in fast.FAST_DTYPES:
+                and self.inputs[0].dtype.name in MAX_POOL_DTYPES:
             from lite.kernels.fast import pool  # NOTE: imports the compiler: only when used
             from lite.kernels.fast.depthwise import DepthwisePlan
 
@@ -196,7 +201,7 @@ class MaxPoolFusion(Pool):
         (on the crew where it runs, for float32)."""
         from lite.kernels.fast import pool
 
-        lowest = x.dtype.type(-np.inf)
+        lowest = x.dtype.type(self.lowest(x.dtype))
 
         def piece(_: int, first: int, last: int) -> Callable[[], None]:
             return functools.partial(pool.run, self.compiled, x, out, lowest, first, last)

@@ -84,7 +84,8 @@ def warm(dtype: str) -> None:
     """Compiles ``max_pool`` for ``dtype`` now (at build), not in the first predict."""
     plan = DepthwisePlan(Geometry((1, 1, 4, 4), (2, 2), (2, 2), (1, 1), (0, 0), (0, 0), (2, 2)))
     x, out = np.zeros((1, 1, 4, 4), dtype), np.zeros((1, 1, 2, 2), dtype)
-    compiled(run, plan, x, out, np.dtype(dtype).type(-np.inf))
+    kind = np.dtype(dtype)
+    compiled(run, plan, x, out, kind.type(-np.inf if kind.kind == "f" else np.iinfo(kind).min))
 
 
 # The block of a float32 max pool on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:

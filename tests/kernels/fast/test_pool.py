@@ -43,6 +43,24 @@ def test_compiled_matches_the_numpy_kernel(monkeypatch, x_shape, attrs, dtype):
     np.testing.assert_array_equal(got, reference)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize(("x_shape", "attrs"), CASES)
+def test_compiled_matches_the_numpy_kernel_on_bytes(monkeypatch, x_shape, attrs, dtype):
+    """8-bit (quantized) tensors: the whole range, the lowest value included (pads never win)."""
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(list(x_shape)).integers(info.min, info.max + 1, x_shape).astype(dtype)
+    x.reshape(-1)[::7] = info.min
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    reference = max_pool(x, attrs)
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
+    calls = []
+    real_run = pool.run
+    monkeypatch.setattr(pool, "run", lambda *args: calls.append(1) or real_run(*args))
+    got = max_pool(x, attrs)
+    assert calls and got.dtype == reference.dtype
+    np.testing.assert_array_equal(got, reference)
+
+
 def test_every_case_runs_the_compiled_kernel(monkeypatch):
     pool.warm("float32")
     calls = []
