@@ -471,7 +471,7 @@ class ConvPlan:
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
             return int8_amx.conv_crew_jobs(*shared, scratches, whole, bounds)
 
-        return self._compacted(threads.crew_loop(items, piece, jobs), out)
+        return self._compacted(threads.crew_loop(items, piece, jobs, per_thread=1 if whole else 2), out)
 
     def __call__(self) -> None:
         flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
