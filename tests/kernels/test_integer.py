@@ -17,7 +17,7 @@ from tests.support.integer import (
     run_converted,
     run_ort_file,
 )
-from tests.support.kernel_harness import run_kernel
+from tests.support.kernel_harness import run_kernel, run_kernel_and_keep
 
 INT8 = [np.int8, np.uint8]
 
@@ -176,6 +176,34 @@ def test_matmul_integer_leaves_weight_offsets_past_int8_to_the_float64_product()
     _assert_same(actual, reference(model, {"a": a}))
     [kernel] = [k for k in lite_model._engine.kernels if k.type == "MatMulInteger"]
     assert kernel.compiled is None
+
+
+TILE_INTEGER_PRODUCTS = {  # a shape, b shape (K, N): rows, K and columns past whole tiles, and whole ones
+    "rows_k_and_columns_past_the_tiles": ((1, 40, 100), (100, 33)),
+    "whole_tiles": ((64, 128), (128, 64)),
+}
+
+
+@pytest.mark.parametrize("a_dtype", INT8)
+@pytest.mark.parametrize("case", sorted(TILE_INTEGER_PRODUCTS))
+def test_matmul_integer_runs_on_amx_tiles_where_they_run(case, a_dtype):
+    """The int32 sums on AMX tiles (rows of 16 or more, K of 64 or more) equal the exact product,
+    a's zero point an input (DynamicQuantizeLinear's) and b's per column; on two threads too."""
+    from lite.kernels.fast import int8_amx
+    from lite.kernels.parallel import KernelThreads
+
+    if not int8_amx.available():
+        pytest.skip("AMX tiles need AMX-INT8 and Linux's permission to use them")
+    a_shape, b_shape = TILE_INTEGER_PRODUCTS[case]
+    rng = np.random.default_rng(8)
+    a, b = integers(rng, a_dtype, a_shape), integers(rng, np.int8, b_shape) // 2
+    az, bz = np.array(integers(rng, a_dtype, ())), rng.integers(-60, 60, b_shape[1]).astype(np.int8)
+    expected = ((a.astype(np.int64) - az.astype(np.int64)) @ (b.astype(np.int64) - bz.astype(np.int64)))
+    for threads in (None, KernelThreads(2)):
+        [actual], kernel = run_kernel_and_keep("MatMulInteger", {}, [a, b, az, bz], threads=threads)
+        assert kernel.compiled.amx
+        np.testing.assert_array_equal(actual, expected.astype(np.int32))
+        assert np.abs(expected).max() > 1000
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["crew", "python_threads"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lite.kernels import registry  # noqa: F401  (imports every kernel family)
+from lite.kernels.base import NativeKernel
 from lite.kernels.parallel import SINGLE_THREAD, KernelThreads
 from lite.kernels.registry import find_kernel
 from lite.primitive import Primitive
@@ -15,7 +16,13 @@ from lite.tensor import Tensor
 def run_kernel(op_type: str, attrs: dict, inputs: list[np.ndarray | None],
                n_outputs: int = 1, threads: KernelThreads | None = None) -> list[np.ndarray]:
     """Builds the kernel for ``op_type``, infers shapes, executes, returns the outputs
-    (on ``threads``, a model's threads, when given).
+    (on ``threads``, a model's threads, when given): ``run_kernel_and_keep``'s outputs."""
+    return run_kernel_and_keep(op_type, attrs, inputs, n_outputs, threads)[0]
+
+
+def run_kernel_and_keep(op_type: str, attrs: dict, inputs: list[np.ndarray | None], n_outputs: int = 1,
+                        threads: KernelThreads | None = None) -> tuple[list[np.ndarray], NativeKernel]:
+    """``run_kernel``'s outputs and the kernel that computed them.
 
     Every input carries its data (so inputs listed in ``value_inputs`` are known);
     outputs are filled with garbage first so an unwritten element shows up.
@@ -36,7 +43,7 @@ def run_kernel(op_type: str, attrs: dict, inputs: list[np.ndarray | None],
     kernel.resize()
     with (threads or SINGLE_THREAD).lent():
         kernel.execute()
-    return [t.data for t in outputs]
+    return [t.data for t in outputs], kernel
 
 
 def assert_matches(actual: np.ndarray, expected: np.ndarray) -> None:

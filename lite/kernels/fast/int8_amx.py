@@ -29,6 +29,7 @@ import sys
 import numpy as np
 from llvmlite import ir
 from numba import carray, types
+from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 from numba.extending import intrinsic
 
 from lite.kernels import fast
@@ -392,37 +393,50 @@ def tile_product_weight(panels: np.ndarray, blocks: int, tiles: np.ndarray) -> N
 
 
 @jit
-def product_amx_items(rows, row_terms, tiles, bias, multiplier, zero_point, lo, hi, out, scratch, first, last):
-    """Column blocks ``first`` to ``last - 1`` (BLOCK columns each) of out (M, N) bytes: ``rows`` of
-    signed quad words (``int8_quads.fill_quad_rows``; ``product_shapes``' rows, zero past K and M)
-    times the weight's ``tiles`` of unsigned ones (``tile_product_weight``), plus bias[n] and
-    row_terms[m], requantized: ``int8_quads.quad_product_panels``' sums and bytes. A block's weight
-    streams through once per BLOCK rows, its tiles ``AHEAD`` steps ahead prefetched."""
-    m_count, n_count = out.shape
+def _block_sums(rows, top, weights, sums):
+    """The sums of rows ``top`` to ``top + BLOCK - 1`` of ``rows`` by one block's weight tiles (at
+    address ``weights``) into ``sums`` (``_store_sums``), the tiles ``AHEAD`` steps on prefetched."""
     words = rows.shape[1]
     row_bytes = words * 4
+    a = rows.ctypes.data + top * row_bytes
+    zero_tiles()
+    for k in range(0, words, TILE):
+        step = weights + k // TILE * STEP_BYTES
+        prefetch_step(step + AHEAD * STEP_BYTES)
+        load_tile(4, a + k * 4, row_bytes)
+        load_tile(5, a + TILE * row_bytes + k * 4, row_bytes)
+        load_tile(6, step, 4 * TILE)
+        load_tile(7, step + STEP_BYTES // 2, 4 * TILE)
+        multiply_block()
+    _store_sums(sums)
+
+
+@jit
+def _scratch_parts(scratch):
+    """(sums, spare) in ``scratch`` (``PRODUCT_SCRATCH_WORDS``), its tile configuration written and loaded."""
     base = scratch.ctypes.data + (-scratch.ctypes.data) % 64
     config = carray(as_pointer(base), (CONFIG_WORDS,), np.int32)
     sums = carray(as_pointer(base + CONFIG_WORDS * 4), (BLOCK * BLOCK,), np.int32)
     spare = carray(as_pointer(sums.ctypes.data + BLOCK * BLOCK * 4), (BLOCK * WIDTH,), np.uint8)
     write_config(config)
     configure_tiles(config.ctypes.data)
+    return sums, spare
+
+
+@jit
+def product_amx_items(rows, row_terms, tiles, bias, multiplier, zero_point, lo, hi, out, scratch, first, last):
+    """Column blocks ``first`` to ``last - 1`` (BLOCK columns each) of out (M, N) bytes: ``rows`` of
+    signed quad words (``int8_quads.fill_quad_rows``; ``product_shapes``' rows, zero past K and M)
+    times the weight's ``tiles`` of unsigned ones (``tile_product_weight``), plus bias[n] and
+    row_terms[m], requantized: ``int8_quads.quad_product_panels``' sums and bytes. A block's weight
+    streams through once per BLOCK rows."""
+    m_count, n_count = out.shape
+    sums, spare = _scratch_parts(scratch)
     for item in range(first, last):
         column = item * BLOCK
         count = min(BLOCK, n_count - column)
-        weights = tiles[item].ctypes.data
         for top in range(0, m_count, BLOCK):
-            a = rows.ctypes.data + top * row_bytes
-            zero_tiles()
-            for k in range(0, words, TILE):
-                step = weights + k // TILE * STEP_BYTES
-                prefetch_step(step + AHEAD * STEP_BYTES)
-                load_tile(4, a + k * 4, row_bytes)
-                load_tile(5, a + TILE * row_bytes + k * 4, row_bytes)
-                load_tile(6, step, 4 * TILE)
-                load_tile(7, step + STEP_BYTES // 2, 4 * TILE)
-                multiply_block()
-            _store_sums(sums)
+            _block_sums(rows, top, tiles[item].ctypes.data, sums)
             height = min(BLOCK, m_count - top)
             whole = height == BLOCK and count == BLOCK
             target, stride = (out[top].ctypes.data + column, n_count) if whole else (spare.ctypes.data, WIDTH)
@@ -434,23 +448,42 @@ def product_amx_items(rows, row_terms, tiles, bias, multiplier, zero_point, lo, 
     release_tiles()
 
 
+@jit
+def product_amx_sums(rows, row_terms, tiles, column_terms, out, scratch, first, last):
+    """``product_amx_items``' sums unrequantized: out (M, N) int32 = the sums plus column_terms[n] and
+    row_terms[m], wrapping as int32 does (MatMulInteger's; ``int8_quads.quad_product_sums``')."""
+    m_count, n_count = out.shape
+    sums, _ = _scratch_parts(scratch)
+    for item in range(first, last):
+        column = item * BLOCK
+        count = min(BLOCK, n_count - column)
+        for top in range(0, m_count, BLOCK):
+            _block_sums(rows, top, tiles[item].ctypes.data, sums)
+            for r in range(min(BLOCK, m_count - top)):
+                term, row, at = row_terms[top + r], out[top + r], r * BLOCK
+                for j in range(count):
+                    row[_u(column + j)] = sums[_u(at + j)] + column_terms[_u(column + j)] + term
+    release_tiles()
+
+
 # The block of a product on tiles on the crew (``lite.kernels.fast.crew.Jobs``), then per piece
-# (first, last, scratch):
-(_ROWS, _ROWS_M, _ROW_WORDS, _ROW_TERMS, _TILES, _TILE_BLOCKS, _PBIAS, _PMULTIPLIER, _OUT, _OUT_M, _OUT_N, _PZERO,
- _PLO, _PHI) = range(14)
-_PRODUCT_HEADER = 14
+# (first, last, scratch); ``_SUMS``: MatMulInteger's int32 sums (``product_amx_sums``, the bias
+# the columns' terms), else requantized bytes:
+(_ROWS, _ROWS_M, _ROW_WORDS, _ROW_TERMS, _TILES, _TILE_BLOCKS, _PBIAS, _PMULTIPLIER, _OUT, _OUT_M, _OUT_N, _SUMS,
+ _PZERO, _PLO, _PHI) = range(15)
+_PRODUCT_HEADER = 15
 
 
 def product_crew_jobs(rows: np.ndarray, row_terms: np.ndarray, tiles: np.ndarray, bias: np.ndarray,
                       multiplier: np.ndarray, zero_point, lo, hi, out: np.ndarray, scratches: list[np.ndarray],
                       bounds: list[tuple[int, int]]):
-    """``product_amx_items``' blocks as jobs for the crew, one per piece of ``bounds`` with its own
-    scratch (``out`` as bytes)."""
+    """``product_amx_items``' blocks (``product_amx_sums``' where ``out`` is int32) as jobs for the
+    crew, one per piece of ``bounds`` with its own scratch."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_PRODUCT_HEADER, bounds, [[scratch] for scratch in scratches])
     block[:_PZERO] = (rows.ctypes.data, *rows.shape, row_terms.ctypes.data, tiles.ctypes.data, tiles.shape[0],
-                      bias.ctypes.data, multiplier.ctypes.data, out.ctypes.data, *out.shape)
+                      bias.ctypes.data, multiplier.ctypes.data, out.ctypes.data, *out.shape, out.dtype == np.int32)
     block[_PZERO:_PRODUCT_HEADER].view(np.float64)[:] = zero_point, lo, hi
     return Jobs(product_amx_job, block, len(bounds), (rows, row_terms, tiles, bias, multiplier, out, *scratches))
 
@@ -461,16 +494,20 @@ def _product_piece(index, data):
     block = carray(data, (_PRODUCT_HEADER + 3 * (index + 1),), np.int64)
     floats = carray(data, (_PRODUCT_HEADER,), np.float64)
     m, words, blocks, piece = block[_ROWS_M], block[_ROW_WORDS], block[_TILE_BLOCKS], _PRODUCT_HEADER + 3 * index
-    columns = blocks * BLOCK
-    product_amx_items(carray(as_pointer(block[_ROWS]), (m, words), np.int32),
-                      carray(as_pointer(block[_ROW_TERMS]), (m,), np.int32),
-                      carray(as_pointer(block[_TILES]), (blocks, words // TILE, 2, TILE, TILE), np.int32),
-                      carray(as_pointer(block[_PBIAS]), (columns,), np.int32),
-                      carray(as_pointer(block[_PMULTIPLIER]), (columns,), np.float32), np.float32(floats[_PZERO]),
-                      np.float32(floats[_PLO]), np.float32(floats[_PHI]),
-                      carray(as_pointer(block[_OUT]), (block[_OUT_M], block[_OUT_N]), np.uint8),
-                      carray(as_pointer(block[piece + 2]), (PRODUCT_SCRATCH_WORDS,), np.int32), block[piece],
-                      block[piece + 1])
+    rows = carray(as_pointer(block[_ROWS]), (m, words), np.int32)
+    row_terms = carray(as_pointer(block[_ROW_TERMS]), (m,), np.int32)
+    tiles = carray(as_pointer(block[_TILES]), (blocks, words // TILE, 2, TILE, TILE), np.int32)
+    bias = carray(as_pointer(block[_PBIAS]), (blocks * BLOCK,), np.int32)
+    scratch = carray(as_pointer(block[piece + 2]), (PRODUCT_SCRATCH_WORDS,), np.int32)
+    shape = (block[_OUT_M], block[_OUT_N])
+    if block[_SUMS]:
+        product_amx_sums(rows, row_terms, tiles, bias, carray(as_pointer(block[_OUT]), shape, np.int32), scratch,
+                         block[piece], block[piece + 1])
+    else:
+        product_amx_items(rows, row_terms, tiles, bias,
+                          carray(as_pointer(block[_PMULTIPLIER]), (blocks * BLOCK,), np.float32),
+                          np.float32(floats[_PZERO]), np.float32(floats[_PLO]), np.float32(floats[_PHI]),
+                          carray(as_pointer(block[_OUT]), shape, np.uint8), scratch, block[piece], block[piece + 1])
 
 
 def product_amx_job(index, data, extra):
@@ -535,3 +572,5 @@ def warm() -> None:
     compiled(product_amx_items, np.zeros((BLOCK, TILE), i32), np.zeros(BLOCK, i32),
              np.zeros((1, 1, 2, TILE, TILE), i32), np.zeros(WIDTH, i32), np.ones(WIDTH, f32), f32(0), f32(-1), f32(1),
              np.zeros((1, 1), np.uint8), np.zeros(PRODUCT_SCRATCH_WORDS, i32), 0, 0)
+    compiled(product_amx_sums, np.zeros((BLOCK, TILE), i32), np.zeros(BLOCK, i32), np.zeros((1, 1, 2, TILE, TILE), i32),
+             np.zeros(BLOCK, i32), np.zeros((1, 1), i32), np.zeros(PRODUCT_SCRATCH_WORDS, i32), 0, 0)

@@ -909,10 +909,11 @@ def _integer_offsets(kernel) -> np.ndarray | None:
 
 
 class IntegerProductPlan:
-    """MatMulInteger's int32 sums on byte quads (``int8_quads.quad_product_sums``): x's rows as
-    signed bytes (their row terms), the weight's offsets packed once as unsigned ones (+128), and
-    x's zero point, read at each call (a DynamicQuantizeLinear's output), times the columns' sums
-    of offsets as the columns' terms."""
+    """MatMulInteger's int32 sums on byte quads (``int8_quads.quad_product_sums``), or on AMX tiles
+    where they run (``int8_amx.product_amx_sums``, ``_product_amx``): x's rows as signed bytes
+    (their row terms), the weight's offsets packed once as unsigned ones (+128), and x's zero point,
+    read at each call (a DynamicQuantizeLinear's output), times the columns' sums of offsets as the
+    columns' terms."""
 
     def __init__(self, kernel, offsets: np.ndarray):
         from lite.kernels.fast import int8, int8_quads
@@ -920,46 +921,76 @@ class IntegerProductPlan:
         int8_quads.warm()
         k, n = offsets.shape
         m, quads = math.prod(kernel.inputs[0].shape[:-1]), (k + 3) // 4
+        self.amx = _product_amx(m, k)
+        if self.amx:
+            from lite.kernels.fast import int8_amx
+
+            int8_amx.warm()
+            rows, quads, blocks = int8_amx.product_shapes(m, k, n)
+            pack, name, job = partial(_tile_weight_quads, blocks), "integer_amx", int8_amx.product_amx_job
+            panel_count, columns = -(-blocks * int8_amx.BLOCK // int8.WIDTH), blocks * int8_amx.BLOCK
+            self.rows, self.row_terms = _zeros((rows, quads)), np.zeros(rows, np.int32)
+        else:
+            pack, name, job = _pack_weight_quads, "integer_quads", int8_quads.integer_product_job
+            panel_count = -(-n // int8.WIDTH)
+            columns = panel_count * int8.WIDTH
+            self.rows, self.row_terms = np.zeros((m, quads), np.int32), np.zeros(m, np.int32)
 
         def panels() -> np.ndarray:
-            packed = np.zeros((-(-n // int8.WIDTH), quads, int8.WIDTH), np.int32)
-            _pack_weight_quads(offsets, np.zeros(n, np.int64), packed)
-            return packed
+            packed = np.zeros((panel_count, quads, int8.WIDTH), np.int32)
+            tiles = pack(offsets, np.zeros(n, np.int64), packed)
+            return packed if tiles is None else tiles
 
-        self.panels = _once(kernel, "integer_quads", panels)
+        self.panels = _once(kernel, name, panels)
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
-            crew.warm(int8_quads.integer_product_job)
-        columns = self.panels.shape[0] * int8.WIDTH
+            crew.warm(job)
         self.column_sums = np.zeros(columns, np.int64)
         self.column_sums[:n] = offsets.sum(axis=0)
         self.column_terms = np.zeros(columns, np.int32)
-        self.rows, self.row_terms = np.zeros((m, quads), np.int32), np.zeros(m, np.int32)
         self.offsets = np.arange(quads, dtype=np.int64) * int8.WIDTH
         self.kernel, self.m, self.k, self.n = kernel, m, k, n
-        self.spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32)
-                       for _ in range(kernel.threads.loop_pieces(self.panels.shape[0]))]
         self.out: np.ndarray | None = None
         self.step: Callable[[], None] | None = None
 
     def _step(self, out: np.ndarray) -> Callable[[], None]:
-        from lite.kernels.fast import int8_quads
+        from lite.kernels.fast import int8, int8_quads
 
-        shared = (self.rows, self.row_terms, self.panels, self.offsets, self.column_terms, out.reshape(self.m, self.n))
+        out = out.reshape(self.m, self.n)
+        threads, count = self.kernel.threads, self.panels.shape[0]
+        if self.amx:
+            return self._amx_step(out)
+        spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(count))]
+        shared = (self.rows, self.row_terms, self.panels, self.offsets, self.column_terms, out)
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
-            return partial(int8_quads.quad_product_sums, *shared, self.spares[index], first, last)
+            return partial(int8_quads.quad_product_sums, *shared, spares[index], first, last)
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            from lite.kernels.fast import int8
-
             unread = np.ones(self.column_terms.size, np.float32)  # NOTE: no requantization: the block's multiplier
             return int8.product_crew_jobs(self.rows, self.panels, self.offsets, self.column_terms, unread, 0.0, 0.0,
-                                          0.0, out.reshape(self.m, self.n), self.spares, bounds,
-                                          int8_quads.integer_product_job, self.row_terms)
+                                          0.0, out, spares, bounds, int8_quads.integer_product_job, self.row_terms)
 
-        return self.kernel.threads.crew_loop(self.panels.shape[0], piece, jobs, per_thread=1)
+        return threads.crew_loop(count, piece, jobs, per_thread=1)
+
+    def _amx_step(self, out: np.ndarray) -> Callable[[], None]:
+        """The sums on tiles: blocks of columns shared out, each piece with its own scratch."""
+        from lite.kernels.fast import int8_amx
+
+        threads, count = self.kernel.threads, self.panels.shape[0]
+        scratches = [np.zeros(int8_amx.PRODUCT_SCRATCH_WORDS, np.int32) for _ in range(threads.loop_pieces(count))]
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(int8_amx.product_amx_sums, self.rows, self.row_terms, self.panels, self.column_terms, out,
+                           scratches[index], first, last)
+
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            unread = np.ones(self.column_terms.size, np.float32)  # NOTE: no requantization: the block's multiplier
+            return int8_amx.product_crew_jobs(self.rows, self.row_terms, self.panels, self.column_terms, unread, 0.0,
+                                              0.0, 0.0, out, scratches, bounds)
+
+        return threads.crew_loop(count, piece, jobs, per_thread=1)
 
     def __call__(self) -> None:
         from lite.kernels.fast import int8_quads
@@ -970,7 +1001,8 @@ class IntegerProductPlan:
         x_zero = 0 if zero_point is None else int(np.asarray(zero_point.data).reshape(-1)[0])
         pad = x_zero - (128 if x.dtype == np.uint8 else 0)
         flip = np.uint8(0x80 if x.dtype == np.uint8 else 0)
-        int8_quads.fill_quad_rows(x.view(np.uint8), flip, np.int64(128), self.rows.view(np.uint8), self.row_terms)
+        int8_quads.fill_quad_rows(x.view(np.uint8), flip, np.int64(128), self.rows[:self.m].view(np.uint8),
+                                  self.row_terms[:self.m])
         self.column_terms[:] = (self.column_sums * -pad).astype(np.int32)
         out = kernel.outputs[0].data
         if out is not self.out:
