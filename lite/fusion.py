@@ -24,6 +24,10 @@
   QuantizeLinear where its quantizer quantized none (a GELU's ``Div`` and ``Erf``, an attention's
   scaling). Where the input is 8-bit and each kernel alone reads the one before, the run is one
   ``TableChain``: a table of the 256 results, one lookup a value.
+- A dynamically quantized linear layer is a MatMulInteger of the DynamicQuantizeLinear'd input,
+  a Cast of its int32 sums to float32, a Mul by the two scales' product and the Add of the bias.
+  Where each alone reads the one before, they run as one ``ScaledIntegerProduct``: the sums, then
+  one pass for the Cast, Mul and Add, not three.
 - The gate itself is five kernels: a global average pool, a 1x1 convolution of the pooled
   vector, its activation, a second 1x1 convolution and a sigmoid. Where each alone reads the
   one before, they run as one ``SqueezeExcite`` kernel, one compiled call
@@ -45,7 +49,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lite.blocking import chains
-from lite.fusion_kernels import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite, TableChain
+from lite.fusion_kernels import (
+    ConvResidual,
+    ProducerActivation,
+    ScaledInput,
+    ScaledIntegerProduct,
+    SqueezeExcite,
+    TableChain,
+)
 from lite.kernel import Kernel
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel
@@ -97,6 +108,8 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
     for first in kernels:
         if (parts := _table_chain(first, reader, outputs, native)) is not None:
             fused.update(dict.fromkeys(parts, TableChain(parts)))
+        elif (scaled := _scaled_integer_product(first, reader, outputs, native)) is not None:
+            fused.update(dict.fromkeys(scaled[0], ScaledIntegerProduct(*scaled)))
     for pool in kernels:
         if (parts := _squeeze_excite(pool, reader, outputs, native)) is not None:
             gate = SqueezeExcite(parts)
@@ -264,6 +277,45 @@ def _table_step(kernel: Kernel, tensor: Tensor) -> bool:
     other = present[1] if present[0] is tensor else present[0]
     return (other is not tensor and other.is_const and other.data is not None and other.data.size == 1
             and len(other.shape) <= len(tensor.shape))
+
+
+def _scaled_integer_product(integer: Kernel, reader: dict[Tensor, Kernel], outputs: list[Tensor],
+                            native: set[Kernel]) -> tuple[list[Kernel], Tensor, Tensor | None] | None:
+    """(parts, scale, bias) of a ``ScaledIntegerProduct`` that starts at ``integer``: a MatMulInteger,
+    the Cast of its sums to float32, a MulFusion by a float32 ``scale`` and, where one follows, an
+    AddFusion of a constant float32 ``bias`` (``_column_operand``: one value, or one a column; no
+    fused activation); each alone reads the one before, and the model returns none of their
+    outputs but the last."""
+    if integer.type != "MatMulInteger" or integer not in native or len(integer.outputs) != 1:
+        return None
+    cast = _sole_reader(integer.outputs[0], reader, outputs, native)
+    if cast is None or cast.type != "Cast" or np.dtype(cast.outputs[0].dtype).name != "float32":
+        return None
+    mul = _sole_reader(cast.outputs[0], reader, outputs, native)
+    scale = None if mul is None else _column_operand(mul, "MulFusion", cast.outputs[0])
+    if scale is None:
+        return None
+    add = _sole_reader(mul.outputs[0], reader, outputs, native)
+    bias = None if add is None else _column_operand(add, "AddFusion", mul.outputs[0])
+    if bias is None or not bias.is_const or bias.data is None:
+        return [integer, cast, mul], scale, None
+    return [integer, cast, mul, add], scale, bias
+
+
+def _column_operand(kernel: Kernel, op_type: str, tensor: Tensor) -> Tensor | None:
+    """The other operand of ``kernel``, an ``op_type`` of ``tensor`` (float32, columns last) with no
+    fused activation, where it is float32 and holds one value or one a column (every dim but the
+    last 1, no more dims than ``tensor``), so the output has ``tensor``'s shape; else None."""
+    present = [t for t in kernel.inputs if t is not None]
+    if kernel.type != op_type or len(present) != 2 or tensor not in present or present[0] is present[1] \
+            or kernel.attrs.get("activation_type", "NO_ACTIVATION") != "NO_ACTIVATION":
+        return None
+    other = present[1] if present[0] is tensor else present[0]
+    shape, columns = tuple(other.shape), tensor.shape[-1] if tensor.shape else 1
+    if (np.dtype(other.dtype).name != "float32" or len(shape) > len(tensor.shape) or any(d != 1 for d in shape[:-1])
+            or (shape and shape[-1] not in (1, columns)) or tuple(kernel.outputs[0].shape) != tuple(tensor.shape)):
+        return None
+    return other
 
 
 def _sole_reader(tensor: Tensor, reader: dict[Tensor, Kernel], outputs: list[Tensor],

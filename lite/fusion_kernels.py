@@ -3,8 +3,10 @@ chains of them on channel blocks): a convolution with its residual Add (``ConvRe
 producer with the Activation it absorbs (``ProducerActivation``), a gate's Mul with the 1x1
 convolution reading its product (``ScaledInput``), a squeeze-and-excitation gate as one call
 (``SqueezeExcite``), a DequantizeLinear -> element-wise float ops -> QuantizeLinear run of an 8-bit
-tensor as a table of its 256 values (``TableChain``). Each keeps its parts, runs them one after
-the other where its fused form does not fit, and gives them back (``unfuse``).
+tensor as a table of its 256 values (``TableChain``), a MatMulInteger with the Cast, Mul and Add
+that turn its sums into a dynamically quantized linear layer's float output
+(``ScaledIntegerProduct``). Each keeps its parts, runs them one after the other where its fused
+form does not fit, and gives them back (``unfuse``).
 """
 
 from __future__ import annotations
@@ -276,3 +278,51 @@ def _run_on(part: NativeKernel, tensor: Tensor) -> Tensor:
     kernel.resize()
     kernel.execute()
     return out
+
+
+class ScaledIntegerProduct(Kernel):
+    """A MatMulInteger, the Cast of its int32 sums to float32, the Mul by ``scale`` (x's scale times
+    the weight's: one value, or one a column) and the Add of a ``bias`` (one value, or one a
+    column) that may follow, each alone reading the one before: a dynamically quantized linear
+    layer (onnxruntime's MatMulIntegerToFloat). The sums go into an array of their own, then one
+    compiled pass (``int8_elementwise.scaled_sums``) writes ``float32(sum) * scale + bias``, each step
+    rounded as its part's kernel rounds it (a profile charges the time to the MatMulInteger)."""
+
+    def __init__(self, parts: list[NativeKernel], scale: Tensor, bias: Tensor | None):
+        integer = parts[0]
+        constants = [t for t in (bias,) if t is not None]
+        super().__init__([*integer.inputs, scale, *constants], list(parts[-1].outputs),
+                         name="+".join(k.name for k in parts), constants=constants)
+        self.parts, self.integer, self.scale, self.bias = tuple(parts), integer, scale, bias
+        self.columns = integer.outputs[0].shape[-1]
+        self.bias_row = np.zeros(0, np.float32)
+
+    @property
+    def type(self) -> str:
+        return "+".join(k.type for k in self.parts)
+
+    def resize(self) -> None:
+        from lite.kernels.fast import int8_elementwise
+
+        self.integer.resize()
+        sums = self.integer.outputs[0]
+        sums.data = aligned_array(sums.shape, sums.dtype)
+        if self.bias is not None:
+            self.bias_row = np.ascontiguousarray(np.broadcast_to(self.bias.data.reshape(-1), (self.columns,)),
+                                                 np.float32)
+        int8_elementwise.warm_scaled_sums()
+
+    def unfuse(self) -> None:
+        """Nothing to give back: the parts keep their own state."""
+
+    def packed_constants(self) -> list[Tensor]:
+        return self.integer.packed_constants()
+
+    def execute(self) -> None:
+        from lite.kernels.fast import int8_elementwise
+
+        self.integer.execute()
+        sums = self.integer.outputs[0].data
+        scale = np.broadcast_to(np.asarray(self.scale.data, np.float32).reshape(-1), (self.columns,))
+        int8_elementwise.scaled_sums(sums.reshape(-1, self.columns), np.ascontiguousarray(scale), self.bias_row,
+                                     self.outputs[0].data.reshape(-1, self.columns))

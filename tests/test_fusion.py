@@ -596,3 +596,64 @@ def test_runs_that_are_not_element_wise_alone_are_not_tables(case, onnx_model):
     x = every_byte(np.int8)
     for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
         assert np.abs(got.get_data_to_numpy() - want).max() <= 0.008 * 1.0001
+
+
+def dynamic_linear_model(per_column: bool = False, bias: str = "right", outputs: tuple = ("y",)) -> onnx.ModelProto:
+    """A linear layer as ``quantize_dynamic`` writes it: DynamicQuantizeLinear, MatMulInteger of an
+    int8 weight, Cast to float, Mul by x's scale times the weight's (one, or one a column), and the
+    Add of the bias (``bias``: "right", "left" or "none")."""
+    k, n = 70, 40
+    w = RNG.integers(-127, 128, (k, n)).astype(np.int8)
+    w_scale = (RNG.uniform(0.001, 0.01, n) if per_column else np.array(0.004)).astype(np.float32)
+    inits = {"w": w, "wz": np.zeros(n if per_column else (), np.int8), "ws": w_scale,
+             "b": RNG.standard_normal(n).astype(np.float32)}
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("Mul", ["xs", "ws"], ["scale"]),
+             helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["sums"]),
+             helper.make_node("Cast", ["sums"], ["real"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["real", "scale"], ["scaled" if bias != "none" else "y"])]
+    if bias != "none":
+        nodes.append(helper.make_node("Add", ["scaled", "b"] if bias == "right" else ["b", "scaled"], ["y"]))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 20, k])
+    ys = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
+    initializers = [numpy_helper.from_array(v, name) for name, v in inits.items()]
+    graph = helper.make_graph(nodes, "dynamic_linear", [x], ys, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def scaled_products(model: lite.Model) -> list:
+    from lite.fusion_kernels import ScaledIntegerProduct
+
+    return [k for k in model._engine.kernels if isinstance(k, ScaledIntegerProduct)]
+
+
+@pytest.mark.parametrize("bias", ["right", "left", "none"])
+@pytest.mark.parametrize("per_column", [False, True], ids=["tensor", "column"])
+def test_a_dynamically_quantized_linear_layer_runs_as_one_scaled_integer_product(monkeypatch, per_column, bias):
+    """MatMulInteger, Cast, Mul and the Add of the bias as one kernel: bit-identical to its kernels run
+    one by one, and within float32 rounding of onnxruntime."""
+    from lite import fusion
+
+    onnx_model = dynamic_linear_model(per_column, bias)
+    model = build(onnx_model)
+    [product] = scaled_products(model)
+    kinds = ["MatMulInteger", "Cast", "MulFusion", *(["AddFusion"] if bias != "none" else [])]
+    assert [part.type for part in product.parts] == kinds
+    monkeypatch.setattr(fusion, "_scaled_integer_product", lambda *args: None)
+    unfused = build(onnx_model)
+    assert not scaled_products(unfused)
+    for _ in range(2):
+        x = RNG.standard_normal((2, 20, 70)).astype(np.float32)
+        got = model.predict([x])[0].get_data_to_numpy()
+        np.testing.assert_array_equal(got, unfused.predict([x])[0].get_data_to_numpy())
+        [want] = run_onnxruntime(onnx_model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_scaled_integer_product_leaves_out_an_inner_tensor_the_model_returns():
+    onnx_model = dynamic_linear_model(outputs=("y", "real"))
+    model = build(onnx_model)
+    assert not scaled_products(model)
+    x = RNG.standard_normal((2, 20, 70)).astype(np.float32)
+    for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+        np.testing.assert_allclose(got.get_data_to_numpy(), want, rtol=1e-5, atol=1e-5)

@@ -141,6 +141,30 @@ def warm_quantize(out: np.dtype) -> None:
     compiled(quantize_floats, np.zeros(1, f32), f32(1), f32(0), f32(-128), f32(127), np.zeros(1, out))
 
 
+@_exact_jit
+def scaled_sums(sums, scale, bias, out):
+    """out (M, N) float32 = float32(sums) * scale[n], plus bias[n] where ``bias`` is not empty: a
+    MatMulInteger's int32 sums (M, N) through its Cast, Mul and Add, each step rounded to float32
+    as those kernels round it, the product and the sum not fused (a dynamically quantized linear
+    layer's output)."""
+    m, n = sums.shape
+    if bias.size:
+        for i in range(m):
+            for j in range(n):
+                out[i, _u(j)] = np.float32(np.float32(sums[i, _u(j)]) * scale[_u(j)]) + bias[_u(j)]
+        return
+    for i in range(m):
+        for j in range(n):
+            out[i, _u(j)] = np.float32(sums[i, _u(j)]) * scale[_u(j)]
+
+
+@functools.cache
+def warm_scaled_sums() -> None:
+    """Compiles ``scaled_sums`` now, at build."""
+    f32 = np.float32
+    compiled(scaled_sums, np.zeros((1, 1), np.int32), np.ones(1, f32), np.zeros(0, f32), np.zeros((1, 1), f32))
+
+
 @jit
 def lookup(table, x, out):
     """out[i] = table[x[i]] for bytes x (flat), a table of 256 values and out (flat) of its type."""
