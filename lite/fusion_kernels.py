@@ -321,8 +321,13 @@ class ScaledIntegerProduct(Kernel):
     def execute(self) -> None:
         from lite.kernels.fast import int8_elementwise
 
+        scale = np.asarray(self.scale.data, np.float32).reshape(-1)
+        out = self.outputs[0].data
+        plan = getattr(self.integer, "compiled", None)
+        if plan is not None and fast.takes(out) and plan.scaled(scale, self.bias_row, out):
+            return  # NOTE: on tiles, each block scaled as it is summed
         self.integer.execute()
         sums = self.integer.outputs[0].data
-        scale = np.broadcast_to(np.asarray(self.scale.data, np.float32).reshape(-1), (self.columns,))
-        int8_elementwise.scaled_sums(sums.reshape(-1, self.columns), np.ascontiguousarray(scale), self.bias_row,
-                                     self.outputs[0].data.reshape(-1, self.columns))
+        int8_elementwise.scaled_sums(sums.reshape(-1, self.columns),
+                                     np.ascontiguousarray(np.broadcast_to(scale, (self.columns,))), self.bias_row,
+                                     out.reshape(-1, self.columns))

@@ -657,3 +657,17 @@ def test_a_scaled_integer_product_leaves_out_an_inner_tensor_the_model_returns()
     x = RNG.standard_normal((2, 20, 70)).astype(np.float32)
     for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
         np.testing.assert_allclose(got.get_data_to_numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_two_threads_share_a_scaled_integer_product_with_the_same_result(monkeypatch):
+    from lite import fusion
+
+    onnx_model = dynamic_linear_model(per_column=True)
+    model = lite.Model()
+    model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=2))
+    assert scaled_products(model)
+    monkeypatch.setattr(fusion, "_scaled_integer_product", lambda *args: None)
+    unfused = build(onnx_model)
+    x = RNG.standard_normal((2, 20, 70)).astype(np.float32)
+    np.testing.assert_array_equal(model.predict([x])[0].get_data_to_numpy(),
+                                  unfused.predict([x])[0].get_data_to_numpy())

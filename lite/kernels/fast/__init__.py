@@ -143,6 +143,12 @@ def jit(function):
     return numba_module().njit(**JIT_OPTIONS)(function)
 
 
+def exact_jit(function):
+    """``jit`` with IEEE arithmetic (no fast-math: no reassociation, no fused multiply-add), for
+    kernels whose float results must equal numpy's step by step."""
+    return numba_module().njit(**{**JIT_OPTIONS, "fastmath": False})(function)
+
+
 SOURCES = (Path(__file__).parent, Path(__file__).parents[2] / "ops" / "activation.py")
 """What compiled code reads: every module of this package, and ``lite.ops.activation``, which gives it
 constants (the numpy kernels are not among them: editing one recompiles nothing)."""

@@ -33,7 +33,7 @@ from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index
 from numba.extending import intrinsic
 
 from lite.kernels import fast
-from lite.kernels.fast import compiled, jit
+from lite.kernels.fast import compiled, exact_jit, jit
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.int8 import LANES, SUMS, _requantizing_finish, copy_spare
 from lite.kernels.fast.tile import WIDTH, prefetch
@@ -466,26 +466,67 @@ def product_amx_sums(rows, row_terms, tiles, column_terms, out, scratch, first, 
     release_tiles()
 
 
+@jit
+def product_amx_scaled(rows, row_terms, tiles, column_terms, scale, bias, out, scratch, first, last):
+    """``product_amx_sums`` into float32: out (M, N) = float32(sum) * scale[n] (+ bias[n] where
+    ``bias`` is not empty), the sums' Cast, Mul and Add as ``_scaled_rows`` rounds them (a
+    dynamically quantized linear layer, ``lite.fusion_kernels.ScaledIntegerProduct``)."""
+    m_count, n_count = out.shape
+    sums, _ = _scratch_parts(scratch)
+    for item in range(first, last):
+        column = item * BLOCK
+        count = min(BLOCK, n_count - column)
+        for top in range(0, m_count, BLOCK):
+            _block_sums(rows, top, tiles[item].ctypes.data, sums)
+            _scaled_rows(sums, row_terms, column_terms, scale, bias, out, top, column, min(BLOCK, m_count - top),
+                         count)
+    release_tiles()
+
+
+@exact_jit
+def _scaled_rows(sums, row_terms, column_terms, scale, bias, out, top, column, height, count):
+    """Rows ``top`` to ``top + height - 1``, columns ``column`` on (``count``), of out from a block's
+    sums: the int32 total (sum plus the column's and the row's terms, wrapping) to float32, times
+    scale[n], plus bias[n]; IEEE float32 steps, as ``int8_elementwise.scaled_sums``."""
+    for r in range(height):
+        term, row, at = row_terms[top + r], out[top + r], r * BLOCK
+        if bias.size:
+            for j in range(count):
+                total = np.int32(sums[_u(at + j)] + column_terms[_u(column + j)] + term)
+                row[_u(column + j)] = np.float32(np.float32(total) * scale[_u(column + j)]) + bias[_u(column + j)]
+        else:
+            for j in range(count):
+                total = np.int32(sums[_u(at + j)] + column_terms[_u(column + j)] + term)
+                row[_u(column + j)] = np.float32(total) * scale[_u(column + j)]
+
+
 # The block of a product on tiles on the crew (``lite.kernels.fast.crew.Jobs``), then per piece
-# (first, last, scratch); ``_SUMS``: MatMulInteger's int32 sums (``product_amx_sums``, the bias
-# the columns' terms), else requantized bytes:
-(_ROWS, _ROWS_M, _ROW_WORDS, _ROW_TERMS, _TILES, _TILE_BLOCKS, _PBIAS, _PMULTIPLIER, _OUT, _OUT_M, _OUT_N, _SUMS,
- _PZERO, _PLO, _PHI) = range(15)
-_PRODUCT_HEADER = 15
+# (first, last, scratch). ``_FORM``: ``REQUANTIZED`` bytes (``product_amx_items``), MatMulInteger's
+# int32 ``SUMS`` (``product_amx_sums``: the bias the columns' terms) or ``SCALED`` float32
+# (``product_amx_scaled``: the multiplier its scale, ``_FLOAT_BIAS`` its bias of ``_FLOAT_BIAS_N``):
+(_ROWS, _ROWS_M, _ROW_WORDS, _ROW_TERMS, _TILES, _TILE_BLOCKS, _PBIAS, _PMULTIPLIER, _OUT, _OUT_M, _OUT_N, _FORM,
+ _FLOAT_BIAS, _FLOAT_BIAS_N, _PZERO, _PLO, _PHI) = range(17)
+_PRODUCT_HEADER = 17
+REQUANTIZED, SUMS_FORM, SCALED = range(3)
 
 
 def product_crew_jobs(rows: np.ndarray, row_terms: np.ndarray, tiles: np.ndarray, bias: np.ndarray,
                       multiplier: np.ndarray, zero_point, lo, hi, out: np.ndarray, scratches: list[np.ndarray],
-                      bounds: list[tuple[int, int]]):
-    """``product_amx_items``' blocks (``product_amx_sums``' where ``out`` is int32) as jobs for the
-    crew, one per piece of ``bounds`` with its own scratch."""
+                      bounds: list[tuple[int, int]], float_bias: np.ndarray | None = None):
+    """``product_amx_items``' blocks as jobs for the crew, one per piece of ``bounds`` with its own
+    scratch: ``product_amx_sums``' where ``out`` is int32, ``product_amx_scaled``'s where it is
+    float32 (``multiplier`` the scale, ``float_bias`` the bias)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
+    form = {np.dtype(np.int32): SUMS_FORM, np.dtype(np.float32): SCALED}.get(out.dtype, REQUANTIZED)
+    float_bias = np.zeros(0, np.float32) if float_bias is None else float_bias
     block = pieces_block(_PRODUCT_HEADER, bounds, [[scratch] for scratch in scratches])
     block[:_PZERO] = (rows.ctypes.data, *rows.shape, row_terms.ctypes.data, tiles.ctypes.data, tiles.shape[0],
-                      bias.ctypes.data, multiplier.ctypes.data, out.ctypes.data, *out.shape, out.dtype == np.int32)
+                      bias.ctypes.data, multiplier.ctypes.data, out.ctypes.data, *out.shape, form,
+                      float_bias.ctypes.data, float_bias.size)
     block[_PZERO:_PRODUCT_HEADER].view(np.float64)[:] = zero_point, lo, hi
-    return Jobs(product_amx_job, block, len(bounds), (rows, row_terms, tiles, bias, multiplier, out, *scratches))
+    kept = (rows, row_terms, tiles, bias, multiplier, out, float_bias, *scratches)
+    return Jobs(product_amx_job, block, len(bounds), kept)
 
 
 @jit
@@ -499,15 +540,19 @@ def _product_piece(index, data):
     tiles = carray(as_pointer(block[_TILES]), (blocks, words // TILE, 2, TILE, TILE), np.int32)
     bias = carray(as_pointer(block[_PBIAS]), (blocks * BLOCK,), np.int32)
     scratch = carray(as_pointer(block[piece + 2]), (PRODUCT_SCRATCH_WORDS,), np.int32)
-    shape = (block[_OUT_M], block[_OUT_N])
-    if block[_SUMS]:
+    shape, first, last = (block[_OUT_M], block[_OUT_N]), block[piece], block[piece + 1]
+    multiplier = carray(as_pointer(block[_PMULTIPLIER]), (blocks * BLOCK,), np.float32)
+    if block[_FORM] == SUMS_FORM:
         product_amx_sums(rows, row_terms, tiles, bias, carray(as_pointer(block[_OUT]), shape, np.int32), scratch,
-                         block[piece], block[piece + 1])
+                         first, last)
+    elif block[_FORM] == SCALED:
+        product_amx_scaled(rows, row_terms, tiles, bias, multiplier,
+                           carray(as_pointer(block[_FLOAT_BIAS]), (block[_FLOAT_BIAS_N],), np.float32),
+                           carray(as_pointer(block[_OUT]), shape, np.float32), scratch, first, last)
     else:
-        product_amx_items(rows, row_terms, tiles, bias,
-                          carray(as_pointer(block[_PMULTIPLIER]), (blocks * BLOCK,), np.float32),
-                          np.float32(floats[_PZERO]), np.float32(floats[_PLO]), np.float32(floats[_PHI]),
-                          carray(as_pointer(block[_OUT]), shape, np.uint8), scratch, block[piece], block[piece + 1])
+        product_amx_items(rows, row_terms, tiles, bias, multiplier, np.float32(floats[_PZERO]),
+                          np.float32(floats[_PLO]), np.float32(floats[_PHI]),
+                          carray(as_pointer(block[_OUT]), shape, np.uint8), scratch, first, last)
 
 
 def product_amx_job(index, data, extra):
@@ -572,5 +617,8 @@ def warm() -> None:
     compiled(product_amx_items, np.zeros((BLOCK, TILE), i32), np.zeros(BLOCK, i32),
              np.zeros((1, 1, 2, TILE, TILE), i32), np.zeros(WIDTH, i32), np.ones(WIDTH, f32), f32(0), f32(-1), f32(1),
              np.zeros((1, 1), np.uint8), np.zeros(PRODUCT_SCRATCH_WORDS, i32), 0, 0)
-    compiled(product_amx_sums, np.zeros((BLOCK, TILE), i32), np.zeros(BLOCK, i32), np.zeros((1, 1, 2, TILE, TILE), i32),
-             np.zeros(BLOCK, i32), np.zeros((1, 1), i32), np.zeros(PRODUCT_SCRATCH_WORDS, i32), 0, 0)
+    rows, terms, tiles, scratch = np.zeros((BLOCK, TILE), i32), np.zeros(BLOCK, i32), \
+        np.zeros((1, 1, 2, TILE, TILE), i32), np.zeros(PRODUCT_SCRATCH_WORDS, i32)
+    compiled(product_amx_sums, rows, terms, tiles, terms, np.zeros((1, 1), i32), scratch, 0, 0)
+    compiled(product_amx_scaled, rows, terms, tiles, terms, np.ones(BLOCK, f32), np.zeros(0, f32),
+             np.zeros((1, 1), f32), scratch, 0, 0)

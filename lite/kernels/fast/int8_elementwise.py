@@ -21,7 +21,7 @@ import numpy as np
 from numba import carray
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so loops vectorize
 
-from lite.kernels.fast import JIT_OPTIONS, compiled, jit, numba_module
+from lite.kernels.fast import compiled, exact_jit, jit
 from lite.kernels.fast.crew import as_pointer
 
 OPS = {"AddFusion": 0, "SubFusion": 1, "MulFusion": 2}
@@ -29,12 +29,7 @@ CHUNK = 1 << 14
 """Elements a piece of a shared loop takes at least."""
 
 
-def _exact_jit(function):
-    """``lite.kernels.fast.jit`` with IEEE arithmetic (no fast-math)."""
-    return numba_module().njit(**{**JIT_OPTIONS, "fastmath": False})(function)
-
-
-@_exact_jit
+@exact_jit
 def arithmetic(op, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, lo, hi, out):
     """out = requantized (a op b) elementwise over flat arrays of one size (``op``: 0 add, 1 sub,
     2 mul; scales, zero points and bounds float32)."""
@@ -52,7 +47,7 @@ def arithmetic(op, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, lo, 
             out[i] = min(max(np.rint(real / y_scale) + y_zero, lo), hi)
 
 
-@_exact_jit
+@exact_jit
 def arithmetic_chunks(op, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, lo, hi, out, first, last):
     """``arithmetic`` of the chunks ``first`` to ``last - 1`` (``CHUNK`` elements each, the last
     one shorter) of the flat arrays."""
@@ -87,7 +82,7 @@ def crew_jobs(op: int, a: np.ndarray, b: np.ndarray, out: np.ndarray, terms: tup
     return Jobs(arithmetic_job, block, len(bounds), (a, b, out))
 
 
-@_exact_jit
+@exact_jit
 def _job_piece(index, data, a, b, out):
     """Piece ``index`` of the block at ``data``, the arrays already typed."""
     block = carray(data, (HEADER + 2 * (index + 1),), np.int64)
@@ -110,7 +105,7 @@ def arithmetic_job(index, data, extra):
                    carray(as_pointer(block[_OUT]), (size,), np.uint8))
 
 
-@_exact_jit
+@exact_jit
 def quantize_floats(x, scale, zero_point, lo, hi, out):
     """out = clip(rint(x / scale) + zero_point, lo, hi) over flat arrays of one size: float32 in,
     bytes out, per-tensor float32 terms (``lite.ops.quant.quantize``'s operations, in its order)."""
@@ -118,7 +113,7 @@ def quantize_floats(x, scale, zero_point, lo, hi, out):
         out[i] = min(max(np.rint(x[i] / scale) + zero_point, lo), hi)
 
 
-@_exact_jit
+@exact_jit
 def global_average(x, x_zero_point, x_scale, inverse_count, y_scale, y_zero_point, lo, hi, out):
     """out[r] = the requantized mean of row r of x (rows, count) bytes: the row's integer sum minus
     count zero points, times x_scale, times inverse_count (1 / count), then ``rint(mean / y_scale)
@@ -141,7 +136,7 @@ def warm_quantize(out: np.dtype) -> None:
     compiled(quantize_floats, np.zeros(1, f32), f32(1), f32(0), f32(-128), f32(127), np.zeros(1, out))
 
 
-@_exact_jit
+@exact_jit
 def scaled_sums(sums, scale, bias, out):
     """out (M, N) float32 = float32(sums) * scale[n], plus bias[n] where ``bias`` is not empty: a
     MatMulInteger's int32 sums (M, N) through its Cast, Mul and Add, each step rounded to float32
@@ -175,7 +170,7 @@ def lookup(table, x, out):
 SOFTMAX_LANES = 16  # the sums of ``softmax_rows``: one vector of float32, each lane a sum of its own
 
 
-@_exact_jit
+@exact_jit
 def softmax_rows(x, width, flip, table, scale, zero_point, lo, hi, out, exps, first, last):
     """Rows ``first`` to ``last - 1`` of x (flat bytes, rows of ``width``) into out (flat bytes):
     ``clip(rint(e / sum(e) / scale) + zero_point, lo, hi)`` with e = table[d], d each value's offset
@@ -222,7 +217,7 @@ def softmax_crew_jobs(x: np.ndarray, table: np.ndarray, out: np.ndarray, width: 
     return Jobs(softmax_job, block, len(bounds), (x, table, out, *exps[:len(bounds)]))
 
 
-@_exact_jit
+@exact_jit
 def _softmax_piece(index, data):
     block = carray(data, (_SOFTMAX_HEADER + 3 * (index + 1),), np.int64)
     t = carray(data, (_SOFTMAX_HEADER,), np.float64)[_SSCALE:]

@@ -953,6 +953,9 @@ class IntegerProductPlan:
         self.kernel, self.m, self.k, self.n = kernel, m, k, n
         self.out: np.ndarray | None = None
         self.step: Callable[[], None] | None = None
+        self.scale = np.ones(columns, np.float32)
+        self.scaled_key: tuple = ()
+        self.scaled_step: Callable[[], None] | None = None
 
     def _step(self, out: np.ndarray) -> Callable[[], None]:
         from lite.kernels.fast import int8, int8_quads
@@ -974,25 +977,29 @@ class IntegerProductPlan:
 
         return threads.crew_loop(count, piece, jobs, per_thread=1)
 
-    def _amx_step(self, out: np.ndarray) -> Callable[[], None]:
-        """The sums on tiles: blocks of columns shared out, each piece with its own scratch."""
+    def _amx_step(self, out: np.ndarray, bias: np.ndarray | None = None) -> Callable[[], None]:
+        """The sums on tiles (``out`` int32), or the sums scaled (``out`` float32: by ``self.scale``,
+        plus ``bias`` where not empty): blocks of columns shared out, each piece with its own scratch."""
         from lite.kernels.fast import int8_amx
 
         threads, count = self.kernel.threads, self.panels.shape[0]
         scratches = [np.zeros(int8_amx.PRODUCT_SCRATCH_WORDS, np.int32) for _ in range(threads.loop_pieces(count))]
+        leading = (self.rows, self.row_terms, self.panels, self.column_terms)
+        scaled = bias is not None
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
-            return partial(int8_amx.product_amx_sums, self.rows, self.row_terms, self.panels, self.column_terms, out,
-                           scratches[index], first, last)
+            if scaled:
+                return partial(int8_amx.product_amx_scaled, *leading, self.scale, bias, out, scratches[index], first,
+                               last)
+            return partial(int8_amx.product_amx_sums, *leading, out, scratches[index], first, last)
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            unread = np.ones(self.column_terms.size, np.float32)  # NOTE: no requantization: the block's multiplier
-            return int8_amx.product_crew_jobs(self.rows, self.row_terms, self.panels, self.column_terms, unread, 0.0,
-                                              0.0, 0.0, out, scratches, bounds)
+            return int8_amx.product_crew_jobs(*leading, self.scale, 0.0, 0.0, 0.0, out, scratches, bounds, bias)
 
         return threads.crew_loop(count, piece, jobs, per_thread=1)
 
-    def __call__(self) -> None:
+    def _fill(self) -> None:
+        """x's rows as signed quads and their terms, and the columns' terms of x's zero point."""
         from lite.kernels.fast import int8_quads
 
         kernel = self.kernel
@@ -1004,10 +1011,26 @@ class IntegerProductPlan:
         int8_quads.fill_quad_rows(x.view(np.uint8), flip, np.int64(128), self.rows[:self.m].view(np.uint8),
                                   self.row_terms[:self.m])
         self.column_terms[:] = (self.column_sums * -pad).astype(np.int32)
-        out = kernel.outputs[0].data
+
+    def __call__(self) -> None:
+        self._fill()
+        out = self.kernel.outputs[0].data
         if out is not self.out:
             self.out, self.step = out, self._step(out)
         self.step()
+
+    def scaled(self, scale: np.ndarray, bias: np.ndarray, out: np.ndarray) -> bool:
+        """On tiles (``self.amx``): out (float32, the sums' shape) = float32(sum) * scale (one value,
+        or one a column) plus ``bias`` (one a column; empty: none), in the pass after each block
+        (``int8_amx.product_amx_scaled``), and True; elsewhere nothing, and False."""
+        if not self.amx:
+            return False
+        self._fill()
+        self.scale[:self.n] = scale
+        if len(self.scaled_key) != 2 or self.scaled_key[0] is not out or self.scaled_key[1] is not bias:
+            self.scaled_key, self.scaled_step = (out, bias), self._amx_step(out.reshape(self.m, self.n), bias)
+        self.scaled_step()
+        return True
 
 
 def _depthwise_plan(kernel) -> Callable[[], None] | None:
