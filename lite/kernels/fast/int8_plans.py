@@ -8,7 +8,8 @@ compiled integer kernels of ``lite.kernels.fast.int8``, chosen once per input sh
   offset fits int8 (``_quad_bias``: the input's zero point folded into the bias), and on AMX
   tiles (``int8_amx``, ``tdpbsud``) where the CPU has AMX-INT8 and the layer is one group of
   ``AMX_CHANNELS`` input channels or more (the same sums, its products 16 x 16 x 64 an
-  instruction); elsewhere a 1x1
+  instruction), as do products of ``AMX_PRODUCT_ROWS`` rows or more (``ProductPlan``, and
+  MatMulInteger's ``IntegerProductPlan``); elsewhere a 1x1
   convolution (stride 1, unpadded, one group) packs each panel of its input as it goes
   (``PointwisePlan``, ``int8_pointwise``), and a 3x3 stride-1 one of ``WINOGRAD_CHANNELS`` or more
   runs exact integer Winograd F(2x2, 3x3) (``WinogradPlan``, ``int8_winograd``).
