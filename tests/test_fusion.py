@@ -627,13 +627,18 @@ def scaled_products(model: lite.Model) -> list:
     return [k for k in model._engine.kernels if isinstance(k, ScaledIntegerProduct)]
 
 
+@pytest.mark.parametrize("quads", [True, False], ids=["here", "without_vnni"])
 @pytest.mark.parametrize("bias", ["right", "left", "none"])
 @pytest.mark.parametrize("per_column", [False, True], ids=["tensor", "column"])
-def test_a_dynamically_quantized_linear_layer_runs_as_one_scaled_integer_product(monkeypatch, per_column, bias):
+def test_a_dynamically_quantized_linear_layer_runs_as_one_scaled_integer_product(monkeypatch, per_column, bias, quads):
     """MatMulInteger, Cast, Mul and the Add of the bias as one kernel: bit-identical to its kernels run
-    one by one, and within float32 rounding of onnxruntime."""
+    one by one, and within float32 rounding of onnxruntime; on this machine's products (tiles or
+    quads) and as on a machine without VNNI (the sums, then one scaling pass)."""
     from lite import fusion
+    from lite.kernels.fast import int8_quads
 
+    if not quads:
+        monkeypatch.setattr(int8_quads, "available", lambda: False)
     onnx_model = dynamic_linear_model(per_column, bias)
     model = build(onnx_model)
     [product] = scaled_products(model)
