@@ -33,7 +33,6 @@ import numpy as np
 
 from lite.aligned import aligned_array
 from lite.kernels import fast
-from lite.kernels.parallel import CHUNKS_PER_THREAD
 from lite.ops.quant import broadcast_param, qrange
 
 FLOAT32_EXACT = 1 << 24
@@ -473,8 +472,9 @@ class ConvPlan:
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
             return int8_amx.conv_crew_jobs(*shared, scratches, whole, bounds)
 
-        per_thread = 1 if whole else CHUNKS_PER_THREAD  # NOTE: a whole-image job packs the image's panels itself
-        return self._compacted(threads.crew_loop(items, piece, jobs, per_thread), out)
+        if whole:  # NOTE: a whole-image job packs the image's panels itself: one job a thread, not more
+            return self._compacted(threads.crew_loop(items, piece, jobs, per_thread=1), out)
+        return self._compacted(threads.crew_loop(items, piece, jobs), out)
 
     def __call__(self) -> None:
         flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
