@@ -284,9 +284,10 @@ class ScaledIntegerProduct(Kernel):
     """A MatMulInteger, the Cast of its int32 sums to float32, the Mul by ``scale`` (x's scale times
     the weight's: one value, or one a column) and the Add of a ``bias`` (one value, or one a
     column) that may follow, each alone reading the one before: a dynamically quantized linear
-    layer (onnxruntime's MatMulIntegerToFloat). The sums go into an array of their own, then one
-    compiled pass (``int8_elementwise.scaled_sums``) writes ``float32(sum) * scale + bias``, each step
-    rounded as its part's kernel rounds it (a profile charges the time to the MatMulInteger)."""
+    layer (onnxruntime's MatMulIntegerToFloat). On AMX tiles each block of sums is scaled as it is
+    summed (``IntegerProductPlan.scaled``); elsewhere the sums go into an array of their own, then
+    one compiled pass (``int8_elementwise.scaled_sums``) writes ``float32(sum) * scale + bias``. Each
+    step is rounded as its part's kernel rounds it (a profile charges the time to the MatMulInteger)."""
 
     def __init__(self, parts: list[NativeKernel], scale: Tensor, bias: Tensor | None):
         integer = parts[0]
@@ -296,6 +297,7 @@ class ScaledIntegerProduct(Kernel):
         self.parts, self.integer, self.scale, self.bias = tuple(parts), integer, scale, bias
         self.columns = integer.outputs[0].shape[-1]
         self.bias_row = np.zeros(0, np.float32)
+        self.scale_row = np.ones(self.columns, np.float32)
 
     @property
     def type(self) -> str:
@@ -305,8 +307,7 @@ class ScaledIntegerProduct(Kernel):
         from lite.kernels.fast import int8_elementwise
 
         self.integer.resize()
-        sums = self.integer.outputs[0]
-        sums.data = aligned_array(sums.shape, sums.dtype)
+        self.integer.outputs[0].data = None  # NOTE: an array of its own once the sums need one (not on tiles)
         if self.bias is not None:
             self.bias_row = np.ascontiguousarray(np.broadcast_to(self.bias.data.reshape(-1), (self.columns,)),
                                                  np.float32)
@@ -326,8 +327,10 @@ class ScaledIntegerProduct(Kernel):
         plan = getattr(self.integer, "compiled", None)
         if plan is not None and fast.takes(out) and plan.scaled(scale, self.bias_row, out):
             return  # NOTE: on tiles, each block scaled as it is summed
+        sums = self.integer.outputs[0]
+        if sums.data is None:
+            sums.data = aligned_array(sums.shape, sums.dtype)
         self.integer.execute()
-        sums = self.integer.outputs[0].data
-        int8_elementwise.scaled_sums(sums.reshape(-1, self.columns),
-                                     np.ascontiguousarray(np.broadcast_to(scale, (self.columns,))), self.bias_row,
+        self.scale_row[:] = scale
+        int8_elementwise.scaled_sums(sums.data.reshape(-1, self.columns), self.scale_row, self.bias_row,
                                      out.reshape(-1, self.columns))

@@ -675,17 +675,15 @@ class ProductPlan:
         self.amx = self.quad_bias is not None and _product_amx(m, k)
         zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, n)
         panel_count = -(-n // int8.WIDTH)
+        self.columns = panel_count * int8.WIDTH
         if self.quad_bias is None:
             words, pack, name, job = (k + 1) // 2, int8.pack_product_weight, "product_panels", int8.product_job
             self.rows = np.zeros((m + (-m) % int8.ROWS, words), np.int32)
         elif self.amx:
             from lite.kernels.fast import int8_amx
 
-            int8_amx.warm()
-            rows, words, blocks = int8_amx.product_shapes(m, k, n)
-            pack, name, job = partial(_tile_weight_quads, blocks), "product_amx", int8_amx.product_amx_job
-            self.rows, self.row_terms = _zeros((rows, words)), np.zeros(rows, np.int32)
-            panel_count = -(-blocks * int8_amx.BLOCK // int8.WIDTH)
+            self.rows, self.row_terms, words, pack, panel_count, self.columns = _tile_layout(m, k, n)
+            name, job = "product_amx", int8_amx.product_amx_job
         else:
             from lite.kernels.fast import int8_quads
 
@@ -694,12 +692,8 @@ class ProductPlan:
             job = int8_quads.quad_product_job
             self.rows, self.row_terms = np.zeros((m, words), np.int32), np.zeros(m, np.int32)
 
-        def panels() -> np.ndarray:
-            packed = _zeros((panel_count, words, int8.WIDTH))
-            tiles = pack(np.ascontiguousarray(weight), zero_point, packed)
-            return packed if tiles is None else tiles
-
-        self.panels = _once(kernel, name, panels)
+        self.panels = _once(kernel, name,
+                            lambda: _packed_panels(pack, np.ascontiguousarray(weight), zero_point, panel_count, words))
         self.offsets = np.arange(words, dtype=np.int64) * int8.WIDTH
         self.kernel, self.m, self.k, self.n = kernel, m, k, n
         if kernel.threads.crew() is not None:
@@ -712,10 +706,9 @@ class ProductPlan:
     def _steps(self, out: np.ndarray) -> Callable[[], None]:
         from lite.kernels.fast import int8
 
-        columns = self.panels.shape[0] * (int8_amx_block() if self.amx else int8.WIDTH)
         bias, *terms = requantization_terms(self.kernel, narrow=True)
         quads = self.quad_bias is not None
-        terms = padded_terms((self.quad_bias if quads else bias, *terms), columns)
+        terms = padded_terms((self.quad_bias if quads else bias, *terms), self.columns)
         out = out.reshape(self.m, -1)
         if self.amx:
             return self._amx_steps(out.view(np.uint8), terms)
@@ -773,11 +766,27 @@ class ProductPlan:
         self.steps()
 
 
-def int8_amx_block() -> int:
-    """``int8_amx.BLOCK``: the columns of a block of a product's weight tiles."""
-    from lite.kernels.fast import int8_amx
+def _tile_layout(m: int, k: int, n: int) -> tuple:
+    """What a quad product of M x K by K x N runs with on AMX tiles: (rows, row terms, quad words a
+    row, the weight's packing, its panels before tiling, the columns of its blocks); the rows and
+    row terms zero, padded as ``int8_amx.product_shapes`` pads them."""
+    from lite.kernels.fast import int8, int8_amx
 
-    return int8_amx.BLOCK
+    int8_amx.warm()
+    rows, words, blocks = int8_amx.product_shapes(m, k, n)
+    columns = blocks * int8_amx.BLOCK
+    return (_zeros((rows, words)), np.zeros(rows, np.int32), words, partial(_tile_weight_quads, blocks),
+            -(-columns // int8.WIDTH), columns)
+
+
+def _packed_panels(pack, weight: np.ndarray, zero_point: np.ndarray, panel_count: int, words: int) -> np.ndarray:
+    """The weight packed by ``pack`` into ``panel_count`` panels of ``words`` words (64-byte aligned),
+    or the tiles it returns where it tiles them (``_tile_weight_quads``)."""
+    from lite.kernels.fast import int8
+
+    packed = _zeros((panel_count, words, int8.WIDTH))
+    tiles = pack(weight, zero_point, packed)
+    return packed if tiles is None else tiles
 
 
 def _zeros(shape: tuple[int, ...]) -> np.ndarray:
@@ -926,23 +935,16 @@ class IntegerProductPlan:
         if self.amx:
             from lite.kernels.fast import int8_amx
 
-            int8_amx.warm()
-            rows, quads, blocks = int8_amx.product_shapes(m, k, n)
-            pack, name, job = partial(_tile_weight_quads, blocks), "integer_amx", int8_amx.product_amx_job
-            panel_count, columns = -(-blocks * int8_amx.BLOCK // int8.WIDTH), blocks * int8_amx.BLOCK
-            self.rows, self.row_terms = _zeros((rows, quads)), np.zeros(rows, np.int32)
+            self.rows, self.row_terms, quads, pack, panel_count, columns = _tile_layout(m, k, n)
+            name, job = "integer_amx", int8_amx.product_amx_job
         else:
             pack, name, job = _pack_weight_quads, "integer_quads", int8_quads.integer_product_job
             panel_count = -(-n // int8.WIDTH)
             columns = panel_count * int8.WIDTH
             self.rows, self.row_terms = np.zeros((m, quads), np.int32), np.zeros(m, np.int32)
 
-        def panels() -> np.ndarray:
-            packed = np.zeros((panel_count, quads, int8.WIDTH), np.int32)
-            tiles = pack(offsets, np.zeros(n, np.int64), packed)
-            return packed if tiles is None else tiles
-
-        self.panels = _once(kernel, name, panels)
+        self.panels = _once(kernel, name, lambda: _packed_panels(pack, offsets, np.zeros(n, np.int64), panel_count,
+                                                                 quads))
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
