@@ -904,18 +904,20 @@ def integer_product_plan(kernel) -> Callable[[], None] | None:
             or len(x.shape) < 2 or x.dtype not in INT8_TYPES or (x_zero is not None and math.prod(x_zero.shape) != 1)):
         return None
     offsets = _once(kernel, "integer_offsets", lambda: _integer_offsets(kernel))
-    if offsets is None or x.shape[-1] * 255 * max(int(np.abs(offsets).max(initial=0)), 1) > INT32_LIMIT:
+    bound = 0 if offsets is None else max(-int(offsets.min(initial=0)), int(offsets.max(initial=0)), 1)
+    if offsets is None or x.shape[-1] * 255 * bound > INT32_LIMIT:
         return None
     return IntegerProductPlan(kernel, offsets)
 
 
 def _integer_offsets(kernel) -> np.ndarray | None:
-    """The constant weight less its zero point (K, N) as int64, or None where an offset leaves int8."""
+    """The constant weight less its zero point (K, N) as int8 (kept on the kernel: an eighth of the
+    int64 it is computed in), or None where an offset leaves int8."""
     w = kernel.inputs[1].data
     zero_point = kernel.zero_point_tensor(1)
     offsets = w.astype(np.int64) - (0 if zero_point is None else np.asarray(zero_point.data, np.int64).reshape(
         (1, -1) if zero_point.data.size > 1 else ()))
-    return offsets if offsets.min(initial=0) >= -128 and offsets.max(initial=0) <= 127 else None
+    return offsets.astype(np.int8) if offsets.min(initial=0) >= -128 and offsets.max(initial=0) <= 127 else None
 
 
 class IntegerProductPlan:
@@ -950,7 +952,7 @@ class IntegerProductPlan:
 
             crew.warm(job)
         self.column_sums = np.zeros(columns, np.int64)
-        self.column_sums[:n] = offsets.sum(axis=0)
+        self.column_sums[:n] = offsets.sum(axis=0, dtype=np.int64)
         self.column_terms = np.zeros(columns, np.int32)
         self.offsets = np.arange(quads, dtype=np.int64) * int8.WIDTH
         self.kernel, self.m, self.k, self.n = kernel, m, k, n
