@@ -10,6 +10,7 @@ implementation, with their threads and algorithms, serve both.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,7 +20,6 @@ from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.fast.int8_plans import integer_product_plan, quads_run
-from lite.kernels.quant import byte_quantizer
 from lite.kernels.registry import find_kernel, register
 from lite.ops.dtypes import FLOAT32
 from lite.ops.integer import (
@@ -27,7 +27,6 @@ from lite.ops.integer import (
     centered,
     channel_zero_point,
     dynamic_quantize,
-    dynamic_range,
     exact_int32,
     row_zero_point,
     tensor_zero_point,
@@ -51,17 +50,72 @@ class DynamicQuantizeLinear(NativeKernel):
     def output_dtypes(self) -> list[np.dtype]:
         return [np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8)]
 
+    compiled: _CompiledDynamicQuantize | None = None
+
+    def prepare(self) -> None:
+        if fast.enabled():
+            self.compiled = _CompiledDynamicQuantize(self)
+
     def execute(self) -> None:
         x, (y, y_scale, y_zero) = self.inputs[0].data, self.outputs
         if fast.enabled() and x.size and fast.takes(x, y.data):
-            scale, zero_point = dynamic_range(x)
-            quantize = byte_quantizer(float(scale), float(zero_point), np.uint8)
-            if quantize is not None:  # NOTE: None where x holds a NaN or an infinity: numpy's IEEE path
-                quantize(x, y.data)
-                y_scale.data[...], y_zero.data[...] = scale, np.uint8(zero_point)
+            self.compiled = self.compiled or _CompiledDynamicQuantize(self)
+            if self.compiled(x, y.data):  # NOTE: False where x holds a NaN or an infinity: numpy's IEEE path
+                y_scale.data[...], y_zero.data[...] = self.compiled.terms[0], np.uint8(self.compiled.terms[1])
                 return
         for tensor, value in zip(self.outputs, dynamic_quantize(x), strict=True):
             tensor.data[...] = value
+
+
+class _CompiledDynamicQuantize:
+    """DynamicQuantizeLinear on ``int8_dynamic``'s two passes (the range, then the quantization),
+    their chunks shared out among the kernel's threads; the steps are made again when x or y is
+    another array."""
+
+    def __init__(self, kernel: NativeKernel) -> None:
+        from lite.kernels.fast import crew, int8_dynamic
+
+        int8_dynamic.warm()
+        if kernel.threads.crew() is not None:
+            crew.warm(int8_dynamic.dynamic_job)
+        self.kernel, self.terms, self.keys = kernel, np.zeros(4, np.float32), np.zeros(2, np.int32)
+        self.arrays: tuple[np.ndarray, ...] = ()
+        self.ranges = np.zeros((1, 2), np.int32)
+        self.steps: tuple[Callable[[], None], Callable[[], None]] | None = None
+
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> bool:
+        """Writes x (float32) quantized into y (uint8, both C-contiguous), its scale and zero point
+        into ``terms``, and True; False, nothing written, where x holds a NaN or an infinity."""
+        from lite.kernels.fast.int8_dynamic import range_terms
+
+        if self.steps is None or self.arrays[0] is not x or self.arrays[1] is not y:
+            self.arrays, self.steps = (x, y), self._steps(x.reshape(-1), y.reshape(-1))
+        find_range, quantize = self.steps
+        self.ranges[...] = 0  # NOTE: +0.0's key: a slot no piece wrote this time counts as 0, inside every range
+        find_range()
+        if not range_terms(self.ranges, self.keys, self.keys.view(np.float32), self.terms):
+            return False
+        quantize()
+        return True
+
+    def _steps(self, x: np.ndarray, y: np.ndarray) -> tuple[Callable[[], None], Callable[[], None]]:
+        from lite.kernels.fast import int8_dynamic as passes
+
+        threads, chunks = self.kernel.threads, -(-x.size // passes.CHUNK)
+        self.ranges = np.zeros((threads.loop_pieces(chunks), 2), np.int32)
+        bits, ranges, terms = x.view(np.int32), self.ranges, self.terms
+
+        def range_piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(passes.range_chunks, bits, ranges, index, first, last)
+
+        def quantize_piece(_: int, first: int, last: int) -> Callable[[], None]:
+            return partial(passes.quantize_chunks, x, terms, y, first, last)
+
+        def jobs(quantizing: bool) -> Callable[[list[tuple[int, int]]], Callable[[], None]]:
+            return partial(passes.crew_jobs, quantizing, x, y, ranges, terms)
+
+        return (threads.crew_loop(chunks, range_piece, jobs(False), per_thread=1),
+                threads.crew_loop(chunks, quantize_piece, jobs(True), per_thread=1))
 
 
 def _twin(tensor: Tensor) -> Tensor:

@@ -20,7 +20,8 @@ import numpy as np
 
 # The operand types of MatMulInteger and ConvInteger.
 INTEGER_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
-_QMIN, _QMAX = 0, 255  # DynamicQuantizeLinear's uint8 range
+QMIN, QMAX = 0, 255
+"""DynamicQuantizeLinear's output range (uint8)."""
 
 
 def dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -34,18 +35,23 @@ def dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     x = np.asarray(x, np.float32)
     scale, zero_point = dynamic_range(x)
     with np.errstate(all="ignore"):  # NaN, infinite or denormal x: IEEE results, as in ONNX's reference
-        y = np.clip(np.rint(x / scale) + zero_point, _QMIN, _QMAX).astype(np.uint8)
+        y = np.clip(np.rint(x / scale) + zero_point, QMIN, QMAX).astype(np.uint8)
         return y, np.array(scale, np.float32), np.array(zero_point).astype(np.uint8)
 
 
 def dynamic_range(x: np.ndarray) -> tuple[np.float32, np.float32]:
     """(y_scale, y_zero_point as float32) of ``dynamic_quantize`` (the scale not finite where x's
     range is not)."""
-    high = np.float32(x.max(initial=0.0))
-    low = np.float32(x.min(initial=0.0))
-    span = np.float32(1.0) if high == low else high - low
-    scale = np.float32(span / np.float32(_QMAX - _QMIN))
-    zero_point = np.rint(np.clip(np.float32(_QMIN) - low / scale, _QMIN, _QMAX))
+    return range_terms(np.float32(x.min(initial=0.0)), np.float32(x.max(initial=0.0)))
+
+
+def range_terms(low: np.float32, high: np.float32) -> tuple[np.float32, np.float32]:
+    """(y_scale, y_zero_point as float32) of ``dynamic_quantize`` from x's range, 0 included
+    (``low`` <= 0 <= ``high``)."""
+    with np.errstate(all="ignore"):  # NOTE: an infinite range gives IEEE terms, as ONNX's reference has them
+        span = np.float32(1.0) if high == low else high - low
+        scale = np.float32(span / np.float32(QMAX - QMIN))
+        zero_point = np.rint(np.clip(np.float32(QMIN) - low / scale, QMIN, QMAX))
     return scale, np.float32(zero_point)
 
 

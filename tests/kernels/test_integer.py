@@ -35,6 +35,60 @@ def test_dynamic_quantize_linear():
     _assert_same(run_converted(model, {"x": x}), reference(model, {"x": x}))
 
 
+def _many_chunks(rng: np.random.Generator, kind: str) -> np.ndarray:
+    """Float32 values over several of the compiled passes' chunks, the extremes in a late one."""
+    from lite.kernels.fast.int8_dynamic import CHUNK
+
+    x = rng.normal(0, 1, (3, CHUNK + 7)).astype(np.float32)
+    if kind == "positive":
+        x = np.abs(x) + 0.5
+    elif kind == "negative":
+        x = -np.abs(x) - 0.5
+    elif kind == "zeros":
+        x[...] = 0.0
+        x[1, ::3] = -0.0
+    if kind in ("mixed", "positive", "negative"):
+        x[2, -3], x[2, -2] = x.max() * 1.5 + 1, x.min() * 1.5 - 1  # NOTE: in the last chunk, the second thread's
+    return x
+
+
+@pytest.mark.parametrize("kind", ["mixed", "positive", "negative", "zeros"])
+@pytest.mark.parametrize("threads", [1, 2, "python_threads"])
+def test_dynamic_quantize_linear_over_many_chunks_is_the_reference_bit_for_bit(kind, threads):
+    from lite.kernels.parallel import KernelThreads
+    from lite.ops.integer import dynamic_quantize
+
+    team = None if threads == 1 else KernelThreads(2)
+    if threads == "python_threads":
+        team.dynamic = True
+    rng = np.random.default_rng(11)
+    x = _many_chunks(rng, kind)
+    actual, kernel = run_kernel_and_keep("DynamicQuantizeLinear", {}, [x], n_outputs=3, threads=team)
+    assert kernel.compiled is not None
+    _assert_same(actual, list(dynamic_quantize(x)))
+    kernel.inputs[0].data[...] = x * np.float32(0.25) - np.float32(0.125)  # the same arrays, another range
+    with (team or KernelThreads(1)).lent():
+        kernel.execute()
+    _assert_same([t.data for t in kernel.outputs], list(dynamic_quantize(kernel.inputs[0].data)))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, "denormal", "overflowing"])
+def test_dynamic_quantize_linear_with_a_nan_an_infinity_or_an_extreme_range_gives_the_ieee_result(bad):
+    from lite.kernels.parallel import KernelThreads
+    from lite.ops.integer import dynamic_quantize
+
+    x = _many_chunks(np.random.default_rng(12), "mixed")
+    if bad == "denormal":  # NOTE: a scale of 0
+        x *= np.float32(1e-44)
+    elif bad == "overflowing":  # NOTE: max - min is infinite
+        x[2, -1], x[2, -2] = np.float32(3e38), np.float32(-3e38)
+    else:
+        x[2, -1] = bad
+    actual, _ = run_kernel_and_keep("DynamicQuantizeLinear", {}, [x], n_outputs=3, threads=KernelThreads(2))
+    with np.errstate(all="ignore"):
+        _assert_same(actual, list(dynamic_quantize(x)))
+
+
 @pytest.mark.parametrize("a_dtype", INT8)
 @pytest.mark.parametrize("b_dtype", INT8)
 @pytest.mark.parametrize("const_b", [True, False])
