@@ -85,8 +85,8 @@ def phase_items(x, x_zero_point, weight, bias, multiplier, zero_point, lo, hi, o
     """``flat_items`` on a ``DepthwisePlan``'s stride phases (``taps``, ``copies``, ``stride``,
     ``wq``): each plane copied into its phases run by run (the padding is not written: it stays
     zero), its sums over the wide plane (OH rows of ``wq``) requantized into ``spare``, then its
-    rows' first OW bytes copied out (rows of 16 bytes or more in runs of 16, the last overlapping
-    the one before, so each run is one vector move). One function, as ``flat_items``."""
+    rows' first OW bytes copied out, a plain loop a row (LLVM vectorizes it; runs of 16 bytes
+    measured slower). One function, as ``flat_items``."""
     n, c, h, w = x.shape
     o, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     count = -(-oh * wq // ROUND) * ROUND
@@ -131,14 +131,8 @@ def phase_items(x, x_zero_point, weight, bias, multiplier, zero_point, lo, hi, o
                 spare[_u(i)] = _byte(wide[_u(i)], m, zero_point, lo, hi)
         at = job * oh * ow
         for r in range(oh):
-            if ow < 16:
-                for i in range(ow):
-                    of[_u(at + r * ow + i)] = spare[_u(r * wq + i)]
-                continue
-            for begin in range(0, ow, 16):
-                column = min(begin, ow - 16)
-                for i in range(16):
-                    of[_u(at + r * ow + column + i)] = spare[_u(r * wq + column + i)]
+            for i in range(ow):
+                of[_u(at + r * ow + i)] = spare[_u(r * wq + i)]
 
 
 class Int8Depthwise:
