@@ -42,7 +42,7 @@ P0, P1, P2, P3, P4, P5 = (np.float32(c) for c in (1.9875691500e-4, 1.3981999507e
 
 
 @intrinsic
-def _float_from_bits(typingctx, bits):
+def float_from_bits(typingctx, bits):
     """The float32 whose bits are the int32 ``bits`` (a bitcast, which vectorizes)."""
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
@@ -56,11 +56,11 @@ def exp32(x):
     n = np.floor(x * LOG2E + HALF)
     r = x - n * LN2_HI - n * LN2_LO
     p = (((((P0 * r + P1) * r + P2) * r + P3) * r + P4) * r + P5) * r * r + r + ONE
-    return p * _float_from_bits(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
+    return p * float_from_bits(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
 
 
 @intrinsic
-def _bits_of_float(typingctx, value):
+def bits_of_float(typingctx, value):
     """The int32 bits of the float32 ``value`` (a bitcast, which vectorizes)."""
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.IntType(32))
@@ -73,7 +73,7 @@ def erf_of(value):
     float32 nearest erf there); NaN stays NaN (told by its bits: the kernels compile with fastmath,
     which assumes no NaN), and below ``ERF_TINY`` x * 2 / sqrt(pi), whose product no reordering can
     take through a subnormal."""
-    if _bits_of_float(value) & np.int32(0x7FFFFFFF) > np.int32(0x7F800000):
+    if bits_of_float(value) & np.int32(0x7FFFFFFF) > np.int32(0x7F800000):
         return value
     if abs(value) >= np.float32(4):  # NOTE: erf(4) is 1 - 1.5e-8, 1 in float32
         return ONE if value > ZERO else -ONE

@@ -15,32 +15,34 @@ from numba import carray
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
 from lite.kernels.fast import compiled, jit
-from lite.kernels.fast.activation import exp32
+from lite.kernels.fast.activation import bits_of_float, exp32, float_from_bits
 from lite.kernels.fast.crew import as_pointer
-
-LANES = 16  # running maxima of ``row_max``: one vector of float32
 
 
 @jit
 def softmax_rows(scores, shape, scale, mask, strides, first, last):
     """Rows ``first`` to ``last - 1`` of the flat (B, H, Sq, Sk) ``scores``, in place:
-    softmax(scores * scale + mask) over Sk; ``mask`` flat, read at ``strides`` (an empty mask: none)."""
+    softmax(scores * scale + mask) over Sk; ``mask`` flat, read at ``strides`` (an empty mask: none).
+    Without a mask and with a positive scale the scaling joins the exponentials' pass: the greatest
+    scaled score is the scaled greatest score (rounding is monotonic)."""
     heads, queries, width = shape[1], shape[2], shape[3]
     masked = mask.shape[0] > 0
-    lanes = np.empty(LANES, scores.dtype)
     for row in range(first, last):
         base = row * width
-        at = (row // (heads * queries)) * strides[0] + (row // queries % heads) * strides[1] \
-            + (row % queries) * strides[2]
-        for i in range(width):
-            value = scores[_u(base + i)] * scale
-            if masked:
-                value += mask[_u(at + i * strides[3])]
-            scores[_u(base + i)] = value
-        top = row_max(scores, base, width, lanes)
+        if masked or not scale > 0:
+            at = (row // (heads * queries)) * strides[0] + (row // queries % heads) * strides[1] \
+                + (row % queries) * strides[2]
+            for i in range(width):
+                value = scores[_u(base + i)] * scale
+                if masked:
+                    value += mask[_u(at + i * strides[3])]
+                scores[_u(base + i)] = value
+            top, factor = row_max(scores, base, width), np.float32(1)
+        else:
+            top, factor = row_max(scores, base, width) * scale, scale
         total = np.float32(0)
         for i in range(width):
-            e = exp32(scores[_u(base + i)] - top)
+            e = exp32(scores[_u(base + i)] * factor - top)
             scores[_u(base + i)] = e
             total += e
         inverse = np.float32(1) / total
@@ -49,23 +51,17 @@ def softmax_rows(scores, shape, scale, mask, strides, first, last):
 
 
 @jit
-def row_max(values, base, width, lanes):
-    """The max of ``values[base:base + width]`` (width at least one), ``LANES`` running maxima at a
-    time in ``lanes``: numba's max reduction in one running value does not vectorize (1.85 ns an
-    element against 0.47)."""
-    whole = width - width % LANES
-    lanes[:] = values[_u(base)]
-    for i in range(0, whole, LANES):
-        for j in range(LANES):
-            value = values[_u(base + i + j)]
-            lanes[j] = value if value > lanes[j] else lanes[j]
-    top = lanes[0]
-    for j in range(1, LANES):
-        top = lanes[j] if lanes[j] > top else top
-    for i in range(whole, width):
-        value = values[_u(base + i)]
-        top = value if value > top else top
-    return top
+def row_max(values, base, width):
+    """The max of ``values[base:base + width]`` (width at least one) as the greatest of their order
+    keys: the int32 bits, all but the sign flipped for negative values, so keys order as the values
+    do. An integer max reduction vectorizes; numba's float one in a running value does not (and
+    running maxima in a small array, as before, cost four times the integer one)."""
+    shift, magnitude = np.int32(31), np.int32(0x7FFFFFFF)
+    top = np.int32(-0x80000000)
+    for i in range(width):
+        bits = bits_of_float(values[_u(base + i)])
+        top = max(top, np.int32(bits ^ ((bits >> shift) & magnitude)))
+    return float_from_bits(np.int32(top ^ ((top >> shift) & magnitude)))
 
 
 def mask_layout(mask: np.ndarray | None, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

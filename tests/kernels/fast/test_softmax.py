@@ -55,6 +55,16 @@ def test_matches_numpy(shape, mask_shape, on_crew):
     np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("scale", [0.05, 1.0, -0.05])
+def test_scores_far_from_zero_stay_finite_at_any_scale(scale):
+    """Without a mask the scaling joins the exponentials' pass for a positive scale: the greatest
+    scaled score must be subtracted there, or every exponential of these scores underflows."""
+    scores = (np.random.default_rng(9).standard_normal((2, 3, 4, 50)) * 40 + 2000).astype(np.float32)
+    want = reference(scores, None, scale)
+    compiled(scores, None, scale)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("masked_value", [-np.inf, np.finfo(np.float32).min, -1e9])
 def test_masked_positions_get_nothing(masked_value):
     rng = np.random.default_rng(4)
@@ -120,12 +130,16 @@ def test_the_attention_kernel_on_the_crew_keeps_its_jobs_while_the_arrays_stay(e
 
 
 @pytest.mark.parametrize("width", [1, 5, 16, 17, 128, 131])
-def test_row_max_over_lanes_and_the_rest(width):
+def test_row_max_of_any_signs_reads_only_the_row(width):
     from lite.kernels.fast import softmax
 
-    values = np.random.default_rng(width).standard_normal(width + 7).astype(np.float32)
-    for at in (values.argmax(), 0, width + 2):  # the largest in the lanes, first, past the row: not read
-        row = values.copy()
-        row[min(at, width + 6)] = 50.0
-        expected = row[3:3 + width].max()
-        assert softmax.row_max(row, 3, width, np.empty(softmax.LANES, np.float32)) == expected
+    rng = np.random.default_rng(width)
+    for signs in ("mixed", "negative", "positive"):
+        values = rng.standard_normal(width + 7).astype(np.float32)
+        values = -np.abs(values) if signs == "negative" else np.abs(values) if signs == "positive" else values
+        for at in (values[3:3 + width].argmax() + 3, 3, width + 2):  # the largest inside, first, past the row
+            row = values.copy()
+            row[min(at, width + 6)] = 50.0 if signs != "negative" else -0.01
+            expected = row[3:3 + width].max()
+            assert softmax.row_max(row, 3, width) == expected
+    assert softmax.row_max(np.array([-0.0, -np.inf, -3.0], np.float32), 0, 3) == 0.0
