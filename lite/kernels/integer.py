@@ -19,7 +19,7 @@ from lite.errors import ModelFormatError
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
-from lite.kernels.fast.int8_plans import integer_product_plan, quads_run
+from lite.kernels.fast.int8_plans import integer_conv_plan, integer_product_plan, quads_run
 from lite.kernels.registry import find_kernel, register
 from lite.ops.dtypes import FLOAT32
 from lite.ops.integer import (
@@ -243,22 +243,25 @@ class IntegerProduct(NativeKernel):
         return self.inner.matmul_shapes()
 
 
-@register("MatMulInteger", INTEGER_DTYPES)
-class MatMulInteger(IntegerProduct):
-    """(a - a_zero_point) @ (b - b_zero_point) in int32: a_zero_point per tensor or per row of a,
-    b_zero_point per tensor or per column of b.
+class CompiledIntegerProduct(IntegerProduct):
+    """An ``IntegerProduct`` that runs a compiled plan where ``compiled_plan`` makes one at resize,
+    and its float64 kernel otherwise (prepared only then: a constant weight the plan packed has no
+    float64 copy)."""
 
-    A constant 2-D b whose offsets fit int8 and a per-tensor a_zero_point run on VNNI's byte quads
-    where the machine has them (``int8_plans.integer_product_plan``: the weight packed once, no
-    float64 copy of it); else the float64 product."""
-
-    float_op = "MatMulFusion"
     compiled: Callable[[], None] | None = None
+
+    def compiled_plan(self) -> Callable[[], None] | None:
+        """The compiled plan at the current shapes, or None."""
+        raise NotImplementedError
+
+    def plan_possible(self) -> bool:
+        """Whether ``compiled_plan`` may give a plan (checked at prepare, before the shapes)."""
+        raise NotImplementedError
 
     def prepare(self) -> None:
         self.share_context()
         self.float_ready = False
-        if self.const_weight() and self.inputs[1].data is not None and quads_run():
+        if self.const_weight() and self.inputs[1].data is not None and self.plan_possible():
             return  # NOTE: the float64 weight only if resize falls back to it
         self._prepare_float()
 
@@ -269,7 +272,7 @@ class MatMulInteger(IntegerProduct):
 
     def resize(self) -> None:
         self.share_context()
-        self.compiled = integer_product_plan(self)
+        self.compiled = self.compiled_plan()
         if self.compiled is None:
             self._prepare_float()
             super().resize()
@@ -281,8 +284,26 @@ class MatMulInteger(IntegerProduct):
         super().execute()
 
     def packed_constants(self) -> list[Tensor]:
-        """The weight where the quads run: their plan packed it and never reads it again."""
+        """The weight where the compiled plan runs: it packed it and never reads it again."""
         return [self.inputs[1]] if self.compiled is not None and self.inputs[1].is_const else []
+
+
+@register("MatMulInteger", INTEGER_DTYPES)
+class MatMulInteger(CompiledIntegerProduct):
+    """(a - a_zero_point) @ (b - b_zero_point) in int32: a_zero_point per tensor or per row of a,
+    b_zero_point per tensor or per column of b.
+
+    A constant 2-D b whose offsets fit int8 and a per-tensor a_zero_point run on VNNI's byte quads
+    where the machine has them (``int8_plans.integer_product_plan``: the weight packed once, no
+    float64 copy of it); else the float64 product."""
+
+    float_op = "MatMulFusion"
+
+    def compiled_plan(self) -> Callable[[], None] | None:
+        return integer_product_plan(self)
+
+    def plan_possible(self) -> bool:
+        return quads_run()
 
     def float_attrs(self) -> dict[str, Any]:
         return {"transpose_a": False, "transpose_b": False, "activation_type": "NO_ACTIVATION"}
@@ -292,12 +313,22 @@ class MatMulInteger(IntegerProduct):
 
 
 @register("ConvInteger", INTEGER_DTYPES)
-class ConvInteger(IntegerProduct):
+class ConvInteger(CompiledIntegerProduct):
     """The convolution of x - x_zero_point by w - w_zero_point in int32 (ONNX ConvInteger; the
     attributes are Conv2DFusion's): x_zero_point per tensor, w_zero_point per tensor or per output
-    channel; the padding is zeros after the subtraction."""
+    channel; the padding is zeros after the subtraction.
+
+    A constant weight of a 2-D convolution runs on compiled int16 pairs where compiled kernels run
+    (``int8_plans.integer_conv_plan``: the weight packed once, no float64 copy of it); else the
+    float64 convolution."""
 
     float_op = "Conv2DFusion"
+
+    def compiled_plan(self) -> Callable[[], None] | None:
+        return integer_conv_plan(self)
+
+    def plan_possible(self) -> bool:
+        return fast.enabled()
 
     def float_attrs(self) -> dict[str, Any]:
         return {**self.attrs, "activation_type": "NO_ACTIVATION"}

@@ -132,6 +132,70 @@ def test_conv_integer(x_shape, w_shape, attrs, x_dtype, per_channel):
     _assert_same(run_converted(model, {"x": x}), reference(model, {"x": x}))
 
 
+COMPILED_CONVS = [  # (x shape, w shape, Conv2DFusion attributes): tiles past whole panels and row tiles
+    ((1, 20, 9, 11), (13, 20, 3, 3), {"pad_list": (1, 1, 1, 1)}),
+    ((2, 7, 12, 12), (9, 7, 3, 3), {"stride": (2, 2), "pad_list": (0, 1, 1, 0)}),
+    ((1, 6, 10, 10), (6, 1, 3, 3), {"group": 6, "pad_list": (1, 1, 1, 1)}),
+    ((1, 8, 9, 9), (10, 4, 1, 1), {"group": 2}),
+    ((1, 5, 13, 13), (8, 5, 3, 3), {"dilation": (2, 2), "pad_list": (2, 2, 2, 2)}),
+    ((1, 32, 14, 14), (24, 32, 1, 1), {"stride": (2, 2)}),
+]
+
+
+def _conv_integer_both(x, w, xz, wz, attrs, threads=None):
+    """(the compiled plan's output, the float64 path's, the compiled kernel)."""
+    from tests.support.quantized_kernels import compiled_kernels
+
+    outputs = []
+    for on in (True, False):
+        with compiled_kernels(on):
+            [out], kernel = run_kernel_and_keep("ConvInteger", attrs, [x, w, xz, wz], threads=threads)
+            outputs.append((out, kernel))
+    return outputs[0][0], outputs[1][0], outputs[0][1]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), COMPILED_CONVS)
+@pytest.mark.parametrize("x_dtype", INT8)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_integer_runs_compiled_pairs_bit_for_bit(x_shape, w_shape, attrs, x_dtype, threads):
+    from lite.kernels.fast.int8_plans import IntegerConvPlan
+    from lite.kernels.parallel import KernelThreads
+
+    team = None if threads == 1 else KernelThreads(2)
+    if team is not None:
+        team.dynamic = True  # NOTE: the plan's loops have no crew form: Python threads share them
+    rng = np.random.default_rng([len(w_shape), *w_shape])
+    x, w = integers(rng, x_dtype, x_shape), integers(rng, np.uint8 if threads == 2 else np.int8, w_shape)
+    xz, wz = integers(rng, x_dtype, ()), integers(rng, w.dtype, (w_shape[0],))
+    actual, expected, kernel = _conv_integer_both(x, w, xz, wz, attrs, team)
+    assert isinstance(kernel.compiled, IntegerConvPlan)
+    np.testing.assert_array_equal(actual, expected)
+    assert np.abs(expected).max() > 20000
+
+
+def test_conv_integer_sums_wrap_as_32_bit_accumulation():
+    x = np.full((1, 4096, 3, 3), 255, np.uint8)
+    w = np.full((2, 4096, 3, 3), 255, np.uint8)
+    actual, expected, _ = _conv_integer_both(x, w, np.array(0, np.uint8), np.array(0, np.uint8), {})
+    assert expected[0, 0, 0, 0] == np.int64(4096 * 9 * 255 * 255 - 2 ** 32)
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_conv_integer_reads_its_input_zero_point_at_each_call():
+    from lite.kernels.fast.int8_plans import IntegerConvPlan
+
+    rng = np.random.default_rng(8)
+    x, w = integers(rng, np.uint8, (1, 4, 6, 6)), integers(rng, np.int8, (3, 4, 3, 3))
+    [first], kernel = run_kernel_and_keep("ConvInteger", {"pad_list": (1, 1, 1, 1)}, [x, w, np.array(7, np.uint8)])
+    assert isinstance(kernel.compiled, IntegerConvPlan)
+    first = first.copy()
+    kernel.inputs[2].data[...] = 200
+    kernel.execute()
+    _, expected, _ = _conv_integer_both(x, w, np.array(200, np.uint8), None, {"pad_list": (1, 1, 1, 1)})
+    np.testing.assert_array_equal(kernel.outputs[0].data, expected)
+    assert not np.array_equal(first, expected)
+
+
 def test_conv_integer_with_a_computed_weight_and_a_new_batch():
     rng = np.random.default_rng(4)
     x, w = integers(rng, np.uint8, (1, 2, 6, 6)), integers(rng, np.uint8, (3, 2, 2, 2))

@@ -509,6 +509,32 @@ def panel_tiles(source, packed, offsets, bias, multiplier, zero_point, lo, hi, o
 
 
 @jit
+def conv_sum_items(flat, group, block, packed, offsets, grid, spare, first, last):
+    """``conv_items``' items with their int32 sums stored as they are (``sum_tile_rows``: they wrap
+    as int32 arithmetic does, as ONNX ConvInteger's 32-bit accumulation), into grid (N, O, OH *
+    wq) int32; ``spare`` (ROWS, WIDTH) int32 takes the tiles that reach past the output."""
+    o_group, positions, pairs = grid.shape[1] // group, grid.shape[2], packed.shape[1]
+    panels = -(-positions // WIDTH)
+    for item in range(first, last):
+        image, rest = divmod(item, group * panels)
+        g, panel = divmod(rest, panels)
+        column = panel * WIDTH
+        count = min(WIDTH, positions - column)
+        source = flat.ctypes.data + ((image * group + g) * block + column) * 4
+        plane = grid.ctypes.data + image * grid.shape[1] * positions * 4
+        for top in range(0, o_group, ROWS):
+            o = g * o_group + top
+            rows = min(ROWS, o_group - top)
+            whole = count == WIDTH and rows == ROWS
+            place, stride = (plane + (o * positions + column) * 4, positions) if whole else (spare.ctypes.data, WIDTH)
+            sum_tile_rows(packed.ctypes.data + o * pairs * 4, pairs, source, offsets.ctypes.data, pairs, place, stride)
+            if not whole:
+                for r in range(rows):
+                    for i in range(count):
+                        grid[image, o + r, column + i] = spare[r, i]
+
+
+@jit
 def compact(grid, out, wq):
     """out (N, O, OH, OW) from grid (N, O, OH * wq): each row's first OW columns (flat unsigned
     indices: the loop over the four axes, and slice copies, did not vectorize)."""
@@ -613,6 +639,20 @@ def warm(dtype: np.dtype) -> None:
              np.zeros((1, 1), dtype), np.zeros((ROWS, WIDTH), i32), 0, 1)
     compiled(requantize_planes, np.zeros((1, 1, 1), f32), np.zeros(1, i64), np.ones(1, f32), zp, lo, hi,
              np.zeros((1, 1, 1), dtype))
+
+
+@functools.cache
+def warm_sums(dtype: np.dtype) -> None:
+    """Compiles ConvInteger's kernels (``conv_sum_items`` and its phases) for ``dtype`` (int8 or
+    uint8) inputs now, at build."""
+    i32, i64 = np.int32, np.int64
+    phases = np.zeros((1, 1, 1, 1, 1, 3, 3 + WIDTH), i32)
+    compiled(pack_conv_weight, np.zeros((1, 2, 1, 1), dtype), np.zeros(1, i64), np.zeros((ROWS, 1), i32))
+    compiled(fill_phase_items, np.zeros((1, 2, 3, 3), dtype), i64(0), phases, 1, 0, 0, 1, 1, 1, 0, 1)
+    grid = np.zeros((1, 1, 9), i32)
+    compiled(conv_sum_items, phases.reshape(-1), 1, phases.size, np.zeros((ROWS, 1), i32), np.zeros(1, i64), grid,
+             np.zeros((ROWS, WIDTH), i32), 0, 1)
+    compiled(compact, grid, np.zeros((1, 1, 3, 2), i32), 3)
 
 
 # The block of a convolution on the crew (``lite.kernels.fast.crew.Jobs``), then per piece

@@ -1038,6 +1038,93 @@ class IntegerProductPlan:
         return True
 
 
+def integer_conv_plan(kernel) -> Callable[[], None] | None:
+    """The int16-pair plan of an ONNX ConvInteger (``lite.kernels.integer.ConvInteger``) with a
+    constant weight, a 4-D x and a 2-D convolution, where compiled kernels run
+    (``IntegerConvPlan``); else None. Every offset of x and w lies in [-255, 255], so each pair's
+    two products sum exactly in int32, and the sums wrap as ONNX's 32-bit accumulation does."""
+    w = kernel.inputs[1].data
+    if (not fast.enabled() or not kernel.const_weight() or w is None or w.ndim != 4 or kernel.inner.rank != 2
+            or len(kernel.inputs[0].shape) != 4):
+        return None
+    return IntegerConvPlan(kernel, kernel.inputs[0].shape, w)
+
+
+class IntegerConvPlan:
+    """ConvInteger's int32 sums on ``int8.conv_items``' int16 pairs: x less its zero point (read at
+    each call: a DynamicQuantizeLinear's output) copied into the phases (``int8.fill_phase_items``),
+    the weight less its zero points packed once, the sums stored as they are
+    (``int8.conv_sum_items``); both loops' items shared out among the model's threads."""
+
+    def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray):
+        from lite.kernels.fast import int8
+
+        inner, (n, _, h, width) = kernel.inner, x_shape
+        (top, left), (bottom, right), (oh, ow) = inner.geometry(x_shape, w.shape)
+        (sh, sw), (dh, dw), group = inner.strides, inner.dilations, inner.group
+        hq, wq = -(-(h + top + bottom) // sh), -(-(width + left + right) // sw)
+        o_group, words = w.shape[0] // group, (w.shape[1] + 1) // 2
+        int8.warm_sums(np.dtype(kernel.inputs[0].dtype))
+        self.weight = _once(kernel, "integer_pairs", lambda: self._packed(kernel, w, group * o_group
+                                                                         + (-o_group) % int8.ROWS))
+        self.offsets = _tap_offsets(words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
+        block = words * sh * sw * hq * wq
+        panels = -(-(oh * wq) // int8.WIDTH)
+        reach = max(block, int(self.offsets.max()) + panels * int8.WIDTH)
+        self.size, self.filled, self.block = (n * group - 1) * block + reach, n * group * block, block
+        self.phase_shape = (n, group, words, sh, sw, hq, wq)
+        used = {((i * dh) % sh) * sw + (j * dw) % sw for i in range(w.shape[2]) for j in range(w.shape[3])}
+        self.fill_args = (group, top, left, sh, sw, sum(1 << bit for bit in used))
+        self.kernel, self.wq, self.items, self.fills = kernel, wq, n * group * panels, n * group * words
+        self.grid = None if wq == ow else np.zeros((n, w.shape[0], oh * wq), np.int32)
+        self.key: tuple = ()
+        self.phases: np.ndarray | None = None
+        self.steps: Callable[[], None] | None = None
+
+    @staticmethod
+    def _packed(kernel, w: np.ndarray, rows: int) -> np.ndarray:
+        from lite.kernels.fast import int8
+
+        zero_point = kernel.zero_point_tensor(1)
+        shaped = kernel.shaped_zero_point(1, None if zero_point is None else zero_point.data, w.shape)
+        per_channel = np.broadcast_to(np.asarray(0 if shaped is None else shaped, np.int64), w.shape)[:, 0, 0, 0]
+        packed = np.zeros((rows, (w.shape[1] + 1) // 2 * w.shape[2] * w.shape[3]), np.int32)
+        int8.pack_conv_weight(np.ascontiguousarray(w), np.ascontiguousarray(per_channel), packed)
+        return packed
+
+    def _steps(self, flat: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8
+
+        threads, grid = self.kernel.threads, out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
+        spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(self.items))]
+        shared = (flat, self.phase_shape[1], self.block, self.weight, self.offsets, grid)
+
+        def piece(index: int, first: int, last: int) -> Callable[[], None]:
+            return partial(int8.conv_sum_items, *shared, spares[index], first, last)
+
+        step = threads.loop_step(self.items, piece)
+        return step if self.grid is None else _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
+
+    def _fill(self, x: np.ndarray, zero_point: int) -> None:
+        from lite.kernels.fast import int8
+
+        shared = (x, np.int64(zero_point), self.phases, *self.fill_args)
+        self.kernel.threads.loop_step(self.fills, lambda _index, first, last: partial(
+            int8.fill_phase_items, *shared, first, last))()
+
+    def __call__(self) -> None:
+        flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
+        out, x = self.kernel.outputs[0].data, _compiled_array(self.kernel.inputs[0].data)
+        if self.key != (flat.ctypes.data, out.ctypes.data, out.shape):
+            self.key = (flat.ctypes.data, out.ctypes.data, out.shape)
+            self.phases = flat[:self.filled].reshape(self.phase_shape)
+            self.steps = self._steps(flat, out)
+        zero_point = self.kernel.zero_point_tensor(0)
+        self._fill(x, 0 if zero_point is None else int(np.asarray(zero_point.data).reshape(-1)[0]))
+        flat[self.filled:] = 0  # NOTE: past the last block: read by panels whose outputs are dropped
+        self.steps()
+
+
 def _depthwise_plan(kernel) -> Callable[[], None] | None:
     """The compiled plan of a depthwise convolution whose sums are exact in float32
     (``exact_in_float32``), else None: x not 4-D, or sums plus bias that could reach
