@@ -19,7 +19,7 @@ from lite.errors import ModelFormatError
 from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
-from lite.kernels.fast.int8_plans import integer_conv_plan, integer_product_plan, quads_run
+from lite.kernels.fast.int8_plans import FLOAT32_EXACT, integer_conv_plan, integer_product_plan, quads_run
 from lite.kernels.registry import find_kernel, register
 from lite.ops.dtypes import FLOAT32
 from lite.ops.integer import (
@@ -35,6 +35,7 @@ from lite.primitive import Primitive
 from lite.tensor import Tensor
 
 _WIDE = np.dtype(np.float64)
+_MAX_OFFSET = 255  # the largest |q - zero_point| of 8-bit values
 
 
 @register("DynamicQuantizeLinear", FLOAT32)
@@ -118,9 +119,9 @@ class _CompiledDynamicQuantize:
                 threads.crew_loop(chunks, quantize_piece, jobs(True), per_thread=1))
 
 
-def _twin(tensor: Tensor) -> Tensor:
-    """A float64 tensor of ``tensor``'s name and shape for the float kernel to read or write."""
-    return Tensor(tensor.name, _WIDE, tensor.shape, tensor.format)
+def _twin(tensor: Tensor, dtype: np.dtype) -> Tensor:
+    """A float tensor of ``tensor``'s name and shape for the float kernel to read or write."""
+    return Tensor(tensor.name, dtype, tensor.shape, tensor.format)
 
 
 class IntegerProduct(NativeKernel):
@@ -142,15 +143,20 @@ class IntegerProduct(NativeKernel):
             if zero_point is not None and zero_point.dtype != self.inputs[i].dtype:
                 self.fail(f"the zero point {zero_point.name!r} of input {what} is {zero_point.dtype.name}, "
                           f"but the input is {self.inputs[i].dtype.name}")
-        self.twins = [_twin(self.inputs[0]), _twin(self.inputs[1])]
+        self.wide = self.float_dtype()
+        self.twins = [_twin(self.inputs[0], self.wide), _twin(self.inputs[1], self.wide)]
         self.twins[1].is_const = self.twins[1].value_known = self.const_weight()
-        self.out_twin = _twin(self.outputs[0])
-        self.inner = self.guarded(lambda: find_kernel(self.float_op, _WIDE)(
+        self.out_twin = _twin(self.outputs[0], self.wide)
+        self.inner = self.guarded(lambda: find_kernel(self.float_op, self.wide)(
             self.twins, [self.out_twin], Primitive(self.float_op, self.float_attrs()), self.name))
 
     def float_attrs(self) -> dict[str, Any]:
         """The float kernel's attributes."""
         raise NotImplementedError
+
+    def float_dtype(self) -> np.dtype:
+        """The float kernel's type: float64, whose sums of these products are exact in any order."""
+        return _WIDE
 
     def shaped_zero_point(self, i: int, value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
         """The zero point of input ``i`` (0: x, 1: w) shaped to broadcast against that input's
@@ -166,7 +172,7 @@ class IntegerProduct(NativeKernel):
         try:
             return call()
         except ModelFormatError as exc:
-            self.fail(f"as a float64 {self.float_op}: "
+            self.fail(f"as a {self.wide.name} {self.float_op}: "
                       + str(exc).removeprefix(f"node {self.name!r} ({self.float_op}): "))
 
     def const_weight(self) -> bool:
@@ -209,16 +215,16 @@ class IntegerProduct(NativeKernel):
     def prepare(self) -> None:
         self.share_context()
         if self.const_weight():
-            self.twins[1].data = self.centered(1)
+            self.twins[1].data = self.centered(1).astype(self.wide)
         self.inner.prepare()
 
     def resize(self) -> None:
         self.share_context()
         self.sync_shapes()
-        self.twins[0].data = np.empty(self.inputs[0].shape, _WIDE)
+        self.twins[0].data = np.empty(self.inputs[0].shape, self.wide)
         if not self.const_weight():
-            self.twins[1].data = np.empty(self.inputs[1].shape, _WIDE)
-        self.out_twin.data = np.empty(self.outputs[0].shape, _WIDE)
+            self.twins[1].data = np.empty(self.inputs[1].shape, self.wide)
+        self.out_twin.data = np.empty(self.outputs[0].shape, self.wide)
         self.inner.resize()
 
     def share_context(self) -> None:
@@ -233,11 +239,21 @@ class IntegerProduct(NativeKernel):
     def execute(self) -> None:
         if self.twins[0].data is None or self.twins[0].data.shape != self.inputs[0].data.shape:
             self.resize()
-        self.twins[0].data[...] = self.centered(0)
+        self.center_into(0)
         if not self.const_weight():
-            self.twins[1].data[...] = self.centered(1)
+            self.center_into(1)
         self.inner.execute()
-        self.outputs[0].data[...] = exact_int32(self.out_twin.data)
+        if self.wide == np.float32:  # NOTE: exact integers below 2 ** 24: a cast, no rounding
+            np.copyto(self.outputs[0].data, self.out_twin.data, casting="unsafe")
+        else:
+            self.outputs[0].data[...] = exact_int32(self.out_twin.data)
+
+    def center_into(self, i: int) -> None:
+        """Input ``i`` (0: x, 1: w) less its zero point into its twin, exact in either float type
+        (8-bit values less 8-bit zero points), without a float64 temporary."""
+        data, tensor = self.inputs[i].data, self.zero_point_tensor(i)
+        zero_point = self.shaped_zero_point(i, None if tensor is None else tensor.data, data.shape)
+        np.subtract(data, 0 if zero_point is None else zero_point, out=self.twins[i].data, dtype=self.wide)
 
     def matmul_shapes(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         return self.inner.matmul_shapes()
@@ -325,10 +341,20 @@ class ConvInteger(CompiledIntegerProduct):
     float_op = "Conv2DFusion"
 
     def compiled_plan(self) -> Callable[[], None] | None:
-        return integer_conv_plan(self)
+        return None if self.wide == np.float32 else integer_conv_plan(self)
 
     def plan_possible(self) -> bool:
-        return fast.enabled()
+        return fast.enabled() and self.wide != np.float32
+
+    def float_dtype(self) -> np.dtype:
+        """float32 for a depthwise convolution (one input channel a group) whose sums stay below
+        ``FLOAT32_EXACT`` where compiled kernels run: its window's products, integers, sum exactly
+        in float32 in any order, and the float32 depthwise kernels are compiled (the pair tiles
+        would fill one row of eight); else float64."""
+        w = self.inputs[1].shape
+        if fast.enabled() and len(w) == 4 and w[1] == 1 and w[2] * w[3] * _MAX_OFFSET ** 2 < FLOAT32_EXACT:
+            return np.dtype(np.float32)
+        return _WIDE
 
     def float_attrs(self) -> dict[str, Any]:
         return {**self.attrs, "activation_type": "NO_ACTIVATION"}

@@ -168,9 +168,24 @@ def test_conv_integer_runs_compiled_pairs_bit_for_bit(x_shape, w_shape, attrs, x
     x, w = integers(rng, x_dtype, x_shape), integers(rng, np.uint8 if threads == 2 else np.int8, w_shape)
     xz, wz = integers(rng, x_dtype, ()), integers(rng, w.dtype, (w_shape[0],))
     actual, expected, kernel = _conv_integer_both(x, w, xz, wz, attrs, team)
-    assert isinstance(kernel.compiled, IntegerConvPlan)
+    if w_shape[1] == 1:  # NOTE: depthwise: the float32 kernels, exact for a 3x3 window
+        assert kernel.compiled is None and kernel.inner.inputs[0].dtype == np.float32
+    else:
+        assert isinstance(kernel.compiled, IntegerConvPlan)
     np.testing.assert_array_equal(actual, expected)
     assert np.abs(expected).max() > 20000
+
+
+@pytest.mark.parametrize("w_shape", [(4, 1, 3, 3), (8, 1, 5, 5), (4, 1, 17, 17)])
+def test_depthwise_conv_integer_is_exact_at_the_extremes(w_shape):
+    """float32 where the window's sums stay below 2 ** 24 (3x3, 5x5), float64 past it (17 x 17)."""
+    x = np.full((1, 4, 20, 20), 255, np.uint8)
+    w = np.full(w_shape, -128, np.int8)
+    pads = {"pad_list": (w_shape[2] // 2,) * 4, "group": 4}
+    actual, expected, kernel = _conv_integer_both(x, w, np.array(0, np.uint8), np.array(127, np.int8), pads)
+    assert expected.min() == -255 * 255 * w_shape[2] * w_shape[3]
+    assert kernel.inner.inputs[0].dtype == (np.float32 if w_shape[2] < 17 else np.float64)
+    np.testing.assert_array_equal(actual, expected)
 
 
 def test_conv_integer_sums_wrap_as_32_bit_accumulation():
