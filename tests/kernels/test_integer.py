@@ -156,16 +156,16 @@ def _conv_integer_both(x, w, xz, wz, attrs, threads=None):
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), COMPILED_CONVS)
 @pytest.mark.parametrize("x_dtype", INT8)
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, "crew", "python_threads"])
 def test_conv_integer_runs_compiled_pairs_bit_for_bit(x_shape, w_shape, attrs, x_dtype, threads):
     from lite.kernels.fast.int8_plans import IntegerConvPlan
     from lite.kernels.parallel import KernelThreads
 
     team = None if threads == 1 else KernelThreads(2)
     if team is not None:
-        team.dynamic = True  # NOTE: the plan's loops have no crew form: Python threads share them
+        team.dynamic = threads == "python_threads"
     rng = np.random.default_rng([len(w_shape), *w_shape])
-    x, w = integers(rng, x_dtype, x_shape), integers(rng, np.uint8 if threads == 2 else np.int8, w_shape)
+    x, w = integers(rng, x_dtype, x_shape), integers(rng, np.uint8 if threads == "crew" else np.int8, w_shape)
     xz, wz = integers(rng, x_dtype, ()), integers(rng, w.dtype, (w_shape[0],))
     actual, expected, kernel = _conv_integer_both(x, w, xz, wz, attrs, team)
     if w_shape[1] == 1:  # NOTE: depthwise: the float32 kernels, exact for a 3x3 window

@@ -717,6 +717,21 @@ def conv_job_uint8(index, data, extra):
     _conv_piece(index, data, carray(as_pointer(block[_GRID]), shape, np.uint8))
 
 
+@jit
+def _conv_sum_piece(index, data, grid):
+    """Piece ``index`` of the ConvInteger sums that the block at ``data`` describes, into ``grid``."""
+    a = conv_piece_args(index, data)
+    conv_sum_items(a[0], a[1], a[2], a[3], a[4], grid, a[10], a[11], a[12])
+
+
+def conv_sum_job(index, data, extra):
+    """A crew job of ConvInteger's int32 sums (``conv_crew_jobs``' block; its bias, multiplier and
+    floats unread)."""
+    block = carray(data, (_HEADER,), np.int64)
+    shape = (block[_IMAGES], block[_CHANNELS], block[_POSITIONS])
+    _conv_sum_piece(index, data, carray(as_pointer(block[_GRID]), shape, np.int32))
+
+
 # The block of a product on the crew (``lite.kernels.fast.crew.Jobs``), then per piece (first, last, spare):
 (_PROWS, _PROWS_M, _PPAIRS, _PPANELS, _PPANELS_N, _POFFSETS, _PBIAS, _PMULTIPLIER, _POUT, _PM, _PN, _PROW_TERMS,
  _PZERO, _PLO, _PHI) = range(15)

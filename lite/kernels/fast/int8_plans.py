@@ -1080,6 +1080,11 @@ class IntegerConvPlan:
         self.key: tuple = ()
         self.phases: np.ndarray | None = None
         self.steps: Callable[[], None] | None = None
+        self.fill: tuple[tuple, Callable[[], None] | None] = ((), None)  # (what it was made for, the step)
+        if kernel.threads.crew() is not None:
+            from lite.kernels.fast import crew
+
+            crew.warm(int8.conv_sum_job, int8.fill_job)
 
     @staticmethod
     def _packed(kernel, w: np.ndarray, rows: int) -> np.ndarray:
@@ -1098,19 +1103,29 @@ class IntegerConvPlan:
         threads, grid = self.kernel.threads, out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
         spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(self.items))]
         shared = (flat, self.phase_shape[1], self.block, self.weight, self.offsets, grid)
+        rows = self.weight.shape[0]
+        unread = (np.zeros(rows, np.int32), np.zeros(rows, np.float32), 0.0, 0.0, 0.0)  # NOTE: the block's terms
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
             return partial(int8.conv_sum_items, *shared, spares[index], first, last)
 
-        step = threads.loop_step(self.items, piece)
+        def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
+            return int8.conv_crew_jobs(*shared[:5], *unread, grid, spares, bounds, int8.conv_sum_job)
+
+        step = threads.crew_loop(self.items, piece, jobs)
         return step if self.grid is None else _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
 
-    def _fill(self, x: np.ndarray, zero_point: int) -> None:
+    def _fill_step(self, x: np.ndarray, zero_point: int) -> Callable[[], None]:
+        """The copy of x less ``zero_point`` into the phases, made again when x, the phases or the
+        zero point change."""
         from lite.kernels.fast import int8
 
-        shared = (x, np.int64(zero_point), self.phases, *self.fill_args)
-        self.kernel.threads.loop_step(self.fills, lambda _index, first, last: partial(
-            int8.fill_phase_items, *shared, first, last))()
+        key = (x.ctypes.data, x.shape, self.phases.ctypes.data, zero_point)
+        if self.fill[0] != key:
+            args = (x, np.int64(zero_point), self.phases, *self.fill_args)
+            self.fill = key, _fill_step(self.kernel.threads, x, int8.fill_phase_items, args, self.fills,
+                                        lambda bounds: int8.fill_crew_jobs(*args[:3], *self.fill_args, bounds))
+        return self.fill[1]
 
     def __call__(self) -> None:
         flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
@@ -1120,7 +1135,7 @@ class IntegerConvPlan:
             self.phases = flat[:self.filled].reshape(self.phase_shape)
             self.steps = self._steps(flat, out)
         zero_point = self.kernel.zero_point_tensor(0)
-        self._fill(x, 0 if zero_point is None else int(np.asarray(zero_point.data).reshape(-1)[0]))
+        self._fill_step(x, 0 if zero_point is None else int(np.asarray(zero_point.data).reshape(-1)[0]))()
         flat[self.filled:] = 0  # NOTE: past the last block: read by panels whose outputs are dropped
         self.steps()
 
