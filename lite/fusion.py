@@ -25,9 +25,10 @@
   scaling). Where the input is 8-bit and each kernel alone reads the one before, the run is one
   ``TableChain``: a table of the 256 results, one lookup a value.
 - A dynamically quantized linear layer is a MatMulInteger of the DynamicQuantizeLinear'd input,
-  a Cast of its int32 sums to float32, a Mul by the two scales' product and the Add of the bias.
-  Where each alone reads the one before, they run as one ``ScaledIntegerProduct``: the sums, then
-  one pass for the Cast, Mul and Add, not three.
+  a Cast of its int32 sums to float32, a Mul by the two scales' product and the Add of the bias;
+  a dynamically quantized convolution the same with a ConvInteger. Where each alone reads the one
+  before, they run as one ``ScaledIntegerProduct``: the sums, then one pass for the Cast, Mul and
+  Add, not three.
 - The gate itself is five kernels: a global average pool, a 1x1 convolution of the pooled
   vector, its activation, a second 1x1 convolution and a sigmoid. Where each alone reads the
   one before, they run as one ``SqueezeExcite`` kernel, one compiled call
@@ -281,41 +282,66 @@ def _table_step(kernel: Kernel, tensor: Tensor) -> bool:
 
 def _scaled_integer_product(integer: Kernel, reader: dict[Tensor, Kernel], outputs: list[Tensor],
                             native: set[Kernel]) -> tuple[list[Kernel], Tensor, Tensor | None] | None:
-    """(parts, scale, bias) of a ``ScaledIntegerProduct`` that starts at ``integer``: a MatMulInteger,
-    the Cast of its sums to float32, a MulFusion by a float32 ``scale`` and, where one follows, an
-    AddFusion of a constant float32 ``bias`` (``_column_operand``: one value, or one a column; no
+    """(parts, scale, bias) of a ``ScaledIntegerProduct`` that starts at ``integer``: a MatMulInteger
+    or a ConvInteger, the Cast of its sums to float32, a MulFusion by a float32 ``scale`` and,
+    where one follows, an AddFusion of a constant float32 ``bias`` (one value, or one a column of
+    the product, ``_column_operand``, or a channel of the convolution, ``_channel_operand``; no
     fused activation); each alone reads the one before, and the model returns none of their
     outputs but the last."""
-    if integer.type != "MatMulInteger" or integer not in native or len(integer.outputs) != 1:
+    if integer.type not in ("MatMulInteger", "ConvInteger") or integer not in native or len(integer.outputs) != 1:
         return None
+    operand = _column_operand if integer.type == "MatMulInteger" else _channel_operand
     cast = _sole_reader(integer.outputs[0], reader, outputs, native)
     if cast is None or cast.type != "Cast" or np.dtype(cast.outputs[0].dtype).name != "float32":
         return None
     mul = _sole_reader(cast.outputs[0], reader, outputs, native)
-    scale = None if mul is None else _column_operand(mul, "MulFusion", cast.outputs[0])
+    scale = None if mul is None else operand(mul, "MulFusion", cast.outputs[0])
     if scale is None:
         return None
     add = _sole_reader(mul.outputs[0], reader, outputs, native)
-    bias = None if add is None else _column_operand(add, "AddFusion", mul.outputs[0])
+    bias = None if add is None else operand(add, "AddFusion", mul.outputs[0], clipped=integer.type == "ConvInteger")
     if bias is None or not bias.is_const or bias.data is None:
         return [integer, cast, mul], scale, None
     return [integer, cast, mul, add], scale, bias
 
 
-def _column_operand(kernel: Kernel, op_type: str, tensor: Tensor) -> Tensor | None:
+def _column_operand(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool = False) -> Tensor | None:
     """The other operand of ``kernel``, an ``op_type`` of ``tensor`` (float32, columns last) with no
-    fused activation, where it is float32 and holds one value or one a column (every dim but the
-    last 1, no more dims than ``tensor``), so the output has ``tensor``'s shape; else None."""
-    present = [t for t in kernel.inputs if t is not None]
-    if kernel.type != op_type or len(present) != 2 or tensor not in present or present[0] is present[1] \
-            or kernel.attrs.get("activation_type", "NO_ACTIVATION") != "NO_ACTIVATION":
+    fused activation (``clipped``: a fused clip allowed too), where it is float32 and holds one
+    value or one a column (every dim but the last 1, no more dims than ``tensor``), so the output
+    has ``tensor``'s shape; else None."""
+    if not _binary_of(kernel, op_type, tensor, clipped):
         return None
+    present = [t for t in kernel.inputs if t is not None]
     other = present[1] if present[0] is tensor else present[0]
     shape, columns = tuple(other.shape), tensor.shape[-1] if tensor.shape else 1
     if (np.dtype(other.dtype).name != "float32" or len(shape) > len(tensor.shape) or any(d != 1 for d in shape[:-1])
             or (shape and shape[-1] not in (1, columns)) or tuple(kernel.outputs[0].shape) != tuple(tensor.shape)):
         return None
     return other
+
+
+def _channel_operand(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool = False) -> Tensor | None:
+    """``_column_operand`` for a convolution's output ``tensor`` (N, C, H, W): the other operand
+    holds one value or one a channel (its shape, aligned to the right, 1 everywhere but C)."""
+    if not _binary_of(kernel, op_type, tensor, clipped) or len(tensor.shape) != 4:
+        return None
+    present = [t for t in kernel.inputs if t is not None]
+    other = present[1] if present[0] is tensor else present[0]
+    shape = (1,) * (4 - len(other.shape)) + tuple(other.shape) if len(other.shape) <= 4 else None
+    if (np.dtype(other.dtype).name != "float32" or shape is None or any(d != 1 for i, d in enumerate(shape) if i != 1)
+            or shape[1] not in (1, tensor.shape[1]) or tuple(kernel.outputs[0].shape) != tuple(tensor.shape)):
+        return None
+    return other
+
+
+def _binary_of(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool) -> bool:
+    """Whether ``kernel`` is an ``op_type`` of ``tensor`` and another operand, with no fused
+    activation (``clipped``: or a fused clip)."""
+    present = [t for t in kernel.inputs if t is not None]
+    activation = kernel.attrs.get("activation_type", "NO_ACTIVATION")
+    return (kernel.type == op_type and len(present) == 2 and tensor in present and present[0] is not present[1]
+            and (activation == "NO_ACTIVATION" or (clipped and activation in FUSED_CLIPS)))
 
 
 def _sole_reader(tensor: Tensor, reader: dict[Tensor, Kernel], outputs: list[Tensor],

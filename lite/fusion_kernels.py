@@ -21,6 +21,7 @@ from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.fused import compiled_terms
 from lite.kernels.quant import byte_lookup
+from lite.ops.activation import FUSED_CLIPS
 from lite.ops.quant import byte_values
 from lite.tensor import Tensor
 
@@ -281,13 +282,15 @@ def _run_on(part: NativeKernel, tensor: Tensor) -> Tensor:
 
 
 class ScaledIntegerProduct(Kernel):
-    """A MatMulInteger, the Cast of its int32 sums to float32, the Mul by ``scale`` (x's scale times
-    the weight's: one value, or one a column) and the Add of a ``bias`` (one value, or one a
-    column) that may follow, each alone reading the one before: a dynamically quantized linear
-    layer (onnxruntime's MatMulIntegerToFloat). On AMX tiles each block of sums is scaled as it is
-    summed (``IntegerProductPlan.scaled``); elsewhere the sums go into an array of their own, then
-    one compiled pass (``int8_elementwise.scaled_sums``) writes ``float32(sum) * scale + bias``. Each
-    step is rounded as its part's kernel rounds it (a profile charges the time to the MatMulInteger)."""
+    """A MatMulInteger or a ConvInteger, the Cast of its int32 sums to float32, the Mul by ``scale``
+    (x's scale times the weight's: one value, or one a column of the product or a channel of the
+    convolution) and the Add of a ``bias`` (the same) that may follow, each alone reading the one
+    before: a dynamically quantized linear layer (onnxruntime's MatMulIntegerToFloat) or
+    convolution. On AMX tiles each block of a product's sums is scaled as it is summed
+    (``IntegerProductPlan.scaled``); elsewhere the sums go into an array of their own, then one
+    compiled pass (``int8_elementwise.scaled_sums``, ``scaled_rows`` for a convolution's rows of
+    (image, channel), the Add's fused clip too) writes ``float32(sum) * scale + bias``. Each step is
+    rounded as its part's kernel rounds it (a profile charges the time to the integer kernel)."""
 
     def __init__(self, parts: list[NativeKernel], scale: Tensor, bias: Tensor | None):
         integer = parts[0]
@@ -295,13 +298,24 @@ class ScaledIntegerProduct(Kernel):
         super().__init__([*integer.inputs, scale, *constants], list(parts[-1].outputs),
                          name="+".join(k.name for k in parts), constants=constants)
         self.parts, self.integer, self.scale, self.bias = tuple(parts), integer, scale, bias
-        self.columns = integer.outputs[0].shape[-1]
+        self.convolution = integer.type == "ConvInteger"
+        shape = integer.outputs[0].shape
+        self.columns = shape[1] if self.convolution else shape[-1]  # NOTE: the values a scale or bias may hold
+        self.count = shape[0] * shape[1] if self.convolution else self.columns  # NOTE: the scale row's length
         self.bias_row = np.zeros(0, np.float32)
-        self.scale_row = np.ones(self.columns, np.float32)
+        self.scale_row = np.ones(self.count, np.float32)
+        low, high = FUSED_CLIPS.get(parts[-1].attrs.get("activation_type", "NO_ACTIVATION"), (-np.inf, np.inf))
+        self.bounds = (np.float32(low), np.float32(high))  # NOTE: a convolution's Add may clip (ReLU, ReLU6)
 
     @property
     def type(self) -> str:
         return "+".join(k.type for k in self.parts)
+
+    def _row(self, values: np.ndarray) -> np.ndarray:
+        """One value, or one a column or channel, as a row of ``count`` (a convolution's channels
+        once an image)."""
+        by_column = np.broadcast_to(np.asarray(values, np.float32).reshape(-1), (self.columns,))
+        return np.ascontiguousarray(np.broadcast_to(by_column, (self.count // self.columns, self.columns)).reshape(-1))
 
     def resize(self) -> None:
         from lite.kernels.fast import int8_elementwise
@@ -309,8 +323,7 @@ class ScaledIntegerProduct(Kernel):
         self.integer.resize()
         self.integer.outputs[0].data = None  # NOTE: an array of its own once the sums need one (not on tiles)
         if self.bias is not None:
-            self.bias_row = np.ascontiguousarray(np.broadcast_to(self.bias.data.reshape(-1), (self.columns,)),
-                                                 np.float32)
+            self.bias_row = self._row(self.bias.data)
         int8_elementwise.warm_scaled_sums()
 
     def unfuse(self) -> None:
@@ -325,12 +338,17 @@ class ScaledIntegerProduct(Kernel):
         scale = np.asarray(self.scale.data, np.float32).reshape(-1)
         out = self.outputs[0].data
         plan = getattr(self.integer, "compiled", None)
-        if plan is not None and fast.takes(out) and plan.scaled(scale, self.bias_row, out):
+        if not self.convolution and plan is not None and fast.takes(out) and plan.scaled(scale, self.bias_row, out):
             return  # NOTE: on tiles, each block scaled as it is summed
         sums = self.integer.outputs[0]
         if sums.data is None:
             sums.data = aligned_array(sums.shape, sums.dtype)
         self.integer.execute()
+        if self.convolution:
+            self.scale_row.reshape(-1, self.columns)[:] = scale
+            int8_elementwise.scaled_rows(sums.data.reshape(self.count, -1), self.scale_row, self.bias_row,
+                                         *self.bounds, out.reshape(self.count, -1))
+            return
         self.scale_row[:] = scale
         int8_elementwise.scaled_sums(sums.data.reshape(-1, self.columns), self.scale_row, self.bias_row,
                                      out.reshape(-1, self.columns))

@@ -655,6 +655,58 @@ def test_a_dynamically_quantized_linear_layer_runs_as_one_scaled_integer_product
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def dynamic_conv_model(per_channel: bool, bias: str, depthwise: bool) -> onnx.ModelProto:
+    """A convolution as ``quantize_dynamic`` writes it: DynamicQuantizeLinear, ConvInteger of an int8
+    weight, Cast to float, Mul by x's scale times the weight's (one, or one a channel, (C, 1, 1)),
+    and the Add of the bias ((C, 1, 1): "right" then a ReLU, "left" then a ReLU6's Clip, or
+    "none")."""
+    c_in, c_out = (6, 6) if depthwise else (5, 7)
+    w = RNG.integers(-127, 128, (c_out, 1 if depthwise else c_in, 3, 3)).astype(np.int8)
+    w_scale = (RNG.uniform(0.001, 0.01, (c_out, 1, 1)) if per_channel else np.array(0.004)).astype(np.float32)
+    inits = {"w": w, "wz": np.zeros((), np.int8), "ws": w_scale,  # NOTE: onnxruntime's takes one zero point
+             "b": RNG.standard_normal((c_out, 1, 1)).astype(np.float32)}
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("Mul", ["xs", "ws"], ["scale"]),
+             helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["sums"], pads=[1, 1, 1, 1],
+                              group=c_in if depthwise else 1),
+             helper.make_node("Cast", ["sums"], ["real"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["real", "scale"], ["scaled" if bias != "none" else "y"])]
+    if bias != "none":
+        nodes.append(helper.make_node("Add", ["scaled", "b"] if bias == "right" else ["b", "scaled"], ["biased"]))
+        nodes.append(helper.make_node("Relu", ["biased"], ["y"]) if bias == "right" else
+                     helper.make_node("Clip", ["biased", "lo", "hi"], ["y"]))  # NOTE: fused into the Add
+        inits |= {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c_in, 9, 11])
+    graph = helper.make_graph(nodes, "dynamic_conv", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, name) for name, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("depthwise", [False, True], ids=["dense", "depthwise"])
+@pytest.mark.parametrize("bias", ["right", "left", "none"])
+@pytest.mark.parametrize("per_channel", [False, True], ids=["tensor", "channel"])
+def test_a_dynamically_quantized_convolution_runs_as_one_scaled_integer_product(monkeypatch, per_channel, bias,
+                                                                                 depthwise):
+    """ConvInteger, Cast, Mul and the Add of the bias as one kernel, a scale and bias a channel:
+    bit-identical to its kernels run one by one, within float32 rounding of onnxruntime."""
+    from lite import fusion
+
+    onnx_model = dynamic_conv_model(per_channel, bias, depthwise)
+    model = build(onnx_model)
+    [product] = scaled_products(model)
+    kinds = ["ConvInteger", "Cast", "MulFusion", *(["AddFusion"] if bias != "none" else [])]
+    assert [part.type for part in product.parts] == kinds
+    monkeypatch.setattr(fusion, "_scaled_integer_product", lambda *args: None)
+    unfused = build(onnx_model)
+    assert not scaled_products(unfused)
+    for _ in range(2):
+        x = RNG.standard_normal((2, 6 if depthwise else 5, 9, 11)).astype(np.float32)
+        got = model.predict([x])[0].get_data_to_numpy()
+        np.testing.assert_array_equal(got, unfused.predict([x])[0].get_data_to_numpy())
+        [want] = run_onnxruntime(onnx_model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_scaled_integer_product_leaves_out_an_inner_tensor_the_model_returns():
     onnx_model = dynamic_linear_model(outputs=("y", "real"))
     model = build(onnx_model)

@@ -153,11 +153,30 @@ def scaled_sums(sums, scale, bias, out):
             out[i, _u(j)] = np.float32(sums[i, _u(j)]) * scale[_u(j)]
 
 
+@exact_jit
+def scaled_rows(sums, scale, bias, lo, hi, out):
+    """``scaled_sums`` with ``scale[r]`` and ``bias[r]`` per row r of (R, C), then clipped to [lo,
+    hi] as ``np.clip`` does (a NaN stays NaN): a ConvInteger's sums as rows of (image, channel),
+    through its Cast, Mul and an Add with a fused activation."""
+    m, n = sums.shape
+    with_bias = bias.size > 0
+    for i in range(m):
+        factor, offset = scale[i], bias[i] if with_bias else np.float32(0)
+        for j in range(n):
+            value = np.float32(sums[i, _u(j)]) * factor
+            if with_bias:
+                value = value + offset
+            value = lo if value < lo else value
+            out[i, _u(j)] = hi if value > hi else value
+
+
 @functools.cache
 def warm_scaled_sums() -> None:
-    """Compiles ``scaled_sums`` now, at build."""
+    """Compiles ``scaled_sums`` and ``scaled_rows`` now, at build."""
     f32 = np.float32
     compiled(scaled_sums, np.zeros((1, 1), np.int32), np.ones(1, f32), np.zeros(0, f32), np.zeros((1, 1), f32))
+    compiled(scaled_rows, np.zeros((1, 1), np.int32), np.ones(1, f32), np.zeros(0, f32), f32(-np.inf), f32(np.inf),
+             np.zeros((1, 1), f32))
 
 
 @jit
