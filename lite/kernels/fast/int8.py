@@ -456,6 +456,17 @@ def fill_job(index, data, extra):
 
 
 @jit
+def panel_item(item, group, panels, positions, flat, block):
+    """(image, group, first column, columns, the address of its first pair word in ``flat``) of a
+    convolution's item ``item`` = (image, group, panel of WIDTH of the grid's ``positions``)."""
+    image, rest = divmod(item, group * panels)
+    g, panel = divmod(rest, panels)
+    column = panel * WIDTH
+    source = flat.ctypes.data + ((image * group + g) * block + column) * 4
+    return image, g, column, min(WIDTH, positions - column), source
+
+
+@jit
 def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point, lo, hi, grid, spare, first,
                last):
     """Items ``first`` to ``last - 1`` of a convolution, item = (image, group, panel of WIDTH grid
@@ -468,11 +479,7 @@ def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point
     panels = -(-positions // WIDTH)
     bytes_ = carray(as_pointer(spare.ctypes.data), (ROWS * WIDTH,), np.uint8)
     for item in range(first, last):
-        image, rest = divmod(item, group * panels)
-        g, panel = divmod(rest, panels)
-        column = panel * WIDTH
-        count = min(WIDTH, positions - column)
-        source = flat.ctypes.data + ((image * group + g) * block + column) * 4
+        image, g, column, count, source = panel_item(item, group, panels, positions, flat, block)
         panel_tiles(source, packed, offsets, bias, multiplier, zero_point, lo, hi, grid, image, g * o_group, o_group,
                     column, count, bytes_)
 
@@ -516,11 +523,7 @@ def conv_sum_items(flat, group, block, packed, offsets, grid, spare, first, last
     o_group, positions, pairs = grid.shape[1] // group, grid.shape[2], packed.shape[1]
     panels = -(-positions // WIDTH)
     for item in range(first, last):
-        image, rest = divmod(item, group * panels)
-        g, panel = divmod(rest, panels)
-        column = panel * WIDTH
-        count = min(WIDTH, positions - column)
-        source = flat.ctypes.data + ((image * group + g) * block + column) * 4
+        image, g, column, count, source = panel_item(item, group, panels, positions, flat, block)
         plane = grid.ctypes.data + image * grid.shape[1] * positions * 4
         for top in range(0, o_group, ROWS):
             o = g * o_group + top

@@ -59,6 +59,7 @@ from lite.kernels.fast.int8 import (
     conv_piece_args,
     copy_spare,
     fill_piece_args,
+    panel_item,
     product_piece_args,
 )
 from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
@@ -196,11 +197,7 @@ def conv_quad_items(flat, group, block, packed, offsets, bias, multiplier, zero_
     panels = -(-positions // WIDTH)
     bytes_ = carray(as_pointer(spare.ctypes.data), (ROWS * WIDTH,), np.uint8)
     for item in range(first, last):
-        image, rest = divmod(item, group * panels)
-        g, panel = divmod(rest, panels)
-        column = panel * WIDTH
-        count = min(WIDTH, positions - column)
-        source = flat.ctypes.data + ((image * group + g) * block + column) * 4
+        image, g, column, count, source = panel_item(item, group, panels, positions, flat, block)
         vectors = min(VECTORS, -(-count // LANES))
         for top in range(0, o_group, ROWS):
             o = g * o_group + top
