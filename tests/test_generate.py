@@ -127,6 +127,21 @@ def test_the_ort_delegate_generates_the_same_tokens(gpt2_path):
     np.testing.assert_array_equal(np.array(delegated.generate(PROMPT[:2], 12).tokens), expected)
 
 
+def test_a_decoder_quantized_by_quantize_dynamic_generates_onnxruntimes_tokens(gpt2_path, tmp_path):
+    """int8 weights, each linear layer's input quantized per call (DynamicQuantizeLinear, MatMulInteger,
+    the scaling): a decode step's single row runs those kernels as the prompt's rows do."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from lite.fusion_kernels import ScaledIntegerProduct
+
+    path = tmp_path / "gpt2_int8.onnx"
+    quantize_dynamic(str(gpt2_path), str(path), weight_type=QuantType.QInt8)
+    expected = decoders.greedy_onnxruntime(path, PROMPT[:2], 16)
+    quantized = lite.Generator(path, context=lite.Context(thread_num=2))
+    np.testing.assert_array_equal(np.array(quantized.generate(PROMPT[:2], 16).tokens), expected)
+    assert any(isinstance(k, ScaledIntegerProduct) for k in quantized.model._engine.kernels)
+
+
 @pytest.mark.slow
 def test_the_tvm_delegate_generates_the_same_tokens(gpt2_path):
     """TVM takes the float ops (the integer mask and position ops stay native); the prefill's empty cache
