@@ -157,21 +157,30 @@ def _conv_integer_both(x, w, xz, wz, attrs, threads=None):
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), COMPILED_CONVS)
 @pytest.mark.parametrize("x_dtype", INT8)
 @pytest.mark.parametrize("threads", [1, "crew", "python_threads"])
-def test_conv_integer_runs_compiled_pairs_bit_for_bit(x_shape, w_shape, attrs, x_dtype, threads):
-    from lite.kernels.fast.int8_plans import IntegerConvPlan
+@pytest.mark.parametrize("words", ["pairs", "quads"])
+def test_conv_integer_runs_compiled_tiles_bit_for_bit(x_shape, w_shape, attrs, x_dtype, threads, words):
+    """Weight offsets past int8 (uint8 weights, zero points a channel) take the pairs; within int8 the
+    quads where VNNI runs."""
+    from lite.kernels.fast.int8_plans import IntegerConvPlan, quads_run
     from lite.kernels.parallel import KernelThreads
 
     team = None if threads == 1 else KernelThreads(2)
     if team is not None:
         team.dynamic = threads == "python_threads"
     rng = np.random.default_rng([len(w_shape), *w_shape])
-    x, w = integers(rng, x_dtype, x_shape), integers(rng, np.uint8 if threads == "crew" else np.int8, w_shape)
-    xz, wz = integers(rng, x_dtype, ()), integers(rng, w.dtype, (w_shape[0],))
-    actual, expected, kernel = _conv_integer_both(x, w, xz, wz, attrs, team)
+    x = integers(rng, x_dtype, x_shape)
+    if words == "pairs":
+        w = integers(rng, np.uint8, w_shape)
+        wz = integers(rng, np.uint8, (w_shape[0],))
+    else:
+        w = rng.integers(-108, 108, w_shape).astype(np.int8)
+        wz = rng.integers(-20, 20, w_shape[0]).astype(np.int8)
+    actual, expected, kernel = _conv_integer_both(x, w, integers(rng, x_dtype, ()), wz, attrs, team)
     if w_shape[1] == 1:  # NOTE: depthwise: the float32 kernels, exact for a 3x3 window
         assert kernel.compiled is None and kernel.inner.inputs[0].dtype == np.float32
     else:
         assert isinstance(kernel.compiled, IntegerConvPlan)
+        assert kernel.compiled.quads == (words == "quads" and quads_run())
     np.testing.assert_array_equal(actual, expected)
     assert np.abs(expected).max() > 20000
 
@@ -188,11 +197,13 @@ def test_depthwise_conv_integer_is_exact_at_the_extremes(w_shape):
     np.testing.assert_array_equal(actual, expected)
 
 
-def test_conv_integer_sums_wrap_as_32_bit_accumulation():
-    x = np.full((1, 4096, 3, 3), 255, np.uint8)
-    w = np.full((2, 4096, 3, 3), 255, np.uint8)
-    actual, expected, _ = _conv_integer_both(x, w, np.array(0, np.uint8), np.array(0, np.uint8), {})
-    assert expected[0, 0, 0, 0] == np.int64(4096 * 9 * 255 * 255 - 2 ** 32)
+@pytest.mark.parametrize(("channels", "w_dtype", "product"), [(4096, np.uint8, 255 * 255), (8192, np.int8, 255 * 127)])
+def test_conv_integer_sums_wrap_as_32_bit_accumulation(channels, w_dtype, product):
+    """On pairs (uint8 weights) and on quads where they run (int8 weights of offsets within int8)."""
+    x = np.full((1, channels, 3, 3), 255, np.uint8)
+    w = np.full((2, channels, 3, 3), np.iinfo(w_dtype).max, w_dtype)
+    actual, expected, _ = _conv_integer_both(x, w, np.array(0, np.uint8), np.array(0, w_dtype), {})
+    assert expected[0, 0, 0, 0] == np.int64(channels * 9 * product - 2 ** 32)
     np.testing.assert_array_equal(actual, expected)
 
 

@@ -524,17 +524,31 @@ def conv_sum_items(flat, group, block, packed, offsets, grid, spare, first, last
     panels = -(-positions // WIDTH)
     for item in range(first, last):
         image, g, column, count, source = panel_item(item, group, panels, positions, flat, block)
-        plane = grid.ctypes.data + image * grid.shape[1] * positions * 4
-        for top in range(0, o_group, ROWS):
-            o = g * o_group + top
-            rows = min(ROWS, o_group - top)
-            whole = count == WIDTH and rows == ROWS
-            place, stride = (plane + (o * positions + column) * 4, positions) if whole else (spare.ctypes.data, WIDTH)
+        for o in range(g * o_group, (g + 1) * o_group, ROWS):
+            place, stride, rows = sum_tile_place(grid, image, o, (g + 1) * o_group, column, count, spare)
             sum_tile_rows(packed.ctypes.data + o * pairs * 4, pairs, source, offsets.ctypes.data, pairs, place, stride)
-            if not whole:
-                for r in range(rows):
-                    for i in range(count):
-                        grid[image, o + r, column + i] = spare[r, i]
+            copy_sums(spare, grid, image, o, rows, column, count)
+
+
+@jit
+def sum_tile_place(grid, image, o, o_end, column, count, spare):
+    """(address, row stride in words, rows to copy from the spare) of a sum tile of grid's (N, O,
+    positions) channels ``o`` on (below ``o_end``) at the WIDTH positions from ``column``
+    (``count`` of them inside): grid itself where the whole tile lies inside (nothing to copy),
+    else ``spare``."""
+    rows = min(ROWS, o_end - o)
+    if count == WIDTH and rows == ROWS:
+        return grid.ctypes.data + ((image * grid.shape[1] + o) * grid.shape[2] + column) * 4, grid.shape[2], 0
+    return spare.ctypes.data, WIDTH, rows
+
+
+@jit
+def copy_sums(spare, grid, image, o, rows, column, count):
+    """grid[image, o + r, column + i] = spare[r, i] for r < rows and i < count: the inside of a sum
+    tile stored in the spare."""
+    for r in range(rows):
+        for i in range(count):
+            grid[image, o + r, column + i] = spare[r, i]
 
 
 @jit

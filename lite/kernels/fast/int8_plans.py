@@ -1051,10 +1051,12 @@ def integer_conv_plan(kernel) -> Callable[[], None] | None:
 
 
 class IntegerConvPlan:
-    """ConvInteger's int32 sums on ``int8.conv_items``' int16 pairs: x less its zero point (read at
-    each call: a DynamicQuantizeLinear's output) copied into the phases (``int8.fill_phase_items``),
-    the weight less its zero points packed once, the sums stored as they are
-    (``int8.conv_sum_items``); both loops' items shared out among the model's threads."""
+    """ConvInteger's int32 sums on the convolutions' tiles: x less its zero point (read at each call:
+    a DynamicQuantizeLinear's output) copied into the phases, the weight less its zero points
+    packed once, the sums stored as they are; both loops' items shared out among the model's
+    threads. On VNNI's byte quads where every weight offset fits int8 (``int8_quads.
+    conv_quad_sum_items``: x's bytes less the pad byte, its share of the sums one term a channel
+    at each call), else on int16 pairs (``int8.conv_sum_items``)."""
 
     def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray):
         from lite.kernels.fast import int8
@@ -1063,10 +1065,13 @@ class IntegerConvPlan:
         (top, left), (bottom, right), (oh, ow) = inner.geometry(x_shape, w.shape)
         (sh, sw), (dh, dw), group = inner.strides, inner.dilations, inner.group
         hq, wq = -(-(h + top + bottom) // sh), -(-(width + left + right) // sw)
-        o_group, words = w.shape[0] // group, (w.shape[1] + 1) // 2
-        int8.warm_sums(np.dtype(kernel.inputs[0].dtype))
-        self.weight = _once(kernel, "integer_pairs", lambda: self._packed(kernel, w, group * o_group
-                                                                         + (-o_group) % int8.ROWS))
+        o_group, offsets = w.shape[0] // group, self._offsets(kernel, w)
+        self.quads = quads_run() and int(offsets.min(initial=0)) >= -128 and int(offsets.max(initial=0)) <= 127
+        words = (w.shape[1] + 3) // 4 if self.quads else (w.shape[1] + 1) // 2
+        rows = group * o_group + (-o_group) % int8.ROWS
+        self.weight = _once(kernel, "integer_words", lambda: self._packed(offsets, rows, words))
+        self.weight_sums = offsets.reshape(w.shape[0], -1).sum(axis=1)
+        self.terms = (np.zeros(max(int8.WIDTH, rows), np.int32), np.zeros(rows, np.int32))  # NOTE: columns', rows'
         self.offsets = _tap_offsets(words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
         block = words * sh * sw * hq * wq
         panels = -(-(oh * wq) // int8.WIDTH)
@@ -1081,50 +1086,76 @@ class IntegerConvPlan:
         self.phases: np.ndarray | None = None
         self.steps: Callable[[], None] | None = None
         self.fill: tuple[tuple, Callable[[], None] | None] = ((), None)  # (what it was made for, the step)
-        if kernel.threads.crew() is not None:
-            from lite.kernels.fast import crew
+        self._warm(np.dtype(kernel.inputs[0].dtype))
 
-            crew.warm(int8.conv_sum_job, int8.fill_job)
+    def _warm(self, dtype: np.dtype) -> None:
+        from lite.kernels.fast import crew, int8, int8_quads
+
+        int8.warm_sums(dtype)
+        if self.quads:
+            int8_quads.warm()
+        if self.kernel.threads.crew() is not None:
+            crew.warm(*((int8_quads.conv_quad_sum_job, int8_quads.fill_quad_job) if self.quads else
+                        (int8.conv_sum_job, int8.fill_job)))
 
     @staticmethod
-    def _packed(kernel, w: np.ndarray, rows: int) -> np.ndarray:
-        from lite.kernels.fast import int8
-
+    def _offsets(kernel, w: np.ndarray) -> np.ndarray:
+        """The weight less its zero points (one a tensor or an output channel), int64."""
         zero_point = kernel.zero_point_tensor(1)
         shaped = kernel.shaped_zero_point(1, None if zero_point is None else zero_point.data, w.shape)
-        per_channel = np.broadcast_to(np.asarray(0 if shaped is None else shaped, np.int64), w.shape)[:, 0, 0, 0]
-        packed = np.zeros((rows, (w.shape[1] + 1) // 2 * w.shape[2] * w.shape[3]), np.int32)
-        int8.pack_conv_weight(np.ascontiguousarray(w), np.ascontiguousarray(per_channel), packed)
+        return w.astype(np.int64) - (0 if shaped is None else np.asarray(shaped, np.int64))
+
+    def _packed(self, offsets: np.ndarray, rows: int, words: int) -> np.ndarray:
+        """The offsets as quad or pair words (rows padded to whole tiles; zeros past the channels)."""
+        from lite.kernels.fast import int8, int8_quads
+
+        packed = np.zeros((rows, words * offsets.shape[2] * offsets.shape[3]), np.int32)
+        pack = int8_quads.pack_conv_quads if self.quads else int8.pack_conv_weight
+        pack(np.ascontiguousarray(offsets), np.zeros(offsets.shape[0], np.int64), packed)
         return packed
 
     def _steps(self, flat: np.ndarray, out: np.ndarray) -> Callable[[], None]:
-        from lite.kernels.fast import int8
+        from lite.kernels.fast import int8, int8_quads
 
         threads, grid = self.kernel.threads, out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
         spares = [np.zeros((int8.ROWS, int8.WIDTH), np.int32) for _ in range(threads.loop_pieces(self.items))]
-        shared = (flat, self.phase_shape[1], self.block, self.weight, self.offsets, grid)
-        rows = self.weight.shape[0]
-        unread = (np.zeros(rows, np.int32), np.zeros(rows, np.float32), 0.0, 0.0, 0.0)  # NOTE: the block's terms
+        shared = (flat, self.phase_shape[1], self.block, self.weight, self.offsets)
+        columns, rows = self.terms
+        block_terms = (rows, columns.view(np.float32), 0.0, 0.0, 0.0)  # NOTE: in the block's bias and multiplier slots
+        if self.quads:
+            items = partial(int8_quads.conv_quad_sum_items, *shared, columns, rows, grid)
+            job = int8_quads.conv_quad_sum_job
+        else:
+            items, job = partial(int8.conv_sum_items, *shared, grid), int8.conv_sum_job
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
-            return partial(int8.conv_sum_items, *shared, spares[index], first, last)
+            return partial(items, spares[index], first, last)
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            return int8.conv_crew_jobs(*shared[:5], *unread, grid, spares, bounds, int8.conv_sum_job)
+            return int8.conv_crew_jobs(*shared, *block_terms, grid, spares, bounds, job)
 
         step = threads.crew_loop(self.items, piece, jobs)
         return step if self.grid is None else _Sequence([step, partial(int8.compact, self.grid, out, self.wq)])
 
     def _fill_step(self, x: np.ndarray, zero_point: int) -> Callable[[], None]:
-        """The copy of x less ``zero_point`` into the phases, made again when x, the phases or the
-        zero point change."""
-        from lite.kernels.fast import int8
+        """The copy of x into the phases (less ``zero_point``; on quads its bytes, the pads the pad
+        byte), made again when x, the phases or the zero point change."""
+        from lite.kernels.fast import int8, int8_quads
 
         key = (x.ctypes.data, x.shape, self.phases.ctypes.data, zero_point)
         if self.fill[0] != key:
-            args = (x, np.int64(zero_point), self.phases, *self.fill_args)
-            self.fill = key, _fill_step(self.kernel.threads, x, int8.fill_phase_items, args, self.fills,
-                                        lambda bounds: int8.fill_crew_jobs(*args[:3], *self.fill_args, bounds))
+            if self.quads:
+                flip = np.uint8(0x80 if x.dtype == np.int8 else 0)
+                pad = (zero_point ^ int(flip)) & 0xFF
+                args, items, job = (x.view(np.uint8), flip, np.int64(pad), self.phases, *self.fill_args), \
+                    int8_quads.fill_quad_items, int8_quads.fill_quad_job
+                self.terms[1][:self.weight_sums.size] = (self.weight_sums * -pad).astype(np.int32)  # NOTE: wraps
+            else:
+                args, items, job, pad = (x, np.int64(zero_point), self.phases, *self.fill_args), \
+                    int8.fill_phase_items, None, zero_point
+            self.fill = key, _fill_step(self.kernel.threads, x, items, args, self.fills,
+                                        lambda bounds: int8.fill_crew_jobs(x, pad, self.phases, *self.fill_args,
+                                                                           bounds, job))
         return self.fill[1]
 
     def __call__(self) -> None:

@@ -58,9 +58,11 @@ from lite.kernels.fast.int8 import (
     _tile_intrinsic,
     conv_piece_args,
     copy_spare,
+    copy_sums,
     fill_piece_args,
     panel_item,
     product_piece_args,
+    sum_tile_place,
 )
 from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
 
@@ -289,6 +291,33 @@ def quad_product_sums(rows, row_terms, panels, offsets, column_terms, out, spare
                         out[top + r, column + i] = spare[r, i]
 
 
+@jit
+def conv_quad_sum_items(flat, group, block, packed, offsets, column_terms, row_terms, grid, spare, first, last):
+    """``int8.conv_sum_items`` on byte quads (``quad_sum_tile``): the phases hold x's unsigned bytes
+    u (``fill_quad_items``), so each output channel's sums carry ``row_terms[o]``, the pad byte p
+    times minus the sum of its weight offsets (``sum (u - p) w' = sum u w' - p sum w'``, wrapping
+    as int32 does); ``column_terms``: WIDTH zeros."""
+    o_group, words, positions = grid.shape[1] // group, packed.shape[1], grid.shape[2]
+    panels = -(-positions // WIDTH)
+    for item in range(first, last):
+        image, g, column, count, source = panel_item(item, group, panels, positions, flat, block)
+        for o in range(g * o_group, (g + 1) * o_group, ROWS):
+            place, stride, rows = sum_tile_place(grid, image, o, (g + 1) * o_group, column, count, spare)
+            quad_sum_tile(packed.ctypes.data + o * words * 4, words, source, offsets.ctypes.data, words, place, stride,
+                          column_terms.ctypes.data, row_terms.ctypes.data + o * 4)
+            copy_sums(spare, grid, image, o, rows, column, count)
+
+
+def conv_quad_sum_job(index, data, extra):
+    """A crew job of ConvInteger's sums on quads (``int8.conv_crew_jobs``' block: its bias the row
+    terms, its multiplier the column terms' address; the floats unread)."""
+    block = carray(data, (_HEADER,), np.int64)
+    grid = carray(as_pointer(block[_GRID]), (block[_IMAGES], block[_CHANNELS], block[_POSITIONS]), np.int32)
+    a = conv_piece_args(index, data)
+    columns = carray(as_pointer(a[6].ctypes.data), (WIDTH,), np.int32)
+    conv_quad_sum_items(a[0], a[1], a[2], a[3], a[4], columns, a[5], grid, a[10], a[11], a[12])
+
+
 def integer_product_job(index, data, extra):
     """A crew job: piece ``index`` of the integer product the block at ``data`` describes
     (``int8.product_crew_jobs``' block, with row terms, its bias the columns' terms and its output
@@ -386,6 +415,8 @@ def warm() -> None:
     compiled(conv_quad_items, phases.reshape(-1), 1, phases.size, packed, offsets, np.zeros(ROWS, i32),
              np.ones(ROWS, f32), f32(0), f32(-1), f32(1), np.zeros((1, 1, 9), np.uint8),
              np.zeros((ROWS, WIDTH), i32), 0, 1)
+    compiled(conv_quad_sum_items, phases.reshape(-1), 1, phases.size, packed, offsets, np.zeros(WIDTH, i32),
+             np.zeros(ROWS, i32), np.zeros((1, 1, 9), i32), np.zeros((ROWS, WIDTH), i32), 0, 1)
     panels = np.zeros((1, 1, WIDTH), i32)
     compiled(pack_activation_quads, np.zeros((2, 1), np.uint8), np.uint8(0), panels.view(np.uint8), np.zeros(1, i64))
     rows, row_terms = np.zeros((1, 1), i32), np.zeros(1, i32)
