@@ -139,6 +139,7 @@ COMPILED_CONVS = [  # (x shape, w shape, Conv2DFusion attributes): tiles past wh
     ((1, 8, 9, 9), (10, 4, 1, 1), {"group": 2}),
     ((1, 5, 13, 13), (8, 5, 3, 3), {"dilation": (2, 2), "pad_list": (2, 2, 2, 2)}),
     ((1, 32, 14, 14), (24, 32, 1, 1), {"stride": (2, 2)}),
+    ((1, 3, 32, 32), (8, 3, 16, 16), {"stride": (16, 16)}),  # NOTE: a ViT's patches: 256 phases, past int64's bits
 ]
 
 

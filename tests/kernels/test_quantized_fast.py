@@ -54,6 +54,7 @@ CONVS = {  # x shape, out channels, attrs
     "1x1_two_vector_tail": ((1, 17, 8, 10), 9, _conv_attrs(1)),
     "grouped": ((1, 8, 7, 7), 8, _conv_attrs(3, pad=1, group=2)),
     "dilated": ((1, 5, 11, 11), 9, _conv_attrs(3, dilation=2, pad=2)),
+    "16x16_stride16": ((1, 3, 32, 32), 8, _conv_attrs(16, stride=16)),  # NOTE: a ViT's patches: 256 stride phases
 }
 
 

@@ -389,8 +389,8 @@ class ConvPlan:
             from lite.kernels.fast import crew
 
             crew.warm(*_conv_jobs(self.quad_bias is not None, self.amx))
-        used = {((i * dh) % sh) * sw + (j * dw) % sw for i in range(w.shape[2]) for j in range(w.shape[3])}
-        self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw, sum(1 << bit for bit in used))
+        used = used_phases(w.shape[2:], (sh, sw), (dh, dw))
+        self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw, used)
         self.kernel, self.wq, self.items = kernel, wq, n * group * panels
         self.whole = self.amx and int8_amx.whole_image(w.shape[0], oh * wq, self.weight.shape[1])
         if self.whole:
@@ -624,6 +624,16 @@ class _Sequence:
 def _compiled_array(x: np.ndarray) -> np.ndarray:
     """``x`` as the compiled kernels take it (itself, or a contiguous writable copy)."""
     return x if fast.takes(x) else np.array(x, order="C", copy=True)
+
+
+def used_phases(kernel: tuple[int, ...], strides: tuple[int, int], dilations: tuple[int, int]) -> int:
+    """The phases a convolution's taps read, as ``fill_phase_items`` takes them: bit ``ph * stride_w
+    + pw`` set for each; -1 (every phase) where the strides make more phases than an int64 has bits
+    (a ViT's 16 x 16 patches: 256)."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    if sh * sw > 63:
+        return -1
+    return sum(1 << bit for bit in {((i * dh) % sh) * sw + (j * dw) % sw for i in range(kh) for j in range(kw)})
 
 
 def _tap_offsets(channel_pairs: int, kernel: tuple[int, ...], strides: tuple[int, int], dilations: tuple[int, int],
@@ -1078,8 +1088,7 @@ class IntegerConvPlan:
         reach = max(block, int(self.offsets.max()) + panels * int8.WIDTH)
         self.size, self.filled, self.block = (n * group - 1) * block + reach, n * group * block, block
         self.phase_shape = (n, group, words, sh, sw, hq, wq)
-        used = {((i * dh) % sh) * sw + (j * dw) % sw for i in range(w.shape[2]) for j in range(w.shape[3])}
-        self.fill_args = (group, top, left, sh, sw, sum(1 << bit for bit in used))
+        self.fill_args = (group, top, left, sh, sw, used_phases(w.shape[2:], (sh, sw), (dh, dw)))
         self.kernel, self.wq, self.items, self.fills = kernel, wq, n * group * panels, n * group * words
         self.grid = None if wq == ow else np.zeros((n, w.shape[0], oh * wq), np.int32)
         self.key: tuple = ()
