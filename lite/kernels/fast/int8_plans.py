@@ -353,10 +353,7 @@ class ConvPlan:
     def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray, pairs: int):
         from lite.kernels.fast import int8
 
-        inner, (n, _, h, width) = kernel.inner, x_shape
-        (top, left), (bottom, right), (oh, ow) = inner.geometry(x_shape, w.shape)
-        (sh, sw), (dh, dw), group = inner.strides, inner.dilations, inner.group
-        hq, wq = -(-(h + top + bottom) // sh), -(-(width + left + right) // sw)
+        n, group = x_shape[0], kernel.inner.group
         o_group = w.shape[0] // group
         rows = group * o_group + (-o_group) % int8.ROWS
         self.quad_bias = _quad_bias(kernel, w)
@@ -369,28 +366,26 @@ class ConvPlan:
             int8_quads.warm()
             words = (w.shape[1] + 3) // 4
             self.weight = _amx_weight(kernel, w) if self.amx else _quad_weight(kernel, w, rows)
-        block = words * sh * sw * hq * wq
+        layout = PhaseLayout(kernel.inner, x_shape, w.shape, words)
         if self.amx:
             from lite.kernels.fast import int8_amx
 
             int8_amx.warm()
             tap_words = self.weight.shape[1] // (w.shape[2] * w.shape[3])
-            by_word = _tap_offsets(tap_words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
+            by_word = layout.tap_offsets(tap_words)
             self.offsets = np.ascontiguousarray(by_word.reshape(tap_words, -1).T.reshape(-1))
             width = int8_amx.BLOCK
         else:
-            self.offsets, width = _tap_offsets(words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq)), int8.WIDTH
-        panels = -(-(oh * wq) // width)
-        reach = max(block, int(self.offsets.max()) + panels * width)
-        self.size, self.filled, self.block = (n * group - 1) * block + reach, n * group * block, block
-        self.phase_shape = (n, group, block // (sh * sw * hq * wq), sh, sw, hq, wq)
+            self.offsets, width = layout.tap_offsets(words), int8.WIDTH
+        panels, self.size = layout.panels_and_size(self.offsets, width)
+        self.filled, self.block, self.phase_shape = layout.filled, layout.block, layout.shape
         self.flat = self.phases = None
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
             crew.warm(*_conv_jobs(self.quad_bias is not None, self.amx))
-        used = used_phases(w.shape[2:], (sh, sw), (dh, dw))
-        self.x_args = (kernel.layout.x_zero_point, group, top, left, sh, sw, used)
+        self.x_args = (kernel.layout.x_zero_point, *layout.fill_args)
+        (oh, ow), wq = layout.out, layout.wq
         self.kernel, self.wq, self.items = kernel, wq, n * group * panels
         self.whole = self.amx and int8_amx.whole_image(w.shape[0], oh * wq, self.weight.shape[1])
         if self.whole:
@@ -624,6 +619,35 @@ class _Sequence:
 def _compiled_array(x: np.ndarray) -> np.ndarray:
     """``x`` as the compiled kernels take it (itself, or a contiguous writable copy)."""
     return x if fast.takes(x) else np.array(x, order="C", copy=True)
+
+
+class PhaseLayout:
+    """A convolution's padded input split into stride phases, as ``int8.fill_phase_items`` (pairs)
+    and ``int8_quads.fill_quad_items`` (quads) write it: ``words`` input words a tap position per
+    (image, group) block, the blocks' shape, the fill's arguments after its zero point, and the
+    scratch size once the taps' offsets are known."""
+
+    def __init__(self, inner, x_shape: tuple[int, ...], w_shape: tuple[int, ...], words: int):
+        n, _, h, width = x_shape
+        (top, left), (bottom, right), self.out = inner.geometry(x_shape, w_shape)
+        (sh, sw), self.dilations, group = inner.strides, inner.dilations, inner.group
+        self.hq, self.wq = -(-(h + top + bottom) // sh), -(-(width + left + right) // sw)
+        self.kernel, self.strides = tuple(w_shape[2:]), (sh, sw)
+        self.block = words * sh * sw * self.hq * self.wq
+        self.filled, self.blocks = n * group * self.block, n * group
+        self.shape = (n, group, words, sh, sw, self.hq, self.wq)
+        self.fill_args = (group, top, left, sh, sw, used_phases(self.kernel, self.strides, self.dilations))
+
+    def tap_offsets(self, words: int) -> np.ndarray:
+        """``_tap_offsets`` of ``words`` words a tap position on this layout."""
+        return _tap_offsets(words, self.kernel, self.strides, self.dilations, (self.hq, self.wq))
+
+    def panels_and_size(self, offsets: np.ndarray, width: int) -> tuple[int, int]:
+        """(panels of ``width`` output grid positions an (image, group), the scratch words): the last
+        block reaches as far as its last panel reads."""
+        panels = -(-(self.out[0] * self.wq) // width)
+        reach = max(self.block, int(offsets.max()) + panels * width)
+        return panels, (self.blocks - 1) * self.block + reach
 
 
 def used_phases(kernel: tuple[int, ...], strides: tuple[int, int], dilations: tuple[int, int]) -> int:
@@ -1071,10 +1095,7 @@ class IntegerConvPlan:
     def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray):
         from lite.kernels.fast import int8
 
-        inner, (n, _, h, width) = kernel.inner, x_shape
-        (top, left), (bottom, right), (oh, ow) = inner.geometry(x_shape, w.shape)
-        (sh, sw), (dh, dw), group = inner.strides, inner.dilations, inner.group
-        hq, wq = -(-(h + top + bottom) // sh), -(-(width + left + right) // sw)
+        n, group = x_shape[0], kernel.inner.group
         o_group, offsets = w.shape[0] // group, self._offsets(kernel, w)
         self.quads = quads_run() and int(offsets.min(initial=0)) >= -128 and int(offsets.max(initial=0)) <= 127
         words = (w.shape[1] + 3) // 4 if self.quads else (w.shape[1] + 1) // 2
@@ -1082,13 +1103,12 @@ class IntegerConvPlan:
         self.weight = _once(kernel, "integer_words", lambda: self._packed(offsets, rows, words))
         self.weight_sums = offsets.reshape(w.shape[0], -1).sum(axis=1)
         self.terms = (np.zeros(max(int8.WIDTH, rows), np.int32), np.zeros(rows, np.int32))  # NOTE: columns', rows'
-        self.offsets = _tap_offsets(words, w.shape[2:], (sh, sw), (dh, dw), (hq, wq))
-        block = words * sh * sw * hq * wq
-        panels = -(-(oh * wq) // int8.WIDTH)
-        reach = max(block, int(self.offsets.max()) + panels * int8.WIDTH)
-        self.size, self.filled, self.block = (n * group - 1) * block + reach, n * group * block, block
-        self.phase_shape = (n, group, words, sh, sw, hq, wq)
-        self.fill_args = (group, top, left, sh, sw, used_phases(w.shape[2:], (sh, sw), (dh, dw)))
+        layout = PhaseLayout(kernel.inner, x_shape, w.shape, words)
+        self.offsets = layout.tap_offsets(words)
+        panels, self.size = layout.panels_and_size(self.offsets, int8.WIDTH)
+        self.filled, self.block, self.phase_shape, self.fill_args = layout.filled, layout.block, layout.shape, \
+            layout.fill_args
+        (oh, ow), wq = layout.out, layout.wq
         self.kernel, self.wq, self.items, self.fills = kernel, wq, n * group * panels, n * group * words
         self.grid = None if wq == ow else np.zeros((n, w.shape[0], oh * wq), np.int32)
         self.key: tuple = ()
