@@ -310,10 +310,9 @@ def _column_operand(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool 
     fused activation (``clipped``: a fused clip allowed too), where it is float32 and holds one
     value or one a column (every dim but the last 1, no more dims than ``tensor``), so the output
     has ``tensor``'s shape; else None."""
-    if not _binary_of(kernel, op_type, tensor, clipped):
+    other = _other_operand(kernel, op_type, tensor, clipped)
+    if other is None:
         return None
-    present = [t for t in kernel.inputs if t is not None]
-    other = present[1] if present[0] is tensor else present[0]
     shape, columns = tuple(other.shape), tensor.shape[-1] if tensor.shape else 1
     if (np.dtype(other.dtype).name != "float32" or len(shape) > len(tensor.shape) or any(d != 1 for d in shape[:-1])
             or (shape and shape[-1] not in (1, columns)) or tuple(kernel.outputs[0].shape) != tuple(tensor.shape)):
@@ -324,10 +323,9 @@ def _column_operand(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool 
 def _channel_operand(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool = False) -> Tensor | None:
     """``_column_operand`` for a convolution's output ``tensor`` (N, C, H, W): the other operand
     holds one value or one a channel (its shape, aligned to the right, 1 everywhere but C)."""
-    if not _binary_of(kernel, op_type, tensor, clipped) or len(tensor.shape) != 4:
+    other = _other_operand(kernel, op_type, tensor, clipped)
+    if other is None or len(tensor.shape) != 4:
         return None
-    present = [t for t in kernel.inputs if t is not None]
-    other = present[1] if present[0] is tensor else present[0]
     shape = (1,) * (4 - len(other.shape)) + tuple(other.shape) if len(other.shape) <= 4 else None
     if (np.dtype(other.dtype).name != "float32" or shape is None or any(d != 1 for i, d in enumerate(shape) if i != 1)
             or shape[1] not in (1, tensor.shape[1]) or tuple(kernel.outputs[0].shape) != tuple(tensor.shape)):
@@ -335,13 +333,15 @@ def _channel_operand(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool
     return other
 
 
-def _binary_of(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool) -> bool:
-    """Whether ``kernel`` is an ``op_type`` of ``tensor`` and another operand, with no fused
-    activation (``clipped``: or a fused clip)."""
+def _other_operand(kernel: Kernel, op_type: str, tensor: Tensor, clipped: bool) -> Tensor | None:
+    """The other operand where ``kernel`` is an ``op_type`` of ``tensor`` and another tensor, with no
+    fused activation (``clipped``: or a fused clip); else None."""
     present = [t for t in kernel.inputs if t is not None]
     activation = kernel.attrs.get("activation_type", "NO_ACTIVATION")
-    return (kernel.type == op_type and len(present) == 2 and tensor in present and present[0] is not present[1]
-            and (activation == "NO_ACTIVATION" or (clipped and activation in FUSED_CLIPS)))
+    if (kernel.type != op_type or len(present) != 2 or tensor not in present or present[0] is present[1]
+            or not (activation == "NO_ACTIVATION" or (clipped and activation in FUSED_CLIPS))):
+        return None
+    return present[1] if present[0] is tensor else present[0]
 
 
 def _sole_reader(tensor: Tensor, reader: dict[Tensor, Kernel], outputs: list[Tensor],
