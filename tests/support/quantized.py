@@ -92,6 +92,33 @@ def weight_only(model: onnx.ModelProto, form: str, symmetric: bool, block_size: 
     return quantizer.model.model
 
 
+def respelled(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with the same meaning, its float ops rounded another way: each Sigmoid as
+    Reciprocal(Add(Exp(Neg(x)), 1)), each GlobalAveragePool as ReduceMean over the plane.
+    onnxruntime on both shows how far ulp-level differences alone move a model's outputs."""
+    from onnx import helper
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    model.graph.initializer.extend([helper.make_tensor("respelled_one", onnx.TensorProto.FLOAT, [], [1.0]),
+                                    helper.make_tensor("respelled_axes", onnx.TensorProto.INT64, [2], [2, 3])])
+    nodes = []
+    for node in model.graph.node:
+        x, y = node.input[0] if node.input else "", node.output[0]
+        if node.op_type == "Sigmoid":
+            nodes += [helper.make_node("Neg", [x], [f"{y}_neg"]), helper.make_node("Exp", [f"{y}_neg"], [f"{y}_exp"]),
+                      helper.make_node("Add", [f"{y}_exp", "respelled_one"], [f"{y}_sum"]),
+                      helper.make_node("Reciprocal", [f"{y}_sum"], [y])]
+        elif node.op_type == "GlobalAveragePool":
+            nodes.append(helper.make_node("ReduceMean", [x, "respelled_axes"], [y], keepdims=1) if opset >= 18
+                         else helper.make_node("ReduceMean", [x], [y], axes=[2, 3], keepdims=1))
+        else:
+            nodes.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model
+
+
 def _fold_weight_transposes(model: onnx.ModelProto) -> onnx.ModelProto:
     model = onnx.ModelProto.FromString(model.SerializeToString())
     weights = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
