@@ -50,12 +50,24 @@ CONVS = {  # x shape, out channels, attrs
     "depthwise_3x3_7x7_plane": ((2, 20, 7, 7), 20, _conv_attrs(3, pad=1, group=20)),
     "depthwise_multiplier_2": ((1, 3, 8, 8), 6, _conv_attrs(3, pad=1, group=3)),
     "depthwise_dilated_stride3": ((1, 4, 17, 17), 4, _conv_attrs(3, stride=3, pad=2, group=4, dilation=2)),
+    "depthwise_3x3_14x14_plane": ((1, 24, 14, 14), 24, _conv_attrs(3, pad=1, group=24)),
+    "depthwise_3x3_stride2_block_tails": ((2, 40, 23, 21), 40, _conv_attrs(3, stride=2, pad=1, group=40)),
+    "depthwise_3x3_7x7_five_blocks": ((1, 80, 7, 7), 80, _conv_attrs(3, pad=1, group=80)),
+    "depthwise_3x3_stride2_block_a_pass": ((1, 32, 48, 48), 32, _conv_attrs(3, stride=2, pad=1, group=32)),
+    "depthwise_3x3_stride2_large_plane": ((1, 16, 60, 60), 16, _conv_attrs(3, stride=2, pad=1, group=16)),
     "1x1_7x7_plane": ((1, 20, 7, 7), 24, _conv_attrs(1)),
     "1x1_two_vector_tail": ((1, 17, 8, 10), 9, _conv_attrs(1)),
     "grouped": ((1, 8, 7, 7), 8, _conv_attrs(3, pad=1, group=2)),
     "dilated": ((1, 5, 11, 11), 9, _conv_attrs(3, dilation=2, pad=2)),
     "16x16_stride16": ((1, 3, 32, 32), 8, _conv_attrs(16, stride=16)),  # NOTE: a ViT's patches: 256 stride phases
 }
+
+
+# the depthwise cases on 16-channel blocks (int8_blocked_depthwise: stride 2 or more, or at most
+# 64 output positions, from at most 56 x 56 input positions); the others plane by plane
+BLOCKED_DEPTHWISE = {"depthwise_3x3", "depthwise_5x5_stride2", "depthwise_3x3_stride2", "depthwise_3x3_unpadded",
+                     "depthwise_3x3_7x7_plane", "depthwise_dilated_stride3", "depthwise_3x3_stride2_block_tails",
+                     "depthwise_3x3_7x7_five_blocks", "depthwise_3x3_stride2_block_a_pass"}
 
 
 def _expected_plan(case: str) -> tuple[type, ...]:
@@ -83,6 +95,8 @@ def test_a_quantized_convolution_is_bit_identical(case, dtype, per_channel, zero
                                         _weight_params(out_c, per_channel, zero_point), bias, dtype,
                                         params(0.4, 3 if dtype == np.int8 else 125))
     assert isinstance(kernel.compiled, _expected_plan(case))
+    if case.startswith("depthwise"):
+        assert kernel.compiled.blocked == (case in BLOCKED_DEPTHWISE)
     np.testing.assert_array_equal(actual, expected)
 
 
@@ -287,6 +301,7 @@ THREADED = {  # x shape, w shape, attrs (None: a product), w zero points (0: the
     "pointwise": ((2, 17, 30, 31), (40, 17, 1, 1), _conv_attrs(1), True),
     "depthwise": ((1, 24, 15, 15), (24, 1, 3, 3), _conv_attrs(3, pad=1, group=24), True),
     "depthwise_stride2": ((2, 16, 15, 15), (16, 1, 3, 3), _conv_attrs(3, stride=2, pad=1, group=16), True),
+    "depthwise_stride2_blocks": ((1, 72, 16, 17), (72, 1, 3, 3), _conv_attrs(3, stride=2, pad=1, group=72), True),
     "product": ((5, 70), (70, 300), None, True),
     "product_quads": ((5, 70), (70, 300), None, False),
     "winograd": ((2, 24, 24, 26), (32, 24, 3, 3), _conv_attrs(3, pad=1), True),

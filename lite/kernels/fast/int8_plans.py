@@ -1212,13 +1212,13 @@ def _depthwise_plan(kernel) -> Callable[[], None] | None:
     if taps * offset_bound(kernel.inputs[0].dtype, kernel.layout.x_zero_point) * _kernel_weight_bound(kernel) \
             + bias >= FLOAT32_EXACT:
         return None
-    from lite.kernels.fast import int8_depthwise
+    from lite.kernels.fast import int8_blocked_depthwise, int8_depthwise
 
     plan = DepthwiseInt8Plan(kernel, x_shape, w)
     if kernel.threads.crew() is not None:
         from lite.kernels.fast import crew
 
-        crew.warm(int8_depthwise.depthwise_job)
+        crew.warm(int8_blocked_depthwise.blocked_job if plan.blocked else int8_depthwise.depthwise_job)
     return plan
 
 
@@ -1229,51 +1229,62 @@ def _depthwise_taps(kernel, w: np.ndarray) -> np.ndarray:
 
 
 class DepthwiseInt8Plan:
-    """A quantized depthwise convolution on ``int8_depthwise`` (``Int8Depthwise``), its output
-    planes shared out among the model's threads (the crew's jobs on idle cores)."""
+    """A quantized depthwise convolution on ``int8_blocked_depthwise`` where it ``fits`` (16
+    channels at once), else on ``int8_depthwise`` (``Int8Depthwise``, plane by plane), its output
+    shared out among the model's threads (the crew's jobs on idle cores)."""
 
     def __init__(self, kernel, x_shape: tuple[int, ...], w: np.ndarray):
+        from lite.kernels.fast import int8_blocked_depthwise
         from lite.kernels.fast.int8_depthwise import Int8Depthwise
         from lite.kernels.window import Geometry
 
         inner = kernel.inner
         begins, ends, out = inner.geometry(x_shape, w.shape)
         geometry = Geometry(tuple(x_shape), w.shape[2:], inner.strides, inner.dilations, begins, ends, out)
-        self.loop = Int8Depthwise(geometry)
-        self.weight = _once(kernel, "depthwise_taps", lambda: _depthwise_taps(kernel, w))
-        bias, self.multiplier, zp, lo, hi = requantization_terms(kernel)
-        self.bias = bias.astype(np.float32)  # NOTE: exact: checked below FLOAT32_EXACT
+        blocked = int8_blocked_depthwise.fits(geometry, w.shape[0])
+        self.loop = int8_blocked_depthwise.BlockedInt8Depthwise(geometry) if blocked else Int8Depthwise(geometry)
+        weight = _once(kernel, "depthwise_taps", lambda: _depthwise_taps(kernel, w))
+        bias, multiplier, zp, lo, hi = requantization_terms(kernel)
+        bias = bias.astype(np.float32)  # NOTE: exact: checked below FLOAT32_EXACT
+        self.arrays = self.loop.arranged(weight, bias, multiplier) if blocked else (weight, bias, multiplier)
         self.floats = (float(kernel.layout.x_zero_point), float(zp), float(lo), float(hi))
-        self.kernel, self.items = kernel, x_shape[0] * w.shape[0]
+        self.kernel, self.blocked = kernel, blocked
+        self.items = self.loop.count(x_shape[0]) if blocked else x_shape[0] * w.shape[0]
         self.loop.warm(np.dtype(kernel.inputs[0].dtype))
         self.x: np.ndarray | None = None
         self.out: np.ndarray | None = None
         self.steps: Callable[[], None] | None = None
 
-    def _steps(self, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
-        from lite.kernels.fast import int8_depthwise
+    def _scratch(self, x: np.ndarray) -> list[list[np.ndarray]]:
+        kinds = (np.float32, np.float32, x.dtype if self.blocked else np.uint8)
+        return [[np.zeros(shape, kind) for shape, kind in zip(self.loop.scratch, kinds, strict=True)]
+                for _ in range(self.kernel.threads.loop_pieces(self.items))]
 
-        threads, loop = self.kernel.threads, self.loop
-        view = out.view(np.uint8)
-        scratch = [[np.zeros(shape, dtype) for shape, dtype in zip(loop.scratch, (np.float32, np.float32, np.uint8),
-                                                                     strict=True)]
-                   for _ in range(threads.loop_pieces(self.items))]
-        f32 = np.float32
-        shared = (x, f32(self.floats[0]), self.weight, self.bias, self.multiplier, *map(f32, self.floats[1:]), view)
+    def _steps(self, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+        from lite.kernels.fast import int8_blocked_depthwise as blocked
+        from lite.kernels.fast import int8_depthwise as planes
+        from lite.kernels.fast.crew import Jobs
+
+        loop, view, scratch, f32 = self.loop, out.view(np.uint8), self._scratch(x), np.float32
+        zero_point, lo, hi = map(f32, self.floats[1:])
+        if self.blocked:
+            call = partial(blocked.block_items, x, f32(self.floats[0]), *self.arrays, zero_point, lo, hi, view,
+                           loop.conv)
+        else:
+            call = partial(loop.items, x, f32(self.floats[0]), *self.arrays, zero_point, lo, hi, view)
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
-            return partial(loop.items, *shared, *scratch[index], first, last)
+            return partial(call, *scratch[index], first, last)
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            from lite.kernels.fast.crew import Jobs
+            owned = (x, *self.arrays, view, *(a for arrays in scratch for a in arrays))
+            if self.blocked:
+                block = blocked.crew_block(loop, x, self.arrays, self.floats, view, scratch, bounds)
+                return Jobs(blocked.blocked_job, block, len(bounds), owned)
+            block = planes.crew_block(loop, x, *self.arrays, self.floats, view, scratch, bounds)
+            return Jobs(planes.depthwise_job, block, len(bounds), (*owned, loop.plan.taps, loop.table))
 
-            block = int8_depthwise.crew_block(loop, x, self.weight, self.bias, self.multiplier, self.floats, view,
-                                              scratch, bounds)
-            return Jobs(int8_depthwise.depthwise_job, block, len(bounds),
-                        (x, self.weight, self.bias, self.multiplier, view, loop.plan.taps, loop.table,
-                         *(a for arrays in scratch for a in arrays)))
-
-        return threads.crew_loop(self.items, piece, jobs)
+        return self.kernel.threads.crew_loop(self.items, piece, jobs)
 
     def __call__(self) -> None:
         x, out = _compiled_array(self.kernel.inputs[0].data), self.kernel.outputs[0].data
