@@ -1,10 +1,14 @@
 """The zoo's models quantized by onnxruntime.quantization, converted and run natively, against
 onnxruntime on the same quantized file.
 
-QOperator form: onnxruntime runs its int8 kernels, as Delite does; the outputs must agree to
-cosine 0.999, the same top-1 and one output quantization step. The BERT-style encoder's
-QLinearAdd and QLinearMul differ at ties: onnxruntime's x86 kernels requantize them with
-fixed-point multipliers that round half up, where ONNX (and Delite) round half to even.
+QOperator form: Delite must equal onnxruntime running the file with its QLinear ops (QLinearAdd,
+QLinearMul, QLinearSigmoid, QLinearGlobalAveragePool, QLinearConcat) written as what they mean
+(DequantizeLinear, the float op, QuantizeLinear: ``as_defined``), unoptimized: cosine 0.999, the
+same top-1 and one output quantization step (the CNNs are bit-identical there). onnxruntime's own
+QLinear kernels approximate: a QLinearAdd whose exact result is 146.50002 gives 146, where the
+definition (and Delite) gives 147; the random-weight networks amplify such steps. So against
+onnxruntime as it runs the file, the models keep the cosine of QOPERATOR_COSINE, which is what
+onnxruntime itself keeps against its defined form.
 
 Dynamic form (DynamicQuantizeLinear, ConvInteger, MatMulInteger): the integer ops are exact on
 both sides, so the outputs agree to cosine 0.999 and the same top-1. In EfficientNet-B0 and
@@ -35,6 +39,7 @@ from tests.support.e2e import build_lite, predict
 from tests.support.quantized import (
     ZOO_SIZES,
     Agreement,
+    as_defined,
     output_step,
     quantize,
     quantized_zoo,
@@ -45,8 +50,9 @@ from tests.support.quantized import (
 
 SMALL = ("bert_encoder", "inception_block", "resnet18")  # the default run; every zoo model under -m slow
 ALL = sorted(ZOO_SIZES)
-# the least cosine with onnxruntime in the QOperator form, where it is not 0.999, and why
-QOPERATOR_COSINE = {"bert_encoder": (0.998, "onnxruntime's QLinearAdd/QLinearMul round ties up (fixed point)")}
+# the least cosine with onnxruntime's own QLinear kernels, where it is not 0.999 (onnxruntime
+# against the file's defined form: the same figures, to the last digit)
+QOPERATOR_COSINE = {"bert_encoder": 0.998, "mobilenet_v2": 0.995, "efficientnet_b0": 0.9}
 _BUILT: dict[tuple[str, str], object] = {}
 
 
@@ -69,12 +75,17 @@ def _agreement(name: str, form: str, inputs: int) -> tuple[Agreement, object]:
 
 def _check_qoperator(name: str, inputs: int) -> None:
     agreement, quantized = _agreement(name, "qoperator", inputs)
-    floor = QOPERATOR_COSINE.get(name, (0.999, ""))[0]
-    assert agreement.cosine >= floor, agreement
-    if name not in QOPERATOR_COSINE:
-        assert agreement.same_top1 == inputs, agreement
-        step = output_step(quantized)
-        assert step is None or agreement.max_diff <= step * 1.0001, (agreement, step)
+    assert agreement.cosine >= QOPERATOR_COSINE.get(name, 0.999), agreement
+    model, _, lite_model = _quantized(name, "qoperator")
+    defined = as_defined(quantized)
+    rng, exact = np.random.default_rng(1), Agreement()
+    for _ in range(inputs):
+        feeds = random_feeds(model, rng)
+        exact.add(predict(lite_model, feeds)[0], run_onnxruntime(defined, feeds, optimized=False)[0])
+    assert exact.cosine >= 0.999 and exact.same_top1 == inputs, exact
+    step = output_step(quantized)
+    if name != "bert_encoder":  # NOTE: its LayerNorms, Erf and Softmax run between, as each engine's float ops
+        assert step is None or exact.max_diff <= step * 1.0001, (exact, step)
 
 
 DYNAMIC_SENSITIVE = ("efficientnet_b0", "mobilenet_v3_large")
