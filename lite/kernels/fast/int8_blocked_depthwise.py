@@ -188,7 +188,7 @@ def block_items(x, x_zero_point, w, b, multiplier, zero_point, lo, hi, out, conv
         bs = carray(as_pointer(b.ctypes.data + block * LANES * 4), (group, LANES), np.float32)
         outs = carray(as_pointer(sums.ctypes.data), (group, oh, ow, LANES), np.float32)
         depthwise(xs, ws, bs, outs, kh, kw, sh, sw, pt, pl, dh, dw, -unbounded, unbounded, CLIP_CODE, np.float32(1),
-                  0, group)
+                  0, group, 0, oh)
         for g in range(group):
             channel = (block + g) * LANES
             _blocks_out(sf, g * size * LANES, multiplier, channel, min(LANES, c - channel), zero_point, lo, hi, of,
