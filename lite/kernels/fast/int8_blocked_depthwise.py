@@ -22,6 +22,9 @@ below 2 ** 24, so the float32 sums are exact in any order and the bytes equal
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 from llvmlite import ir
 from numba import carray, types
@@ -31,7 +34,7 @@ from numba.extending import intrinsic
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE
 from lite.kernels.fast.blocked_depthwise import QUAD, arrange, depthwise
-from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.crew import Jobs, as_pointer
 from lite.kernels.fast.int8_depthwise import _byte
 from lite.kernels.fast.tile import LANES, VECTOR, splat, vector_call
 from lite.kernels.window import Geometry
@@ -215,9 +218,30 @@ class BlockedInt8Depthwise:
         scale[:channels] = multiplier
         return w, b, scale
 
-    def count(self, images: int) -> int:
-        """The items of ``block_items`` for ``images`` images: their blocks."""
+    def count(self, images: int, outputs: int) -> int:
+        """The items of ``block_items``: the images' blocks (``outputs`` channels, as many as in)."""
         return images * self.blocks
+
+    @staticmethod
+    def scratch_kinds(dtype: np.dtype) -> tuple[type, ...]:
+        """The dtypes of ``scratch``'s arrays: the staging bytes are x's."""
+        return np.float32, np.float32, dtype
+
+    def call(self, x: np.ndarray, floats: tuple, arrays: tuple, out: np.ndarray) -> Callable[..., None]:
+        """``block_items`` with the loop's arguments (``floats``: x's zero point, the output's zero
+        point, lo, hi; ``arrays``: ``arranged``'s), waiting for a piece's scratch, first and last."""
+        f32 = np.float32
+        return partial(block_items, x, f32(floats[0]), *arrays, *map(f32, floats[1:]), out, self.conv)
+
+    def crew_jobs(self, x: np.ndarray, floats: tuple, arrays: tuple, out: np.ndarray,
+                  scratch: list[list[np.ndarray]], bounds: list[tuple[int, int]]) -> Jobs:
+        """The crew's jobs for ``bounds``, ``call``'s arguments in their block."""
+        block = crew_block(self, x, arrays, floats, out, scratch, bounds)
+        return Jobs(blocked_job, block, len(bounds), (x, *arrays, out, *(a for piece in scratch for a in piece)))
+
+    @staticmethod
+    def crew_job() -> Callable:
+        return blocked_job
 
     def warm(self, dtype: np.dtype) -> None:
         """Compiles ``block_items`` for ``dtype`` (int8 or uint8) inputs now, on one image of zeros."""
@@ -225,7 +249,7 @@ class BlockedInt8Depthwise:
         x = np.zeros((1, *g.x[1:]), dtype)
         w, b, scale = self.arranged(np.zeros((g.x[1], g.kernel[0] * g.kernel[1]), f32), np.zeros(g.x[1], f32),
                                     np.ones(g.x[1], f32))
-        scratch = [np.zeros(shape, kind) for shape, kind in zip(self.scratch, (f32, f32, dtype), strict=True)]
+        scratch = [np.zeros(shape, kind) for shape, kind in zip(self.scratch, self.scratch_kinds(dtype), strict=True)]
         compiled(block_items, x, f32(0), w, b, scale, f32(0), f32(0), f32(255), np.zeros((1, g.x[1], *g.out), np.uint8),
                  self.conv, *scratch, 0, 1)
 

@@ -16,12 +16,15 @@ Outputs are written as bytes: an int8 output in [lo, hi] is stored as its two's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 from numba import carray
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
 from lite.kernels.fast import compiled, jit
-from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.crew import Jobs, as_pointer
 from lite.kernels.fast.depthwise import ROUND, DepthwisePlan
 from lite.kernels.fast.flat import FlatPlan, _any_kernel
 from lite.kernels.window import Geometry
@@ -159,11 +162,43 @@ class Int8Depthwise:
         else:
             phase_items(*head, self.plan.taps, self.table, *self.numbers, padded, wide, spare, first, last)
 
+    @staticmethod
+    def arranged(weight: np.ndarray, bias: np.ndarray, multiplier: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The weight (O, taps), bias and multipliers (O,) as ``items`` reads them: as they are."""
+        return weight, bias, multiplier
+
+    @staticmethod
+    def count(images: int, outputs: int) -> int:
+        """The items of ``items``: the output planes."""
+        return images * outputs
+
+    @staticmethod
+    def scratch_kinds(dtype: np.dtype) -> tuple[type, ...]:
+        """The dtypes of ``scratch``'s arrays (the same for int8 and uint8 inputs)."""
+        return np.float32, np.float32, np.uint8
+
+    def call(self, x: np.ndarray, floats: tuple, arrays: tuple, out: np.ndarray) -> Callable[..., None]:
+        """``items`` with the loop's arguments (``floats``: x's zero point, the output's zero point,
+        lo, hi), waiting for a piece's scratch, first and last."""
+        f32 = np.float32
+        return partial(self.items, x, f32(floats[0]), *arrays, *map(f32, floats[1:]), out)
+
+    def crew_jobs(self, x: np.ndarray, floats: tuple, arrays: tuple, out: np.ndarray,
+                  scratch: list[list[np.ndarray]], bounds: list[tuple[int, int]]) -> Jobs:
+        """The crew's jobs for ``bounds``, ``call``'s arguments in their block."""
+        block = crew_block(self, x, *arrays, floats, out, scratch, bounds)
+        return Jobs(depthwise_job, block, len(bounds),
+                    (x, *arrays, out, self.plan.taps, self.table, *(a for piece in scratch for a in piece)))
+
+    @staticmethod
+    def crew_job() -> Callable:
+        return depthwise_job
+
     def warm(self, dtype: np.dtype) -> None:
         """Compiles the loop for ``dtype`` (int8 or uint8) inputs now, on one plane of zeros."""
         g = self.plan.geometry
         f32 = np.float32
-        scratch = [np.zeros(shape, kind) for shape, kind in zip(self.scratch, (f32, f32, np.uint8), strict=True)]
+        scratch = [np.zeros(shape, kind) for shape, kind in zip(self.scratch, self.scratch_kinds(dtype), strict=True)]
         compiled(self.items, np.zeros((1, 1, *g.x[2:]), dtype), f32(0), np.zeros((1, self.plan.taps.size), f32),
                  np.zeros(1, f32), np.ones(1, f32), f32(0), f32(0), f32(255), np.zeros((1, 1, *g.out), np.uint8),
                  *scratch, 0, 1)

@@ -328,8 +328,7 @@ def _amx_weight(kernel, w: np.ndarray) -> np.ndarray:
         quads = np.zeros((rows, channel_words * taps), np.int32)
         zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
         int8_quads.pack_conv_quads(np.ascontiguousarray(w), zero_point, quads)
-        tiled = aligned_array((rows, taps * (-(-channel_words // tile) * tile)), np.int32)
-        tiled[:] = 0
+        tiled = _zeros((rows, taps * (-(-channel_words // tile) * tile)))
         int8_amx.pack_amx_weight(quads, channel_words, taps, tiled)
         return tiled
 
@@ -823,13 +822,8 @@ def _packed_panels(pack, weight: np.ndarray, zero_point: np.ndarray, panel_count
     return packed if tiles is None else tiles
 
 
-def _zeros(shape: tuple[int, ...]) -> np.ndarray:
-    """int32 zeros, 64-byte aligned (a tile's rows load whole from aligned addresses)."""
-    return _zeros_aligned(shape, np.int32)
-
-
-def _zeros_aligned(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
-    """Zeros of ``dtype``, 64-byte aligned."""
+def _zeros(shape: tuple[int, ...], dtype: np.dtype | type = np.int32) -> np.ndarray:
+    """Zeros, 64-byte aligned (a tile's rows and a vector of 16 floats load whole from aligned addresses)."""
     array = aligned_array(shape, dtype)
     array[...] = 0
     return array
@@ -1217,13 +1211,11 @@ def _depthwise_plan(kernel) -> Callable[[], None] | None:
     if taps * offset_bound(kernel.inputs[0].dtype, kernel.layout.x_zero_point) * _kernel_weight_bound(kernel) \
             + bias >= FLOAT32_EXACT:
         return None
-    from lite.kernels.fast import int8_blocked_depthwise, int8_depthwise
-
     plan = DepthwiseInt8Plan(kernel, x_shape, w)
     if kernel.threads.crew() is not None:
         from lite.kernels.fast import crew
 
-        crew.warm(int8_blocked_depthwise.blocked_job if plan.blocked else int8_depthwise.depthwise_job)
+        crew.warm(plan.loop.crew_job())
     return plan
 
 
@@ -1251,45 +1243,34 @@ class DepthwiseInt8Plan:
         weight = _once(kernel, "depthwise_taps", lambda: _depthwise_taps(kernel, w))
         bias, multiplier, zp, lo, hi = requantization_terms(kernel)
         bias = bias.astype(np.float32)  # NOTE: exact: checked below FLOAT32_EXACT
-        self.arrays = self.loop.arranged(weight, bias, multiplier) if blocked else (weight, bias, multiplier)
+        self.arrays = self.loop.arranged(weight, bias, multiplier)
         self.floats = (float(kernel.layout.x_zero_point), float(zp), float(lo), float(hi))
-        self.kernel, self.blocked = kernel, blocked
-        self.items = self.loop.count(x_shape[0]) if blocked else x_shape[0] * w.shape[0]
+        self.kernel, self.items = kernel, self.loop.count(x_shape[0], w.shape[0])
         self.loop.warm(np.dtype(kernel.inputs[0].dtype))
         self.x: np.ndarray | None = None
         self.out: np.ndarray | None = None
         self.steps: Callable[[], None] | None = None
 
-    def _scratch(self, x: np.ndarray) -> list[list[np.ndarray]]:
-        """Each piece's scratch, zeroed and 64-byte aligned (the blocked kernel's vectors are whole
-        cache lines: misaligned, a 56 x 56 stride-2 layer took a third longer)."""
-        kinds = (np.float32, np.float32, x.dtype if self.blocked else np.uint8)
-        return [[_zeros_aligned(shape, kind) for shape, kind in zip(self.loop.scratch, kinds, strict=True)]
-                for _ in range(self.kernel.threads.loop_pieces(self.items))]
+    @property
+    def blocked(self) -> bool:
+        """Whether the layer runs on 16-channel blocks."""
+        from lite.kernels.fast.int8_blocked_depthwise import BlockedInt8Depthwise
+
+        return isinstance(self.loop, BlockedInt8Depthwise)
 
     def _steps(self, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:
-        from lite.kernels.fast import int8_blocked_depthwise as blocked
-        from lite.kernels.fast import int8_depthwise as planes
-        from lite.kernels.fast.crew import Jobs
-
-        loop, view, scratch, f32 = self.loop, out.view(np.uint8), self._scratch(x), np.float32
-        zero_point, lo, hi = map(f32, self.floats[1:])
-        if self.blocked:
-            call = partial(blocked.block_items, x, f32(self.floats[0]), *self.arrays, zero_point, lo, hi, view,
-                           loop.conv)
-        else:
-            call = partial(loop.items, x, f32(self.floats[0]), *self.arrays, zero_point, lo, hi, view)
+        # NOTE: the scratch 64-byte aligned: the blocked kernel's vectors are whole cache lines
+        # (misaligned, a 56 x 56 stride-2 layer took a third longer)
+        loop, view = self.loop, out.view(np.uint8)
+        scratch = [[_zeros(shape, kind) for shape, kind in zip(loop.scratch, loop.scratch_kinds(x.dtype), strict=True)]
+                   for _ in range(self.kernel.threads.loop_pieces(self.items))]
+        call = loop.call(x, self.floats, self.arrays, view)
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
             return partial(call, *scratch[index], first, last)
 
         def jobs(bounds: list[tuple[int, int]]) -> Callable[[], None]:
-            owned = (x, *self.arrays, view, *(a for arrays in scratch for a in arrays))
-            if self.blocked:
-                block = blocked.crew_block(loop, x, self.arrays, self.floats, view, scratch, bounds)
-                return Jobs(blocked.blocked_job, block, len(bounds), owned)
-            block = planes.crew_block(loop, x, *self.arrays, self.floats, view, scratch, bounds)
-            return Jobs(planes.depthwise_job, block, len(bounds), (*owned, loop.plan.taps, loop.table))
+            return loop.crew_jobs(x, self.floats, self.arrays, view, scratch, bounds)
 
         return self.kernel.threads.crew_loop(self.items, piece, jobs)
 
