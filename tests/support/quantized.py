@@ -175,13 +175,18 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], optimi
                     config: dict[str, str] | None = None) -> list[np.ndarray]:
     """onnxruntime on the CPU, with its graph optimizations (its int8 kernels) or without;
     ``config``: session configuration entries."""
+    return onnxruntime_session(model, optimized, config).run(None, feeds)
+
+
+def onnxruntime_session(model: onnx.ModelProto, optimized: bool = True,
+                        config: dict[str, str] | None = None) -> ort.InferenceSession:
+    """``run_onnxruntime``'s session, for a loop over many inputs to make once."""
     options = ort.SessionOptions()
     for key, value in (config or {}).items():
         options.add_session_config_entry(key, value)
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 @dataclass
