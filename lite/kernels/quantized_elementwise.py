@@ -7,11 +7,12 @@ per input and output):
 - one-input element-wise ops on 8-bit tensors (Activation, Erf...): the op takes 256 values at
   most, so its result is a table made once from the float op, as onnxruntime's QLinearSigmoid
   and QLinearLeakyRelu do;
-- Add, Sub and Mul: ``quantize(dequantize(a) op dequantize(b))`` in float32 on the fly, in the
-  order ``lite.ops.quant`` gives (bit-identical to ``QuantizedOp``);
-- a softmax over trailing axes of an 8-bit tensor: each value's exponential from a table of the
-  256 offsets below its row's largest value (as onnxruntime's QLinearSoftmax computes it), within
-  one step of ``QuantizedOp``'s float32 softmax;
+- Add, Sub and Mul of per-tensor parameters: ``lite.ops.quantized_arithmetic`` on the fly (8-bit
+  Add and Mul as onnxruntime's QLinearAdd and QLinearMul compute them; Sub as ``QuantizedOp``);
+- a softmax over trailing axes of an 8-bit tensor: ``lite.ops.quantized_softmax`` (onnxruntime's
+  QLinearSoftmax: each value's exponential from a table of the 256 offsets below its row's
+  largest value), within a step of ``QuantizedOp``'s float32 softmax where the output scale's
+  inverse is a whole number;
 - a layer norm of an 8-bit tensor: each row dequantized, normalized and quantized in one pass;
 - a global average pool: each plane's integer sum, then the float64 terms of ``QuantizedOp``'s
   float64 reference (bit-identical to it: that reference's sum is exact).
@@ -28,6 +29,8 @@ from lite.kernels.quant import byte_lookup
 from lite.kernels.quantized import QuantizedOp, float_kernel_class
 from lite.kernels.registry import find_kernel, register_quantized
 from lite.ops.quant import byte_values, dequantize_tensor, qrange, quantize_tensor, same_quantization
+from lite.ops.quantized_arithmetic import FLOAT_OPS, per_tensor_terms, quantized_arithmetic
+from lite.ops.quantized_softmax import SUM_LANES, exponent_table, output_multiplier, quantized_softmax
 from lite.primitive import Primitive
 from lite.tensor import Tensor
 
@@ -36,7 +39,6 @@ MOVEMENT_OPS = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Conc
                 "Split", "MaxPoolFusion", "DepthToSpace", "SpaceToDepth", "Identity", "BroadcastTo", "TileFusion")
 TABLE_OPS = ("Activation", "Erf", "ExpFusion", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Sin", "Cos", "Floor",
              "Ceil", "Round", "Sign")
-ARITHMETIC_OPS = {"AddFusion": np.add, "SubFusion": np.subtract, "MulFusion": np.multiply}
 
 
 class _Delegating(NativeKernel):
@@ -135,9 +137,9 @@ class _Table(NativeKernel):
 
 
 class _ConstantArithmetic(_Table):
-    """Add, Sub or Mul of an 8-bit tensor and a one-value constant: a table (``_Table``) of
-    ``quantize(dequantize(x) op dequantize(c))``, the operands in the op's order, in float32
-    as ``_Arithmetic`` computes it."""
+    """Add, Sub or Mul of an 8-bit tensor and a one-value constant: a table (``_Table``) of the op
+    (``lite.ops.quantized_arithmetic``) of each of x's 256 values and the constant, the operands
+    in the op's order."""
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         return [tuple(np.broadcast_shapes(self.inputs[0].shape, self.inputs[1].shape))]
@@ -146,11 +148,15 @@ class _ConstantArithmetic(_Table):
     def table_input(self) -> Tensor:
         return self.inputs[1] if self.inputs[0].is_const else self.inputs[0]
 
-    def _real_results(self, real: np.ndarray) -> np.ndarray:
-        constant = next(t for t in self.inputs if t is not self.table_input)
-        c = dequantize_tensor(constant.data, constant.quant_params).reshape(())
-        operands = (c, real) if constant is self.inputs[0] else (real, c)
-        return ARITHMETIC_OPS[self.type](*operands)
+    def prepare(self) -> None:
+        x, y = self.table_input, self.outputs[0]
+        constant = next(t for t in self.inputs if t is not x)
+        values = (byte_values(x.dtype), x.quant_params)
+        c = (constant.data.reshape(()), constant.quant_params)
+        operands = (*c, *values) if constant is self.inputs[0] else (*values, *c)
+        with np.errstate(all="ignore"):
+            table = quantized_arithmetic(self.type, *operands, y.quant_params, y.dtype)
+        self.lookup = byte_lookup(table.view(np.uint8))
 
 
 class QuantizedArithmetic(_Delegating):
@@ -194,15 +200,9 @@ class _Arithmetic(NativeKernel):
         if self.compiled is not None:
             self.compiled()
             return
-        a, b = (dequantize_tensor(t.data, t.quant_params) for t in self.inputs)
-        y = self.outputs[0]
-        y.data[...] = quantize_tensor(ARITHMETIC_OPS[self.type](a, b), y.quant_params, y.dtype)
-
-
-def _float_params(params) -> tuple[np.float32, np.float32]:
-    """(scale, zero point) of per-tensor parameters as float32."""
-    zero_point = params.zero_point.reshape(-1)[0] if params.zero_point.size else 0
-    return np.float32(params.scale.reshape(-1)[0]), np.float32(zero_point)
+        (a, b), y = self.inputs, self.outputs[0]
+        y.data[...] = quantized_arithmetic(self.type, a.data, a.quant_params, b.data, b.quant_params, y.quant_params,
+                                           y.dtype)
 
 
 def _compiled_arithmetic(kernel: _Arithmetic):
@@ -221,7 +221,7 @@ def _compiled_arithmetic(kernel: _Arithmetic):
 
     int8_elementwise.warm(np.dtype(a.dtype), np.dtype(b.dtype), np.dtype(y.dtype))
     low, high = qrange(y.dtype, y.quant_params.bits)
-    terms = (*_float_params(a.quant_params), *_float_params(b.quant_params), *_float_params(y.quant_params),
+    terms = (*per_tensor_terms(a.quant_params), *per_tensor_terms(b.quant_params), *per_tensor_terms(y.quant_params),
              np.float32(low), np.float32(high))
     return _ArithmeticRun(kernel, int8_elementwise.OPS[kernel.type], terms)
 
@@ -302,7 +302,7 @@ class _GlobalAverage(NativeKernel):
     def prepare(self) -> None:
         from lite.kernels.fast import int8_elementwise
 
-        (x_scale, x_zero), (y_scale, y_zero) = (_float_params(t.quant_params) for t in (*self.inputs, *self.outputs))
+        (x_scale, x_zero), (y_scale, y_zero) = (per_tensor_terms(t.quant_params) for t in (*self.inputs, *self.outputs))
         low, high = qrange(self.outputs[0].dtype, self.outputs[0].quant_params.bits)
         self.terms = (float(x_zero), float(x_scale), float(y_scale), float(y_zero), float(low), float(high))
         int8_elementwise.warm_average(self.inputs[0].dtype, self.outputs[0].dtype)
@@ -319,17 +319,16 @@ class _GlobalAverage(NativeKernel):
 
 
 class QuantizedSoftmax(_Delegating):
-    """A quantized Softmax of an 8-bit tensor with per-tensor parameters on the compiled
-    ``int8_elementwise.softmax_rows`` where its axes are the trailing ones, else ``QuantizedOp``."""
+    """A quantized Softmax of an 8-bit tensor with per-tensor parameters: ``lite.ops.quantized_softmax``
+    where its axes are the trailing ones (on the compiled ``int8_elementwise.softmax_rows`` where
+    compiled kernels are on), else ``QuantizedOp``."""
 
     def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
-        from lite.kernels import fast
-
         tensors = [*inputs, *outputs]
-        if (not fast.enabled() or primitive.type != "Softmax" or len(inputs) != 1 or len(outputs) != 1
+        if (primitive.type != "Softmax" or len(inputs) != 1 or len(outputs) != 1
                 or not all(t is not None and t.dtype in BYTES and t.quant_params is not None
                            and t.quant_params.per_tensor for t in tensors)
-                or not all(np.isfinite(s) and s > 0 for s in (_float_params(t.quant_params)[0] for t in tensors))):
+                or not all(np.isfinite(s) and s > 0 for s in (per_tensor_terms(t.quant_params)[0] for t in tensors))):
             return None
         return _Softmax(inputs, outputs, primitive, name)
 
@@ -352,23 +351,25 @@ class _GeneralBacked(NativeKernel):
 
 class _Softmax(_GeneralBacked):
     def prepare(self) -> None:
-        from lite.kernels.fast import int8_elementwise
+        from lite.kernels import fast
 
         x, y = self.inputs[0], self.outputs[0]
-        (x_scale, _), (y_scale, y_zero) = _float_params(x.quant_params), _float_params(y.quant_params)
-        low, high = qrange(y.dtype, y.quant_params.bits)
-        self.table = np.exp(-np.arange(256, dtype=np.float64) * np.float64(x_scale)).astype(np.float32)
-        self.terms = (y_scale, y_zero, np.float32(low), np.float32(high))
+        (y_scale, y_zero), (low, high) = per_tensor_terms(y.quant_params), qrange(y.dtype, y.quant_params.bits)
+        self.terms = (output_multiplier(y_scale), y_zero, np.float32(low), np.float32(high))
         self.flip = np.uint8(0x80 if x.dtype == np.int8 else 0)
+        self.compiled = fast.enabled()
+        self.general.workspace, self.general.threads = self.workspace, self.threads
+        if not self.compiled:
+            return
+        from lite.kernels.fast import int8_elementwise
+
         int8_elementwise.warm_softmax(y.dtype)
         if self.threads.crew() is not None:
             from lite.kernels.fast import crew
 
             crew.warm(int8_elementwise.softmax_job)
-        self.general.workspace, self.general.threads = self.workspace, self.threads
 
     def resize(self) -> None:
-        from lite.kernels.fast import int8_elementwise
         from lite.kernels.shape import normalize_axes
 
         shape = self.inputs[0].shape
@@ -380,7 +381,8 @@ class _Softmax(_GeneralBacked):
             self.general.resize()
             return
         self.rows = math.prod(shape) // self.width
-        self.exps = [np.zeros(self.width + int8_elementwise.SOFTMAX_LANES, np.float32)
+        self.table = exponent_table(per_tensor_terms(self.inputs[0].quant_params)[0], self.width)
+        self.exps = [np.zeros(self.width + SUM_LANES, np.float32)
                      for _ in range(self.threads.loop_pieces(self.rows))]
         self.arrays: tuple = ()
 
@@ -389,6 +391,11 @@ class _Softmax(_GeneralBacked):
             self.general.execute()
             return
         x, out = self.inputs[0].data, self.outputs[0].data
+        if not self.compiled:
+            (x_scale, _), y = per_tensor_terms(self.inputs[0].quant_params), self.outputs[0]
+            out[...] = quantized_softmax(x, x_scale, y.quant_params.scale[0], int(self.terms[1]), y.dtype, self.width,
+                                         y.quant_params.bits)
+            return
         if not (x.flags.c_contiguous and out.flags.c_contiguous):
             x = np.ascontiguousarray(x)
             result = np.empty(out.shape, out.dtype)
@@ -429,7 +436,7 @@ class QuantizedLayerNorm(_Delegating):
         if (not fast.enabled() or len(outputs) != 1 or x is None
                 or not all(t.dtype in BYTES and t.quant_params is not None and t.quant_params.per_tensor
                            for t in (x, y))
-                or not all(np.isfinite(s) and s > 0 for s in (_float_params(t.quant_params)[0] for t in (x, y)))):
+                or not all(np.isfinite(s) and s > 0 for s in (per_tensor_terms(t.quant_params)[0] for t in (x, y)))):
             return None
         return _LayerNorm(inputs, outputs, primitive, name)
 
@@ -443,7 +450,7 @@ class _LayerNorm(_GeneralBacked):
 
         x, y = self.inputs[0], self.outputs[0]
         self.table = np.ascontiguousarray(dequantize_tensor(byte_values(x.dtype), x.quant_params), np.float32)
-        y_scale, y_zero = _float_params(y.quant_params)
+        y_scale, y_zero = per_tensor_terms(y.quant_params)
         low, high = qrange(y.dtype, y.quant_params.bits)
         self.terms = (y_scale, y_zero, np.float32(low), np.float32(high))
         int8_elementwise.warm_layer_norm()
@@ -497,7 +504,7 @@ class _LayerNorm(_GeneralBacked):
 
 _register(MOVEMENT_OPS, QuantizedMovement)
 _register(TABLE_OPS, QuantizedTable)
-_register(ARITHMETIC_OPS, QuantizedArithmetic)
+_register(FLOAT_OPS, QuantizedArithmetic)
 _register(("AvgPoolFusion",), QuantizedAverage)
 _register(("Softmax",), QuantizedSoftmax)
 _register(("LayerNormFusion",), QuantizedLayerNorm)

@@ -12,6 +12,9 @@ delegate lowering is a thin translation of one meaning, never a restatement of i
 - ``naming``: unique tensor and node names.
 - ``norm``: inference BatchNorm as a per-channel multiplier and offset; LRN's channel window.
 - ``padding``: Pad's modes and its begins/ends pads (negative ones crop).
+- ``quant``: QuantizeLinear and DequantizeLinear (per tensor, axis or block), requantization.
+- ``quantized_arithmetic``: quantized Add, Sub and Mul (8-bit Add and Mul as onnxruntime's
+  QLinearAdd and QLinearMul compute them).
 - ``resize``: Resize's output dims from scales, and scales from output dims.
 - ``slicing``: ONNX Slice bounds clamped to a dim.
 - ``split``: Split sizes when only the number of parts is given.

@@ -19,6 +19,7 @@ from lite.tools import converter
 from lite.tools.inspector import format_table
 from tests.support.e2e import build_lite, predict
 from tests.support.quantized import qdq_op_model
+from tests.support.quantized_kernels import compiled_kernels
 
 RNG = np.random.default_rng(2026)
 
@@ -84,6 +85,15 @@ def test_a_quantized_op_is_marked_quantized_for_delegates_and_reports():
     assert "Conv2DFusion int8" in format_table(lite_model.partition_report())
 
 
+def _arithmetic_meaning(kernel) -> np.ndarray:
+    """``lite.ops.quantized_arithmetic`` of the kernel's current inputs (8-bit Add and Mul as
+    onnxruntime computes them, which ``QuantizedOp``'s dequantize, op, quantize is not)."""
+    from lite.ops.quantized_arithmetic import quantized_arithmetic
+
+    (a, b), y = kernel.inputs, kernel.outputs[0]
+    return quantized_arithmetic(kernel.type, a.data, a.quant_params, b.data, b.quant_params, y.quant_params, y.dtype)
+
+
 def _twin_run(kernel) -> np.ndarray:
     """The output of ``QuantizedOp`` (dequantize, float op, quantize) on the kernel's current inputs."""
     out = lite.Tensor(kernel.outputs[0].name, kernel.outputs[0].dtype, kernel.outputs[0].shape,
@@ -110,15 +120,16 @@ def test_the_copy_free_quantized_kernels_equal_the_general_one(case, kind, dtype
     predict(lite_model, inputs)
     kernel = next(k for k in lite_model._engine.kernels if k.quantized)
     assert type(kernel).__name__ == kind and not isinstance(kernel.inner, QuantizedOp)
-    np.testing.assert_array_equal(kernel.outputs[0].data, _twin_run(kernel))
+    meaning = _arithmetic_meaning if kind == "QuantizedArithmetic" else _twin_run
+    np.testing.assert_array_equal(kernel.outputs[0].data, meaning(kernel))
 
 
-@pytest.mark.parametrize("op_type", ["SubFusion", "MulFusion"])
+@pytest.mark.parametrize("op_type", ["AddFusion", "SubFusion", "MulFusion"])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_an_op_with_a_one_value_constant_is_a_table_in_either_operand_order(op_type, dtype):
     """A constant of one value turns Add, Sub or Mul into a one-input op: a table of the other
-    input's 256 values, each computed as the general kernel computes it (every value of the type,
-    the constant first or second, its rank below the other input's)."""
+    input's 256 values, each computed as ``lite.ops.quantized_arithmetic`` computes it (every value
+    of the type, the constant first or second, its rank below the other input's)."""
     from lite.kernels.quantized_elementwise import QuantizedArithmetic
     from lite.schema.primitives import default_attrs
 
@@ -137,7 +148,7 @@ def test_an_op_with_a_one_value_constant_is_a_table_in_either_operand_order(op_t
         kernel.resize()
         kernel.execute()
         assert type(kernel.inner).__name__ == "_ConstantArithmetic"
-        np.testing.assert_array_equal(out.data, _twin_run(kernel))
+        np.testing.assert_array_equal(out.data, _arithmetic_meaning(kernel))
         assert len(np.unique(out.data)) > 50
 
 
@@ -162,9 +173,11 @@ def _assert_two_threads_give_the_same_bytes(kernel, out: lite.Tensor) -> None:
 def test_a_quantized_softmax_over_trailing_axes_is_within_a_step_of_the_general_kernel(shape, axes, trailing, dtype):
     """Exponentials from a table of offsets below each row's largest value (onnxruntime's
     QLinearSoftmax), against the float32 softmax between dequantize and quantize: within one
-    step, nearly all equal; axes that are not the trailing ones run the general kernel."""
+    step, nearly all equal, and equal to ``lite.ops.quantized_softmax``; axes that are not the
+    trailing ones run the general kernel."""
     from lite.kernels import fast
     from lite.kernels.quantized_elementwise import QuantizedSoftmax
+    from lite.ops.quantized_softmax import quantized_softmax
     from lite.schema.primitives import default_attrs
 
     if not fast.enabled():
@@ -183,8 +196,46 @@ def test_a_quantized_softmax_over_trailing_axes_is_within_a_step_of_the_general_
     assert type(kernel.inner).__name__ == "_Softmax" and kernel.inner.trailing == trailing
     steps = np.abs(out.data.astype(np.int64) - _twin_run(kernel))
     assert steps.max() <= 1 and np.mean(steps > 0) < 0.01
+    if trailing:  # bit for bit what lite.ops.quantized_softmax computes
+        width = int(np.prod(shape[len(shape) - len(axes):]))
+        np.testing.assert_array_equal(out.data, quantized_softmax(x.data, 0.06, 1 / 256, low, dtype, width))
     assert len(np.unique(out.data)) > 10
     _assert_two_threads_give_the_same_bytes(kernel, out)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_the_compiled_softmax_rounds_near_ties_as_the_reference(dtype):
+    """Rows picked from 300000 random ones because a quotient lies within 1e-5 of a tie (in
+    float64): the compiled kernel's float32 operations, in their order, round them as
+    ``lite.ops.quantized_softmax`` does, and so does the numpy path where compiled kernels are off."""
+    from lite.kernels import fast
+    from lite.kernels.quantized_elementwise import QuantizedSoftmax
+    from lite.ops.quantized_softmax import exponent_table, output_multiplier, quantized_softmax
+    from lite.schema.primitives import default_attrs
+
+    if not fast.enabled():
+        pytest.skip("compiled kernels are off")
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    width, x_scale, y_scale = 16, 0.0629, 1 / 256
+    rows = RNG.integers(low, high + 1, (300000, width))
+    exps = exponent_table(x_scale, width)[rows.max(axis=1, keepdims=True) - rows].astype(np.float64)
+    quotients = exps * float(output_multiplier(y_scale)) / exps.sum(axis=1, keepdims=True)
+    near = rows[(np.abs(quotients - np.floor(quotients) - 0.5) < 1e-5).any(axis=1)].astype(dtype)
+    assert len(near) >= 20
+    x = lite.Tensor("x", dtype, near.shape, quant_params=lite.QuantParams(np.float32([x_scale]), np.int64([low])))
+    x.data = near
+    out = lite.Tensor("y", dtype, near.shape, quant_params=lite.QuantParams(np.float32([y_scale]), np.int64([low])))
+    out.data = np.zeros(near.shape, dtype)
+    expected = quantized_softmax(near, x_scale, y_scale, low, dtype, width)
+    for compiled in (True, False):  # the numpy path where compiled kernels are off
+        with compiled_kernels(compiled):
+            out.data = np.zeros(near.shape, dtype)
+            kernel = QuantizedSoftmax([x], [out], lite.Primitive("Softmax", {**default_attrs("Softmax"), "axis": [1]}),
+                                      "n")
+            for step in (kernel.infer_shapes, kernel.prepare, kernel.resize, kernel.execute):
+                step()
+            assert kernel.inner.compiled == compiled
+            np.testing.assert_array_equal(out.data, expected)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])

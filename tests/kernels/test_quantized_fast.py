@@ -337,8 +337,8 @@ ARITHMETIC = {"AddFusion": np.add, "SubFusion": np.subtract, "MulFusion": np.mul
 @pytest.mark.parametrize("dtypes", [(np.int8, np.int8, np.int8), (np.uint8, np.int8, np.uint8)], ids=["int8", "mixed"])
 @pytest.mark.parametrize("op", sorted(ARITHMETIC))
 def test_compiled_quantized_arithmetic_is_bit_identical(op, dtypes):
-    """The compiled Add/Sub/Mul against the numpy path (``dequantize``, op, ``quantize`` in float32),
-    on values whose quotients land on rounding ties too."""
+    """The compiled Add/Sub/Mul against the numpy path (``lite.ops.quantized_arithmetic``), on
+    values whose quotients land on rounding ties too."""
     a, b = random_q(RNG, (2, 5, 7, 9), dtypes[0]), random_q(RNG, (2, 5, 7, 9), dtypes[1])
     scales = {"AddFusion": (0.5, 0.25, 0.5), "SubFusion": (0.031, 0.017, 0.043), "MulFusion": (0.1, 0.07, 0.2)}[op]
     zero_points = (3, -5, 1) if dtypes[2] == np.int8 else (128, -5, 120)
@@ -346,6 +346,25 @@ def test_compiled_quantized_arithmetic_is_bit_identical(op, dtypes):
                                                                                           strict=True)], dtypes[2])
     assert kernel.compiled is not None
     np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("op", ["AddFusion", "MulFusion"])
+def test_compiled_add_and_mul_round_as_the_numpy_path_at_any_scales(op, dtype):
+    """Random scales over three decades and any zero points, 40 draws of 4096 values: results
+    near a tie round as ``lite.ops.quantized_arithmetic``'s (Add's fused multiply-adds, Mul's
+    one ratio) do."""
+    rng = np.random.default_rng(44)
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    for _ in range(40):
+        a, b = (rng.integers(low, high + 1, (1, 4096)).astype(dtype) for _ in range(2))
+        scales = 10 ** rng.uniform(-3, 0, 3)
+        if op == "MulFusion":  # products spread over the output's range, few saturated
+            scales[2] = scales[0] * scales[1] * 256 * rng.uniform(0.5, 2)
+        quant = [params(s, int(z)) for s, z in zip(scales, rng.integers(low, high + 1, 3), strict=True)]
+        actual, expected, kernel = run_arithmetic(op, a, b, quant, dtype)
+        assert kernel.compiled is not None
+        np.testing.assert_array_equal(actual, expected)
 
 
 @pytest.mark.parametrize("dtypes", [(np.int8, np.int8, np.int8), (np.uint8, np.uint8, np.uint8),

@@ -119,42 +119,6 @@ def respelled(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-QLINEAR_DEFINED = {"QLinearAdd": "Add", "QLinearMul": "Mul", "QLinearSigmoid": "Sigmoid",
-                   "QLinearGlobalAveragePool": "GlobalAveragePool", "QLinearConcat": "Concat"}
-"""The com.microsoft ops ``as_defined`` rewrites, and the float op each stands for."""
-
-
-def as_defined(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with each of onnxruntime's QLinear ops of QLINEAR_DEFINED written as what it
-    means: DequantizeLinear of each input, the float op, QuantizeLinear. onnxruntime runs that
-    unoptimized (``run_onnxruntime(..., optimized=False)``) step by step in float32, where its own
-    QLinear kernels approximate (fixed-point multipliers, tables)."""
-    from onnx import helper
-
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    nodes = []
-    for node in model.graph.node:
-        if node.op_type not in QLINEAR_DEFINED or node.domain != "com.microsoft":
-            nodes.append(node)
-            continue
-        args, y = list(node.input), node.output[0]
-        if node.op_type == "QLinearConcat":  # NOTE: (y_scale, y_zero_point, then x, scale, zero point each)
-            triples, out_params = [args[k:k + 3] for k in range(2, len(args), 3)], args[:2]
-        elif node.op_type in ("QLinearAdd", "QLinearMul"):
-            triples, out_params = [args[:3], args[3:6]], args[6:8]
-        else:
-            triples, out_params = [args[:3]], args[3:5]
-        floats = [f"{y}_defined_in{k}" for k in range(len(triples))]
-        nodes += [helper.make_node("DequantizeLinear", triple, [name]) for triple, name in zip(triples, floats,
-                                                                                               strict=True)]
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"}
-        nodes += [helper.make_node(QLINEAR_DEFINED[node.op_type], floats, [f"{y}_defined"], **attrs),
-                  helper.make_node("QuantizeLinear", [f"{y}_defined", *out_params], [y])]
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
-    return model
-
-
 def _fold_weight_transposes(model: onnx.ModelProto) -> onnx.ModelProto:
     model = onnx.ModelProto.FromString(model.SerializeToString())
     weights = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}

@@ -1,11 +1,12 @@
 """Quantized Add, Sub and Mul of two 8-bit tensors of one shape, in one pass; one-input ops on
 8-bit tensors by a table of their 256 values (``lookup``).
 
-Each element is ``quantize(dequantize(a) op dequantize(b))`` in float32 with the operations in
-``lite.ops.quant``'s order: ``(float32(q) - zero_point) * scale`` for each input, the op, then
-``rint(y / scale) + zero_point`` clipped to the output's range. These kernels are compiled
-without fast-math (unlike the package's others), so the division stays a division, no
-multiply-add is contracted, and every result is bit-identical to the numpy path.
+Each element is what ``lite.ops.quantized_arithmetic`` says, with its operations in its order:
+Add and Mul as onnxruntime's QLinearAdd and QLinearMul compute them (scale ratios, Add's
+fused multiply-adds), Sub as ``quantize(dequantize(a) - dequantize(b))``. These kernels are
+compiled without fast-math (unlike the package's others), so a division stays a division and no
+multiply-add is contracted but the ones written (``fused_multiply_add``): every result is
+bit-identical to the numpy path.
 
 Large tensors are cut into chunks of ``CHUNK`` elements that the model's threads share (on the
 crew where both inputs and the output are all int8 or all uint8): run on the caller's thread
@@ -18,33 +19,46 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import carray
+from numba import carray, types
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so loops vectorize
+from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, exact_jit, jit
 from lite.kernels.fast.crew import as_pointer
+from lite.ops.quantized_softmax import SUM_LANES
 
 OPS = {"AddFusion": 0, "SubFusion": 1, "MulFusion": 2}
 CHUNK = 1 << 14
 """Elements a piece of a shared loop takes at least."""
 
 
+@intrinsic
+def fused_multiply_add(typingctx, x, y, z):
+    """``x * y + z`` of float32 values rounded once (LLVM's fma: one instruction where the CPU has FMA)."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
 @exact_jit
 def arithmetic(op, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, lo, hi, out):
     """out = requantized (a op b) elementwise over flat arrays of one size (``op``: 0 add, 1 sub,
-    2 mul; scales, zero points and bounds float32)."""
+    2 mul; scales, zero points and bounds float32), as ``lite.ops.quantized_arithmetic`` computes it."""
     if op == 0:
+        a_ratio, b_ratio = a_scale / y_scale, b_scale / y_scale
+        fixed = y_zero - fused_multiply_add(a_ratio, a_zero, b_ratio * b_zero)
         for i in range(out.size):
-            real = (np.float32(a[i]) - a_zero) * a_scale + (np.float32(b[i]) - b_zero) * b_scale
-            out[i] = min(max(np.rint(real / y_scale) + y_zero, lo), hi)
+            total = fused_multiply_add(np.float32(a[i]), a_ratio, fused_multiply_add(np.float32(b[i]), b_ratio, fixed))
+            out[i] = min(max(np.rint(total), lo), hi)
     elif op == 1:
         for i in range(out.size):
             real = (np.float32(a[i]) - a_zero) * a_scale - (np.float32(b[i]) - b_zero) * b_scale
             out[i] = min(max(np.rint(real / y_scale) + y_zero, lo), hi)
     else:
+        ratio = (a_scale * b_scale) / y_scale
         for i in range(out.size):
-            real = ((np.float32(a[i]) - a_zero) * a_scale) * ((np.float32(b[i]) - b_zero) * b_scale)
-            out[i] = min(max(np.rint(real / y_scale) + y_zero, lo), hi)
+            product = np.float32((np.float32(a[i]) - a_zero) * (np.float32(b[i]) - b_zero))
+            out[i] = min(max(np.rint(product * ratio + y_zero), lo), hi)
 
 
 @exact_jit
@@ -186,16 +200,13 @@ def lookup(table, x, out):
         out[_u(i)] = table[x[_u(i)]]
 
 
-SOFTMAX_LANES = 16  # the sums of ``softmax_rows``: one vector of float32, each lane a sum of its own
-
-
 @exact_jit
-def softmax_rows(x, width, flip, table, scale, zero_point, lo, hi, out, exps, first, last):
-    """Rows ``first`` to ``last - 1`` of x (flat bytes, rows of ``width``) into out (flat bytes):
-    ``clip(rint(e / sum(e) / scale) + zero_point, lo, hi)`` with e = table[d], d each value's offset
-    below its row's largest (``x ^ flip`` orders int8 bytes as unsigned ones), table[d] =
-    exp(-d * x_scale) as float32; the sum in SOFTMAX_LANES running sums (``exps``: width + that
-    many float32 of scratch)."""
+def softmax_rows(x, width, flip, table, multiplier, zero_point, lo, hi, out, exps, first, last):
+    """Rows ``first`` to ``last - 1`` of x (flat bytes, rows of ``width``) into out (flat bytes), as
+    ``lite.ops.quantized_softmax`` computes them: e = table[d], d each value's offset below its
+    row's largest (``x ^ flip`` orders int8 bytes as unsigned ones), the row's sum in
+    SUM_LANES running float32 sums, then ``clip(rint(e * multiplier / sum) + zero_point, lo,
+    hi)`` (``exps``: width + SUM_LANES float32 of scratch)."""
     lanes = exps[width:]
     for row in range(first, last):
         base = row * width
@@ -203,19 +214,19 @@ def softmax_rows(x, width, flip, table, scale, zero_point, lo, hi, out, exps, fi
         for i in range(width):
             top = max(top, np.int64(x[_u(base + i)] ^ flip))
         lanes[:] = 0
-        whole = width - width % SOFTMAX_LANES
+        whole = width - width % SUM_LANES
         for i in range(width):
             exps[_u(i)] = table[_u(top - np.int64(x[_u(base + i)] ^ flip))]
-        for j in range(0, whole, SOFTMAX_LANES):
-            for lane in range(SOFTMAX_LANES):
+        for j in range(0, whole, SUM_LANES):
+            for lane in range(SUM_LANES):
                 lanes[_u(lane)] += exps[_u(j + lane)]
         total = np.float32(0)
-        for lane in range(SOFTMAX_LANES):
+        for lane in range(SUM_LANES):
             total += lanes[_u(lane)]
         for i in range(whole, width):
             total += exps[_u(i)]
         for i in range(width):
-            out[_u(base + i)] = min(max(np.rint(exps[_u(i)] / total / scale) + zero_point, lo), hi)
+            out[_u(base + i)] = min(max(np.rint(exps[_u(i)] * multiplier / total) + zero_point, lo), hi)
 
 
 # The block of a quantized softmax on the crew: the addresses, the row width and count, the flip,
@@ -226,7 +237,7 @@ _SOFTMAX_HEADER = _SSCALE + 4
 
 def softmax_crew_jobs(x: np.ndarray, table: np.ndarray, out: np.ndarray, width: int, flip, terms: tuple,
                       exps: list[np.ndarray], bounds: list[tuple[int, int]]):
-    """``softmax_rows``' rows as jobs for the crew (x and out flat bytes; ``terms``: scale, zero
+    """``softmax_rows``' rows as jobs for the crew (x and out flat bytes; ``terms``: multiplier, zero
     point, lo, hi; ``exps``: each piece's scratch)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
@@ -246,7 +257,7 @@ def _softmax_piece(index, data):
     softmax_rows(carray(as_pointer(block[_SX]), (size,), np.uint8), width, np.uint8(block[_SFLIP]),
                  carray(as_pointer(block[_STABLE]), (256,), np.float32), f32(t[0]), f32(t[1]), f32(t[2]), f32(t[3]),
                  carray(as_pointer(block[_SOUT]), (size,), np.uint8),
-                 carray(as_pointer(block[piece + 2]), (width + SOFTMAX_LANES,), np.float32), block[piece],
+                 carray(as_pointer(block[piece + 2]), (width + SUM_LANES,), np.float32), block[piece],
                  block[piece + 1])
 
 
@@ -329,7 +340,7 @@ def warm_softmax(out: np.dtype) -> None:
     """Compiles ``softmax_rows`` for ``out`` bytes now, at build."""
     f32 = np.float32
     compiled(softmax_rows, np.zeros(1, np.uint8), 1, np.uint8(0), np.ones(256, f32), f32(1), f32(0), f32(0),
-             f32(255), np.zeros(1, out), np.zeros(1 + SOFTMAX_LANES, f32), 0, 1)
+             f32(255), np.zeros(1, out), np.zeros(1 + SUM_LANES, f32), 0, 1)
 
 
 @functools.cache
