@@ -163,6 +163,48 @@ def test_both_static_forms_convert_to_the_same_ops():
     assert [n.op_type for n in qdq.nodes] == [n.op_type for n in qoperator.nodes]
 
 
+VISION = ("torchvision:resnet18", "torchvision:mobilenet_v3_small", "torchvision:efficientnet_b0",
+          "timm:regnetx_002", "timm:mobilenetv3_small_050")
+"""torchvision and timm CNNs with random weights (the slow suite's real models)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["qdq", "qoperator", "dynamic"])
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("name", VISION)
+def test_a_torch_cnn_quantized_by_onnxruntime_agrees_with_it(name, dynamo, form, tmp_path):
+    """Exported by either exporter at 64 x 64, quantized in each form on 8 random images, 16 others:
+    the static forms as the zoo's (cosine 0.999, every top-1, one output step; QDQ against
+    onnxruntime's int8 kernels); the dynamic form cosine 0.999, or as close as a respelling of
+    its sigmoids and pools where DynamicQuantizeLinear reads them."""
+    from tests.support.torch_models import export, vision
+
+    rng = np.random.default_rng(0)
+
+    def draw() -> dict[str, np.ndarray]:
+        return {"x": rng.standard_normal((1, 3, 64, 64)).astype(np.float32)}
+
+    model = onnx.load(export(vision(name), draw()["x"], dynamo, tmp_path, dynamic=False))
+    quantized = quantize(model, form, [draw() for _ in range(8)])
+    lite_model = build_lite(converter.convert(quantized))
+    session = onnxruntime_session(quantized, config=INT8_QDQ if form == "qdq" else None)
+    agreement, respelling = Agreement(), Agreement()
+    respelled_session = onnxruntime_session(respelled(quantized)) if form == "dynamic" else None
+    for _ in range(16):
+        feeds = draw()
+        expected = session.run(None, feeds)[0]
+        agreement.add(predict(lite_model, feeds)[0], expected)
+        if respelled_session is not None:
+            respelling.add(respelled_session.run(None, feeds)[0], expected)
+    if form == "dynamic" and respelling.cosine < 0.999:
+        assert agreement.same_top1 >= respelling.same_top1 - 2, (agreement, respelling)
+        assert agreement.cosine >= respelling.cosine - 0.01, (agreement, respelling)
+        return
+    assert agreement.cosine >= 0.999 and agreement.same_top1 == 16, agreement
+    step = output_step(quantized)
+    assert step is None or agreement.max_diff <= step * 1.0001, (agreement, step)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["qdq", "qoperator", "dynamic"])
 @pytest.mark.parametrize("name", ["bert", "vit"])

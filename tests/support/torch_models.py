@@ -1,6 +1,7 @@
 """PyTorch models for the tests, built with random weights and exported to ONNX by either exporter:
-Hugging Face ``transformers`` models from small configs (``hf``), and what ``export`` needs. A
-case skips where its package is not installed. Nothing is downloaded."""
+Hugging Face ``transformers`` models from small configs (``hf``), torchvision and timm image
+models (``vision``), and what ``export`` needs. A case skips where its package is not installed.
+Nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -42,6 +43,18 @@ def hf(name: str):
             conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
             num_conv_pos_embedding_groups=2, vocab_size=32, **SMALL)),
     }[name]()
+
+
+def vision(name: str):
+    """``torchvision:NAME`` (``weights=None``) or ``timm:NAME`` (``pretrained=False``), in eval mode,
+    its weights seeded."""
+    library, model = name.split(":")
+    torch.manual_seed(0)
+    if library == "torchvision":
+        models = pytest.importorskip("torchvision.models")
+        return getattr(models, model)(weights=None).eval()
+    timm = pytest.importorskip("timm")
+    return timm.create_model(model, pretrained=False).eval()
 
 
 class LastHidden(torch.nn.Module):
