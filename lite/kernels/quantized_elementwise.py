@@ -160,7 +160,9 @@ class _ConstantArithmetic(_Table):
 
 
 class QuantizedArithmetic(_Delegating):
-    """Add, Sub, Mul of two quantized tensors (per-tensor parameters), no activation."""
+    """Add, Sub, Mul of two quantized tensors (per-tensor parameters), no activation, as
+    ``lite.ops.quantized_arithmetic`` computes them (8-bit Add and Mul as onnxruntime's QLinearAdd
+    and QLinearMul)."""
 
     def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
         tensors = [*inputs, *outputs]
