@@ -24,7 +24,7 @@ from types import ModuleType
 
 import numpy as np
 
-from lite.kernels.fast import bundle, targets
+from lite.kernels.fast import bundle, cache_loading, targets
 
 FAST_DTYPES = ("float32", "float64")
 
@@ -48,6 +48,7 @@ def numba_module() -> ModuleType | None:
         return None
     level = _PROCESS["level"] = _choose_target(numba)
     bundle.install_locator(numba)
+    cache_loading.install(numba)
     if not os.environ.get("NUMBA_CACHE_DIR"):  # NOTE: not via the environment, which child processes inherit
         key = _cache_key()
         folder = cache_directory() / (key if level == targets.HOST else f"{key}-{level}")
