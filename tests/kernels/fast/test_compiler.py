@@ -158,14 +158,24 @@ def test_the_model_runs_on_numpy_kernels_without_the_compiler(monkeypatch, why):
 
 BUILD_SCRIPT = """
 import json, sys, lite
+import numpy as np
 model = lite.Model()
 model.build_from_file(sys.argv[1], context=lite.Context(thread_num=1))
-print(json.dumps(model.build_timings))
+registries = "numba.cpython.heapq" in sys.modules  # NOTE: imported by numba's refresh alone
+import numba
+@numba.njit(cache=False)
+def fresh(values):
+    return np.cumsum(values).max() + np.sort(values)[0]
+values = np.linspace(-3, 3, 64)
+print(json.dumps({**model.build_timings, "registries": registries,
+                  "fresh_right": float(fresh(values)) == float(np.cumsum(values).max() + np.sort(values)[0])}))
 """
 
 
 @pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_the_cache(tmp_path):
+    """The second process loads the cached kernels without numba's typing and lowering registries
+    (``lite.kernels.fast.cache_loading``), and a function it compiles afterwards still gets them."""
     path = tmp_path / "dw.lite"
     path.write_bytes(convert(depthwise_model()))
     environment = {"DELITE_NUMBA_CACHE": str(tmp_path / "cache"), "DELITE_FAST_KERNELS": "1",
@@ -184,6 +194,8 @@ def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_t
     second = build_in_a_new_process()
     assert first["jit"] > 0 and second["jit"] > 0
     assert second["jit"] < first["jit"] / 2, (first, second)
+    assert first["registries"] and not second["registries"]
+    assert first["fresh_right"] and second["fresh_right"]
 
 
 CREW_SCRIPT = """
