@@ -322,8 +322,9 @@ class _GlobalAverage(NativeKernel):
 
 class QuantizedSoftmax(_Delegating):
     """A quantized Softmax of an 8-bit tensor with per-tensor parameters: ``lite.ops.quantized_softmax``
-    where its axes are the trailing ones (on the compiled ``int8_elementwise.softmax_rows`` where
-    compiled kernels are on), else ``QuantizedOp``."""
+    over its trailing axes or over one other axis (its values moved last, as onnxruntime's
+    QLinearSoftmax transposes them; on the compiled ``int8_elementwise.softmax_rows`` where compiled
+    kernels are on), else ``QuantizedOp``."""
 
     def _inner(self, inputs, outputs, primitive, name) -> NativeKernel | None:
         tensors = [*inputs, *outputs]
@@ -376,8 +377,10 @@ class _Softmax(_GeneralBacked):
 
         shape = self.inputs[0].shape
         axes = sorted(normalize_axes(self, self.attrs["axis"], len(shape)))
-        self.width = math.prod(shape[len(shape) - len(axes):])
-        self.trailing = axes == list(range(len(shape) - len(axes), len(shape))) and self.width > 0
+        self.moved = axes[0] if len(axes) == 1 and axes[0] != len(shape) - 1 else None
+        self.width = shape[self.moved] if self.moved is not None else math.prod(shape[len(shape) - len(axes):])
+        trailing = axes == list(range(len(shape) - len(axes), len(shape)))
+        self.trailing = (trailing or self.moved is not None) and self.width > 0
         if not self.trailing:
             self.general.prepare()
             self.general.resize()
@@ -393,6 +396,8 @@ class _Softmax(_GeneralBacked):
             self.general.execute()
             return
         x, out = self.inputs[0].data, self.outputs[0].data
+        if self.moved is not None:  # NOTE: one axis not the last: its values made rows, as onnxruntime transposes
+            x, out = np.moveaxis(x, self.moved, -1), np.moveaxis(out, self.moved, -1)
         if not self.compiled:
             (x_scale, _), y = per_tensor_terms(self.inputs[0].quant_params), self.outputs[0]
             out[...] = quantized_softmax(x, x_scale, y.quant_params.scale[0], int(self.terms[1]), y.dtype, self.width,
@@ -400,7 +405,7 @@ class _Softmax(_GeneralBacked):
             return
         if not (x.flags.c_contiguous and out.flags.c_contiguous):
             x = np.ascontiguousarray(x)
-            result = np.empty(out.shape, out.dtype)
+            result = np.empty(x.shape, out.dtype)
             self._step(x, result)()
             out[...] = result
             return

@@ -167,14 +167,14 @@ def _assert_two_threads_give_the_same_bytes(kernel, out: lite.Tensor) -> None:
         np.testing.assert_array_equal(out.data, one_thread)
 
 
-@pytest.mark.parametrize("shape, axes, trailing", [((2, 12, 20, 33), [-1], True), ((3, 5, 7), [1, 2], True),
-                                                   ((2, 6, 9), [1], False)])
+@pytest.mark.parametrize("shape, axes, rows", [((2, 12, 20, 33), [-1], True), ((3, 5, 7), [1, 2], True),
+                                               ((2, 6, 9), [1], True), ((2, 6, 9), [0, 1], False)])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
-def test_a_quantized_softmax_over_trailing_axes_is_within_a_step_of_the_general_kernel(shape, axes, trailing, dtype):
+def test_a_quantized_softmax_over_rows_is_within_a_step_of_the_general_kernel(shape, axes, rows, dtype):
     """Exponentials from a table of offsets below each row's largest value (onnxruntime's
     QLinearSoftmax), against the float32 softmax between dequantize and quantize: within one
-    step, nearly all equal, and equal to ``lite.ops.quantized_softmax``; axes that are not the
-    trailing ones run the general kernel."""
+    step, nearly all equal, and equal to ``lite.ops.quantized_softmax`` over the trailing axes or
+    one other axis moved last; several axes that are not the trailing ones run the general kernel."""
     from lite.kernels import fast
     from lite.kernels.quantized_elementwise import QuantizedSoftmax
     from lite.ops.quantized_softmax import quantized_softmax
@@ -193,14 +193,58 @@ def test_a_quantized_softmax_over_trailing_axes_is_within_a_step_of_the_general_
     kernel.prepare()
     kernel.resize()
     kernel.execute()
-    assert type(kernel.inner).__name__ == "_Softmax" and kernel.inner.trailing == trailing
+    assert type(kernel.inner).__name__ == "_Softmax" and kernel.inner.trailing == rows
     steps = np.abs(out.data.astype(np.int64) - _twin_run(kernel))
     assert steps.max() <= 1 and np.mean(steps > 0) < 0.01
-    if trailing:  # bit for bit what lite.ops.quantized_softmax computes
-        width = int(np.prod(shape[len(shape) - len(axes):]))
-        np.testing.assert_array_equal(out.data, quantized_softmax(x.data, 0.06, 1 / 256, low, dtype, width))
+    if rows:  # bit for bit what lite.ops.quantized_softmax computes
+        moved = axes[0] if len(axes) == 1 and axes[0] % len(shape) != len(shape) - 1 else None
+        data = x.data if moved is None else np.moveaxis(x.data, moved, -1)
+        width = data.shape[-1] if moved is not None else int(np.prod(shape[len(shape) - len(axes):]))
+        expected = quantized_softmax(data, 0.06, 1 / 256, low, dtype, width)
+        np.testing.assert_array_equal(out.data, expected if moved is None else np.moveaxis(expected, -1, moved))
     assert len(np.unique(out.data)) > 10
     _assert_two_threads_give_the_same_bytes(kernel, out)
+
+
+def _qlinear_softmax_model(dtype, axis: int, opset: int):
+    """A com.microsoft QLinearSoftmax over ``axis`` of a (3, 24, 10) tensor, its ``opset`` attribute and
+    the model's opset ``opset``; output scale 1/255."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    kind = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    low = int(np.iinfo(dtype).min)
+    values = (("x_s", 0.07, np.float32), ("y_s", 1 / 255, np.float32), ("x_z", low + 9, dtype), ("y_z", low, dtype))
+    constants = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in values]
+    node = helper.make_node("QLinearSoftmax", ["x", "x_s", "x_z", "y_s", "y_z"], ["y"], domain="com.microsoft",
+                            axis=axis, opset=opset)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", kind, [3, 24, 10])],
+                              [helper.make_tensor_value_info("y", kind, [3, 24, 10])], constants)
+    opsets = [helper.make_opsetid("", max(opset, 11)), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_a_qlinear_softmax_over_a_middle_axis_gives_onnxruntimes_values(dtype):
+    """com.microsoft QLinearSoftmax over axis 1 of a rank-3 tensor (onnxruntime moves the axis
+    last), converted and run with compiled kernels on and off: onnxruntime's values."""
+    from tests.support.quantized import onnxruntime_session
+
+    model = _qlinear_softmax_model(dtype, 1, 17)
+    low = int(np.iinfo(dtype).min)
+    feeds = {"x": RNG.integers(low, low + 256, (3, 24, 10)).astype(dtype)}
+    [expected] = onnxruntime_session(model).run(None, feeds)
+    for compiled in (True, False):
+        with compiled_kernels(compiled):
+            np.testing.assert_array_equal(predict(build_lite(converter.convert(model)), feeds)[0], expected)
+
+
+def test_a_qlinear_softmax_over_a_middle_axis_before_opset_13_is_refused_with_the_reason():
+    """Before opset 13 an axis flattens every axis after it; only the last axis converts."""
+    from lite.errors import UnsupportedOpError
+
+    with pytest.raises(UnsupportedOpError, match="axis 1 before opset 13"):
+        converter.convert(_qlinear_softmax_model(np.uint8, 1, 12))
+    converter.convert(_qlinear_softmax_model(np.uint8, -1, 12))
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])

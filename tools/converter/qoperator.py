@@ -150,16 +150,21 @@ def _qlinear_concat(r: _Rewrite) -> None:
 
 
 def _qlinear_softmax(r: _Rewrite) -> None:
-    """The ``opset`` attribute says whose Softmax it is; a last-axis softmax means the same in all."""
+    """The ``opset`` attribute says whose Softmax it is; a last-axis softmax means the same in all,
+    and so does one over one other axis where both that attribute and the model's opset are 13 or
+    later (onnxruntime moves the axis last; before 13 an axis flattens every axis after it)."""
     attrs = r.attrs("opset")
-    axis = int(attrs.get("axis", -1 if r.attrs().get("opset", 13) >= 13 else 1))
+    node_opset = int(r.attrs().get("opset", 13))
+    axis = int(attrs.get("axis", -1 if node_opset >= 13 else 1))
     shape = r.g.tensor_info(r.input(0)).shape
     rank = None if shape is None else len(shape)
-    if axis != -1 and not (rank is not None and axis % max(rank, 1) == rank - 1):
-        raise Unsupported(f"QLinearSoftmax over axis {axis}: only the last axis is supported")
+    last = axis == -1 or (rank is not None and axis % max(rank, 1) == rank - 1)
+    if not last and (node_opset < 13 or r.g.opset < 13):
+        raise Unsupported(f"QLinearSoftmax over axis {axis} before opset 13 (opset attribute {node_opset}, model "
+                          f"opset {r.g.opset}): only the last axis is supported")
     x = r.dequantize(r.input(0), r.input(1), r.input(2))
     y = r.float_out()
-    r.add("Softmax", [x], [y], axis=-1)
+    r.add("Softmax", [x], [y], axis=-1 if last else axis)
     r.quantize(y, r.input(3), r.input(4), r.node.output[0])
 
 
