@@ -28,6 +28,7 @@ from lite.ops.quant import (
     ACCUMULATING_OPS,
     activation_bounds,
     dequantize_tensor,
+    per_tensor_terms,
     quantize_tensor,
     requantize,
     requantize_multiplier,
@@ -148,9 +149,8 @@ class QuantizedOp(NativeKernel):
         float32, the output 8-bit, the parameters per tensor with a finite positive scale)."""
         if tensor not in self.quantizers:
             params = tensor.quant_params
-            zero_point = params.zero_point.reshape(-1)[0] if params.zero_point.size else 0
-            self.quantizers[tensor] = byte_quantizer(float(params.scale.reshape(-1)[0]), float(zero_point),
-                                                     tensor.dtype, params.bits) \
+            scale, zero_point = per_tensor_terms(params)
+            self.quantizers[tensor] = byte_quantizer(float(scale), float(zero_point), tensor.dtype, params.bits) \
                 if params.per_tensor and self.float_dtype == np.float32 else None
         quantize = self.quantizers[tensor]
         if quantize is not None and fast.takes(x, tensor.data):

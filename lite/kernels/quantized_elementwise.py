@@ -28,8 +28,15 @@ from lite.kernels.base import NativeKernel
 from lite.kernels.quant import byte_lookup
 from lite.kernels.quantized import QuantizedOp, float_kernel_class
 from lite.kernels.registry import find_kernel, register_quantized
-from lite.ops.quant import byte_values, dequantize_tensor, qrange, quantize_tensor, same_quantization
-from lite.ops.quantized_arithmetic import FLOAT_OPS, per_tensor_terms, quantized_arithmetic
+from lite.ops.quant import (
+    byte_values,
+    dequantize_tensor,
+    per_tensor_terms,
+    qrange,
+    quantize_tensor,
+    same_quantization,
+)
+from lite.ops.quantized_arithmetic import FLOAT_OPS, quantized_arithmetic
 from lite.ops.quantized_softmax import SUM_LANES, exponent_table, output_multiplier, quantized_softmax
 from lite.primitive import Primitive
 from lite.tensor import Tensor
@@ -104,8 +111,8 @@ class QuantizedTable(_Delegating):
 
 
 class _Table(NativeKernel):
-    """``quantize(f(dequantize(x)))`` of an 8-bit x as a table of x's 256 values, made at prepare;
-    ``f`` the op's float kernel (``_real_results``)."""
+    """``quantize(f(dequantize(x)))`` of an 8-bit x as a table of x's 256 values (``_results``),
+    made at prepare; ``f`` the op's float kernel (``_real_results``)."""
 
     def infer_shapes(self) -> list[tuple[int, ...]]:
         return [self.inputs[0].shape]
@@ -126,11 +133,15 @@ class _Table(NativeKernel):
         op.execute()
         return out.data
 
-    def prepare(self) -> None:
+    def _results(self) -> np.ndarray:
+        """The output for each of x's 256 values, in byte order."""
         x, y = self.table_input, self.outputs[0]
+        real = self._real_results(dequantize_tensor(byte_values(x.dtype), x.quant_params))
+        return quantize_tensor(real, y.quant_params, y.dtype)
+
+    def prepare(self) -> None:
         with np.errstate(all="ignore"):
-            real = self._real_results(dequantize_tensor(byte_values(x.dtype), x.quant_params))
-        self.lookup = byte_lookup(quantize_tensor(real, y.quant_params, y.dtype).view(np.uint8))
+            self.lookup = byte_lookup(self._results().view(np.uint8))
 
     def execute(self) -> None:
         self.lookup(self.table_input.data, self.outputs[0].data.view(np.uint8))
@@ -148,15 +159,13 @@ class _ConstantArithmetic(_Table):
     def table_input(self) -> Tensor:
         return self.inputs[1] if self.inputs[0].is_const else self.inputs[0]
 
-    def prepare(self) -> None:
+    def _results(self) -> np.ndarray:
         x, y = self.table_input, self.outputs[0]
         constant = next(t for t in self.inputs if t is not x)
         values = (byte_values(x.dtype), x.quant_params)
         c = (constant.data.reshape(()), constant.quant_params)
         operands = (*c, *values) if constant is self.inputs[0] else (*values, *c)
-        with np.errstate(all="ignore"):
-            table = quantized_arithmetic(self.type, *operands, y.quant_params, y.dtype)
-        self.lookup = byte_lookup(table.view(np.uint8))
+        return quantized_arithmetic(self.type, *operands, y.quant_params, y.dtype)
 
 
 class QuantizedArithmetic(_Delegating):
@@ -216,15 +225,14 @@ def _compiled_arithmetic(kernel: _Arithmetic):
     tensors = (a, b, y)
     if not fast.enabled() or any(t.dtype not in BYTES for t in tensors) or not a.shape == b.shape == y.shape:
         return None
-    scales = [float(t.quant_params.scale.reshape(-1)[0]) for t in tensors]
-    if not all(np.isfinite(s) and s != 0 for s in scales):
+    params = [per_tensor_terms(t.quant_params) for t in tensors]
+    if not all(np.isfinite(scale) and scale != 0 for scale, _ in params):
         return None
     from lite.kernels.fast import int8_elementwise
 
     int8_elementwise.warm(np.dtype(a.dtype), np.dtype(b.dtype), np.dtype(y.dtype))
     low, high = qrange(y.dtype, y.quant_params.bits)
-    terms = (*per_tensor_terms(a.quant_params), *per_tensor_terms(b.quant_params), *per_tensor_terms(y.quant_params),
-             np.float32(low), np.float32(high))
+    terms = (*params[0], *params[1], *params[2], np.float32(low), np.float32(high))
     return _ArithmeticRun(kernel, int8_elementwise.OPS[kernel.type], terms)
 
 
@@ -358,6 +366,7 @@ class _Softmax(_GeneralBacked):
 
         x, y = self.inputs[0], self.outputs[0]
         (y_scale, y_zero), (low, high) = per_tensor_terms(y.quant_params), qrange(y.dtype, y.quant_params.bits)
+        self.scales = (per_tensor_terms(x.quant_params)[0], y_scale)
         self.terms = (output_multiplier(y_scale), y_zero, np.float32(low), np.float32(high))
         self.flip = np.uint8(0x80 if x.dtype == np.int8 else 0)
         self.compiled = fast.enabled()
@@ -386,7 +395,7 @@ class _Softmax(_GeneralBacked):
             self.general.resize()
             return
         self.rows = math.prod(shape) // self.width
-        self.table = exponent_table(per_tensor_terms(self.inputs[0].quant_params)[0], self.width)
+        self.table = exponent_table(self.scales[0], self.width)
         self.exps = [np.zeros(self.width + SUM_LANES, np.float32)
                      for _ in range(self.threads.loop_pieces(self.rows))]
         self.arrays: tuple = ()
@@ -399,9 +408,8 @@ class _Softmax(_GeneralBacked):
         if self.moved is not None:  # NOTE: one axis not the last: its values made rows, as onnxruntime transposes
             x, out = np.moveaxis(x, self.moved, -1), np.moveaxis(out, self.moved, -1)
         if not self.compiled:
-            (x_scale, _), y = per_tensor_terms(self.inputs[0].quant_params), self.outputs[0]
-            out[...] = quantized_softmax(x, x_scale, y.quant_params.scale[0], int(self.terms[1]), y.dtype, self.width,
-                                         y.quant_params.bits)
+            y = self.outputs[0]
+            out[...] = quantized_softmax(x, *self.scales, int(self.terms[1]), y.dtype, self.width, y.quant_params.bits)
             return
         if not (x.flags.c_contiguous and out.flags.c_contiguous):
             x = np.ascontiguousarray(x)

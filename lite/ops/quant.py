@@ -161,6 +161,12 @@ def quantize_tensor(x: np.ndarray, params, dtype: np.dtype | type) -> np.ndarray
     return np.clip(y, low, high).astype(dtype)
 
 
+def per_tensor_terms(params) -> tuple[np.float32, np.float32]:
+    """(scale, zero point) of per-tensor parameters, as float32 (zero point 0 where there is none)."""
+    zero_point = params.zero_point.reshape(-1)[0] if params.zero_point.size else 0
+    return np.float32(params.scale.reshape(-1)[0]), np.float32(zero_point)
+
+
 def same_quantization(a, b) -> bool:
     """Whether two tensors' QuantParams map the same integers to the same reals."""
     return a is not None and b is not None and a == b

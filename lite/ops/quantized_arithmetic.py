@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lite.ops.quant import dequantize_tensor, qrange, quantize_tensor
+from lite.ops.quant import dequantize_tensor, per_tensor_terms, qrange, quantize_tensor
 
 BYTE_TYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 FLOAT_OPS = {"AddFusion": np.add, "SubFusion": np.subtract, "MulFusion": np.multiply}
@@ -56,12 +56,6 @@ def quantized_arithmetic(op_type: str, a: np.ndarray, a_params, b: np.ndarray, b
         ratio = mul_ratio(a_scale, b_scale, y_scale)
         result = ((a - a_zero) * (b - b_zero)).astype(np.float32) * ratio + y_zero
     return np.clip(np.rint(result), *qrange(dtype, y_params.bits)).astype(dtype)
-
-
-def per_tensor_terms(params) -> tuple[np.float32, np.float32]:
-    """(scale, zero point) of per-tensor parameters, as float32."""
-    zero_point = params.zero_point.reshape(-1)[0] if params.zero_point is not None and params.zero_point.size else 0
-    return np.float32(params.scale.reshape(-1)[0]), np.float32(zero_point)
 
 
 def add_terms(a_scale, a_zero, b_scale, b_zero, y_scale, y_zero) -> tuple[np.float32, np.float32, np.float32]:
