@@ -18,7 +18,7 @@ from lite.kernels.quantized import QuantizedOp
 from lite.tools import converter
 from lite.tools.inspector import format_table
 from tests.support.e2e import build_lite, predict
-from tests.support.quantized import qdq_op_model
+from tests.support.quantized import microsoft_op_model, qdq_op_model
 from tests.support.quantized_kernels import compiled_kernels
 
 RNG = np.random.default_rng(2026)
@@ -215,12 +215,10 @@ def _qlinear_softmax_model(dtype, axis: int, opset: int):
     low = int(np.iinfo(dtype).min)
     values = (("x_s", 0.07, np.float32), ("y_s", 1 / 255, np.float32), ("x_z", low + 9, dtype), ("y_z", low, dtype))
     constants = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in values]
-    node = helper.make_node("QLinearSoftmax", ["x", "x_s", "x_z", "y_s", "y_z"], ["y"], domain="com.microsoft",
-                            axis=axis, opset=opset)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", kind, [3, 24, 10])],
-                              [helper.make_tensor_value_info("y", kind, [3, 24, 10])], constants)
-    opsets = [helper.make_opsetid("", max(opset, 11)), helper.make_opsetid("com.microsoft", 1)]
-    return helper.make_model(graph, opset_imports=opsets)
+    return microsoft_op_model("QLinearSoftmax", ["x", "x_s", "x_z", "y_s", "y_z"],
+                              [helper.make_tensor_value_info("x", kind, [3, 24, 10])],
+                              helper.make_tensor_value_info("y", kind, [3, 24, 10]), constants, model_opset=opset,
+                              axis=axis, opset=opset)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
@@ -269,7 +267,6 @@ def test_the_compiled_softmax_rounds_near_ties_as_the_reference(dtype):
     x = lite.Tensor("x", dtype, near.shape, quant_params=lite.QuantParams(np.float32([x_scale]), np.int64([low])))
     x.data = near
     out = lite.Tensor("y", dtype, near.shape, quant_params=lite.QuantParams(np.float32([y_scale]), np.int64([low])))
-    out.data = np.zeros(near.shape, dtype)
     expected = quantized_softmax(near, x_scale, y_scale, low, dtype, width)
     for compiled in (True, False):  # the numpy path where compiled kernels are off
         with compiled_kernels(compiled):

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 import lite
 from lite.ops.quant import dequantize_tensor, quantize_tensor
 from lite.ops.quantized_arithmetic import FLOAT_OPS, fma32, quantized_arithmetic, uses_scale_ratios
+from tests.support.quantized import microsoft_op_model, onnxruntime_session
 
 ELEMENTS = 4096
 ORT_OPS = {"AddFusion": "QLinearAdd", "MulFusion": "QLinearMul"}
@@ -25,12 +26,9 @@ def _qlinear_session(op_type: str, dtype: np.dtype, b_shape: tuple[int, ...]) ->
     inputs = [helper.make_tensor_value_info("a", kind, [ELEMENTS]), helper.make_tensor_value_info("b", kind, b_shape)]
     inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, []) for n in ("a_s", "b_s", "y_s")]
     inputs += [helper.make_tensor_value_info(n, kind, []) for n in ("a_z", "b_z", "y_z")]
-    node = helper.make_node(ORT_OPS[op_type], ["a", "a_s", "a_z", "b", "b_s", "b_z", "y_s", "y_z"], ["y"],
-                            domain="com.microsoft")
-    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", kind, [ELEMENTS])])
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-    model = helper.make_model(graph, opset_imports=opsets)
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    model = microsoft_op_model(ORT_OPS[op_type], ["a", "a_s", "a_z", "b", "b_s", "b_z", "y_s", "y_z"], inputs,
+                               helper.make_tensor_value_info("y", kind, [ELEMENTS]))
+    return onnxruntime_session(model)
 
 
 def _params(scale, zero_point) -> lite.QuantParams:

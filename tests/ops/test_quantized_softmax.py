@@ -8,6 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from lite.ops.quantized_softmax import output_multiplier, quantized_softmax
+from tests.support.quantized import microsoft_op_model, onnxruntime_session
 
 ROWS = 256
 ONNX_TYPES = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8}
@@ -18,12 +19,9 @@ def _qlinear_softmax(dtype, width: int) -> ort.InferenceSession:
     inputs = [helper.make_tensor_value_info("x", kind, [ROWS, width])]
     inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, []) for n in ("x_s", "y_s")]
     inputs += [helper.make_tensor_value_info(n, kind, []) for n in ("x_z", "y_z")]
-    node = helper.make_node("QLinearSoftmax", ["x", "x_s", "x_z", "y_s", "y_z"], ["y"], domain="com.microsoft",
-                            axis=-1, opset=13)
-    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", kind, [ROWS, width])])
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-    return ort.InferenceSession(helper.make_model(graph, opset_imports=opsets).SerializeToString(),
-                                providers=["CPUExecutionProvider"])
+    model = microsoft_op_model("QLinearSoftmax", ["x", "x_s", "x_z", "y_s", "y_z"], inputs,
+                               helper.make_tensor_value_info("y", kind, [ROWS, width]), axis=-1, opset=13)
+    return onnxruntime_session(model)
 
 
 @pytest.mark.parametrize("width", [5, 16, 40, 300])

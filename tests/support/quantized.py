@@ -174,6 +174,20 @@ class Agreement:
         self.inputs += 1
 
 
+def microsoft_op_model(op_type: str, node_inputs: list[str], graph_inputs: list[onnx.ValueInfoProto],
+                       output: onnx.ValueInfoProto, constants: list[onnx.TensorProto] | None = None,
+                       model_opset: int = 17, **attrs) -> onnx.ModelProto:
+    """A model of one ``com.microsoft`` node ``op_type`` reading ``node_inputs`` (graph inputs and
+    constants by name) and writing ``output``, with the node's ``attrs``; ``model_opset``: the
+    default domain's."""
+    from onnx import helper
+
+    node = helper.make_node(op_type, node_inputs, [output.name], domain="com.microsoft", **attrs)
+    graph = helper.make_graph([node], op_type, graph_inputs, [output], constants or [])
+    opsets = [helper.make_opsetid("", model_opset), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
 def output_step(model: onnx.ModelProto) -> float | None:
     """The scale of the DequantizeLinear that writes the model's first output (one quantization
     step of it), or None where a float op writes it."""
