@@ -1,16 +1,23 @@
-"""Loading cached kernels without numba's registries.
+"""Loading cached kernels without the work only compiling needs.
 
-Before numba loads a function from its cache it refreshes the target context: it imports and
-installs every typing and lowering registry it has (numpy, lists, dicts, random, linear algebra...),
-which only compiling needs. On a warm build that refresh was a third of a ResNet-50's build time.
-``install`` makes a cache lookup initialize numba's runtime alone (the allocator the compiled
-wrappers call); the symbols cached code links against are installed when the context is made
-(numba's C helpers, its math functions). A lookup that misses refreshes as numba does, before
-numba compiles the function.
+- **Registries.** Before numba loads a function from its cache it refreshes the target context: it
+  imports and installs every typing and lowering registry it has (numpy, lists, dicts, random,
+  linear algebra...). On a warm build that refresh was a third of a ResNet-50's build time.
+  ``install`` makes a cache lookup initialize numba's runtime alone (the allocator the compiled
+  wrappers call); the symbols cached code links against are installed when the context is made
+  (numba's C helpers, its math functions). A lookup that misses refreshes as numba does, before
+  numba compiles the function.
+- **Linking bitcode.** A cached library holds its machine code and the LLVM bitcode that a function
+  compiled later links in when it calls this one. numba parses that bitcode as it loads the
+  library, and walks every function in it (one LLVM call each) to learn which symbols the library
+  defines. ``install`` reads those symbols from the machine code's own symbol table instead (the
+  names the JIT linker can resolve) and parses the bitcode only when a new function links the
+  library in. Machine code that is not a well-formed ELF object is loaded as numba loads it.
 """
 
 from __future__ import annotations
 
+import struct
 from types import ModuleType
 
 _INSTALLED: list[bool] = []
@@ -32,6 +39,7 @@ def install(numba: ModuleType) -> bool:
                                                                   "_guard_against_spurious_io_errors")):
         _INSTALLED.append(False)
         return False
+    _install_lazy_linking()
 
     def load_overload(self, sig, target_context):
         """numba's ``Cache.load_overload``, refreshing the context only where nothing is cached."""
@@ -46,3 +54,110 @@ def install(numba: ModuleType) -> bool:
     cache.load_overload = load_overload
     _INSTALLED.append(True)
     return True
+
+
+def _install_lazy_linking() -> bool:
+    """Puts ``_unserialize_lazily`` in place of numba's ``CPUCodeLibrary._unserialize``; False (and
+    numba's own stays) where this numba's code library has another shape."""
+    try:
+        from numba.core import codegen
+    except ImportError:
+        return False
+    library_class = getattr(codegen, "CPUCodeLibrary", None)
+    engine_class = getattr(codegen, "JitEngine", None)
+    needed = ("_unserialize", "enable_object_caching", "_set_compiled_object", "_finalize_final_module")
+    if library_class is None or engine_class is None or not all(hasattr(library_class, n) for n in needed):
+        return False
+    original = library_class.__dict__["_unserialize"].__func__
+
+    def _unserialize_lazily(cls, codegen_, state):
+        """numba's ``_unserialize`` for machine code, with the symbols read from it and the linking
+        bitcode parsed on first use; numba's own for anything else."""
+        name, kind, data = state
+        symbols = defined_symbols(data[0]) if kind == "object" else None
+        if symbols is None or not hasattr(codegen_._engine, "_defined_symbols"):
+            return original(cls, codegen_, state)
+        library = codegen_.create_library(name)
+        library.enable_object_caching()
+        library._set_compiled_object(data[0])
+        library.__class__ = _lazily_linked(type(library))
+        library.__dict__.pop("_shared_module", None)
+        library.__dict__[_PENDING] = data[1]
+        library._finalize_final_module()
+        codegen_._engine._defined_symbols |= symbols
+        return library
+
+    library_class._unserialize = classmethod(_unserialize_lazily)
+    return True
+
+
+_PENDING = "_delite_linking_bitcode"
+_PARSED = "_delite_linking_module"
+
+
+class _LazyLinking:
+    """A cached code library whose linking module (numba's ``_shared_module``) is parsed from its
+    bitcode when first read."""
+
+    @property
+    def _shared_module(self):
+        bitcode = self.__dict__.pop(_PENDING, None)
+        if bitcode is not None:
+            import llvmlite.binding as ll
+
+            self.__dict__[_PARSED] = ll.parse_bitcode(bitcode)
+        return self.__dict__.get(_PARSED)
+
+    @_shared_module.setter
+    def _shared_module(self, module) -> None:
+        self.__dict__.pop(_PENDING, None)
+        self.__dict__[_PARSED] = module
+
+
+_LAZY_CLASSES: dict[type, type] = {}
+
+
+def _lazily_linked(library_class: type) -> type:
+    if library_class not in _LAZY_CLASSES:
+        _LAZY_CLASSES[library_class] = type(f"Lazy{library_class.__name__}", (_LazyLinking, library_class),
+                                              {"__module__": __name__})
+    return _LAZY_CLASSES[library_class]
+
+
+_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+_SECTION = struct.Struct("<IIQQQQIIQQ")
+_SYMBOL = struct.Struct("<IBBHQQ")
+_SYMTAB = 2
+_GLOBAL, _WEAK = 1, 2
+
+
+def defined_symbols(code: object) -> set[str] | None:
+    """The global and weak symbols a 64-bit little-endian ELF relocatable object defines; None where
+    ``code`` is not one, or any header, section or name lies outside it."""
+    if not isinstance(code, bytes) or not code.startswith(b"\x7fELF\x02\x01"):
+        return None
+    try:
+        header = _ELF_HEADER.unpack_from(code)
+        sections = [_SECTION.unpack_from(code, header[6] + i * _SECTION.size) for i in range(header[12])]
+        tables = [s for s in sections if s[1] == _SYMTAB]
+        if header[11] != _SECTION.size or len(tables) != 1:
+            return None
+        return _symbols_of(code, tables[0], sections[tables[0][6]])
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _symbols_of(code: bytes, table: tuple, strings: tuple) -> set[str] | None:
+    offset, size, entry = table[4], table[5], table[9]
+    names_start, names_end = strings[4], strings[4] + strings[5]
+    if entry != _SYMBOL.size or offset + size > len(code) or names_end > len(code):
+        return None
+    found = set()
+    for start in range(offset, offset + size - entry + 1, entry):
+        name, info, _, section, _, _ = _SYMBOL.unpack_from(code, start)
+        if section != 0 and info >> 4 in (_GLOBAL, _WEAK):
+            end = code.find(b"\0", names_start + name, names_end)
+            if name >= strings[5] or end < 0:
+                return None
+            found.add(code[names_start + name:end].decode())
+    return found

@@ -157,25 +157,39 @@ def test_the_model_runs_on_numpy_kernels_without_the_compiler(monkeypatch, why):
 
 
 BUILD_SCRIPT = """
-import json, sys, lite
+import json, sys
+import llvmlite.binding
+parsed = []
+parse_bitcode = llvmlite.binding.parse_bitcode
+llvmlite.binding.parse_bitcode = lambda data: parsed.append(len(data)) or parse_bitcode(data)
+import lite
 import numpy as np
+from lite.kernels.fast import activation
 model = lite.Model()
 model.build_from_file(sys.argv[1], context=lite.Context(thread_num=1))
 registries = "numba.cpython.heapq" in sys.modules  # NOTE: imported by numba's refresh alone
+values = np.linspace(-3, 3, 64).astype(np.float32)
+sigmoid = np.empty_like(values)
+activation.sigmoid_float32(values, sigmoid, np.float32(0))
+parsed_loading = len(parsed)
 import numba
 @numba.njit(cache=False)
 def fresh(values):
-    return np.cumsum(values).max() + np.sort(values)[0]
-values = np.linspace(-3, 3, 64)
-print(json.dumps({**model.build_timings, "registries": registries,
-                  "fresh_right": float(fresh(values)) == float(np.cumsum(values).max() + np.sort(values)[0])}))
+    out = np.empty_like(values)
+    activation.sigmoid_float32(values, out, np.float32(0))  # NOTE: links the cached kernel's bitcode in
+    return np.cumsum(values).max() + np.sort(values)[0] + out.sum()
+fresh_right = float(fresh(values)) == float(np.cumsum(values).max() + np.sort(values)[0] + sigmoid.sum())
+print(json.dumps({**model.build_timings, "registries": registries, "parsed_loading": parsed_loading,
+                  "parsed_linking": len(parsed) - parsed_loading, "fresh_right": fresh_right,
+                  "sigmoid_right": bool(np.allclose(sigmoid, 1 / (1 + np.exp(-values)), rtol=1e-6))}))
 """
 
 
 @pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_the_cache(tmp_path):
     """The second process loads the cached kernels without numba's typing and lowering registries
-    (``lite.kernels.fast.cache_loading``), and a function it compiles afterwards still gets them."""
+    and without parsing their linking bitcode (``lite.kernels.fast.cache_loading``); a function it
+    compiles afterwards still gets the registries, and links a cached kernel in."""
     path = tmp_path / "dw.lite"
     path.write_bytes(convert(depthwise_model()))
     environment = {"DELITE_NUMBA_CACHE": str(tmp_path / "cache"), "DELITE_FAST_KERNELS": "1",
@@ -195,7 +209,8 @@ def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_t
     assert first["jit"] > 0 and second["jit"] > 0
     assert second["jit"] < first["jit"] / 2, (first, second)
     assert first["registries"] and not second["registries"]
-    assert first["fresh_right"] and second["fresh_right"]
+    assert second["parsed_loading"] == 0 and second["parsed_linking"] > 0, second
+    assert all(run[check] for run in (first, second) for check in ("fresh_right", "sigmoid_right"))
 
 
 CREW_SCRIPT = """
