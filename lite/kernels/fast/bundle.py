@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from lite.kernels.fast import cache_loading
+
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 """The ``lite`` package's folder: cache paths are relative to it."""
 MANIFEST = Path(__file__).with_name("aot_manifest.json")
@@ -55,7 +57,8 @@ def bundle_info(cache_key: str, level: str, numba_version: str) -> dict[str, str
 
 def seed(folder: Path, cache_key: str, level: str, numba_version: str) -> int:
     """Links (or copies) the files of the bundle made for this cache key, level, numba and Python
-    into the new cache ``folder``; how many (0 where there is no such bundle or it cannot be read)."""
+    into the new cache ``folder`` (numba's cache files and the runtime library ``cache_loading``
+    keeps); how many (0 where there is no such bundle or it cannot be read)."""
     root = bundle_root()
     source = root / level if root is not None else None
     if source is None or not _matches(source / INFO, bundle_info(cache_key, level, numba_version)):
@@ -63,7 +66,7 @@ def seed(folder: Path, cache_key: str, level: str, numba_version: str) -> int:
     copied = 0
     try:
         for path in sorted(source.rglob("*")):
-            if path.is_file() and not path.is_symlink() and path.suffix in (".nbi", ".nbc"):
+            if path.is_file() and not path.is_symlink() and _cache_file(path):
                 target = folder / path.relative_to(source)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _link_or_copy(path, target)
@@ -71,6 +74,11 @@ def seed(folder: Path, cache_key: str, level: str, numba_version: str) -> int:
     except OSError:
         return copied  # NOTE: what was copied is whole files; numba compiles whatever is missing
     return copied
+
+
+def _cache_file(path: Path) -> bool:
+    """numba's index and code files, and numba's runtime library (``cache_loading.RUNTIME_FILE``)."""
+    return path.suffix in (".nbi", ".nbc") or path.name == cache_loading.RUNTIME_FILE
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

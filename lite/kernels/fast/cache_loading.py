@@ -17,7 +17,9 @@
 
 from __future__ import annotations
 
+import os
 import struct
+from pathlib import Path
 from types import ModuleType
 
 _INSTALLED: list[bool] = []
@@ -39,7 +41,8 @@ def install(numba: ModuleType) -> bool:
                                                                   "_guard_against_spurious_io_errors")):
         _INSTALLED.append(False)
         return False
-    _install_lazy_linking()
+    if _install_lazy_linking():
+        _install_cached_runtime(numba)
 
     def load_overload(self, sig, target_context):
         """numba's ``Cache.load_overload``, refreshing the context only where nothing is cached."""
@@ -161,3 +164,90 @@ def _symbols_of(code: bytes, table: tuple, strings: tuple) -> set[str] | None:
                 return None
             found.add(code[names_start + name:end].decode())
     return found
+
+
+RUNTIME_FILE = "numba-runtime.delite"
+"""The file in numba's cache folder that keeps numba's runtime library's machine code."""
+_RUNTIME_MAGIC = b"DLNRT\x00\x01\x00"
+_LENGTH = struct.Struct("<Q")
+MAX_RUNTIME_BYTES = 1 << 24
+"""A runtime file larger than this is not one this module wrote (numba's runtime is about 6 KiB)."""
+
+
+def _install_cached_runtime(numba: ModuleType) -> bool:
+    """Puts ``_runtime_library`` in place of numba's ``compile_nrt_functions``; False (and numba's
+    own stays) where this numba has another shape."""
+    try:
+        from numba.core.runtime import nrtdynmod
+    except ImportError:
+        return False
+    if not hasattr(nrtdynmod, "create_nrt_module") or not hasattr(nrtdynmod, "compile_nrt_functions"):
+        return False
+
+    def compile_nrt_functions(context):
+        """numba's runtime library, from the cache folder where a file there has this process's tag,
+        else compiled (and then kept there)."""
+        codegen = context.codegen()
+        folder = numba.config.CACHE_DIR
+        path = Path(folder) / RUNTIME_FILE if folder else None
+        tag = _runtime_tag(numba, codegen)
+        state = read_runtime(path, tag) if path is not None else None
+        if state is not None:
+            return codegen._library_class._unserialize(codegen, ("nrt", "object", state))
+        module, library = nrtdynmod.create_nrt_module(context)
+        library.enable_object_caching()
+        library.add_ir_module(module)
+        library.finalize()
+        if path is not None:
+            _name, _kind, data = library.serialize_using_object_code()
+            write_runtime(path, tag, *data)
+        return library
+
+    nrtdynmod.compile_nrt_functions = compile_nrt_functions
+    return True
+
+
+def _runtime_tag(numba: ModuleType, codegen) -> bytes:
+    import llvmlite
+
+    return repr((numba.__version__, llvmlite.__version__, codegen.magic_tuple())).encode()
+
+
+def read_runtime(path: Path, tag: bytes) -> tuple[bytes, bytes] | None:
+    """The machine code and linking bitcode kept at ``path`` for ``tag``; None where there is no such
+    file, it was kept for another tag, or its lengths do not add up to its size."""
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_RUNTIME_BYTES:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    parts, offset = [], len(_RUNTIME_MAGIC)
+    if not data.startswith(_RUNTIME_MAGIC):
+        return None
+    for _ in range(3):
+        if offset + _LENGTH.size > len(data):
+            return None
+        (length,) = _LENGTH.unpack_from(data, offset)
+        offset += _LENGTH.size
+        if length > len(data) - offset:
+            return None
+        parts.append(data[offset:offset + length])
+        offset += length
+    if offset != len(data) or parts[0] != tag or not parts[1] or not parts[2]:
+        return None
+    return parts[1], parts[2]
+
+
+def write_runtime(path: Path, tag: bytes, code: bytes, bitcode: bytes) -> None:
+    """Keeps the runtime at ``path`` (a new file renamed over any old one); a folder that cannot be
+    written leaves it compiled in each process, as numba does."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as file:
+            file.write(_RUNTIME_MAGIC)
+            for part in (tag, code, bitcode):
+                file.write(_LENGTH.pack(len(part)) + part)
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)

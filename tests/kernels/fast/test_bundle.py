@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lite.kernels import fast
-from lite.kernels.fast import bundle, targets
+from lite.kernels.fast import bundle, cache_loading, targets
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -23,6 +23,7 @@ def _fake_bundle(root: Path, info: dict) -> Path:
     (level / "lite" / "kernels" / "fast" / "f-1.py312.nbi").write_bytes(b"index")
     (level / "lite" / "kernels" / "fast" / "f-1.py312.1.nbc").write_bytes(b"code")
     (level / "lite" / "kernels" / "fast" / "notes.txt").write_text("not a cache file")
+    (level / cache_loading.RUNTIME_FILE).write_bytes(b"runtime")
     (level / bundle.INFO).write_text(json.dumps(info))
     return level
 
@@ -32,7 +33,8 @@ def test_a_new_cache_folder_is_seeded_from_the_bundle_made_for_it(tmp_path, monk
     _fake_bundle(tmp_path / "aot", info)
     monkeypatch.setenv("DELITE_KERNEL_BUNDLE", str(tmp_path / "aot"))
     folder = tmp_path / "cache"
-    assert bundle.seed(folder, "jit-abc", "x86-64-v3", "0.99") == 2
+    assert bundle.seed(folder, "jit-abc", "x86-64-v3", "0.99") == 3
+    assert (folder / cache_loading.RUNTIME_FILE).read_bytes() == b"runtime"
     assert sorted(p.name for p in (folder / "lite" / "kernels" / "fast").iterdir()) == ["f-1.py312.1.nbc",
                                                                                        "f-1.py312.nbi"]
     # numba rewrites a cache file by renaming a new one over it: the bundle's file stays as it was
@@ -81,14 +83,17 @@ x = np.linspace(-3, 3, 64, dtype=np.float32)
 out = np.empty_like(x)
 activation.gelu_float32(x, out, np.float32(0))
 stats = activation.gelu_float32.stats
+from numba.core.runtime import rtsys
+from lite.kernels.fast import cache_loading
 print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
-                  "seeded": fast.seeded_files(), "level": fast.target_level(), "first": float(out[0])}))
+                  "seeded": fast.seeded_files(), "level": fast.target_level(), "first": float(out[0]),
+                  "runtime_loaded": isinstance(rtsys.library, cache_loading._LazyLinking)}))
 """
 
 
 def test_a_bundle_is_found_by_a_fresh_process_with_an_empty_cache(tmp_path):
     """lite.tools.kernel_bundle build compiles the manifest into a bundle; a fresh process with an
-    empty cache copies it and loads the kernel without compiling it."""
+    empty cache copies it and loads the kernel, and numba's runtime library, without compiling them."""
     if fast.numba_module() is None or fast.target_level() == targets.HOST:
         pytest.skip("no numba, or no instruction-set level here")
     manifest = tmp_path / "manifest.json"
@@ -107,6 +112,7 @@ def test_a_bundle_is_found_by_a_fresh_process_with_an_empty_cache(tmp_path):
         assert fresh.returncode == 0, fresh.stderr
         runs.append(json.loads(fresh.stdout.splitlines()[-1]))
     with_bundle, without = runs
-    assert with_bundle["seeded"] >= 2 and with_bundle["hits"] == 1 and with_bundle["misses"] == 0
+    assert with_bundle["seeded"] >= 3 and with_bundle["hits"] == 1 and with_bundle["misses"] == 0
+    assert with_bundle["runtime_loaded"] and not without["runtime_loaded"]
     assert without["seeded"] == 0 and without["hits"] == 0 and without["misses"] == 1
     assert with_bundle["first"] == without["first"]

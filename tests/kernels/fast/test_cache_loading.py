@@ -60,8 +60,9 @@ def test_the_symbols_are_numba_s_own_for_every_library_of_a_real_kernel():
     from lite.kernels.fast import activation
 
     values = np.linspace(-2, 2, 16).astype(np.float32)
-    activation.gelu_float32(values, np.empty_like(values), np.float32(0))
-    library = next(iter(activation.gelu_float32.overloads.values())).library
+    kernel = fast.numba_module().njit(activation.gelu_float32.py_func)  # NOTE: compiled here: its code at hand
+    kernel(values, np.empty_like(values), np.float32(0))
+    library = next(iter(kernel.overloads.values())).library
     state = library.serialize_using_object_code()
     if not state[2][0].startswith(b"\x7fELF"):
         pytest.skip("this platform's objects are not ELF")
@@ -105,3 +106,46 @@ def _stretch_string_tables(code: bytearray) -> None:
         header = start + index * 64
         if struct.unpack_from("<I", code, header + 4)[0] == 3:
             struct.pack_into("<Q", code, header + 32, 1 << 40)
+
+
+TAG = b"('0.68', '0.45', ('x86_64-unknown-linux-gnu', 'sapphirerapids', '+avx512f'))"
+
+
+def test_the_runtime_file_gives_back_what_was_kept_for_its_tag(tmp_path):
+    path = tmp_path / cache_loading.RUNTIME_FILE
+    cache_loading.write_runtime(path, TAG, b"\x7fELF code", b"BC bitcode")
+    assert cache_loading.read_runtime(path, TAG) == (b"\x7fELF code", b"BC bitcode")
+    assert cache_loading.read_runtime(path, TAG.replace(b"0.68", b"0.69")) is None
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("damage", ["missing", "magic", "truncated", "appended", "length past the end",
+                                    "empty code", "symlink", "too large"])
+def test_a_damaged_runtime_file_reads_as_none_so_the_runtime_is_compiled(tmp_path, damage):
+    path = tmp_path / cache_loading.RUNTIME_FILE
+    cache_loading.write_runtime(path, TAG, b"" if damage == "empty code" else b"\x7fELF code", b"BC bitcode")
+    data = path.read_bytes()
+    if damage == "missing":
+        path.unlink()
+    elif damage == "magic":
+        path.write_bytes(b"X" + data[1:])
+    elif damage == "truncated":
+        path.write_bytes(data[:-3])
+    elif damage == "appended":
+        path.write_bytes(data + b"\0")
+    elif damage == "length past the end":
+        start = len(cache_loading._RUNTIME_MAGIC)
+        path.write_bytes(data[:start] + struct.pack("<Q", 1 << 62) + data[start + 8:])
+    elif damage == "symlink":
+        (tmp_path / "elsewhere").write_bytes(data)
+        path.unlink()
+        path.symlink_to(tmp_path / "elsewhere")
+    elif damage == "too large":
+        with open(path, "ab") as file:
+            file.truncate(cache_loading.MAX_RUNTIME_BYTES + 1)
+    assert cache_loading.read_runtime(path, TAG) is None
+
+
+def test_a_folder_that_cannot_be_written_keeps_no_runtime_and_raises_nothing(tmp_path):
+    cache_loading.write_runtime(tmp_path / "missing" / cache_loading.RUNTIME_FILE, TAG, b"code", b"bitcode")
+    assert not (tmp_path / "missing").exists()

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from lite.kernels import fast
+from lite.kernels.fast import cache_loading
 from lite.tools.converter import convert
 from tests.support.oracle import relative_l2, run_onnxruntime
 
@@ -172,6 +173,9 @@ values = np.linspace(-3, 3, 64).astype(np.float32)
 sigmoid = np.empty_like(values)
 activation.sigmoid_float32(values, sigmoid, np.float32(0))
 parsed_loading = len(parsed)
+from numba.core.runtime import rtsys
+from lite.kernels.fast import cache_loading
+runtime_loaded = isinstance(rtsys.library, cache_loading._LazyLinking)
 import numba
 @numba.njit(cache=False)
 def fresh(values):
@@ -180,6 +184,7 @@ def fresh(values):
     return np.cumsum(values).max() + np.sort(values)[0] + out.sum()
 fresh_right = float(fresh(values)) == float(np.cumsum(values).max() + np.sort(values)[0] + sigmoid.sum())
 print(json.dumps({**model.build_timings, "registries": registries, "parsed_loading": parsed_loading,
+                  "runtime_loaded": runtime_loaded,
                   "parsed_linking": len(parsed) - parsed_loading, "fresh_right": fresh_right,
                   "sigmoid_right": bool(np.allclose(sigmoid, 1 / (1 + np.exp(-values)), rtol=1e-6))}))
 """
@@ -188,8 +193,9 @@ print(json.dumps({**model.build_timings, "registries": registries, "parsed_loadi
 @pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_the_cache(tmp_path):
     """The second process loads the cached kernels without numba's typing and lowering registries
-    and without parsing their linking bitcode (``lite.kernels.fast.cache_loading``); a function it
-    compiles afterwards still gets the registries, and links a cached kernel in."""
+    and without parsing their linking bitcode, and numba's runtime library from the file the first
+    kept (``lite.kernels.fast.cache_loading``); a function it compiles afterwards still gets the
+    registries, and links a cached kernel and the runtime in (its arrays are the runtime's)."""
     path = tmp_path / "dw.lite"
     path.write_bytes(convert(depthwise_model()))
     environment = {"DELITE_NUMBA_CACHE": str(tmp_path / "cache"), "DELITE_FAST_KERNELS": "1",
@@ -210,6 +216,8 @@ def test_the_first_build_compiles_and_reports_it_the_second_process_loads_from_t
     assert second["jit"] < first["jit"] / 2, (first, second)
     assert first["registries"] and not second["registries"]
     assert second["parsed_loading"] == 0 and second["parsed_linking"] > 0, second
+    assert not first["runtime_loaded"] and second["runtime_loaded"]
+    assert list((tmp_path / "cache").rglob(cache_loading.RUNTIME_FILE))
     assert all(run[check] for run in (first, second) for check in ("fresh_right", "sigmoid_right"))
 
 
