@@ -50,10 +50,17 @@ def offset_bound(dtype: np.dtype, zero_point: int) -> int:
 def _weight_bound(w) -> int:
     """The largest magnitude of ``w - w_zero_point`` over the constant weight ``w``."""
     zero_point = w.quant_params.zero_point
-    if zero_point.size == 0:
-        return int(np.abs(w.data.astype(np.int64)).max(initial=0))
-    zero_point = broadcast_param(np.asarray(zero_point, np.int64), w.data.shape, w.quant_params.axis)
-    return int(np.abs(w.data.astype(np.int64) - zero_point).max(initial=0))
+    if zero_point.size:
+        zero_point = broadcast_param(zero_point, w.data.shape, w.quant_params.axis)
+    offsets = weight_offsets(w.data, zero_point if zero_point.size else 0)
+    return int(np.abs(offsets, out=offsets).max(initial=0))
+
+
+def weight_offsets(weight: np.ndarray, zero_point) -> np.ndarray:
+    """``weight - zero_point`` (the zero point shaped to broadcast), exact, in int16 for 8-bit
+    weights (a quarter of int64's bytes: these temporaries set the build's peak), else int64."""
+    dtype = np.int16 if weight.dtype.itemsize == 1 else np.int64
+    return np.subtract(weight, np.asarray(zero_point, dtype), dtype=dtype)
 
 
 def _per_channel(zero_point: np.ndarray, channels: int) -> np.ndarray:
@@ -244,7 +251,7 @@ def _quad_bias(kernel, w: np.ndarray) -> np.ndarray | None:
             return None
         zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
         pad = kernel.layout.x_zero_point + (128 if kernel.inputs[0].dtype == np.int8 else 0)
-        return _quad_bias_of(kernel, w.reshape(w.shape[0], -1).astype(np.int64) - zero_point[:, None], pad)
+        return _quad_bias_of(kernel, weight_offsets(w.reshape(w.shape[0], -1), zero_point[:, None]), pad)
 
     return _once(kernel, "quad_bias", bias)
 
@@ -257,7 +264,7 @@ def _product_quad_bias(kernel, weight: np.ndarray) -> np.ndarray | None:
             return None
         zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, weight.shape[1])
         pad = kernel.layout.x_zero_point - (128 if kernel.inputs[0].dtype == np.uint8 else 0)
-        return _quad_bias_of(kernel, (weight.astype(np.int64) - zero_point[None, :]).T, pad)
+        return _quad_bias_of(kernel, weight_offsets(weight, zero_point[None, :]).T, pad)
 
     return _once(kernel, "product_quad_bias", bias)
 
@@ -497,7 +504,7 @@ class WinogradPlan:
 
         def transformed() -> np.ndarray:
             zero_point = _per_channel(kernel.inputs[1].quant_params.zero_point, w.shape[0])
-            return int8_winograd.arrange(w.astype(np.int64) - zero_point[:, None, None, None], rows)
+            return int8_winograd.arrange(weight_offsets(w, zero_point[:, None, None, None]), rows)
 
         self.u = _once(kernel, "int8_winograd", transformed)
         pairs, count = (w.shape[1] + 1) // 2, int8_winograd.padded_tiles(out)
@@ -676,7 +683,7 @@ def _pack_weight_quads(weight: np.ndarray, zero_point: np.ndarray, panels: np.nd
     unsigned byte quads (``int8_quads.pack_activation_quads``' layout; zeros past K and N)."""
     from lite.kernels.fast import int8_quads
 
-    unsigned = ((weight.astype(np.int64) - zero_point[None, :] + 128) & 0xFF).astype(np.uint8)
+    unsigned = np.add(weight_offsets(weight, zero_point[None, :]), 128).astype(np.uint8)  # NOTE: wraps to the low byte
     sums = np.zeros(weight.shape[1], np.int64)
     int8_quads.pack_activation_quads(unsigned, np.uint8(0), panels.view(np.uint8).reshape(*panels.shape[:2], -1), sums)
 
@@ -944,11 +951,11 @@ def integer_product_plan(kernel) -> Callable[[], None] | None:
 
 
 def _integer_offsets(kernel) -> np.ndarray | None:
-    """The constant weight less its zero point (K, N) as int8 (kept on the kernel: an eighth of the
-    int64 it is computed in), or None where an offset leaves int8."""
+    """The constant weight less its zero point (K, N) as int8 (kept on the kernel: half of the int16
+    it is computed in), or None where an offset leaves int8."""
     w = kernel.inputs[1].data
     zero_point = kernel.zero_point_tensor(1)
-    offsets = w.astype(np.int64) - (0 if zero_point is None else np.asarray(zero_point.data, np.int64).reshape(
+    offsets = weight_offsets(w, 0 if zero_point is None else np.asarray(zero_point.data).reshape(
         (1, -1) if zero_point.data.size > 1 else ()))
     return offsets.astype(np.int8) if offsets.min(initial=0) >= -128 and offsets.max(initial=0) <= 127 else None
 

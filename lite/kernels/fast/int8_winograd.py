@@ -107,9 +107,10 @@ def arrange(offsets: np.ndarray, rows: int) -> np.ndarray:
     zero points as integers, as pair words (16, rows, pairs): output channel k's row, channels
     2p and 2p + 1 in word p (low half first); zeros past K and past C."""
     out_c, channels = offsets.shape[:2]
-    transformed = np.einsum("ai,kcij,bj->abkc", TWICE_G, offsets.astype(np.int64), TWICE_G).reshape(AREA, out_c,
-                                                                                                     channels)
-    halves = np.zeros((AREA, rows, channels + channels % 2), np.int64)
+    narrow = TWICE_G.astype(np.int32)  # NOTE: exact: |U'| <= 9 * 255 (rows of 2G sum to 3 at most)
+    transformed = np.einsum("ai,kcij,bj->abkc", narrow, offsets.astype(np.int32), narrow).reshape(AREA, out_c,
+                                                                                                  channels)
+    halves = np.zeros((AREA, rows, channels + channels % 2), np.int32)
     halves[:, :out_c, :channels] = transformed
     low = halves[:, :, 0::2].astype(np.uint16).astype(np.uint32)
     high = halves[:, :, 1::2].astype(np.uint16).astype(np.uint32)
