@@ -3,6 +3,8 @@ against the float64 reference path on fresh random data: bit-identical outputs."
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,8 @@ from lite.kernels.fast.int8_plans import (
     WinogradPlan,
 )
 from lite.kernels.parallel import KernelThreads
-from tests.support.quantized_kernels import params, random_q, run_arithmetic, run_both, run_quantized
+from lite.tensor import Tensor
+from tests.support.quantized_kernels import build, params, random_q, run_arithmetic, run_both, run_quantized
 
 pytestmark = pytest.mark.skipif(not fast.enabled(), reason="compiled kernels are off")
 RNG = np.random.default_rng(8)
@@ -563,3 +566,45 @@ def test_a_product_of_two_activations_sums_in_float64_past_float32s_exact_range(
     kernel.execute()
     assert kernel.float_dtype == np.float32
     np.testing.assert_array_equal(kernel.outputs[0].data, _integer_product(x, w, {}, quant))
+
+
+PLANNED = {  # x shape, out channels, kernel size, the plan, most traced bytes a weight byte while planning
+    "direct": ((1, 256, 7, 7), 256, 3, ConvPlan, 6),
+    "pointwise": ((1, 256, 7, 7), 1024, 1, (ConvPlan, PointwisePlan), 6),
+    "winograd": ((1, 256, 24, 24), 256, 3, WinogradPlan, 14),
+}
+
+
+@pytest.mark.parametrize("case", PLANNED)
+def test_planning_a_quantized_convolution_allocates_a_few_times_its_weight(request, case):
+    """The plans check and pack an int8 weight through narrow integers: an int64 copy of its offsets
+    (eight times its bytes, and more again for their magnitudes) set the int8 build's peak RSS."""
+    shape, out_c, size, plan, bound = PLANNED[case]
+    if case == "winograd":
+        request.getfixturevalue("pairs_only")
+    x, w = random_q(RNG, shape, np.uint8), random_q(RNG, (out_c, shape[1], size, size), np.int8)
+    pad = size // 2
+
+    def planned():
+        return build("Conv2DFusion", _winograd_attrs((pad,) * 4) if size == 3 else _conv_attrs(1), *run_tensors(x, w))
+
+    planned()  # NOTE: the kernels compiled or loaded, outside the count
+    tracemalloc.start()
+    try:
+        kernel = planned()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(kernel.compiled, plan), type(kernel.compiled)
+    assert peak < bound * w.nbytes, peak / w.nbytes
+
+
+def run_tensors(x: np.ndarray, w: np.ndarray) -> tuple[Tensor, Tensor, None, Tensor]:
+    """x (uint8, per tensor), a constant w (int8, per output channel), no bias, and a uint8 output."""
+    xt = Tensor("x", x.dtype, x.shape, data=x)
+    xt.quant_params = params(0.03, 128)
+    wt = Tensor("w", w.dtype, w.shape, data=w, is_const=True)
+    wt.quant_params = _weight_params(w.shape[0], True, False)
+    out = Tensor("y", np.dtype(np.uint8), ())
+    out.quant_params = params(0.4, 125)
+    return xt, wt, None, out
