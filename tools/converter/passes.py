@@ -208,8 +208,8 @@ def _fold_into_conv(conv: onnx.NodeProto, scale: np.ndarray, shift: np.ndarray, 
     bias = g.consts.get(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else np.zeros(len(scale))
     if weight is None or bias is None or weight.ndim < 3 or weight.shape[0] != scale.size:
         return False
-    folded_w = weight * scale.reshape(-1, *[1] * (weight.ndim - 1))
-    _set_input(conv, 1, _new_const(g, f"{conv.input[1]}_bn", folded_w.astype(weight.dtype)))
+    folded_w = _scaled(weight, scale.reshape(-1, *[1] * (weight.ndim - 1)))
+    _set_input(conv, 1, _new_const(g, f"{conv.input[1]}_bn", folded_w))
     _set_input(conv, 2, _new_const(g, f"{conv.name}_bias_bn", (bias * scale + shift).astype(weight.dtype)))
     return True
 
@@ -221,14 +221,20 @@ def _fold_into_gemm(gemm: onnx.NodeProto, scale: np.ndarray, shift: np.ndarray, 
     n_axis = 0 if attrs.get("transB", 0) else 1
     if weight is None or bias is None or weight.ndim != 2 or weight.shape[n_axis] != scale.size:
         return False
-    folded_w = weight * (scale[:, None] if n_axis == 0 else scale[None, :])
+    folded_w = _scaled(weight, scale[:, None] if n_axis == 0 else scale[None, :])
     folded_c = attrs.get("beta", 1.0) * bias * scale + shift
-    _set_input(gemm, 1, _new_const(g, f"{gemm.input[1]}_bn", folded_w.astype(weight.dtype)))
+    _set_input(gemm, 1, _new_const(g, f"{gemm.input[1]}_bn", folded_w))
     _set_input(gemm, 2, _new_const(g, f"{gemm.name}_bias_bn", folded_c.astype(weight.dtype)))
     _set_attr(gemm, "beta", 1.0)
     if g.opset < 7:
         _set_attr(gemm, "broadcast", 1)
     return True
+
+
+def _scaled(weight: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """``(weight * factor).astype(weight.dtype)`` (the product in float64, rounded once), without the
+    float64 copy of the whole weight: numpy casts the product into the result in buffered blocks."""
+    return np.multiply(weight, factor, out=np.empty_like(weight), casting="unsafe")
 
 
 def _new_const(g: OnnxGraph, hint: str, value: np.ndarray) -> str:

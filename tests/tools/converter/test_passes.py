@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
+from lite.ops.norm import batchnorm_affine
 from lite.schema.graph import GraphDef, NodeDef, TensorDef
 from lite.tools.converter import ConversionReport, convert, convert_to_graph
 from lite.tools.converter.onnx_graph import OnnxGraph, from_model, infer_shapes
@@ -219,6 +220,10 @@ def test_fold_batchnorm_into_conv():
     assert [n.name for n in g.nodes] == ["conv"] and report.bn_folded == ["bn"]
     assert list(g.nodes[0].output) == ["y"] and len(g.nodes[0].input) == 3
     same_outputs(model, g, {"x": random(1, 3, 8, 8)})
+    scale, _ = batchnorm_affine(*(inits[k] for k in ("gamma", "beta", "mean", "var")), 1e-3)
+    folded = g.consts[g.nodes[0].input[1]]  # NOTE: the float64 product, rounded to float32 once
+    assert folded.dtype == np.float32
+    np.testing.assert_array_equal(folded, (inits["w"] * scale.reshape(-1, 1, 1, 1)).astype(np.float32))
 
 
 @pytest.mark.parametrize(("trans_b", "with_c", "beta"), [(0, True, 1.0), (1, True, 0.5), (1, False, 1.0)])
