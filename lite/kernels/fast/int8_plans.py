@@ -118,6 +118,7 @@ def padded_terms(terms: tuple, length: int) -> tuple:
 SPLIT_FILL = 1 << 15
 """Inputs of at least this many values are copied into the phases by the crew's threads."""
 PHASES_SLOT = 0x1D8  # the workspace slot of the convolutions' padded input (float kernels use low slots)
+AMX_SCRATCH_SLOT = PHASES_SLOT + 1  # the slot of the tile convolutions' pieces' scratch
 
 
 def compiled_product(kernel) -> Callable[[], None] | None:
@@ -386,6 +387,7 @@ class ConvPlan:
         panels, self.size = layout.panels_and_size(self.offsets, width)
         self.filled, self.block, self.phase_shape = layout.filled, layout.block, layout.shape
         self.flat = self.phases = None
+        self.scratch = 0  # NOTE: the address of the tile scratch the steps were made with
         if kernel.threads.crew() is not None:
             from lite.kernels.fast import crew
 
@@ -429,7 +431,7 @@ class ConvPlan:
         bias, *terms = requantization_terms(self.kernel, narrow=True)
         quads = self.quad_bias is not None
         terms = padded_terms((self.quad_bias if quads else bias, *terms), self.weight.shape[0])
-        grid = out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
+        grid = self._grid(out)
         if self.amx:
             return self._amx_steps(out, grid, terms)
         items_call, job = int8.conv_items, None
@@ -449,6 +451,10 @@ class ConvPlan:
 
         return self._compacted(threads.crew_loop(items, piece, jobs), out)
 
+    def _grid(self, out: np.ndarray) -> np.ndarray:
+        """Where the kernels write: (images, channels, positions), the output itself or the wider grid."""
+        return out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
+
     def _compacted(self, step: Callable[[], None], out: np.ndarray) -> Callable[[], None]:
         """``step``, then the grid's rows compacted into ``out`` where the grid is wider."""
         from lite.kernels.fast import int8
@@ -462,9 +468,7 @@ class ConvPlan:
         from lite.kernels.fast import int8_amx
 
         threads, items, whole = self.kernel.threads, self.items, self.whole
-        held = -(-grid.shape[2] // int8_amx.BLOCK) if whole else 1
-        size = int8_amx.scratch_words(self.weight.shape[1], held)
-        scratches = [np.zeros(size, np.int32) for _ in range(threads.loop_pieces(items))]
+        scratches = list(self._amx_scratch(grid))
         shared = (self.flat, self.block, self.weight, self.offsets, *terms, grid.view(np.uint8))
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
@@ -477,12 +481,25 @@ class ConvPlan:
             return self._compacted(threads.crew_loop(items, piece, jobs, per_thread=1), out)
         return self._compacted(threads.crew_loop(items, piece, jobs), out)
 
+    def _amx_scratch(self, grid: np.ndarray) -> np.ndarray:
+        """A row of ``conv_amx_items``' scratch for each piece of the loop, from the workspace the
+        model's kernels share (they run one at a time, and the tiles' kernel writes every word of
+        its scratch before it reads it): one buffer for every tile convolution of the model."""
+        from lite.kernels.fast import int8_amx
+
+        held = -(-grid.shape[2] // int8_amx.BLOCK) if self.whole else 1
+        size = int8_amx.scratch_words(self.weight.shape[1], held)
+        pieces = self.kernel.threads.loop_pieces(self.items)
+        return self.kernel.workspace.array((pieces, size), np.int32, AMX_SCRATCH_SLOT)
+
     def __call__(self) -> None:
         flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
         out = self.kernel.outputs[0].data
         x = _compiled_array(self.kernel.inputs[0].data)
-        if self.flat is None or flat.ctypes.data != self.flat.ctypes.data or out is not self.out or x is not self.x:
-            self.flat, self.out, self.x = flat, out, x
+        scratch = self._amx_scratch(self._grid(out)).ctypes.data if self.amx else 0
+        if self.flat is None or flat.ctypes.data != self.flat.ctypes.data or out is not self.out or x is not self.x \
+                or scratch != self.scratch:
+            self.flat, self.out, self.x, self.scratch = flat, out, x, scratch
             self.phases = flat[:self.filled].reshape(self.phase_shape)
             self.steps, self.fill = self._steps(out), self._fill_step(x)
         flat[self.filled:] = 0  # NOTE: past the last block: read by panels whose outputs are dropped

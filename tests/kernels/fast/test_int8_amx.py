@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lite.kernels import fast
-from lite.kernels.fast.int8_plans import AMX_PRODUCT_ROWS, ConvPlan, ProductPlan
+from lite.kernels.fast.int8_plans import AMX_PRODUCT_ROWS, AMX_SCRATCH_SLOT, ConvPlan, ProductPlan
 from lite.kernels.parallel import KernelThreads
 from tests.support.quantized_kernels import compiled_kernels, params, random_q, run_both
 
@@ -76,6 +76,23 @@ def test_two_threads_split_the_tiles_with_the_same_result(dynamic, case):
     actual, expected, kernel = _run(case, np.uint8, True, threads)
     assert kernel.compiled.amx
     np.testing.assert_array_equal(actual, expected)
+
+
+@needs_tiles
+@pytest.mark.parametrize("case", ["3x3_pad", "3x3_small_plane"])
+def test_the_tile_scratch_is_the_shared_workspace_whatever_it_held(case):
+    """The pieces' scratch is one buffer of the model's workspace (not a copy per convolution and
+    piece); another kernel's leftovers in it change nothing (panel items, and whole-image items)."""
+    actual, expected, kernel = _run(case, np.uint8, True, KernelThreads(2))
+    np.testing.assert_array_equal(actual, expected)
+    buffer = kernel.workspace._buffers[AMX_SCRATCH_SLOT]
+    scratch = kernel.compiled._amx_scratch(kernel.compiled._grid(kernel.outputs[0].data))
+    assert scratch.ctypes.data == buffer.ctypes.data
+    assert len(scratch) == kernel.threads.loop_pieces(kernel.compiled.items)
+    buffer.fill(0x5A)
+    kernel.execute()
+    np.testing.assert_array_equal(kernel.outputs[0].data, expected)
+    assert (buffer != 0x5A).any()  # NOTE: the pieces wrote their scratch there
 
 
 @needs_tiles
