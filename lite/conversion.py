@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from lite.files import bytes_digest, cache_folder, file_digest, replace_file
 from lite.loader import ModelSource, ModelType, load_onnx, model_type_of, source_bytes
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
@@ -50,12 +52,20 @@ def load_lite_bytes(source: ModelSource, model_type: ModelType | None = None, *,
             cannot be used.
         UnsupportedOpError: the ONNX model does not convert.
     """
+    data = load_lite_buffer(source, model_type, size_limit=size_limit)
+    return data if isinstance(data, bytes) else data.tobytes()
+
+
+def load_lite_buffer(source: ModelSource, model_type: ModelType | None = None, *,
+                     size_limit: int = DEFAULT_MEMORY_LIMIT) -> bytes | np.ndarray:
+    """``load_lite_bytes`` without copying a converted ONNX model's bytes: a read-only uint8 view of
+    the converter's own buffer, which a build reads in place. Raises as ``load_lite_bytes``."""
     kind = model_type_of(source, model_type)
     if kind is ModelType.LITE:
         return source_bytes(source, size_limit)
-    from lite.tools.converter import convert  # NOTE: the converter (and onnx) load only when needed
+    from lite.tools.converter import convert_to_buffer  # NOTE: the converter (and onnx) load only when needed
 
-    return convert(load_onnx(source, size_limit=size_limit), memory_limit=size_limit)
+    return convert_to_buffer(load_onnx(source, size_limit=size_limit), memory_limit=size_limit)
 
 
 CONVERSION_CACHE_ENV = "DELITE_CONVERSION_CACHE"
@@ -74,7 +84,7 @@ class ConvertedFile:
     """An ONNX file's conversion: ``data``, the .lite bytes converted now, or ``cached``, the cache
     entry holding the conversion of the same bytes by the same converter."""
 
-    data: bytes | None
+    data: bytes | np.ndarray | None
     cached: Path | None
 
 
@@ -111,17 +121,18 @@ def convert_file(path: str | os.PathLike, folder: Path, size_limit: int = DEFAUL
         read = _read_model(path, size_limit, workers)
         if read[1] == key and read[2] is not None and _is_entry(folder / f"{key}-{read[2]}.lite") and not refresh:
             return ConvertedFile(None, folder / f"{key}-{read[2]}.lite")
-    from lite.tools.converter import convert
+    from lite.tools.converter import convert_to_buffer
 
-    model, key, external = read or _read_model(path, size_limit, workers)
-    data = convert(model, memory_limit=size_limit)
+    parts = list(read or _read_model(path, size_limit, workers))
+    read, key, external = None, parts[1], parts[2]
+    data = convert_to_buffer(parts.pop(0), memory_limit=size_limit)  # NOTE: the only reference: freed in there
     # NOTE: named by the bytes converted, which a file replaced since it was hashed changed
     entry = folder / (f"{key}.lite" if external is None else f"{key}-{external}.lite")
     _store_later(folder, entry, data)
     return ConvertedFile(data, None)
 
 
-def _store_later(folder: Path, entry: Path, data: bytes) -> None:
+def _store_later(folder: Path, entry: Path, data: bytes | np.ndarray) -> None:
     """``_store`` in a background thread, unless one of this process is writing that entry already
     (models built from one file at once, as a runner's workers are, convert it each: one writes)."""
     with _WRITING:
@@ -185,7 +196,7 @@ def discard(entry: Path) -> None:
         entry.unlink()
 
 
-def _store(folder: Path, entry: Path, data: bytes) -> None:
+def _store(folder: Path, entry: Path, data: bytes | np.ndarray) -> None:
     """Writes ``entry`` (atomically), then keeps the CACHED_MODELS newest entries within CACHED_BYTES;
     nothing where the entry alone is larger, or would leave the disk less than its size free
     (the cache never fills a disk); errors only log."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from lite.arguments import dims_of, model_bytes, sequence_of
 from lite.context import Context
-from lite.conversion import conversion_cache_directory, convert_file, discard, load_lite_bytes
+from lite.conversion import conversion_cache_directory, convert_file, discard, load_lite_buffer
 from lite.delegate.placement import PlacementRow, node_placements, report_rows
 from lite.delegate.saved import save
 from lite.engine import Engine
@@ -127,7 +127,7 @@ class Model:
             timer = _StageTimer()
             if model_type_of(model_data, model_type) is ModelType.ONNX:
                 with timer("convert"):
-                    model_data = load_lite_bytes(model_data, ModelType.ONNX, size_limit=context.memory_limit)
+                    model_data = load_lite_buffer(model_data, ModelType.ONNX, size_limit=context.memory_limit)
             with timer("parse"):
                 graph = read_model(model_data, context.memory_limit)
             self._engine = self._new_engine(graph, context, timer, model_data, mapped)
@@ -162,7 +162,7 @@ class Model:
             if kind is ModelType.LITE and is_path:
                 mapped, data = _read_lite(model_path, context.memory_limit)
             else:
-                data = load_lite_bytes(model_path, kind, size_limit=context.memory_limit)
+                data = load_lite_buffer(model_path, kind, size_limit=context.memory_limit)
         self._build(data, ModelType.LITE, context, mapped)
         self.build_timings = {**timer.seconds, **self.build_timings}
 

@@ -28,6 +28,13 @@ from lite.schema.primitives import PRIMITIVE_TYPES, encode_attrs
 
 def write_model(graph: GraphDef) -> bytes:
     """Returns the .lite bytes of ``graph``; const data is 64-byte aligned in them."""
+    return write_model_buffer(graph).tobytes()
+
+
+def write_model_buffer(graph: GraphDef) -> np.ndarray:
+    """``write_model`` without its copy: a read-only uint8 view of the writer's own buffer, starting on
+    a 64-byte boundary where the buffer's slack allows, which ``read_model`` then reads in place (a
+    build from an ONNX file holds one copy of the weights, not two)."""
     builder = flatbuffers.Builder(_size_hint(graph))
     tensors = [_write_tensor(builder, t) for t in graph.tensors]
     nodes = [_write_node(builder, n) for n in graph.nodes]
@@ -50,7 +57,21 @@ def write_model(graph: GraphDef) -> bytes:
     if partition_vec is not None:
         fb_model.AddPartitions(builder, partition_vec)
     builder.Finish(fb_model.End(builder), file_identifier=FILE_IDENTIFIER)
-    return bytes(memoryview(builder.Bytes)[builder.Head():])  # NOTE: one copy (Output() makes a second)
+    return _aligned_start(builder.Bytes, builder.Head())  # NOTE: Output() would copy
+
+
+def _aligned_start(buffer: bytearray, head: int) -> np.ndarray:
+    """The finished model (``buffer[head:]``) moved down within ``buffer`` to start on a 64-byte
+    boundary where the slack before it allows (its data is aligned relative to its start, and its
+    length is a multiple of the alignment), as a read-only uint8 array."""
+    whole, length = np.frombuffer(buffer, np.uint8), len(buffer) - head
+    shift = (whole.ctypes.data + head) % DATA_ALIGNMENT
+    start = head if shift > head else head - shift
+    if start != head:  # NOTE: a memoryview moves overlapping bytes in place (numpy would copy them first)
+        memoryview(buffer)[start:start + length] = memoryview(buffer)[head:]
+    view = whole[start:start + length]
+    view.flags.writeable = False
+    return view
 
 
 def _size_hint(graph: GraphDef) -> int:

@@ -38,13 +38,13 @@ def converts(monkeypatch):
     from lite.tools import converter
 
     calls = []
-    real = converter.convert
+    real = converter.convert_to_buffer
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(converter, "convert", counted)
+    monkeypatch.setattr(converter, "convert_to_buffer", counted)
     return calls
 
 
@@ -126,7 +126,7 @@ def test_an_entry_that_cannot_be_read_is_converted_again(tmp_path, converts, kin
     cache, original = tmp_path / "cache", matmul_model()
     path = saved(original, tmp_path / "m.onnx")
     context = lite.Context(thread_num=1, conversion_cache=cache, memory_limit=4096)  # NOTE: the key holds the limit
-    assert len(lite.tools.converter.convert(original)) < context.memory_limit
+    assert len(lite.tools.converter.convert_to_buffer(original)) < context.memory_limit
     for _ in range(2):
         model = lite.Model()
         model.build_from_file(path, context=context)

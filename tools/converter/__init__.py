@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import onnx
 
 from lite.errors import InputError, ModelFormatError, UnsupportedOpError
@@ -31,7 +32,7 @@ from lite.loader import load_onnx
 from lite.schema.graph import GraphDef, NodeDef
 from lite.schema.primitives import encode_attrs
 from lite.schema.reader import DEFAULT_MEMORY_LIMIT
-from lite.schema.writer import write_model
+from lite.schema.writer import write_model, write_model_buffer
 from lite.shapes import validate_graph
 from lite.tools.converter import mappers  # noqa: F401  (registers every mapper)
 from lite.tools.converter.canonical import canonicalize
@@ -103,11 +104,22 @@ def convert(model: ModelSource, output_path: str | os.PathLike | None = None, *,
     """
     graph, _ = convert_to_graph(model, fusion=fusion, input_shapes=input_shapes, custom_domains=custom_domains,
                                 memory_limit=memory_limit)
+    del model  # NOTE: a ModelProto only the caller's call held (its weights' size) goes before the writer's copy
     data = write_model(graph)
     if output_path is not None:
         with open(output_path, "wb") as f:
             f.write(data)
     return data
+
+
+def convert_to_buffer(model: ModelSource, *, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> np.ndarray:
+    """``convert`` with fusion, returning a read-only uint8 view of the writer's buffer (which
+    ``read_model`` reads in place) instead of a copy of it as bytes; a
+    ModelProto passed as the only reference to it is freed before the model is written (the runtime
+    builds ONNX files through this: one copy of the weights at a time, not three)."""
+    graph, _ = convert_to_graph(model, memory_limit=memory_limit)
+    del model
+    return write_model_buffer(graph)
 
 
 def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: dict[str, Sequence[int]] | None = None,

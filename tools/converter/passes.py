@@ -180,16 +180,21 @@ def constant_outputs(g: OnnxGraph) -> None:
 def fold_batchnorm(g: OnnxGraph, report: ConversionReport) -> None:
     """Folds inference BatchNormalization into a preceding Conv or Gemm with constant weights."""
     producers, uses = g.producers(), g.use_counts()
+    nested = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                 for node in g.nodes for a in node.attribute)  # NOTE: subgraphs may read a weight unseen
     for bn in [n for n in g.nodes if n.op_type == "BatchNormalization" and n.domain in DEFAULT_DOMAINS]:
         prev = producers.get(bn.input[0])
         affine = _bn_affine(bn, g, uses)
         if prev is None or affine is None or uses[bn.input[0]] != 1:  # graph outputs count as uses
             continue
         folder = {"Conv": _fold_into_conv, "Gemm": _fold_into_gemm}.get(prev.op_type)
+        weight = prev.input[1] if len(prev.input) > 1 else ""
         if prev.domain in DEFAULT_DOMAINS and folder is not None and folder(prev, *affine, g):
             prev.output[0] = bn.output[0]
             g.nodes.remove(bn)
             report.bn_folded.append(bn.name)
+            if uses.get(weight) == 1 and not nested:  # NOTE: no reader left: keep one copy of a weight, not two
+                g.consts.pop(weight, None)
 
 
 def _bn_affine(bn: onnx.NodeProto, g: OnnxGraph, uses: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
