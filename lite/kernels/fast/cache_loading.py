@@ -17,10 +17,12 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 import struct
 from pathlib import Path
 from types import ModuleType
+
+from lite.files import replace_file
 
 _INSTALLED: list[bool] = []
 
@@ -175,8 +177,8 @@ MAX_RUNTIME_BYTES = 1 << 24
 
 
 def _install_cached_runtime(numba: ModuleType) -> bool:
-    """Puts ``_runtime_library`` in place of numba's ``compile_nrt_functions``; False (and numba's
-    own stays) where this numba has another shape."""
+    """Puts a ``compile_nrt_functions`` that loads numba's runtime library from the cache folder in
+    place of numba's own; False (and numba's own stays) where this numba has another shape."""
     try:
         from numba.core.runtime import nrtdynmod
     except ImportError:
@@ -240,14 +242,7 @@ def read_runtime(path: Path, tag: bytes) -> tuple[bytes, bytes] | None:
 
 
 def write_runtime(path: Path, tag: bytes, code: bytes, bitcode: bytes) -> None:
-    """Keeps the runtime at ``path`` (a new file renamed over any old one); a folder that cannot be
-    written leaves it compiled in each process, as numba does."""
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "wb") as file:
-            file.write(_RUNTIME_MAGIC)
-            for part in (tag, code, bitcode):
-                file.write(_LENGTH.pack(len(part)) + part)
-        os.replace(temporary, path)
-    except OSError:
-        temporary.unlink(missing_ok=True)
+    """Keeps the runtime at ``path`` (``lite.files.replace_file``: a new file renamed over any old
+    one); a folder that cannot be written leaves it compiled in each process, as numba does."""
+    with contextlib.suppress(OSError):
+        replace_file(path, _RUNTIME_MAGIC + b"".join(_LENGTH.pack(len(part)) + part for part in (tag, code, bitcode)))

@@ -50,9 +50,8 @@ def offset_bound(dtype: np.dtype, zero_point: int) -> int:
 def _weight_bound(w) -> int:
     """The largest magnitude of ``w - w_zero_point`` over the constant weight ``w``."""
     zero_point = w.quant_params.zero_point
-    if zero_point.size:
-        zero_point = broadcast_param(zero_point, w.data.shape, w.quant_params.axis)
-    offsets = weight_offsets(w.data, zero_point if zero_point.size else 0)
+    shaped = broadcast_param(zero_point, w.data.shape, w.quant_params.axis) if zero_point.size else 0
+    offsets = weight_offsets(w.data, shaped)
     return int(np.abs(offsets, out=offsets).max(initial=0))
 
 
@@ -399,6 +398,10 @@ class ConvPlan:
         if self.whole:
             self.items = n * -(-w.shape[0] // int8_amx.BLOCK)  # NOTE: an item is a block of output channels
         self.grid = None if wq == ow else np.zeros((n, w.shape[0], oh * wq), kernel.outputs[0].dtype)
+        if self.amx:  # NOTE: a row of conv_amx_items' scratch for each piece of the loop
+            held = -(-oh * wq // int8_amx.BLOCK) if self.whole else 1
+            self.scratch_shape = (kernel.threads.loop_pieces(self.items),
+                                  int8_amx.scratch_words(self.weight.shape[1], held))
         self.out: np.ndarray | None = None
         self.x: np.ndarray | None = None
         self.fill: Callable[[], None] | None = None
@@ -431,7 +434,7 @@ class ConvPlan:
         bias, *terms = requantization_terms(self.kernel, narrow=True)
         quads = self.quad_bias is not None
         terms = padded_terms((self.quad_bias if quads else bias, *terms), self.weight.shape[0])
-        grid = self._grid(out)
+        grid = out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
         if self.amx:
             return self._amx_steps(out, grid, terms)
         items_call, job = int8.conv_items, None
@@ -451,10 +454,6 @@ class ConvPlan:
 
         return self._compacted(threads.crew_loop(items, piece, jobs), out)
 
-    def _grid(self, out: np.ndarray) -> np.ndarray:
-        """Where the kernels write: (images, channels, positions), the output itself or the wider grid."""
-        return out.reshape(*out.shape[:2], -1) if self.grid is None else self.grid
-
     def _compacted(self, step: Callable[[], None], out: np.ndarray) -> Callable[[], None]:
         """``step``, then the grid's rows compacted into ``out`` where the grid is wider."""
         from lite.kernels.fast import int8
@@ -468,7 +467,7 @@ class ConvPlan:
         from lite.kernels.fast import int8_amx
 
         threads, items, whole = self.kernel.threads, self.items, self.whole
-        scratches = list(self._amx_scratch(grid))
+        scratches = list(self._amx_scratch())
         shared = (self.flat, self.block, self.weight, self.offsets, *terms, grid.view(np.uint8))
 
         def piece(index: int, first: int, last: int) -> Callable[[], None]:
@@ -481,22 +480,17 @@ class ConvPlan:
             return self._compacted(threads.crew_loop(items, piece, jobs, per_thread=1), out)
         return self._compacted(threads.crew_loop(items, piece, jobs), out)
 
-    def _amx_scratch(self, grid: np.ndarray) -> np.ndarray:
-        """A row of ``conv_amx_items``' scratch for each piece of the loop, from the workspace the
-        model's kernels share (they run one at a time, and the tiles' kernel writes every word of
-        its scratch before it reads it): one buffer for every tile convolution of the model."""
-        from lite.kernels.fast import int8_amx
-
-        held = -(-grid.shape[2] // int8_amx.BLOCK) if self.whole else 1
-        size = int8_amx.scratch_words(self.weight.shape[1], held)
-        pieces = self.kernel.threads.loop_pieces(self.items)
-        return self.kernel.workspace.array((pieces, size), np.int32, AMX_SCRATCH_SLOT)
+    def _amx_scratch(self) -> np.ndarray:
+        """``scratch_shape`` from the workspace the model's kernels share (they run one at a time, and
+        the tiles' kernel writes every word of its scratch before it reads it): one buffer for every
+        tile convolution of the model."""
+        return self.kernel.workspace.array(self.scratch_shape, np.int32, AMX_SCRATCH_SLOT)
 
     def __call__(self) -> None:
         flat = self.kernel.workspace.array((self.size,), np.int32, PHASES_SLOT)  # NOTE: scratch the kernels share
         out = self.kernel.outputs[0].data
         x = _compiled_array(self.kernel.inputs[0].data)
-        scratch = self._amx_scratch(self._grid(out)).ctypes.data if self.amx else 0
+        scratch = self._amx_scratch().ctypes.data if self.amx else 0
         if self.flat is None or flat.ctypes.data != self.flat.ctypes.data or out is not self.out or x is not self.x \
                 or scratch != self.scratch:
             self.flat, self.out, self.x, self.scratch = flat, out, x, scratch

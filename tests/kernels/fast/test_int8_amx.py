@@ -86,7 +86,7 @@ def test_the_tile_scratch_is_the_shared_workspace_whatever_it_held(case):
     actual, expected, kernel = _run(case, np.uint8, True, KernelThreads(2))
     np.testing.assert_array_equal(actual, expected)
     buffer = kernel.workspace._buffers[AMX_SCRATCH_SLOT]
-    scratch = kernel.compiled._amx_scratch(kernel.compiled._grid(kernel.outputs[0].data))
+    scratch = kernel.compiled._amx_scratch()
     assert scratch.ctypes.data == buffer.ctypes.data
     assert len(scratch) == kernel.threads.loop_pieces(kernel.compiled.items)
     buffer.fill(0x5A)
