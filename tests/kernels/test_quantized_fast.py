@@ -19,8 +19,15 @@ from lite.kernels.fast.int8_plans import (
     WinogradPlan,
 )
 from lite.kernels.parallel import KernelThreads
-from lite.tensor import Tensor
-from tests.support.quantized_kernels import build, params, random_q, run_arithmetic, run_both, run_quantized
+from tests.support.quantized_kernels import (
+    build,
+    layer_tensors,
+    params,
+    random_q,
+    run_arithmetic,
+    run_both,
+    run_quantized,
+)
 
 pytestmark = pytest.mark.skipif(not fast.enabled(), reason="compiled kernels are off")
 RNG = np.random.default_rng(8)
@@ -481,7 +488,6 @@ ACTIVATION_PRODUCTS = {  # x shape, w shape, transpose_b, whether byte quads tak
 def _activation_product(x: np.ndarray, w: np.ndarray, attrs: dict, quant: list, threads=None):
     """A QuantizedProduct of two activations (w no constant) on x and w, executed: (output, kernel)."""
     from lite.tensor import Tensor
-    from tests.support.quantized_kernels import build
 
     xt, wt = Tensor("x", x.dtype, x.shape, data=x), Tensor("w", w.dtype, w.shape, data=w)
     out = Tensor("y", np.dtype(np.int8), ())
@@ -586,7 +592,9 @@ def test_planning_a_quantized_convolution_allocates_a_few_times_its_weight(reque
     pad = size // 2
 
     def planned():
-        return build("Conv2DFusion", _winograd_attrs((pad,) * 4) if size == 3 else _conv_attrs(1), *run_tensors(x, w))
+        tensors = layer_tensors(x, params(0.03, 128), w, _weight_params(w.shape[0], True, False), None, np.uint8,
+                                params(0.4, 125))
+        return build("Conv2DFusion", _winograd_attrs((pad,) * 4) if size == 3 else _conv_attrs(1), *tensors)
 
     planned()  # NOTE: the kernels compiled or loaded, outside the count
     tracemalloc.start()
@@ -597,14 +605,3 @@ def test_planning_a_quantized_convolution_allocates_a_few_times_its_weight(reque
         tracemalloc.stop()
     assert isinstance(kernel.compiled, plan), type(kernel.compiled)
     assert peak < bound * w.nbytes, peak / w.nbytes
-
-
-def run_tensors(x: np.ndarray, w: np.ndarray) -> tuple[Tensor, Tensor, None, Tensor]:
-    """x (uint8, per tensor), a constant w (int8, per output channel), no bias, and a uint8 output."""
-    xt = Tensor("x", x.dtype, x.shape, data=x)
-    xt.quant_params = params(0.03, 128)
-    wt = Tensor("w", w.dtype, w.shape, data=w, is_const=True)
-    wt.quant_params = _weight_params(w.shape[0], True, False)
-    out = Tensor("y", np.dtype(np.uint8), ())
-    out.quant_params = params(0.4, 125)
-    return xt, wt, None, out

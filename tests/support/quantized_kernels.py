@@ -63,19 +63,27 @@ def run_both(op_type: str, attrs: dict, x: np.ndarray, x_params, w: np.ndarray, 
     results = []
     for on in (True, False):
         with compiled_kernels(on):
-            xt = Tensor("x", x.dtype, x.shape, data=x)
-            xt.quant_params = x_params
-            wt = Tensor("w", w.dtype, w.shape, data=w, is_const=True)
-            wt.quant_params = w_params
-            bt = None if bias is None else Tensor("b", np.int32, bias.shape, data=bias, is_const=True)
-            if bt is not None:
-                bt.quant_params = params(x_params.scale[0] * w_params.scale, 0, 0)
-            out = Tensor("y", np.dtype(out_dtype), ())
-            out.quant_params = out_params
-            kernel = build(op_type, attrs, xt, wt, bt, out, threads)
+            tensors = layer_tensors(x, x_params, w, w_params, bias, out_dtype, out_params)
+            kernel = build(op_type, attrs, *tensors, threads)
             kernel.execute()
-            results.append((out.data.copy(), kernel))
+            results.append((tensors[-1].data.copy(), kernel))
     return results[0][0], results[1][0], results[0][1]
+
+
+def layer_tensors(x: np.ndarray, x_params, w: np.ndarray, w_params, bias: np.ndarray | None, out_dtype,
+                  out_params) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """The tensors of one quantized layer for ``build``: x, the constant w, the int32 bias (scale
+    x_scale * w_scale) or None, and the output, each with its parameters."""
+    xt = Tensor("x", x.dtype, x.shape, data=x)
+    xt.quant_params = x_params
+    wt = Tensor("w", w.dtype, w.shape, data=w, is_const=True)
+    wt.quant_params = w_params
+    bt = None if bias is None else Tensor("b", np.int32, bias.shape, data=bias, is_const=True)
+    if bt is not None:
+        bt.quant_params = params(x_params.scale[0] * w_params.scale, 0, 0)
+    out = Tensor("y", np.dtype(out_dtype), ())
+    out.quant_params = out_params
+    return xt, wt, bt, out
 
 
 def run_arithmetic(op_type: str, a: np.ndarray, b: np.ndarray, quant: list, out_dtype, threads=None
