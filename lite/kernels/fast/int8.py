@@ -287,6 +287,14 @@ def pair_word(first, second):
 
 
 @jit
+def byte_bits(value):
+    """An integral float32 in [-128, 255] as the uint8 of its byte (two's complement below zero),
+    for a store into bytes of either signedness. LLVM's float-to-uint8 conversion of a negative
+    value is undefined: AVX-512 code happens to keep the bits, AVX2 code stores 0."""
+    return np.uint8(np.int32(value) & 0xFF)
+
+
+@jit
 def copy_spare(spare, out, at, rows, count):
     """out[r, at + i] = the byte spare[r * WIDTH + i] (a tile requantized into the spare) for r <
     rows and i < count: the part of a tile that lies inside the output."""
@@ -631,7 +639,7 @@ def requantize_planes(sums, bias, multiplier, zero_point, lo, hi, out):
             b, m = bias[c], multiplier[c]
             for p in range(p_count):
                 y = np.rint(np.float32(np.int64(sums[n, c, p]) + b) * m) + zero_point
-                out[n, c, p] = min(max(y, lo), hi)
+                out[n, c, p] = byte_bits(min(max(y, lo), hi))
 
 
 @functools.cache

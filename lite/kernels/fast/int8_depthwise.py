@@ -27,13 +27,14 @@ from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.crew import Jobs, as_pointer
 from lite.kernels.fast.depthwise import ROUND, DepthwisePlan
 from lite.kernels.fast.flat import FlatPlan, _any_kernel
+from lite.kernels.fast.int8 import byte_bits
 from lite.kernels.window import Geometry
 
 
 @jit
 def _byte(total, multiplier, zero_point, lo, hi):
     """The output byte of an exact float32 ``sum + bias``."""
-    return np.uint8(np.int32(min(max(np.rint(total * multiplier) + zero_point, lo), hi)) & 0xFF)
+    return byte_bits(min(max(np.rint(total * multiplier) + zero_point, lo), hi))
 
 
 @jit

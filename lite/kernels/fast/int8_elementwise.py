@@ -25,6 +25,7 @@ from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, exact_jit, jit
 from lite.kernels.fast.crew import as_pointer
+from lite.kernels.fast.int8 import byte_bits
 from lite.ops.quantized_softmax import SUM_LANES
 
 OPS = {"AddFusion": 0, "SubFusion": 1, "MulFusion": 2}
@@ -49,16 +50,16 @@ def arithmetic(op, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, lo, 
         fixed = y_zero - fused_multiply_add(a_ratio, a_zero, b_ratio * b_zero)
         for i in range(out.size):
             total = fused_multiply_add(np.float32(a[i]), a_ratio, fused_multiply_add(np.float32(b[i]), b_ratio, fixed))
-            out[i] = min(max(np.rint(total), lo), hi)
+            out[i] = byte_bits(min(max(np.rint(total), lo), hi))
     elif op == 1:
         for i in range(out.size):
             real = (np.float32(a[i]) - a_zero) * a_scale - (np.float32(b[i]) - b_zero) * b_scale
-            out[i] = min(max(np.rint(real / y_scale) + y_zero, lo), hi)
+            out[i] = byte_bits(min(max(np.rint(real / y_scale) + y_zero, lo), hi))
     else:
         ratio = (a_scale * b_scale) / y_scale
         for i in range(out.size):
             product = np.float32((np.float32(a[i]) - a_zero) * (np.float32(b[i]) - b_zero))
-            out[i] = min(max(np.rint(product * ratio + y_zero), lo), hi)
+            out[i] = byte_bits(min(max(np.rint(product * ratio + y_zero), lo), hi))
 
 
 @exact_jit
@@ -124,7 +125,7 @@ def quantize_floats(x, scale, zero_point, lo, hi, out):
     """out = clip(rint(x / scale) + zero_point, lo, hi) over flat arrays of one size: float32 in,
     bytes out, per-tensor float32 terms (``lite.ops.quant.quantize``'s operations, in its order)."""
     for i in range(out.size):
-        out[i] = min(max(np.rint(x[i] / scale) + zero_point, lo), hi)
+        out[i] = byte_bits(min(max(np.rint(x[i] / scale) + zero_point, lo), hi))
 
 
 @exact_jit
@@ -140,7 +141,7 @@ def global_average(x, x_zero_point, x_scale, inverse_count, y_scale, y_zero_poin
         for i in range(count):
             total += x[r, i]
         mean = np.float64(total - count * x_zero_point) * x_scale * inverse_count
-        out[r] = min(max(np.rint(mean / y_scale) + y_zero_point, lo), hi)
+        out[r] = byte_bits(min(max(np.rint(mean / y_scale) + y_zero_point, lo), hi))
 
 
 @functools.cache
@@ -226,7 +227,7 @@ def softmax_rows(x, width, flip, table, multiplier, zero_point, lo, hi, out, exp
         for i in range(whole, width):
             total += exps[_u(i)]
         for i in range(width):
-            out[_u(base + i)] = min(max(np.rint(exps[_u(i)] * multiplier / total) + zero_point, lo), hi)
+            out[_u(base + i)] = byte_bits(min(max(np.rint(exps[_u(i)] * multiplier / total) + zero_point, lo), hi))
 
 
 # The block of a quantized softmax on the crew: the addresses, the row width and count, the flip,
@@ -286,7 +287,7 @@ def layer_norm_rows(x, table, scale, bias, epsilon, y_scale, y_zero, lo, hi, out
         inverse = np.float32(1) / np.sqrt(spread / width + epsilon)
         for i in range(width):
             value = (row[_u(i)] - mean) * inverse * scale[_u(i)] + bias[_u(i)]
-            out[r, _u(i)] = min(max(np.rint(value / y_scale) + y_zero, lo), hi)
+            out[r, _u(i)] = byte_bits(min(max(np.rint(value / y_scale) + y_zero, lo), hi))
 
 
 # The block of a quantized layer norm on the crew: the addresses, the rows and their width, then

@@ -209,10 +209,11 @@ def test_a_products_weight_is_tiled_block_by_block():
     from lite.kernels.fast.tile import WIDTH
 
     words, columns = 32, 80
-    by_word = np.zeros((words, 3 * WIDTH), np.int32)
-    by_word[:, :columns] = RNG.integers(-2**31, 2**31 - 1, (words, columns))
-    panels = np.ascontiguousarray(by_word.reshape(words, 3, WIDTH).transpose(1, 0, 2))
     blocks = -(-columns // 32)
+    panel_count = -(-blocks * 32 // WIDTH)  # as int8_plans._tile_layout pads them, whatever WIDTH is here
+    by_word = np.zeros((words, panel_count * WIDTH), np.int32)
+    by_word[:, :columns] = RNG.integers(-2**31, 2**31 - 1, (words, columns))
+    panels = np.ascontiguousarray(by_word.reshape(words, panel_count, WIDTH).transpose(1, 0, 2))
     tiles = np.zeros((blocks, words // 16, 2, 16, 16), np.int32)
     int8_amx.tile_product_weight(panels, blocks, tiles)
     for block in range(blocks):
