@@ -13,7 +13,7 @@ from lite.delegates.onnxruntime import ORTDelegate
 from lite.fusion import ConvResidual, ProducerActivation, ScaledInput, SqueezeExcite, fuse
 from lite.kernels import fast
 from lite.tools.converter import convert
-from tests.support.oracle import relative_l2, run_onnxruntime
+from tests.support.oracle import relative_l2, run_exact_oracle, run_onnxruntime
 
 pytestmark = pytest.mark.skipif(fast.numba_module() is None, reason="numba is not importable here")
 
@@ -651,7 +651,7 @@ def test_a_dynamically_quantized_linear_layer_runs_as_one_scaled_integer_product
         x = RNG.standard_normal((2, 20, 70)).astype(np.float32)
         got = model.predict([x])[0].get_data_to_numpy()
         np.testing.assert_array_equal(got, unfused.predict([x])[0].get_data_to_numpy())
-        [want] = run_onnxruntime(onnx_model, {"x": x})
+        [want] = run_exact_oracle(onnx_model, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -703,7 +703,7 @@ def test_a_dynamically_quantized_convolution_runs_as_one_scaled_integer_product(
         x = RNG.standard_normal((2, 6 if depthwise else 5, 9, 11)).astype(np.float32)
         got = model.predict([x])[0].get_data_to_numpy()
         np.testing.assert_array_equal(got, unfused.predict([x])[0].get_data_to_numpy())
-        [want] = run_onnxruntime(onnx_model, {"x": x})
+        [want] = run_exact_oracle(onnx_model, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -712,7 +712,7 @@ def test_a_scaled_integer_product_leaves_out_an_inner_tensor_the_model_returns()
     model = build(onnx_model)
     assert not scaled_products(model)
     x = RNG.standard_normal((2, 20, 70)).astype(np.float32)
-    for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+    for got, want in zip(model.predict([x]), run_exact_oracle(onnx_model, {"x": x}), strict=True):
         np.testing.assert_allclose(got.get_data_to_numpy(), want, rtol=1e-5, atol=1e-5)
 
 

@@ -120,25 +120,34 @@ def greedy_torch(model, prompt: np.ndarray, new_tokens: int) -> np.ndarray:
     return ids[:, prompt.shape[1]:].numpy()
 
 
-def greedy_onnxruntime(path: Path | str, prompt: np.ndarray, new_tokens: int) -> np.ndarray:
-    """onnxruntime's greedy loop on a decoder exported as above: [batch, new_tokens] int64."""
+def greedy_onnxruntime(path: Path | str, prompt: np.ndarray, new_tokens: int, exact: bool = False) -> np.ndarray:
+    """onnxruntime's greedy loop on a decoder exported as above: [batch, new_tokens] int64. ``exact``:
+    ONNX's reference evaluator instead where onnxruntime's integer products saturate on this CPU
+    (``tests.support.oracle.onnxruntime_saturates``: a model quantized by ``quantize_dynamic``)."""
+    import onnx
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    inputs = session.get_inputs()
+    from tests.support.oracle import onnxruntime_saturates, reference_evaluator
+
+    if exact and onnxruntime_saturates():
+        model = onnx.load(str(path))
+        run, inputs = reference_evaluator(model).run, [(i.name, [d.dim_value for d in i.type.tensor_type.shape.dim])
+                                                       for i in model.graph.input]
+    else:
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        run, inputs = session.run, [(i.name, i.shape) for i in session.get_inputs()]
     batch, length = prompt.shape
     feed = {"input_ids": prompt.astype(np.int64), "attention_mask": np.ones((batch, length), np.int64),
             "position_ids": np.tile(np.arange(length, dtype=np.int64), (batch, 1))}
-    for tensor in inputs[3:]:
-        heads, head_dim = tensor.shape[1], tensor.shape[3]
-        feed[tensor.name] = np.zeros((batch, heads, 0, head_dim), np.float32)
+    for name, shape in inputs[3:]:
+        feed[name] = np.zeros((batch, shape[1], 0, shape[3]), np.float32)
     tokens = []
     for _ in range(new_tokens):
-        logits, *present = session.run(None, feed)
+        logits, *present = run(None, feed)
         token = logits[:, -1].argmax(-1).astype(np.int64)
         tokens.append(token)
         total = feed["attention_mask"].shape[1]
         feed = {"input_ids": token[:, None], "attention_mask": np.ones((batch, total + 1), np.int64),
                 "position_ids": np.full((batch, 1), total, np.int64),
-                **{t.name: p for t, p in zip(inputs[3:], present, strict=True)}}
+                **{name: p for (name, _), p in zip(inputs[3:], present, strict=True)}}
     return np.stack(tokens, axis=1)
