@@ -35,7 +35,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from lite.kernels.fast import compiled, jit
+from lite.kernels.fast import compiled, jit, wide_registers
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.tile import FLOAT, INDEX, LANES, VECTOR, emit_loop, splat, vector_call
 
@@ -133,6 +133,9 @@ def _span(blocks: int, positions: int):
 
 _span16, _span8, _span4, _span1 = (_span(1, positions) for positions in (16, 8, 4, 1))
 _quad4, _quad1 = _span(4, 4), _span(4, 1)
+WIDEST = 16 if wide_registers() else 4
+"""The most positions a span of one block takes: 16 sums fill half of AVX-512's 32 registers; with
+AVX2's 16, where each 16-float sum takes two, 16 or 8 of them spilled to the stack."""
 QUAD = 4
 """Blocks the spans take at once while that many are left: a row of a small plane fills a span
 of 4 positions of 4 blocks, not one of 16, and a border position of 4 blocks is four chains of
@@ -147,7 +150,7 @@ def _line(blocks, x_at, w_at, b_at, out_at, shape, lo, hi, count):
     the same): fewer, wider spans. The callers' shape tuples keep their constant fields as
     literals (kind 0 down the columns, out_step LANES along the rows), so this compiles once for
     each with those folded in: faster on 7 x 7 planes than one version for both."""
-    step, out_step, done, widest = shape[5] * 4, shape[6] * 4, 0, 16 if blocks == 1 else 4
+    step, out_step, done, widest = shape[5] * 4, shape[6] * 4, 0, WIDEST if blocks == 1 else 4
     while done < count:
         rest = count - done
         size = 1
