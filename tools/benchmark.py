@@ -103,6 +103,8 @@ class Report:
     accuracy_reference: str = ""
     profile: list[dict[str, Any]] = field(default_factory=list)
     profile_loops: int = 0
+    profile_run_ms: float | None = None  # median profiled predict, back to back
+    onnxruntime_profile: dict[str, Any] = field(default_factory=dict)  # lite.tools.ort_profile's summary
     idle_delegates: list[str] = field(default_factory=list)
     pause_ms: float = 0.0
     partition_summary: str = ""
@@ -197,16 +199,37 @@ def measure(model: lite.Model, feeds: list[np.ndarray], ort: OnnxRuntimeEngine |
     return lite_times, ort_times
 
 
-def profile_rows(model: lite.Model, feeds: list[np.ndarray], loops: int) -> list[dict[str, Any]]:
-    """Per-kernel time over ``loops`` predicts (graph kernels one row each, named by delegate)."""
+def profile_rows(model: lite.Model, feeds: list[np.ndarray], loops: int,
+                 walls: list[float] | None = None) -> list[dict[str, Any]]:
+    """Per-kernel time over ``loops`` predicts back to back (graph kernels one row each, named by
+    delegate); ``walls`` gets each profiled predict's seconds."""
     totals: dict[lite.Kernel, float] = {}
     for _ in range(loops):
+        start = time.perf_counter()
         model.predict(feeds, profile=totals)
+        if walls is not None:
+            walls.append(time.perf_counter() - start)
     owner = {row.graph_kernel: row.runs_on for row in model.partition_report() if row.graph_kernel}
     whole = sum(totals.values()) or 1.0
     rows = [{"kernel": k.name, "op_type": k.type, "runs_on": owner.get(k.name, "native"),
              "total_ms": t * 1e3, "avg_ms": t * 1e3 / loops, "percent": 100 * t / whole} for k, t in totals.items()]
     return sorted(rows, key=lambda r: -r["total_ms"])
+
+
+def profile_both(report: Report, model: lite.Model, ordered: list[np.ndarray], engine: Any, onnx_model: Any,
+                 feeds: dict[str, np.ndarray], args: argparse.Namespace) -> None:
+    """``--time-profiling``: Delite's per-kernel profile, and with ``--compare onnxruntime`` onnxruntime's
+    own (``lite.tools.ort_profile``), each engine's runs back to back, a pause between the two."""
+    report.profile_loops, walls = max(args.loop_count, 1), []
+    report.profile = profile_rows(model, ordered, report.profile_loops, walls)
+    report.profile_run_ms = float(np.median(walls)) * 1e3
+    if isinstance(engine, OnnxRuntimeEngine):
+        from lite.tools.ort_profile import onnxruntime_profile
+
+        model.predict(ordered)  # NOTE: warm after the profile's bookkeeping; then the crew's spin ends in the pause
+        time.sleep(args.pause_ms / 1e3)
+        report.onnxruntime_profile = onnxruntime_profile(onnx_model, args.thread_num, feeds, report.profile_loops,
+                                                         args.warmup)
 
 
 def matmul_floor(model: lite.Model, feeds: list[np.ndarray], repeats: int = 7) -> tuple[int, float]:
@@ -336,8 +359,7 @@ def run(args: argparse.Namespace) -> tuple[Report, bool]:
                                     report.pause_ms / 1e3)
     record_latencies(report, lite_times, ort_times, "native" if isinstance(engine, NativeEngine) else "onnxruntime")
     if args.time_profiling:
-        report.profile_loops = max(args.loop_count, 1)
-        report.profile = profile_rows(model, ordered, report.profile_loops)
+        profile_both(report, model, ordered, engine, onnx_model, feeds, args)
     if args.gemm_floor:
         time.sleep(args.pause_ms / 1e3)  # NOTE: onnxruntime's threads spin a while after its last run
         report.matmul_count, seconds = matmul_floor(model, ordered)
@@ -404,7 +426,9 @@ def print_report(report: Report, out=None) -> None:
         for acc in report.accuracy:
             w(f"  {acc.name}: {'finite' if acc.finite else 'NaN/Inf in output!'}\n")
     if report.profile:
-        _print_profile(report.profile, w, report.profile_loops)
+        _print_profile(report.profile, w, report.profile_loops, report.profile_run_ms)
+    if report.onnxruntime_profile.get("rows"):
+        _print_onnxruntime_profile(report.onnxruntime_profile, w)
     w(memory_line(report.peak_memory_mib))
 
 
@@ -455,14 +479,22 @@ def memory_line(memory: dict[str, float | None]) -> str:
     return f"peak memory, each engine alone in a child process (build and 3 predicts): {shown}\n"
 
 
-def _print_profile(rows: list[dict[str, Any]], w, loops: int) -> None:
-    w(f"per op type (ms per predict, mean of {loops} profiled predicts; x kernels):\n")
+def _print_profile(rows: list[dict[str, Any]], w, loops: int, run_ms: float | None = None) -> None:
+    median = f", back to back, the median {run_ms:.3f} ms" if run_ms is not None else ""
+    w(f"per op type (ms per predict, mean of {loops} profiled predicts{median}; x kernels):\n")
     for g in by_op_type(rows):
         w(f"  {g['op_type']:<32} x{g['count']:<4} {g['avg_ms']:10.3f} ms {g['percent']:6.1f}%\n")
     w(f"per kernel (ms per predict, mean of {loops} profiled predicts; top 30):\n")
     for r in rows[:30]:
         where = "" if r["runs_on"] == "native" else f" [{r['runs_on']}]"
         w(f"  {clipped(r['kernel'] + where, 48):<48} {r['op_type']:<22} {r['avg_ms']:9.3f} ms {r['percent']:6.1f}%\n")
+
+
+def _print_onnxruntime_profile(summary: dict[str, Any], w) -> None:
+    w(f"onnxruntime's own profile (SessionOptions.enable_profiling; ms per run, mean of {summary['runs']} runs back "
+      f"to back, the median {summary['run_ms']:.3f} ms; x nodes, its op types after its graph optimizations):\n")
+    for g in summary["rows"]:
+        w(f"  {g['op_type']:<32} x{g['count']:<4} {g['avg_ms']:10.3f} ms {g['percent']:6.1f}%\n")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -493,7 +525,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--onnx", metavar="FILE.onnx", help="the ONNX model for --compare when --model is .lite")
     p.add_argument("--accuracy-threshold", type=float, metavar="MEAN_REL_ERR",
                    help="fail (exit 1) when an output's mean relative error exceeds this")
-    p.add_argument("--time-profiling", action="store_true", help="per-kernel and per-op-type time table")
+    p.add_argument("--time-profiling", action="store_true",
+                   help="per-kernel and per-op-type time table; with --compare onnxruntime also onnxruntime's own "
+                        "per-op-type profile")
     p.add_argument("--gemm-floor", action="store_true",
                    help="time the native kernels' matmuls alone: the least time those kernels can take")
     p.add_argument("--require-delegate", action="store_true",

@@ -45,7 +45,8 @@ def files(tmp_path_factory):
 FAST = ["--loop-count", "2", "--warmup", "1", "--pause-ms", "0", "--input-shapes", "x:2,3,8,8", "--no-memory"]
 
 
-def test_compare_with_onnxruntime_profile_and_json(files, capsys):
+def test_compare_with_onnxruntime_profile_and_json(files, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # NOTE: where onnxruntime would write its trace without a prefix
     out = files / "r.json"
     assert main(["--model", str(files / "cnn.onnx"), "--compare", "onnxruntime", "--time-profiling",
                  "--json", str(out), "--thread-num", "1", *FAST]) == 0
@@ -57,6 +58,13 @@ def test_compare_with_onnxruntime_profile_and_json(files, capsys):
     assert report["onnxruntime_latency"]["median"] > 0 and report["ratio_of_medians"] > 0
     assert {"parse", "schedule", "delegate build", "prepare", "convert"} <= set(report["build_seconds"])
     assert abs(sum(r["percent"] for r in report["profile"]) - 100) < 1e-6
+    assert report["profile_run_ms"] > 0
+    theirs = report["onnxruntime_profile"]  # NOTE: its own profiler's trace, per op type after its optimizations
+    assert "onnxruntime's own profile" in text and theirs["runs"] == 2 and theirs["run_ms"] > 0
+    assert {r["op_type"] for r in theirs["rows"]} >= {"Conv", "Concat"}
+    assert all(r["count"] >= 1 and r["avg_ms"] > 0 for r in theirs["rows"])
+    assert abs(sum(r["percent"] for r in theirs["rows"]) - 100) < 1e-6
+    assert not list(tmp_path.iterdir())  # NOTE: its trace went to a temporary folder, gone now
 
 
 
