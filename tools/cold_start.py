@@ -57,6 +57,7 @@ class StartUp:
     cached_kernels: int = 0  # compiled kernels in the cache after this process (Delite runs)
     target: str = ""  # Delite runs: the instruction-set level compiled kernels target ("host": the CPU model)
     bundled_files: int = 0  # Delite runs: cache files copied from the ahead-of-time bundle
+    unbundled: str = ""  # Delite runs: why nothing was copied from the bundle (fast.unbundled_reason)
     converted_models: int = 0  # Delite runs: .onnx conversions in the cache after this process
 
     @property
@@ -223,7 +224,9 @@ def _build_lite(spec: dict[str, Any]):
 def _kernel_origin() -> dict[str, Any]:
     from lite.kernels import fast
 
-    return {"target": fast.target_level(), "bundled_files": fast.seeded_files()} if fast.enabled() else {}
+    if not fast.enabled():
+        return {}
+    return {"target": fast.target_level(), "bundled_files": fast.seeded_files(), "unbundled": fast.unbundled_reason()}
 
 
 def _inputs(spec: dict[str, Any], tensors) -> dict[str, np.ndarray]:
@@ -290,8 +293,8 @@ def _origin(cold: StartUp) -> str:
     if cold.bundled_files:
         return (f"compiled kernels target {cold.target}: {cold.bundled_files} cache files copied from the "
                 "ahead-of-time bundle; only kernels outside it compiled")
-    return (f"compiled kernels target {cold.target}: no ahead-of-time bundle for it installed "
-            "(python -m lite.tools.kernel_bundle build): every one compiled")
+    why = cold.unbundled or "none installed (python -m lite.tools.kernel_bundle build)"
+    return f"compiled kernels target {cold.target}: no ahead-of-time bundle copied ({why}): every one compiled"
 
 
 def _stages(stages: dict[str, float]) -> str:

@@ -89,12 +89,14 @@ def test_without_onnxruntime_the_report_has_two_rows_and_no_session_ratio():
     assert "compiled kernels: off" in printed.getvalue()  # no target recorded: the numpy kernels ran
 
 
-@pytest.mark.parametrize(("target", "files", "said"), [
-    ("x86-64-v3", 40, "x86-64-v3: 40 cache files copied from the ahead-of-time bundle"),
-    ("x86-64-v4", 0, "no ahead-of-time bundle for it installed"),
-    ("host", 0, "target this CPU model (no instruction-set level): every one compiled")])
-def test_the_report_says_where_the_cold_run_found_its_kernels(target, files, said):
-    runs = {name: cold_start.StartUp(0.1, 1.0, 0.1, 0.1, {}, [0.1], 3, target, files)
+@pytest.mark.parametrize(("target", "files", "unbundled", "said"), [
+    ("x86-64-v3", 40, "", "x86-64-v3: 40 cache files copied from the ahead-of-time bundle"),
+    ("x86-64-v4", 0, "", "no ahead-of-time bundle copied (none installed (python -m lite.tools.kernel_bundle build))"),
+    ("x86-64-v3", 0, "the installed one was made for numba 0.1", "no ahead-of-time bundle copied (the installed one "
+                                                                  "was made for numba 0.1): every one compiled"),
+    ("host", 0, "", "target this CPU model (no instruction-set level): every one compiled")])
+def test_the_report_says_where_the_cold_run_found_its_kernels(target, files, unbundled, said):
+    runs = {name: cold_start.StartUp(0.1, 1.0, 0.1, 0.1, {}, [0.1], 3, target, files, unbundled)
             for name in ("lite cold", "lite warm")}
     report = cold_start.ColdReport("m.onnx", ["native"], 1, 1, 0, runs, cold_start.ratios(runs))
     printed = io.StringIO()

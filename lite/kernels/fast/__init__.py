@@ -56,11 +56,13 @@ def numba_module() -> ModuleType | None:
             _prune(folder.parent)
             folder.mkdir(parents=True, exist_ok=True)
             _PROCESS["seeded"] = bundle.seed(folder, key, level, numba.__version__)
+            if not _PROCESS["seeded"] and level != targets.HOST:
+                _PROCESS["unbundled"] = bundle.unused_reason(key, level, numba.__version__)
         numba.config.CACHE_DIR = str(folder)
     return numba
 
 
-_PROCESS = {"level": targets.HOST, "seeded": 0}
+_PROCESS = {"level": targets.HOST, "seeded": 0, "unbundled": ""}
 """What ``numba_module`` chose and did, once per process."""
 
 
@@ -74,6 +76,13 @@ def seeded_files() -> int:
     """Files this process copied from the ahead-of-time bundle into a new cache folder (0: none)."""
     numba_module()
     return int(_PROCESS["seeded"])
+
+
+def unbundled_reason() -> str:
+    """Why this process's new cache folder got nothing from the ahead-of-time bundle ("" where it did,
+    or the folder was not new: ``bundle.unused_reason``)."""
+    numba_module()
+    return str(_PROCESS["unbundled"])
 
 
 def bundle_info() -> dict[str, str]:

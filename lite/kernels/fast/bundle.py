@@ -76,6 +76,28 @@ def seed(folder: Path, cache_key: str, level: str, numba_version: str) -> int:
     return copied
 
 
+_DIFFERENCES = {"cache_key": "other sources or compiler options: rebuild it with python -m lite.tools.kernel_bundle "
+                              "build", "level": "another instruction-set level", "numba": "numba {}",
+                "python": "Python {}"}
+
+
+def unused_reason(cache_key: str, level: str, numba_version: str) -> str:
+    """Why ``seed`` finds no bundle to copy for these (say so to a user whose first build compiles
+    every kernel): switched off, none installed for the level, unreadable, or made for what."""
+    root = bundle_root()
+    if root is None:
+        return "DELITE_KERNEL_BUNDLE=off"
+    info_path = root / level / INFO
+    if not info_path.is_file():
+        return f"none installed for {level} in {root}"
+    found = _read_info(info_path)
+    if found is None:
+        return f"{info_path} is unreadable"
+    wanted = bundle_info(cache_key, level, numba_version)
+    made_for = [text.format(found.get(key)) for key, text in _DIFFERENCES.items() if found.get(key) != wanted[key]]
+    return "the installed one was made for " + ", ".join(made_for) if made_for else ""
+
+
 def _cache_file(path: Path) -> bool:
     """numba's index and code files, and numba's runtime library (``cache_loading.RUNTIME_FILE``)."""
     return path.suffix in (".nbi", ".nbc") or path.name == cache_loading.RUNTIME_FILE
@@ -91,12 +113,18 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def _matches(info_path: Path, expected: dict[str, str]) -> bool:
+    return _read_info(info_path) == expected
+
+
+def _read_info(info_path: Path) -> dict | None:
+    """A bundle's ``bundle.json`` (a dict), or None: missing, a link, oversized or not a JSON object."""
     try:
         if info_path.is_symlink() or info_path.stat().st_size > MAX_INFO_BYTES:
-            return False
-        return json.loads(info_path.read_text()) == expected
+            return None
+        info = json.loads(info_path.read_text())
     except (OSError, ValueError):
-        return False
+        return None
+    return info if isinstance(info, dict) else None
 
 
 def install_locator(numba: ModuleType) -> None:

@@ -61,6 +61,30 @@ def test_an_unreadable_bundle_description_copies_nothing(tmp_path, monkeypatch, 
     assert bundle.seed(tmp_path / "cache", "jit-abc", "x86-64-v3", "0.99") == 0
 
 
+@pytest.mark.parametrize(("wanted", "reason"), [
+    (("jit-abc", "x86-64-v3", "0.99"), ""),
+    (("jit-other", "x86-64-v3", "0.99"), "the installed one was made for other sources or compiler options"),
+    (("jit-abc", "x86-64-v3", "0.98"), "the installed one was made for numba 0.99"),
+    (("jit-other", "x86-64-v3", "0.98"), "made for other sources or compiler options: rebuild it with python -m "
+                                         "lite.tools.kernel_bundle build, numba 0.99"),
+    (("jit-abc", "x86-64-v4", "0.99"), "none installed for x86-64-v4 in ")])
+def test_the_reason_a_bundle_is_not_copied_names_what_differs(tmp_path, monkeypatch, wanted, reason):
+    _fake_bundle(tmp_path / "aot", bundle.bundle_info("jit-abc", "x86-64-v3", "0.99"))
+    monkeypatch.setenv("DELITE_KERNEL_BUNDLE", str(tmp_path / "aot"))
+    said = bundle.unused_reason(*wanted)
+    assert reason in said and bool(said) == bool(reason)
+    assert (bundle.seed(tmp_path / "cache", *wanted) == 0) == bool(reason)
+
+
+def test_an_unreadable_or_switched_off_bundle_says_so(tmp_path, monkeypatch):
+    level = _fake_bundle(tmp_path / "aot", bundle.bundle_info("jit-abc", "x86-64-v3", "0.99"))
+    (level / bundle.INFO).write_text("[]")
+    monkeypatch.setenv("DELITE_KERNEL_BUNDLE", str(tmp_path / "aot"))
+    assert bundle.unused_reason("jit-abc", "x86-64-v3", "0.99").endswith("bundle.json is unreadable")
+    monkeypatch.setenv("DELITE_KERNEL_BUNDLE", "off")
+    assert bundle.unused_reason("jit-abc", "x86-64-v3", "0.99") == "DELITE_KERNEL_BUNDLE=off"
+
+
 def test_no_bundle_when_switched_off(tmp_path, monkeypatch):
     _fake_bundle(tmp_path / "aot", bundle.bundle_info("jit-abc", "x86-64-v3", "0.99"))
     monkeypatch.setenv("DELITE_KERNEL_BUNDLE", "off")
