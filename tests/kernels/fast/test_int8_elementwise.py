@@ -55,7 +55,9 @@ def test_quantized_rows_keep_negative_int8_outputs_in_avx2_code(tmp_path):
     if not fast.enabled() or fast.target_level() not in ("x86-64-v3", "x86-64-v3-vnni", "x86-64-v4",
                                                         "x86-64-v4-vnni"):
         pytest.skip("compiled kernels for x86-64 levels are off here")
-    environ = {**os.environ, "DELITE_KERNEL_TARGET": "x86-64-v3"}
+    # NOTE: a cache folder of its own: a new folder in the shared one would prune the others' older folders
+    environ = {**os.environ, "DELITE_KERNEL_TARGET": "x86-64-v3", "DELITE_NUMBA_CACHE": str(tmp_path / "cache")}
+    environ.pop("NUMBA_CACHE_DIR", None)
     result = subprocess.run([sys.executable, "-c", AVX2_SCRIPT], capture_output=True, text=True, env=environ,
                             cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
