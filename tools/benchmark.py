@@ -226,8 +226,7 @@ def profile_both(report: Report, model: lite.Model, ordered: list[np.ndarray], e
     if isinstance(engine, OnnxRuntimeEngine):
         from lite.tools.ort_profile import onnxruntime_profile
 
-        model.predict(ordered)  # NOTE: warm after the profile's bookkeeping; then the crew's spin ends in the pause
-        time.sleep(args.pause_ms / 1e3)
+        time.sleep(args.pause_ms / 1e3)  # NOTE: the crew's workers stop spinning before onnxruntime's runs
         report.onnxruntime_profile = onnxruntime_profile(onnx_model, args.thread_num, feeds, report.profile_loops,
                                                          args.warmup)
 
