@@ -622,9 +622,10 @@ class Jobs:
 
     def __init__(self, function, block: np.ndarray, count: int, arrays: tuple[np.ndarray, ...]) -> None:
         self.team, self.job, self.block, self.count, self.arrays = crew(), job_address(function), block, count, arrays
+        self.address = block.ctypes.data  # NOTE: read once: ``.ctypes`` builds Python objects on every read
 
     def __call__(self) -> None:
-        self.team.run(self.job, self.count, self.block.ctypes.data)
+        self.team.run(self.job, self.count, self.address)
 
 
 def pieces_block(header: int, bounds: list[tuple[int, int]], scratch: list[list[np.ndarray]] | None = None
