@@ -63,12 +63,12 @@ def window_for(channels: int, out_channels: int) -> int:
 
 def arrange(weight: np.ndarray, window: int = WINDOW) -> np.ndarray:
     """The transformed 3x3 weight (K, C, 3, 3) as the products read it: (window ** 2 products, groups
-    of output blocks, CB * LANES, WIDTH), each product's panels as ``blocks.pack_pointwise`` packs
+    of output blocks, C, WIDTH), each product's panels as ``blocks.pack_pointwise`` packs
     a 1x1 weight. ``U = G g G^T`` in float64 one product at a time, packed as it is made (a whole
     float64 ``U`` beside the panels had raised ResNet-50's peak memory)."""
     out_c, channels = weight.shape[:2]
     transform = G if window == WINDOW else G_SMALL
-    panels = np.empty((window * window, -(-blocks(out_c) // VECTORS), blocks(channels) * LANES, WIDTH), np.float32)
+    panels = np.empty((window * window, -(-blocks(out_c) // VECTORS), channels, WIDTH), np.float32)
     wide = np.asarray(weight, np.float64)
     for a in range(window):
         rows = np.einsum("i,kcij->kcj", transform[a], wide)

@@ -133,10 +133,12 @@ def _tile(vectors, x, plane, panel, terms, out, out_plane, bias, added, lo, hi):
 
 def pack_pointwise(weight: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """A 1x1 weight (O, C, 1, 1) and bias (O,) or None as ``pointwise`` reads them: panels (groups
-    of output blocks (``group_blocks``), CB * LANES, WIDTH) and the bias (OB, LANES), zero where padded."""
+    of output blocks (``group_blocks``), C, WIDTH) and the bias (OB, LANES), zero where padded. A row
+    for each input channel, none for the padded lanes of the last input block: a product takes C
+    terms, not CB * LANES (24 channels: 24 terms, not 32)."""
     out_c, channels = weight.shape[:2]
     out_blocks, matrix = blocks(out_c), weight.reshape(out_c, channels)
-    panels = np.zeros((-(-out_blocks // VECTORS), blocks(channels) * LANES, WIDTH), np.float32)
+    panels = np.zeros((-(-out_blocks // VECTORS), channels, WIDTH), np.float32)
     for group in range(panels.shape[0]):
         first, count = group_blocks(group, out_blocks)
         rows = matrix[first * LANES:(first + count) * LANES]
@@ -161,7 +163,7 @@ def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
     CLIP_CODE: none); at least ROWS positions. A group's panel (K x WIDTH) stays in cache across
     its tiles."""
     positions, out_blocks = x.shape[1], out.shape[0]
-    plane, terms, count = positions * LANES, x.shape[0] * LANES, tiles(positions)
+    plane, terms, count = positions * LANES, panels.shape[1], tiles(positions)
     added = residual.ctypes.data if residual.size else 0
     flat = out.reshape(out.size)
     x_at, out_at, panels_at, bias_at = x.ctypes.data, out.ctypes.data, panels.ctypes.data, bias.ctypes.data

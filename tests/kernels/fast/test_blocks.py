@@ -71,8 +71,10 @@ def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
     out = np.full((-(-out_c // 16), plane[0] * plane[1], 16), np.nan, np.float32)
     added = NO_RESIDUAL if residual is None else blocked(residual)
     count = units(plane[0] * plane[1], out.shape[0])
+    source = blocked(x)
+    source[-1, :, (in_c - 1) % 16 + 1:] = np.nan  # NOTE: the last block's padded lanes are no terms of the product
     for first, last in ((0, count // 3), (count // 3, count)):  # NOTE: in two pieces, as two threads take them
-        pointwise(blocked(x), panels, shift, np.float32(lo), np.float32(hi), code, np.float32(1), added, out,
+        pointwise(source, panels, shift, np.float32(lo), np.float32(hi), code, np.float32(1), added, out,
                   first, last)
     want = blocked(reference(x, weight, bias, residual, lo, hi, epilogue).astype(np.float32))
     assert np.abs(out - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
@@ -85,11 +87,9 @@ def test_a_planes_last_two_tiles_run_in_one_unit_so_their_shared_rows_are_activa
     Were they units that two threads ran at once, both stores could precede both activations."""
     from lite.kernels.fast.activation import EPILOGUE_CODES
     from lite.kernels.fast.blocks import (
-        LANES,
         NO_RESIDUAL,
         ROWS,
         band_tiles,
-        blocks,
         pack_pointwise,
         pointwise,
         tiles,
@@ -102,7 +102,7 @@ def test_a_planes_last_two_tiles_run_in_one_unit_so_their_shared_rows_are_activa
     weight = (RNG.standard_normal((out_c, in_c, 1, 1)) / np.sqrt(in_c)).astype(np.float32)
     panels, shift = pack_pointwise(weight, None)
     count, groups = tiles(positions), panels.shape[0]
-    band = band_tiles(blocks(in_c) * LANES, count, groups)  # NOTE: pointwise's own terms: the input blocks' channels
+    band = band_tiles(panels.shape[1], count, groups)  # NOTE: pointwise's own terms: the input's channels
     place = {unit_place(unit, count, groups, band): unit for unit in range(count * groups)}
     out = np.full((-(-out_c // 16), positions, 16), np.nan, np.float32)
 
