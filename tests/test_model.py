@@ -118,6 +118,26 @@ def test_bad_resize_raises_and_keeps_previous_shapes(cnn_file, dims, message):
     check(model, small_cnn(), batch=2)
 
 
+@pytest.mark.parametrize("profiled", [False, True])
+def test_a_failing_kernel_is_a_kernel_error_naming_it_and_the_model_stays_usable(cnn_file, monkeypatch, profiled):
+    """With nothing to check per kernel, predict runs the kernels in a plain loop: a failure there names the
+    kernel as the checked loop (a profiled predict) does."""
+    model = built(cnn_file)
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    (expected,) = model.predict([x])
+    expected = expected.get_data_to_numpy()
+    victim = model._engine.kernels[len(model._engine.kernels) // 2]
+
+    def fail():
+        raise ZeroDivisionError("injected")
+
+    monkeypatch.setattr(victim, "execute", fail)
+    with pytest.raises(lite.KernelError, match=rf"kernel {victim.name!r} \({victim.type}\) failed: ZeroDivisionError"):
+        model.predict([x], profile={} if profiled else None)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(model.predict([x])[0].get_data_to_numpy(), expected)
+
+
 def test_resize_to_shape_the_model_cannot_run_is_input_error(cnn_file):
     model = built(cnn_file)
     check(model, small_cnn(), batch=2)
