@@ -74,16 +74,22 @@ def _agreement(name: str, form: str, inputs: int, config: dict[str, str] | None 
 
 
 def _oracle(quantized: onnx.ModelProto, form: str, config: dict[str, str] | None):
-    """feeds -> the first output: onnxruntime on the same file; for the QOperator form where
-    onnxruntime's uint8 x int8 products saturate here (x86 without VNNI), Delite's numpy kernels,
-    which compute lite/ops' definitions, each checked against ONNX's reference evaluator (that
-    evaluator has no com.microsoft ops)."""
-    if form == "qoperator" and onnxruntime_saturates():
+    """feeds -> the first output: onnxruntime on the same file; for the forms with uint8 activations
+    (QOperator, dynamic) where onnxruntime's uint8 x int8 products saturate here (x86 without
+    VNNI), Delite's numpy kernels, which compute lite/ops' definitions, each checked against ONNX's
+    reference evaluator (that evaluator has no com.microsoft ops, and is slow on whole CNNs)."""
+    if _saturated(form):
         with compiled_kernels(False):
             reference = build_lite(converter.convert(quantized), 1)
         return lambda feeds: predict(reference, feeds)[0]
     session = onnxruntime_session(quantized, config=config)
     return lambda feeds: session.run(None, feeds)[0]
+
+
+def _saturated(form: str) -> bool:
+    """Whether onnxruntime's results on models of ``form`` are no oracle on this CPU: its uint8 x
+    int8 products saturate, and the QOperator and dynamic forms multiply uint8 activations."""
+    return form in ("qoperator", "dynamic") and onnxruntime_saturates()
 
 
 def _check_static(name: str, form: str, inputs: int) -> None:
@@ -111,7 +117,11 @@ def _check_dynamic(name: str, inputs: int) -> None:
 def _check_as_close_as_a_respelling(name: str, inputs: int) -> None:
     """Delite no further from onnxruntime than onnxruntime is from itself on the same model with
     its sigmoids and pools spelled another way (the same inputs): at most 2 more inputs with
-    another top-1, cosine at most 0.01 lower."""
+    another top-1, cosine at most 0.01 lower. onnxruntime on both sides even where its uint8 x int8
+    products saturate: its own distance then holds its saturation too. Against Delite's numpy
+    kernels (``_oracle``) the zoo's EfficientNet-B0 read cosine 0.964 where those kernels on the
+    respelling read 0.988: the first difference is a float32 rounding in the first swish, which moves
+    the next DynamicQuantizeLinear's scale by 1e-7 and every rounding after it."""
     model, quantized, lite_model = _quantized(name, "dynamic")
     session, respelling = onnxruntime_session(quantized), onnxruntime_session(respelled(quantized))
     rng, agreement, baseline = np.random.default_rng(1), Agreement(), Agreement()
@@ -191,8 +201,9 @@ VISION = ("torchvision:resnet18", "torchvision:mobilenet_v3_small", "torchvision
 def test_a_torch_cnn_quantized_by_onnxruntime_agrees_with_it(name, dynamo, form, tmp_path):
     """Exported by either exporter at 64 x 64, quantized in each form on 8 random images, 16 others:
     the static forms as the zoo's (cosine 0.999, every top-1, one output step; QDQ against
-    onnxruntime's int8 kernels); the dynamic form cosine 0.999, or as close as a respelling of
-    its sigmoids and pools where DynamicQuantizeLinear reads them."""
+    onnxruntime's int8 kernels); the dynamic form cosine 0.999, or as close as the oracle is to
+    itself on a respelling of its sigmoids and pools where DynamicQuantizeLinear reads them (the
+    oracle: ``_oracle``)."""
     from tests.support.torch_models import export, vision
 
     rng = np.random.default_rng(0)
@@ -203,15 +214,15 @@ def test_a_torch_cnn_quantized_by_onnxruntime_agrees_with_it(name, dynamo, form,
     model = onnx.load(export(vision(name), draw()["x"], dynamo, tmp_path, dynamic=False))
     quantized = quantize(model, form, [draw() for _ in range(8)])
     lite_model = build_lite(converter.convert(quantized))
-    session = onnxruntime_session(quantized, config=INT8_QDQ if form == "qdq" else None)
+    oracle = _oracle(quantized, form, INT8_QDQ if form == "qdq" else None)
     agreement, respelling = Agreement(), Agreement()
-    respelled_session = onnxruntime_session(respelled(quantized)) if form == "dynamic" else None
+    respelled_oracle = _oracle(respelled(quantized), form, None) if form == "dynamic" else None
     for _ in range(16):
         feeds = draw()
-        expected = session.run(None, feeds)[0]
+        expected = oracle(feeds)
         agreement.add(predict(lite_model, feeds)[0], expected)
-        if respelled_session is not None:
-            respelling.add(respelled_session.run(None, feeds)[0], expected)
+        if respelled_oracle is not None:
+            respelling.add(respelled_oracle(feeds), expected)
     if form == "dynamic" and respelling.cosine < 0.999:
         assert agreement.same_top1 >= respelling.same_top1 - 2, (agreement, respelling)
         assert agreement.cosine >= respelling.cosine - 0.01, (agreement, respelling)
