@@ -64,6 +64,7 @@ class Engine:
         self.embedded = graph.partitions  # delegate partitions compiled ahead of time (lite.delegate.saved)
         workspace = Workspace(context.memory_limit)  # kernels run one at a time: one scratch pool
         self.threads = KernelThreads(context.thread_num)
+        self.crew_worked = True  # NOTE: whether the last run gave the crew jobs (then the next wakes it first)
         for kernel in self.shape_kernels:
             kernel.workspace, kernel.threads = workspace, self.threads
         folded, runtime_shaped = classify(self.shape_kernels)
@@ -324,6 +325,7 @@ class Engine:
         if self.pages is not None:
             self.pages.check_unchanged()
             self.pages.forget_released()  # NOTE: a resize may read released constants, faulting their pages in
+        self.crew_worked = True  # NOTE: new shapes may give the crew jobs: the next run wakes it
         self._propagate()
         self.plan()
         readers, held = self._constant_readers()
@@ -421,12 +423,13 @@ class Engine:
         own threads.
         """
         if self.context.thread_num > 1 and self.kernels and self.kernels[0] not in self.log.partitions \
-                and not load_monitor().latest():
+                and self.crew_worked and not load_monitor().latest():
             self.threads.wake()
 
     def run(self, profile: dict[Kernel, float] | None) -> None:
         """Executes every kernel; any failure becomes a LiteError naming the kernel."""
         self.choose_threads()
+        posted = self.threads.posted()
         kernel = None
         runtime_shaped, limit, partitions = self.runtime_shaped, self.context.memory_limit, self.log.partitions
         try:
@@ -455,6 +458,9 @@ class Engine:
             raise self._execute_error(kernel, exc) from exc
         finally:
             if self.context.thread_num > 1:
+                # NOTE: a run that posted the crew nothing (small ops only) wakes no worker next time: a
+                # woken worker spins on the other core for milliseconds, which a VM's neighbouring vCPU pays
+                self.crew_worked = self.threads.posted() != posted
                 load_monitor().sample_later()  # NOTE: for the next run, on a helper thread: not in this one
 
     def _execute_error(self, kernel: Kernel, exc: Exception) -> LiteError:

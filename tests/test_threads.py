@@ -227,12 +227,40 @@ def test_the_sleeping_crew_is_woken_on_idle_cores_only(monkeypatch, busy):
     onnx_model = conv_net()
     model = lite.Model()
     model.build(convert(onnx_model), lite.ModelType.LITE, lite.Context(thread_num=2))
-    assert_matches_onnxruntime(model, onnx_model)  # the crew has its worker now
+    monkeypatch.setattr(threads.LoadMonitor, "latest", lambda self: False)
+    assert_matches_onnxruntime(model, onnx_model)  # the crew has its worker now, and took this run's jobs
+    assert model._engine.crew_worked
     assert wait_for(lambda: crew_word("SLEEPERS") > 0)  # it spins a few milliseconds, then sleeps
     monkeypatch.setattr(threads.LoadMonitor, "latest", lambda self: busy)
     wakes = crew_word("WAKE")
     model._engine.wake_threads()
     assert crew_word("WAKE") == wakes + (not busy)
+
+
+def test_a_run_that_gives_the_crew_no_job_wakes_no_worker_before_the_next(monkeypatch):
+    """A model of small elementwise ops posts the crew nothing: its next predict leaves the workers
+    asleep (a woken one spins on the other core for milliseconds, and on a VM the neighbouring vCPU
+    pays); new shapes may bring jobs, so the predict after a resize wakes them again."""
+    if crew_word("SLEEPERS") is None:
+        pytest.skip("no crew here")
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
+    graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])])
+    model = lite.Model()
+    model.build(convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])), lite.ModelType.LITE,
+                lite.Context(thread_num=2))
+    monkeypatch.setattr(threads.LoadMonitor, "latest", lambda self: False)
+    wakes = []
+    monkeypatch.setattr(parallel.KernelThreads, "wake", lambda self: wakes.append(1))
+    x = np.ones((2, 8), np.float32)
+    model.predict([x])
+    assert wakes == [1] and not model._engine.crew_worked
+    (y,) = model.predict([x])
+    np.testing.assert_array_equal(y.get_data_to_numpy(), 2 * x)
+    assert wakes == [1]
+    model.resize(model.get_inputs(), [[3, 8]])
+    model.predict([np.ones((3, 8), np.float32)])
+    assert wakes == [1, 1]
 
 
 def test_a_predict_wakes_the_crew_before_it_copies_the_inputs_in(monkeypatch):

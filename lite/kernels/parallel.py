@@ -192,6 +192,12 @@ class KernelThreads:
         if team is not None and team.workers < self.thread_num - 1:
             team.ensure(self.thread_num - 1)
 
+    def posted(self) -> int:
+        """The crew's last posted generation (-1 without a crew): unchanged across a run, that run
+        gave the crew no job."""
+        team = self.crew()
+        return -1 if team is None else team.generation
+
     def wake(self) -> None:
         """Wakes the crew's sleeping workers (if the model's threads have a crew and it has workers)."""
         team = self.crew()

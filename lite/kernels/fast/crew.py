@@ -442,6 +442,11 @@ class Crew:
         """How many worker threads run (the caller of ``run`` is one more)."""
         return len(self._workers)
 
+    @property
+    def generation(self) -> int:
+        """The generation last posted (jobs, a wake-up or OpenBLAS's), wrapping past 2 ** 31."""
+        return int(self.state[TICKET]) >> INDEX_BITS
+
     def ensure(self, workers: int) -> None:
         """Starts workers until there are at least ``workers`` (compiling the crew first: a worker
         still compiling its loop would leave every job to the caller)."""
