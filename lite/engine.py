@@ -458,8 +458,8 @@ class Engine:
             raise self._execute_error(kernel, exc) from exc
         finally:
             if self.context.thread_num > 1:
-                # NOTE: a run that posted the crew nothing (small ops only) wakes no worker next time: a
-                # woken worker spins on the other core for milliseconds, which a VM's neighbouring vCPU pays
+                # NOTE: a run that posted the crew nothing (small ops only) wakes no worker next time: after
+                # an idle spell that wake cost such a model more than its run saved (docs/performance.md)
                 self.crew_worked = self.threads.posted() != posted
                 load_monitor().sample_later()  # NOTE: for the next run, on a helper thread: not in this one
 

@@ -482,7 +482,7 @@ def _print_profile(rows: list[dict[str, Any]], w, loops: int, run_ms: float | No
     median = f", back to back, the median {run_ms:.3f} ms" if run_ms is not None else ""
     w(f"per op type (ms per predict, mean of {loops} profiled predicts{median}; x kernels):\n")
     for g in by_op_type(rows):
-        w(f"  {g['op_type']:<32} x{g['count']:<4} {g['avg_ms']:10.3f} ms {g['percent']:6.1f}%\n")
+        w(_op_type_line(g))
     w(f"per kernel (ms per predict, mean of {loops} profiled predicts; top 30):\n")
     for r in rows[:30]:
         where = "" if r["runs_on"] == "native" else f" [{r['runs_on']}]"
@@ -493,7 +493,12 @@ def _print_onnxruntime_profile(summary: dict[str, Any], w) -> None:
     w(f"onnxruntime's own profile (SessionOptions.enable_profiling; ms per run, mean of {summary['runs']} runs back "
       f"to back, the median {summary['run_ms']:.3f} ms; x nodes, its op types after its graph optimizations):\n")
     for g in summary["rows"]:
-        w(f"  {g['op_type']:<32} x{g['count']:<4} {g['avg_ms']:10.3f} ms {g['percent']:6.1f}%\n")
+        w(_op_type_line(g))
+
+
+def _op_type_line(group: dict[str, Any]) -> str:
+    """One op type's row of either engine's profile: its kernels (or nodes), ms per predict, share."""
+    return f"  {group['op_type']:<32} x{group['count']:<4} {group['avg_ms']:10.3f} ms {group['percent']:6.1f}%\n"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
