@@ -56,6 +56,10 @@ ROWS_AHEAD = 48
 """Rows of the packed weight a tile's term prefetches ahead of the one it reads (the 1x1 and the
 dense kernels): far enough ahead that a panel streaming from memory arrives in time (the
 distance measured: docs/performance.md, channel blocks)."""
+UNROLL = 4
+"""Terms a pass of the 1x1 tile's loop takes: a channel's block and lane, and so the addresses it
+reads, are then constant offsets, where each term spent 11 integer instructions on them beside its
+12 FMAs (16 a pass spilled sums to the stack; docs/performance.md, channel blocks)."""
 
 
 def blocks(channels: int) -> int:
@@ -95,14 +99,19 @@ def _pointwise_tile(vectors: int, residual: bool):
                 block, lane = block_and_lane(k)
                 return builder.gep(x_p, [builder.add(builder.add(builder.mul(block, x_plane), INDEX(r * LANES)), lane)])
 
-            def ahead(k):  # NOTE: the next tile's rows of k's block, two terms a row (one line each)
+            def ahead(k, u):  # NOTE: the next tile's rows of k's block, a row every two terms (a line each)
+                if u is not None and u % 2:
+                    return None  # NOTE: the term before prefetched this term's line
                 block, lane = block_and_lane(k)
+                if u is not None:  # NOTE: lane = k & (LANES - UNROLL) + u, u's part a constant offset
+                    lane = builder.add(builder.and_(k, INDEX(LANES - UNROLL)), INDEX(u))
                 row = builder.add(INDEX(ROWS), builder.lshr(lane, INDEX(1)))
                 return builder.gep(x_p, [builder.add(builder.mul(block, x_plane), builder.mul(row, INDEX(LANES)))])
 
             finish = clip_finish(builder, bias_p, vectors, low, high, out_at, added_at if residual else None)
             emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
-                      INDEX(LANES), vectors, vector_stride=o_plane, finish=finish, ahead=ahead, rows_ahead=ROWS_AHEAD)
+                      INDEX(LANES), vectors, vector_stride=o_plane, finish=finish, ahead=ahead, rows_ahead=ROWS_AHEAD,
+                      unroll=UNROLL)
             return context.get_dummy_value()
         return types.void(*(types.int64,) * 8, types.float32, types.float32), codegen
     return tile

@@ -41,7 +41,8 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
               row: Callable[[ir.Value], ir.Value], count: ir.Value, out: ir.Value, stride: ir.Value,
               vectors: int = VECTORS, accumulate: bool = False, vector_stride: ir.Value | None = None,
               finish: Callable[[ir.Value, ir.Value, int, int], ir.Value] | None = None, rows: int = ROWS,
-              ahead: Callable[[ir.Value], ir.Value] | None = None, rows_ahead: int = 0) -> None:
+              ahead: Callable[[ir.Value, int | None], ir.Value | None] | None = None, rows_ahead: int = 0,
+              unroll: int = 1) -> None:
     """Emits the tile: for k below ``count``, the sums ``out[r * stride + j] = sum of
     a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
     first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows;
@@ -50,9 +51,12 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     taken in several passes), else from zero; ``vector_stride``: floats between a row's vectors in
     out (default LANES: the row's columns are contiguous); ``finish(sums, place, r, j)``: emits the
     value stored for row r's vector j (an epilogue in registers; default the sums); ``rows``: the
-    tile's rows (``ROWS``; fewer where a count of rows divides better); ``ahead(k)``: emits an
-    address term k prefetches (the next tile's input, where the hardware's prefetchers lose track);
-    ``rows_ahead``: term k prefetches b's row k + rows_ahead too (0: none)."""
+    tile's rows (``ROWS``; fewer where a count of rows divides better); ``ahead(k, u)``: emits an
+    address term k prefetches (the next tile's input, where the hardware's prefetchers lose track),
+    or None for none; u is k's place in an unrolled pass (None in the rest);
+    ``rows_ahead``: term k prefetches b's row k + rows_ahead too (0: none); ``unroll``: terms a pass of
+    the loop takes (a power of two), the rest one a pass after it: with k a known multiple plus a
+    constant, addresses such as a(k, r)'s in a block of ``unroll`` channels fold to constant offsets."""
     pointer = VECTOR.as_pointer()
     step = INDEX(LANES) if vector_stride is None else vector_stride
     places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)),
@@ -60,9 +64,10 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
               for r in range(rows) for j in range(vectors)]
     starts = [builder.load(place, align=4) if accumulate else ir.Constant(VECTOR, [0.0] * LANES) for place in places]
 
-    def term(k: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
-        if ahead is not None:
-            prefetch(builder, ahead(k))
+    def term(k: ir.Value, sums: list[ir.Value], u: int | None = None) -> list[ir.Value]:
+        address = None if ahead is None else ahead(k, u)
+        if address is not None:
+            prefetch(builder, address)
         start = row(k)
         if rows_ahead:
             later = row(builder.add(k, INDEX(rows_ahead)))
@@ -76,7 +81,8 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
             updated += [vector_call(builder, "fma", a, b[j], sums[r * vectors + j]) for j in range(vectors)]
         return updated
 
-    for index, (place, value) in enumerate(zip(places, emit_loop(builder, count, starts, term), strict=True)):
+    for index, (place, value) in enumerate(zip(places, emit_unrolled_loop(builder, count, starts, term, unroll),
+                                               strict=True)):
         if finish is not None:
             value = finish(value, place, *divmod(index, vectors))
         builder.store(value, place, align=4)
@@ -106,6 +112,29 @@ def emit_loop(builder: ir.IRBuilder, count: ir.Value, values: list[ir.Value],
         phi.add_incoming(initial, entry)
         phi.add_incoming(value, end)
     return results
+
+
+def emit_unrolled_loop(builder: ir.IRBuilder, count: ir.Value, values: list[ir.Value],
+                       body: Callable[[ir.Value, list[ir.Value], int | None], list[ir.Value]],
+                       unroll: int) -> list[ir.Value]:
+    """``emit_loop`` taking ``unroll`` (a power of two) values of k a pass, k = pass * unroll + u
+    (no-wrap arithmetic, so LLVM folds k's shifts and masks by up to ``unroll``), then the last
+    ``count % unroll`` one a pass; ``body(k, values, u)``, u None in that last loop."""
+    if unroll == 1:
+        return emit_loop(builder, count, values, lambda k, carried: body(k, carried, None))
+    bits = unroll.bit_length() - 1
+    assert 1 << bits == unroll
+
+    def whole(step: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        first = builder.shl(step, INDEX(bits), flags=("nuw", "nsw"))
+        for u in range(unroll):
+            carried = body(builder.add(first, INDEX(u), flags=("nuw", "nsw")) if u else first, carried, u)
+        return carried
+
+    values = emit_loop(builder, builder.lshr(count, INDEX(bits)), values, whole)
+    done = builder.and_(count, INDEX(-unroll))
+    return emit_loop(builder, builder.and_(count, INDEX(unroll - 1)), values,
+                     lambda k, carried: body(builder.add(done, k, flags=("nuw", "nsw")), carried, None))
 
 
 def prefetch(builder: ir.IRBuilder, pointer: ir.Value) -> None:

@@ -55,6 +55,8 @@ def reference(x, weight, bias, residual, lo, hi, activation):
     (64, 32, (6, 6)),     # four blocks: two groups of two, not three and one
     (100, 24, (5, 5)),    # seven blocks: three, two and two, the last padded
     (64, 1040, (13, 13)),  # bands of a few tiles (band_tiles), the last shorter
+    (32, 19, (7, 7)),     # 19 terms: passes of UNROLL, then the rest one at a time
+    (16, 3, (6, 6)),      # fewer terms than a pass: the rest's loop alone
 ])
 @pytest.mark.parametrize("epilogue", ["none", "relu6+residual", "SWISH", "HARD_SWISH"])
 def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
