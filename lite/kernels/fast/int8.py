@@ -8,7 +8,8 @@ is exact in int32, and so is the whole sum while the caller checks that it stays
 
 The register tile (``requantized_tile_rows``, ``requantized_tile_columns``) computes ``ROWS`` x
 ``WIDTH`` int32 sums (``lite.kernels.fast.tile``'s shape): ROWS pair words of the left operand, each broadcast, times
-one row of WIDTH pair words of the right one, whose rows lie at offsets a table gives. It is
+one row of WIDTH pair words of the right one, whose rows lie at offsets a table gives (a product's
+at k * WIDTH, computed, not read: a load less a term). It is
 plain LLVM IR (sign extension, multiplication, the sum of even and odd lanes), which LLVM
 turns into ``vpdpwssd`` with AVX-512 VNNI or AVX-VNNI and into ``vpmaddwd`` with AVX2 or
 AVX-512BW alone; elsewhere it is correct, only slower.
@@ -56,7 +57,7 @@ from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH
+from lite.kernels.fast.tile import LANES, ROWS, VECTORS, WIDTH, emit_loop
 
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 _F32 = ir.FloatType()
@@ -90,39 +91,29 @@ def multiply_words(builder: ir.IRBuilder, left: ir.Value, right: ir.Value, sums:
 def _emit_pair_tile(builder: ir.IRBuilder, a: ir.Value, a_stride: ir.Value, rows: ir.Value, offsets: ir.Value,
                     count: ir.Value, finish: Callable[[ir.IRBuilder, int, int, ir.Value], None],
                     shape: tuple[int, int] = (ROWS, VECTORS), multiply=multiply_words) -> None:
-    """The tile's IR: pointers ``a`` and ``rows`` to int32, ``offsets`` to int64; ``finish(builder,
+    """The tile's IR: pointers ``a`` and ``rows`` to int32, ``offsets`` to int64, or None where row k
+    lies at k * WIDTH (a product's panels: no table read a term); ``finish(builder,
     r, j, sums)`` emits what becomes of row r's vector j of final sums; ``shape``: (rows, vectors),
     ``(ROWS, VECTORS)`` or a narrow variant for the last rows or columns; ``multiply(builder,
     left, right, sums)``: the sums plus the products of a's broadcast word and a row's words
     (``multiply_words``: int16 pairs; ``lite.kernels.fast.int8_quads``: byte quads)."""
     height, vectors = shape
-    entry = builder.block
-    loop, done = builder.append_basic_block("pairs"), builder.append_basic_block("pairs.done")
     zero = ir.Constant(SUMS, [0] * LANES)
-    builder.cbranch(builder.icmp_signed(">", count, _I64(0)), loop, done)
-    builder.position_at_end(loop)
-    k = builder.phi(_I64)
-    sums = [builder.phi(SUMS) for _ in range(height * vectors)]
-    start = builder.gep(rows, [builder.load(builder.gep(offsets, [k]))])
-    right = [builder.load(builder.bitcast(builder.gep(start, [_I64(j * LANES)]), SUMS.as_pointer()), align=4)
-             for j in range(vectors)]
-    updated = []
-    for r in range(height):
-        word = builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, _I64(r)), k)]))
-        left = splat_lanes(builder, word, SUMS)
-        updated += [multiply(builder, left, right[j], sums[r * vectors + j]) for j in range(vectors)]
-    following, end = builder.add(k, _I64(1)), builder.block
-    k.add_incoming(_I64(0), entry)
-    k.add_incoming(following, end)
-    for phi, value in zip(sums, updated, strict=True):
-        phi.add_incoming(zero, entry)
-        phi.add_incoming(value, end)
-    builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
-    builder.position_at_end(done)
-    finals = [builder.phi(SUMS) for _ in updated]
-    for index, (final, value) in enumerate(zip(finals, updated, strict=True)):
-        final.add_incoming(zero, entry)
-        final.add_incoming(value, end)
+
+    def term(k: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+        start = builder.gep(rows, [builder.mul(k, _I64(WIDTH)) if offsets is None
+                                   else builder.load(builder.gep(offsets, [k]))])
+        right = [builder.load(builder.bitcast(builder.gep(start, [_I64(j * LANES)]), SUMS.as_pointer()), align=4)
+                 for j in range(vectors)]
+        updated = []
+        for r in range(height):
+            word = builder.load(builder.gep(a, [builder.add(builder.mul(a_stride, _I64(r)), k)]))
+            left = splat_lanes(builder, word, SUMS)
+            updated += [multiply(builder, left, right[j], sums[r * vectors + j]) for j in range(vectors)]
+        return updated
+
+    finals = emit_loop(builder, count, [zero] * (height * vectors), term)
+    for index, final in enumerate(finals):
         finish(builder, *divmod(index, vectors), final)
 
 
@@ -195,10 +186,11 @@ def _requantizing_finish(builder: ir.IRBuilder, out: ir.Value, out_stride: ir.Va
 
 
 def _tile_intrinsic(per_row: bool, shape: tuple[int, int] = (ROWS, VECTORS), multiply=multiply_words,
-                    row_terms: bool = False):
+                    row_terms: bool = False, linear: bool = False):
     """The requantizing pair tile (see ``requantized_tile_rows``) with bias and multiplier per row
     or per column, of ``shape`` (rows, vectors), its products by ``multiply``; ``row_terms``: one
-    more address after the multiplier's, of int32 words added to each row's sums."""
+    more address after the multiplier's, of int32 words added to each row's sums; ``linear``: row k
+    of the right operand lies at k * WIDTH (the offsets argument unread)."""
     addresses = 10 if row_terms else 9
 
     def codegen(context, builder, signature, args):
@@ -210,7 +202,8 @@ def _tile_intrinsic(per_row: bool, shape: tuple[int, int] = (ROWS, VECTORS), mul
                                       builder.inttoptr(multiplier_at, _F32.as_pointer()), args[addresses:],
                                       per_row, terms)
         _emit_pair_tile(builder, builder.inttoptr(a_at, words), a_step, builder.inttoptr(rows_at, words),
-                        builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish, shape, multiply)
+                        None if linear else builder.inttoptr(offsets_at, _I64.as_pointer()), count_, finish, shape,
+                        multiply)
         return context.get_dummy_value()
 
     signature = types.void(*(types.int64,) * addresses, *(types.float32,) * 3)
@@ -231,14 +224,15 @@ int32 sums of the ROWS x WIDTH tile (over ``count`` pairs: pair word
 a[r * a_stride + k] times pair words rows[offsets[k] + j]) plus bias[r], times multiplier[r],
 requantized (``emit_requantize``) into the bytes out[r * out_stride + j] (addresses as int64;
 bias int32, multiplier float32, one per row; zero_point, lo, hi float32)."""
-requantized_tile_columns = intrinsic(_tile_intrinsic(per_row=False))
-"""``requantized_tile_rows`` with bias[j] and multiplier[j] per column j."""
+requantized_tile_columns = intrinsic(_tile_intrinsic(per_row=False, linear=True))
+"""``requantized_tile_rows`` with bias[j] and multiplier[j] per column j, and row k of the panel at
+k * WIDTH (a product's: ``offsets`` unread)."""
 requantized_tile_rows_1 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, 1)))
 """``requantized_tile_rows`` one vector wide (LANES columns): a panel's last columns, where they
 are LANES or fewer (7 x 7 planes: 49 = 48 + 1)."""
 requantized_tile_rows_2 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, min(2, VECTORS))))
 """``requantized_tile_rows`` two vectors wide (one where the whole tile is)."""
-requantized_row_columns = intrinsic(_tile_intrinsic(per_row=False, shape=(1, VECTORS)))
+requantized_row_columns = intrinsic(_tile_intrinsic(per_row=False, shape=(1, VECTORS), linear=True))
 """``requantized_tile_columns`` of one row: a product's rows one at a time where they are fewer than ROWS."""
 
 
@@ -603,7 +597,8 @@ def fill_rows(x, zero_point, rows):
 @jit
 def product_panels(rows, panels, offsets, bias, multiplier, zero_point, lo, hi, out, spare, first, last):
     """Panels ``first`` to ``last - 1`` of out (M, N) = requantized rows (M padded to ROWS, pairs)
-    times panels (``pack_product_weight``); ``offsets``: pair k's row at k * WIDTH; ``bias`` and
+    times panels (``pack_product_weight``); ``offsets``: pair k's row at k * WIDTH (the tiles here
+    compute it; ``int8_quads`` reads the table from the same crew block); ``bias`` and
     ``multiplier`` padded to the panels' columns; ``spare``: (ROWS, WIDTH) int32."""
     m_count, n_count = out.shape
     pairs = rows.shape[1]

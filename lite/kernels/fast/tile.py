@@ -97,7 +97,7 @@ def emit_loop(builder: ir.IRBuilder, count: ir.Value, values: list[ir.Value],
     builder.cbranch(builder.icmp_signed(">", count, INDEX(0)), loop, done)
     builder.position_at_end(loop)
     k = builder.phi(INDEX)
-    carried = [builder.phi(VECTOR) for _ in values]
+    carried = [builder.phi(value.type) for value in values]
     updated = body(k, carried)
     following, end = builder.add(k, INDEX(1)), builder.block
     k.add_incoming(INDEX(0), entry)
@@ -107,7 +107,7 @@ def emit_loop(builder: ir.IRBuilder, count: ir.Value, values: list[ir.Value],
         phi.add_incoming(value, end)
     builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
     builder.position_at_end(done)
-    results = [builder.phi(VECTOR) for _ in values]
+    results = [builder.phi(value.type) for value in values]
     for phi, initial, value in zip(results, values, updated, strict=True):
         phi.add_incoming(initial, entry)
         phi.add_incoming(value, end)
@@ -124,6 +124,7 @@ def emit_unrolled_loop(builder: ir.IRBuilder, count: ir.Value, values: list[ir.V
         return emit_loop(builder, count, values, lambda k, carried: body(k, carried, None))
     bits = unroll.bit_length() - 1
     assert 1 << bits == unroll
+    count = builder.select(builder.icmp_signed("<", count, INDEX(0)), INDEX(0), count)  # NOTE: none, as emit_loop
 
     def whole(step: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
         first = builder.shl(step, INDEX(bits), flags=("nuw", "nsw"))
