@@ -232,6 +232,11 @@ requantized_tile_rows_1 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, 1
 are LANES or fewer (7 x 7 planes: 49 = 48 + 1)."""
 requantized_tile_rows_2 = intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, min(2, VECTORS))))
 """``requantized_tile_rows`` two vectors wide (one where the whole tile is)."""
+requantized_tile_rows_linear, requantized_tile_rows_1_linear, requantized_tile_rows_2_linear = (
+    intrinsic(_tile_intrinsic(per_row=True, shape=(ROWS, width), linear=True))
+    for width in (VECTORS, 1, min(2, VECTORS)))
+"""The three ``requantized_tile_rows`` with row k of ``rows`` at k * WIDTH (``offsets`` unread): a
+1x1 convolution's packed panel (``lite.kernels.fast.int8_pointwise``)."""
 requantized_row_columns = intrinsic(_tile_intrinsic(per_row=False, shape=(1, VECTORS), linear=True))
 """``requantized_tile_columns`` of one row: a product's rows one at a time where they are fewer than ROWS."""
 
@@ -483,16 +488,17 @@ def conv_items(flat, group, block, packed, offsets, bias, multiplier, zero_point
     for item in range(first, last):
         image, g, column, count, source = panel_item(item, group, panels, positions, flat, block)
         panel_tiles(source, packed, offsets, bias, multiplier, zero_point, lo, hi, grid, image, g * o_group, o_group,
-                    column, count, bytes_)
+                    column, count, bytes_, False)
 
 
 @jit
 def panel_tiles(source, packed, offsets, bias, multiplier, zero_point, lo, hi, out, image, o_first, o_count, column,
-                count, bytes_):
+                count, bytes_, linear):
     """Output channels ``o_first`` to ``o_first + o_count - 1`` of image ``image`` of out (N, O,
     positions) bytes at the ``count`` positions from ``column``: the requantized tiles over the pair
     words at the address ``source`` (pair k's row at ``offsets[k]`` words from it); ``bytes_``: the
-    spare as ROWS * WIDTH bytes, for tiles that reach past the output. Addresses, not views: a view
+    spare as ROWS * WIDTH bytes, for tiles that reach past the output; ``linear``: pair k's row is at
+    k * WIDTH words (the ``_linear`` tiles compute it; ``offsets`` unread). Addresses, not views: a view
     a tile or an item cost as much as a small layer's tile (``int8_pointwise``)."""
     pairs, positions = packed.shape[1], out.shape[2]
     plane = out.ctypes.data + image * out.shape[1] * positions
@@ -504,15 +510,25 @@ def panel_tiles(source, packed, offsets, bias, multiplier, zero_point, lo, hi, o
         place, stride = (plane + o * positions + column, positions) if whole else (bytes_.ctypes.data, WIDTH)
         weights, bias_at, multiplier_at = packed.ctypes.data + o * pairs * 4, bias.ctypes.data + o * 4, \
             multiplier.ctypes.data + o * 4
-        if vectors == VECTORS:
-            requantized_tile_rows(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
-                                  multiplier_at, zero_point, lo, hi)
+        table = offsets.ctypes.data
+        if linear and vectors == VECTORS:
+            requantized_tile_rows_linear(weights, pairs, source, table, pairs, place, stride, bias_at, multiplier_at,
+                                         zero_point, lo, hi)
+        elif linear and vectors == 1:
+            requantized_tile_rows_1_linear(weights, pairs, source, table, pairs, place, stride, bias_at,
+                                           multiplier_at, zero_point, lo, hi)
+        elif linear:
+            requantized_tile_rows_2_linear(weights, pairs, source, table, pairs, place, stride, bias_at,
+                                           multiplier_at, zero_point, lo, hi)
+        elif vectors == VECTORS:
+            requantized_tile_rows(weights, pairs, source, table, pairs, place, stride, bias_at, multiplier_at,
+                                  zero_point, lo, hi)
         elif vectors == 1:
-            requantized_tile_rows_1(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
-                                    multiplier_at, zero_point, lo, hi)
+            requantized_tile_rows_1(weights, pairs, source, table, pairs, place, stride, bias_at, multiplier_at,
+                                    zero_point, lo, hi)
         else:
-            requantized_tile_rows_2(weights, pairs, source, offsets.ctypes.data, pairs, place, stride, bias_at,
-                                    multiplier_at, zero_point, lo, hi)
+            requantized_tile_rows_2(weights, pairs, source, table, pairs, place, stride, bias_at, multiplier_at,
+                                    zero_point, lo, hi)
         if not whole:
             copy_spare(bytes_, out[image, o:o + rows], column, rows, count)
 

@@ -88,7 +88,7 @@ def pointwise_items(x, zero_point, packed, offsets, bias, multiplier, zp, lo, hi
         count = min(WIDTH, positions - column)
         pack_panel(source, c_count, positions, image * c_count * positions + column, count, zero_point, target)
         panel_tiles(words.ctypes.data, packed, offsets, bias, multiplier, zp, lo, hi, out, image, 0, o_count, column,
-                    count, bytes_)
+                    count, bytes_, True)
 
 
 @functools.cache
