@@ -28,6 +28,9 @@ from lite.kernels.fast.tile import FLOAT, ROWS, WIDTH, emit_tile
 ONE = np.float32(1)
 MIN_ROWS = ROWS
 """The rows of a whole tile: a product of fewer rows (a decode step's) runs ``row_tile`` per row."""
+UNROLL = 4
+"""Terms a pass of the tile's loop takes: the loop's own counting and branch once per four terms
+(docs/performance.md, linear layers)."""
 
 
 @intrinsic
@@ -40,7 +43,8 @@ def tile(typingctx, a, a_stride, panel, terms, out, out_stride):
         a_p, panel_p, out_p = (builder.inttoptr(at, floats) for at in (a_at, panel_at, out_at))
         rows = [builder.gep(a_p, [builder.mul(a_step, a_step.type(r))]) for r in range(ROWS)]
         emit_tile(builder, lambda k, r: builder.gep(rows[r], [k]),
-                  lambda k: builder.gep(panel_p, [builder.mul(k, k.type(WIDTH))]), count, out_p, out_step)
+                  lambda k: builder.gep(panel_p, [builder.mul(k, k.type(WIDTH))]), count, out_p, out_step,
+                  unroll=UNROLL)
         return context.get_dummy_value()
     return types.void(*(types.int64,) * 6), codegen
 
