@@ -74,7 +74,7 @@ def tile(typingctx, source, positions, offsets, terms, panel, sums):
         starts = [builder.gep(source_p, [builder.load(builder.gep(positions_p, [INDEX(r)]))]) for r in range(ROWS)]
         emit_tile(builder, lambda k, r: builder.gep(starts[r], [builder.load(builder.gep(offsets_p, [k]))]),
                   lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, sums_p, INDEX(WIDTH),
-                  accumulate=True, rows=ROWS)
+                  accumulate=True, rows=ROWS, unroll=4)
         return context.get_dummy_value()
     return types.void(*(types.int64,) * 6), codegen
 
