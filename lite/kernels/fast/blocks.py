@@ -31,6 +31,7 @@ from lite.kernels.fast.tile import (
     LANES,
     ROWS,
     TILE_VECTORS,
+    UNROLL,
     VECTOR,
     VECTORS,
     WIDTH,
@@ -56,10 +57,6 @@ ROWS_AHEAD = 48
 """Rows of the packed weight a tile's term prefetches ahead of the one it reads (the 1x1 and the
 dense kernels): far enough ahead that a panel streaming from memory arrives in time (the
 distance measured: docs/performance.md, channel blocks)."""
-UNROLL = 4
-"""Terms a pass of the 1x1 tile's loop takes: a channel's block and lane, and so the addresses it
-reads, are then constant offsets, where each term spent 11 integer instructions on them beside its
-12 FMAs (16 a pass spilled sums to the stack; docs/performance.md, channel blocks)."""
 
 
 def blocks(channels: int) -> int:

@@ -23,14 +23,11 @@ from numba.extending import intrinsic
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.tile import FLOAT, ROWS, WIDTH, emit_tile
+from lite.kernels.fast.tile import FLOAT, ROWS, UNROLL, WIDTH, emit_tile
 
 ONE = np.float32(1)
 MIN_ROWS = ROWS
 """The rows of a whole tile: a product of fewer rows (a decode step's) runs ``row_tile`` per row."""
-UNROLL = 4
-"""Terms a pass of the tile's loop takes: the loop's own counting and branch once per four terms
-(docs/performance.md, linear layers)."""
 
 
 @intrinsic

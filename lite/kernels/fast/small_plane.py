@@ -30,7 +30,7 @@ from numba.extending import intrinsic
 from lite.kernels.fast import compiled, jit, wide_registers
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
 from lite.kernels.fast.crew import as_pointer
-from lite.kernels.fast.tile import FLOAT, INDEX, WIDTH, emit_tile
+from lite.kernels.fast.tile import FLOAT, INDEX, UNROLL, WIDTH, emit_tile
 from lite.kernels.window import Geometry
 
 MAX_POSITIONS = 49
@@ -74,7 +74,7 @@ def tile(typingctx, source, positions, offsets, terms, panel, sums):
         starts = [builder.gep(source_p, [builder.load(builder.gep(positions_p, [INDEX(r)]))]) for r in range(ROWS)]
         emit_tile(builder, lambda k, r: builder.gep(starts[r], [builder.load(builder.gep(offsets_p, [k]))]),
                   lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, sums_p, INDEX(WIDTH),
-                  accumulate=True, rows=ROWS, unroll=4)
+                  accumulate=True, rows=ROWS, unroll=UNROLL)
         return context.get_dummy_value()
     return types.void(*(types.int64,) * 6), codegen
 

@@ -29,6 +29,11 @@ WIDE_TILE, NARROW_TILE = (8, 3), (6, 1)
 """(ROWS, VECTORS) with 512-bit registers, and with 256-bit ones."""
 ROWS, VECTORS = WIDE_TILE if wide_registers() else NARROW_TILE
 WIDTH = LANES * VECTORS  # columns a tile computes
+UNROLL = 4
+"""Terms a pass of the loop (``emit_tile``'s ``unroll``) where the tiles take more than one: the
+1x1 tile on channel blocks (its lanes' addresses fold to constants), the packed GEMM's and the
+small-plane convolution's (the loop's counting once per pass). Measured per kernel, and not kept
+for the blocked direct kernel (docs/performance.md)."""
 TILE_VECTORS = (1, min(2, VECTORS), VECTORS)
 """The vectors of a product's three tile variants (a one-vector and a two-vector narrow tile, the
 whole tile): all three are one vector wide where the whole tile is."""
