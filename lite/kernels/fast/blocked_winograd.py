@@ -29,7 +29,7 @@ from numba.extending import intrinsic
 
 from lite.kernels.fast import compiled, jit
 from lite.kernels.fast.activation import CLIP_CODE, activate_run
-from lite.kernels.fast.blocks import LANES, NO_RESIDUAL, ONE, blocks, pack_pointwise, pointwise, units
+from lite.kernels.fast.blocks import LANES, NO_RESIDUAL, ONE, blocks, group_blocks, pointwise, units
 from lite.kernels.fast.crew import as_pointer
 from lite.kernels.fast.tile import (
     FLOAT,
@@ -64,17 +64,19 @@ def window_for(channels: int, out_channels: int) -> int:
 def arrange(weight: np.ndarray, window: int = WINDOW) -> np.ndarray:
     """The transformed 3x3 weight (K, C, 3, 3) as the products read it: (window ** 2 products, groups
     of output blocks, C, WIDTH), each product's panels as ``blocks.pack_pointwise`` packs
-    a 1x1 weight. ``U = G g G^T`` in float64 one product at a time, packed as it is made (a whole
-    float64 ``U`` beside the panels had raised ResNet-50's peak memory)."""
+    a 1x1 weight. ``U = G g G^T`` in float64, all the products of one group of output blocks in one
+    matrix product (``g`` by the Kronecker product of G with itself); a whole float64 ``U`` beside the
+    panels had raised ResNet-50's peak memory."""
     out_c, channels = weight.shape[:2]
     transform = G if window == WINDOW else G_SMALL
-    panels = np.empty((window * window, -(-blocks(out_c) // VECTORS), channels, WIDTH), np.float32)
-    wide = np.asarray(weight, np.float64)
-    for a in range(window):
-        rows = np.einsum("i,kcij->kcj", transform[a], wide)
-        for b in range(window):
-            u = (rows @ transform[b]).astype(np.float32)
-            panels[a * window + b] = pack_pointwise(u.reshape(out_c, channels, 1, 1), None)[0]
+    both = np.kron(transform, transform).T  # NOTE: (9, window ** 2): [i * 3 + j, a * window + b] = G[a, i] G[b, j]
+    out_blocks = blocks(out_c)
+    panels = np.zeros((window * window, -(-out_blocks // VECTORS), channels, WIDTH), np.float32)
+    for group in range(panels.shape[1]):
+        first, count = group_blocks(group, out_blocks)
+        rows = np.asarray(weight[first * LANES:(first + count) * LANES], np.float64)
+        u = (rows.reshape(-1, 9) @ both).reshape(rows.shape[0], channels, window * window)
+        panels[:, group, :, :rows.shape[0]] = u.transpose(2, 1, 0)
     return panels
 
 
