@@ -562,7 +562,7 @@ class BlockedChain(Kernel):
         if m.gate is not None:
             panels = self._gated_panels(panels, self.blocked[m.gate], steps)
         residual = blocks.NO_RESIDUAL if m.residual is None else self.blocked[m.residual]
-        terms = (x, panels, shift, lo, hi, code, alpha, residual, out)
+        terms = (x, panels, shift, lo, hi, code, alpha, residual, out, m.conv.inputs[1].shape[0])
         product = self.threads.crew_loop(blocks.units(x.shape[1], out.shape[0]),
                                          lambda _index, first, last: partial(blocks.pointwise, *terms, first, last),
                                          lambda bounds: blocks.crew_jobs(*terms, bounds))

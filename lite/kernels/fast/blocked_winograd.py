@@ -281,7 +281,8 @@ def products(v, in_blocks, count, panels, bias, m, out_blocks, first, last):
     for e in range(first // per, (last - 1) // per + 1):
         start, end = max(first, e * per) - e * per, min(last, (e + 1) * per) - e * per
         pointwise(v[e, :in_floats].reshape((in_blocks, count, LANES)), panels[e], bias, LOWEST, HIGHEST, CLIP_CODE,
-                  ONE, NO_RESIDUAL, m[e, :out_floats].reshape((out_blocks, count, LANES)), start, end)
+                  ONE, NO_RESIDUAL, m[e, :out_floats].reshape((out_blocks, count, LANES)), out_blocks * LANES, start,
+                  end)
 
 
 @jit

@@ -76,12 +76,14 @@ def group_blocks(group, out_blocks):
     return first, min(VECTORS, out_blocks - first)
 
 
-def _pointwise_tile(vectors: int, residual: bool):
+def _pointwise_tile(vectors: int, residual: bool, half: bool = False):
     """The tile of ``vectors`` blocks of output channels as an intrinsic ``(x, plane, panel, terms,
     out, out_plane, bias, added, lo, hi)``: for ROWS positions r, lanes l and blocks j,
     out[j * out_plane + r * LANES + l] = clip(sum over k < terms of x[(k >> 4) * plane + r * LANES
     + (k & 15)] * panel[k * WIDTH + j * LANES + l] + bias[j * LANES + l] (+ added[the same place
-    as out's]), lo, hi); addresses and counts in int64 (floats apart), lo and hi float32."""
+    as out's]), lo, hi); addresses and counts in int64 (floats apart), lo and hi float32. ``half``:
+    the sums of the last block's second half of lanes are zero, not computed (the panel's zero
+    padding past the output channels)."""
     @intrinsic
     def tile(typingctx, x, plane, panel, terms, out, out_plane, bias, added, lo, hi):
         def codegen(context, builder, signature, args):
@@ -108,7 +110,7 @@ def _pointwise_tile(vectors: int, residual: bool):
             finish = clip_finish(builder, bias_p, vectors, low, high, out_at, added_at if residual else None)
             emit_tile(builder, scalar, lambda k: builder.gep(panel_p, [builder.mul(k, INDEX(WIDTH))]), count, out_p,
                       INDEX(LANES), vectors, vector_stride=o_plane, finish=finish, ahead=ahead, rows_ahead=ROWS_AHEAD,
-                      unroll=UNROLL)
+                      unroll=UNROLL, half=half)
             return context.get_dummy_value()
         return types.void(*(types.int64,) * 8, types.float32, types.float32), codegen
     return tile
@@ -116,6 +118,34 @@ def _pointwise_tile(vectors: int, residual: bool):
 
 _one, _two, _three = (_pointwise_tile(vectors, False) for vectors in TILE_VECTORS)
 _added_one, _added_two, _added_three = (_pointwise_tile(vectors, True) for vectors in TILE_VECTORS)
+_half_one, _half_two, _half_three = (_pointwise_tile(vectors, False, True) for vectors in TILE_VECTORS)
+_added_half_one, _added_half_two, _added_half_three = (_pointwise_tile(vectors, True, True) for vectors in TILE_VECTORS)
+
+
+@jit
+def half_used(channels):
+    """Whether the last block of ``channels`` output channels uses at most half its lanes (its
+    tiles then compute half of it: ``_pointwise_tile``'s ``half``)."""
+    return 0 < channels % LANES <= LANES // 2
+
+
+@jit
+def _half_tile(vectors, x, plane, panel, terms, out, out_plane, bias, added, lo, hi):
+    """``_tile`` for the group holding a half-used last block."""
+    if vectors == VECTORS:
+        if added:
+            _added_half_three(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+        else:
+            _half_three(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+    elif vectors == 2:
+        if added:
+            _added_half_two(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+        else:
+            _half_two(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+    elif added:
+        _added_half_one(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
+    else:
+        _half_one(x, plane, panel, terms, out, out_plane, bias, added, lo, hi)
 
 
 @jit
@@ -161,19 +191,20 @@ def padded_bias(bias: np.ndarray | None, out_blocks: int) -> np.ndarray:
 
 
 @jit
-def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
+def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, channels, first, last):
     """Units ``first`` to ``last - 1`` (of ``units(positions, out blocks)``: unit u is position tile
     u % tiles of group u // tiles of the output blocks, ``group_blocks``) of the 1x1 convolution out (OB, P,
     LANES) = act(clip(x (CB, P, LANES) by the packed weight + bias (+ residual, out's shape; empty
     for none), lo, hi), alpha), the activation of ``code`` (``lite.kernels.fast.activation``;
-    CLIP_CODE: none); at least ROWS positions. A group's panel (K x WIDTH) stays in cache across
-    its tiles."""
+    CLIP_CODE: none); at least ROWS positions; ``channels``: out's channels (the lanes of its last
+    block past them are zero). A group's panel (K x WIDTH) stays in cache across its tiles."""
     positions, out_blocks = x.shape[1], out.shape[0]
     plane, terms, count = positions * LANES, panels.shape[1], tiles(positions)
     added = residual.ctypes.data if residual.size else 0
     flat = out.reshape(out.size)
     x_at, out_at, panels_at, bias_at = x.ctypes.data, out.ctypes.data, panels.ctypes.data, bias.ctypes.data
     groups = -(-out_blocks // VECTORS)
+    halved = groups - 1 if half_used(channels) else groups  # NOTE: the group of the half-used last block
     band = band_tiles(terms, count, groups)
     overlapping = count > 1 and positions % ROWS != 0  # NOTE: the last tile overlaps the one before, not short
     for unit in range(first, last):  # NOTE: addresses, not views: a view a unit cost as much as a short tile
@@ -187,8 +218,12 @@ def pointwise(x, panels, bias, lo, hi, code, alpha, residual, out, first, last):
         for t in range(tile, tile + paired):
             top = min(t * ROWS, positions - ROWS)
             offset = (block * plane + top * LANES) * 4
-            _tile(vectors, x_at + top * LANES * 4, plane, panels_at + group * terms * WIDTH * 4, terms,
-                  out_at + offset, plane, bias_at + block * LANES * 4, added + offset if added else 0, lo, hi)
+            tile_terms = (x_at + top * LANES * 4, plane, panels_at + group * terms * WIDTH * 4, terms, out_at + offset,
+                          plane, bias_at + block * LANES * 4, added + offset if added else 0, lo, hi)
+            if group == halved:
+                _half_tile(vectors, *tile_terms)
+            else:
+                _tile(vectors, *tile_terms)
             if code != CLIP_CODE:
                 for b in range(block, block + vectors):
                     activate_run(flat, (b * positions + top) * LANES, ROWS * LANES, flat.dtype.type(0), code, alpha)
@@ -274,7 +309,7 @@ def warm() -> None:
     out = np.zeros((1, 9, LANES), np.float32)
     for residual in (NO_RESIDUAL, out.copy()):
         compiled(pointwise, image, panels, bias, np.float32(-np.inf), np.float32(np.inf), CLIP_CODE, ONE, residual,
-                 out, 0, 2)
+                 out, 3, 0, 2)
     compiled(units, 9, 1)
     compiled(subsample, image, 3, 2, 2, np.zeros((1, 4, LANES), np.float32), 2, 0, 1)
     vector, bound = np.zeros(3, np.float32), np.float32(np.inf)
@@ -293,13 +328,13 @@ def warm() -> None:
 
 
 # The block of a 1x1 convolution on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
-_X, _IN_BLOCKS, _POSITIONS, _PANELS, _GROUPS, _TERMS, _BIAS, _OUT, _OUT_BLOCKS, _RESIDUAL, _CODE = range(11)
-_LO, _HI, _ALPHA = range(11, 14)
-_HEADER = 14
+_X, _IN_BLOCKS, _POSITIONS, _PANELS, _GROUPS, _TERMS, _BIAS, _OUT, _OUT_BLOCKS, _RESIDUAL, _CODE, _CHANNELS = range(12)
+_LO, _HI, _ALPHA = range(12, 15)
+_HEADER = 15
 
 
 def crew_jobs(x: np.ndarray, panels: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, code: int,
-              alpha: np.float32, residual: np.ndarray, out: np.ndarray, bounds: list[tuple[int, int]]):
+              alpha: np.float32, residual: np.ndarray, out: np.ndarray, channels: int, bounds: list[tuple[int, int]]):
     """``pointwise``'s pieces of ``bounds`` (units) as jobs for the crew (its arguments otherwise)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
@@ -307,7 +342,7 @@ def crew_jobs(x: np.ndarray, panels: np.ndarray, bias: np.ndarray, lo: np.float3
     block[[_X, _IN_BLOCKS, _POSITIONS]] = x.ctypes.data, *x.shape[:2]
     block[[_PANELS, _GROUPS, _TERMS]] = panels.ctypes.data, *panels.shape[:2]
     block[[_BIAS, _OUT, _OUT_BLOCKS]] = bias.ctypes.data, out.ctypes.data, out.shape[0]
-    block[[_RESIDUAL, _CODE]] = residual.ctypes.data if residual.size else 0, code
+    block[[_RESIDUAL, _CODE, _CHANNELS]] = residual.ctypes.data if residual.size else 0, code, channels
     block[_LO:_HEADER].view(np.float64)[:] = lo, hi, alpha
     return Jobs(pointwise_job, block, len(bounds), (x, panels, bias, residual, out))
 
@@ -325,7 +360,7 @@ def pointwise_job(index, data, extra):
                       np.float32)
     piece = _HEADER + 2 * index
     pointwise(x, panels, bias, np.float32(floats[_LO]), np.float32(floats[_HI]), block[_CODE],
-              np.float32(floats[_ALPHA]), residual, out, block[piece], block[piece + 1])
+              np.float32(floats[_ALPHA]), residual, out, block[_CHANNELS], block[piece], block[piece + 1])
 
 
 # The block of a blocked depthwise convolution on the crew, then (first, last) a piece (channel blocks):

@@ -40,6 +40,8 @@ whole tile): all three are one vector wide where the whole tile is."""
 
 FLOAT, INDEX = ir.FloatType(), ir.IntType(64)
 VECTOR = ir.VectorType(FLOAT, LANES)
+HALF = ir.VectorType(FLOAT, LANES // 2)
+"""The first half of a vector: a tile's last vector where only its first LANES / 2 columns are wanted."""
 
 
 def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value],
@@ -47,7 +49,7 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
               vectors: int = VECTORS, accumulate: bool = False, vector_stride: ir.Value | None = None,
               finish: Callable[[ir.Value, ir.Value, int, int], ir.Value] | None = None, rows: int = ROWS,
               ahead: Callable[[ir.Value, int | None], ir.Value | None] | None = None, rows_ahead: int = 0,
-              unroll: int = 1) -> None:
+              unroll: int = 1, half: bool = False) -> None:
     """Emits the tile: for k below ``count``, the sums ``out[r * stride + j] = sum of
     a(k, r) * b(k)[j]``; ``scalar(k, r)`` emits the address of a(k, r) and ``row(k)`` that of b(k)'s
     first float (float pointers); ``out`` is a float pointer, ``stride`` floats between its rows;
@@ -61,13 +63,19 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     or None for none; u is k's place in an unrolled pass (None in the rest);
     ``rows_ahead``: term k prefetches b's row k + rows_ahead too (0: none); ``unroll``: terms a pass of
     the loop takes (a power of two), the rest one a pass after it: with k a known multiple plus a
-    constant, addresses such as a(k, r)'s in a block of ``unroll`` channels fold to constant offsets."""
+    constant, addresses such as a(k, r)'s in a block of ``unroll`` channels fold to constant offsets;
+    ``half``: the last vector's terms take only its first LANES / 2 columns (``HALF``), and its other
+    columns are zero sums (a last block of output channels at most half used: half the multiplies;
+    not with ``accumulate``)."""
+    assert not (half and accumulate)
     pointer = VECTOR.as_pointer()
     step = INDEX(LANES) if vector_stride is None else vector_stride
     places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)),
                                                             builder.mul(step, INDEX(j)))]), pointer)
               for r in range(rows) for j in range(vectors)]
-    starts = [builder.load(place, align=4) if accumulate else ir.Constant(VECTOR, [0.0] * LANES) for place in places]
+    kinds = [HALF if half and j == vectors - 1 else VECTOR for _ in range(rows) for j in range(vectors)]
+    starts = [builder.load(place, align=4) if accumulate else ir.Constant(kind, [0.0] * kind.count)
+              for place, kind in zip(places, kinds, strict=True)]
 
     def term(k: ir.Value, sums: list[ir.Value], u: int | None = None) -> list[ir.Value]:
         address = None if ahead is None else ahead(k, u)
@@ -78,16 +86,21 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
             later = row(builder.add(k, INDEX(rows_ahead)))
             for j in range(vectors):
                 prefetch(builder, builder.gep(later, [INDEX(j * LANES)]))
-        b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), pointer), align=4)
+        b = [builder.load(builder.bitcast(builder.gep(start, [INDEX(j * LANES)]), kinds[j].as_pointer()), align=4)
              for j in range(vectors)]
         updated = []
         for r in range(rows):
             a = splat(builder, builder.load(scalar(k, r)))
-            updated += [vector_call(builder, "fma", a, b[j], sums[r * vectors + j]) for j in range(vectors)]
+            narrow = splat(builder, a, HALF.count) if half else None
+            updated += [vector_call(builder, "fma", narrow if kinds[j] is HALF else a, b[j], sums[r * vectors + j])
+                        for j in range(vectors)]
         return updated
 
     for index, (place, value) in enumerate(zip(places, emit_unrolled_loop(builder, count, starts, term, unroll),
                                                strict=True)):
+        if value.type is HALF:
+            value = builder.shuffle_vector(value, ir.Constant(HALF, [0.0] * HALF.count),
+                                           ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(LANES))))
         if finish is not None:
             value = finish(value, place, *divmod(index, vectors))
         builder.store(value, place, align=4)
@@ -153,16 +166,20 @@ def prefetch(builder: ir.IRBuilder, pointer: ir.Value) -> None:
 
 
 def vector_call(builder: ir.IRBuilder, name: str, *operands: ir.Value) -> ir.Value:
-    """LLVM's intrinsic ``llvm.<name>.v16f32`` (fma, maxnum, ...) on vector operands."""
-    kind = ir.FunctionType(VECTOR, [VECTOR] * len(operands))
-    return builder.call(cgutils.get_or_insert_function(builder.module, kind, f"llvm.{name}.v{LANES}f32"), operands)
+    """LLVM's intrinsic ``llvm.<name>.v<N>f32`` (fma, maxnum, ...) on vector operands of N floats
+    (``VECTOR`` or ``HALF``)."""
+    vector = operands[0].type
+    kind = ir.FunctionType(vector, [vector] * len(operands))
+    return builder.call(cgutils.get_or_insert_function(builder.module, kind, f"llvm.{name}.v{vector.count}f32"),
+                        operands)
 
 
-def splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """The float ``value`` in every lane of a vector."""
-    lone = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), value, INDEX(0))
-    return builder.shuffle_vector(lone, ir.Constant(VECTOR, ir.Undefined),
-                                  ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
+def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int = LANES) -> ir.Value:
+    """The float ``value`` (or lane 0 of the vector ``value``) in every one of ``lanes`` lanes."""
+    if not isinstance(value.type, ir.VectorType):
+        value = builder.insert_element(ir.Constant(VECTOR, ir.Undefined), value, INDEX(0))
+    return builder.shuffle_vector(value, ir.Constant(value.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
 
 def clip_finish(builder: ir.IRBuilder, bias: ir.Value, vectors: int, low: ir.Value, high: ir.Value,

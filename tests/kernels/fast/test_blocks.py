@@ -57,6 +57,9 @@ def reference(x, weight, bias, residual, lo, hi, activation):
     (64, 1040, (13, 13)),  # bands of a few tiles (band_tiles), the last shorter
     (32, 19, (7, 7)),     # 19 terms: passes of UNROLL, then the rest one at a time
     (16, 3, (6, 6)),      # fewer terms than a pass: the rest's loop alone
+    (24, 144, (8, 7)),    # MobileNetV2's 144 -> 24: the last block half used, its tile half a block wide
+    (8, 33, (6, 6)),      # one block, half used
+    (28, 20, (5, 5)),     # the last block 12 lanes: more than half, the whole tile
 ])
 @pytest.mark.parametrize("epilogue", ["none", "relu6+residual", "SWISH", "HARD_SWISH"])
 def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
@@ -76,7 +79,7 @@ def test_the_pointwise_convolution_matches_numpy(out_c, in_c, plane, epilogue):
     source = blocked(x)
     source[-1, :, (in_c - 1) % 16 + 1:] = np.nan  # NOTE: the last block's padded lanes are no terms of the product
     for first, last in ((0, count // 3), (count // 3, count)):  # NOTE: in two pieces, as two threads take them
-        pointwise(source, panels, shift, np.float32(lo), np.float32(hi), code, np.float32(1), added, out,
+        pointwise(source, panels, shift, np.float32(lo), np.float32(hi), code, np.float32(1), added, out, out_c,
                   first, last)
     want = blocked(reference(x, weight, bias, residual, lo, hi, epilogue).astype(np.float32))
     assert np.abs(out - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
@@ -110,7 +113,7 @@ def test_a_planes_last_two_tiles_run_in_one_unit_so_their_shared_rows_are_activa
 
     def run(unit):
         pointwise(blocked(x), panels, shift, np.float32(-np.inf), np.float32(np.inf), EPILOGUE_CODES["HARD_SWISH"],
-                  np.float32(1), NO_RESIDUAL, out, unit, unit + 1)
+                  np.float32(1), NO_RESIDUAL, out, out_c, unit, unit + 1)
 
     run(place[(0, count - 1)])
     assert np.isnan(out).all()  # the last tile's own unit stores nothing...
@@ -197,14 +200,14 @@ def test_the_pointwise_convolution_runs_as_crew_jobs(crew_runs):
 
     threads, runs = crew_runs
     x = blocked(RNG.standard_normal((48, 9, 9)).astype(np.float32))
-    panels, shift = pack_pointwise(RNG.standard_normal((64, 48, 1, 1)).astype(np.float32), None)
+    panels, shift = pack_pointwise(RNG.standard_normal((56, 48, 1, 1)).astype(np.float32), None)
     crew.warm(pointwise_job)
     terms = (x, panels, shift, np.float32(0), np.float32(6), 0, np.float32(1), NO_RESIDUAL)
     whole, pieces = np.zeros((4, 81, 16), np.float32), np.zeros((4, 81, 16), np.float32)
     count = units(81, 4)
-    pointwise(*terms, whole, 0, count)
+    pointwise(*terms, whole, 56, 0, count)
     threads.staff()
-    crew_jobs(*terms, pieces, threads.loop_bounds(count))()
+    crew_jobs(*terms, pieces, 56, threads.loop_bounds(count))()
     np.testing.assert_array_equal(pieces, whole)
     assert len(runs) == 1
 
