@@ -140,6 +140,14 @@ QUAD = 4
 """Blocks the spans take at once while that many are left: a row of a small plane fills a span
 of 4 positions of 4 blocks, not one of 16, and a border position of 4 blocks is four chains of
 dependent FMAs, not one."""
+QUAD_SPANS = wide_registers()
+"""Whether a span of 4 positions takes the 4 blocks at once (16 sums: with AVX2's 16 registers, where
+each takes two, they spilled to the stack, so there each block's span runs in turn)."""
+QUAD_ROW = 14
+"""With AVX2's registers, the widest output row (stride 1) whose blocks run in quads: on wider rows,
+and at stride 2, the blocks one at a time took 0.48-0.84 of the time of quads (measured:
+docs/performance.md, depthwise quads), and on 7 x 7 and 14 x 14 stride-1 planes, whose border
+positions are many, the quads 0.84-0.93 of the single blocks'."""
 
 
 @jit
@@ -160,8 +168,12 @@ def _line(blocks, x_at, w_at, b_at, out_at, shape, lo, hi, count):
         start = min(done, count - size)
         x_span, out_span = x_at + start * step, out_at + start * out_step
         if blocks == QUAD:
-            if size == 4:
+            if size == 4 and QUAD_SPANS:
                 _quad4(x_span, w_at, b_at, out_span, shape, lo, hi)
+            elif size == 4:  # NOTE: each block's span of 4 in turn: 16 sums of 16 floats spill AVX2's registers
+                for q in range(QUAD):
+                    _span4(x_span + q * shape[8] * 4, w_at + q * shape[9] * 4, b_at + q * LANES * 4,
+                           out_span + q * shape[10] * 4, shape, lo, hi)
             else:
                 _quad1(x_span, w_at, b_at, out_span, shape, lo, hi)
         elif size == 16:
@@ -281,9 +293,9 @@ def depthwise(x, w, b, out, kh, kw, sh, sw, pt, pl, dh, dw, lo, hi, code, alpha,
     rows = tap_ranges(out.shape[1], sh, pt, dh, kh, x.shape[1])
     cols = tap_ranges(out.shape[2], sw, pl, dw, kw, x.shape[2])
     end_row = out.shape[1] if last_row < 0 else last_row
-    block = first
+    block, quads = first, QUAD_SPANS or sw == 1 and out.shape[2] <= QUAD_ROW
     while block < last:
-        blocks = QUAD if last - block >= QUAD else 1
+        blocks = QUAD if quads and last - block >= QUAD else 1
         _blocks(x, w, b, out, block, blocks, (kh, kw, sh, sw, pt, pl, dh, dw), lo, hi, code, alpha, rows, cols,
                 first_row, end_row)
         block += blocks

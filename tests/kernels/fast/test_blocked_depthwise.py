@@ -27,6 +27,7 @@ CASES = [
     (24, 7, 7, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True, NONE, None),  # 8 padded channels
     (40, 14, 13, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, RELU, None),
     (96, 14, 13, (3, 3), (1, 1), (0, 0, 0, 0), (1, 1), True, NONE, None),  # a quad of blocks and two single ones
+    (64, 20, 21, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True, RELU6, None),  # rows past QUAD_ROW: AVX2's blocks alone
     (96, 14, 13, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), True, RELU6, None),
     (40, 14, 13, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1), False, NONE, None),  # EfficientNet's 5x5 stride 2
     (24, 14, 13, (1, 3), (1, 1), (0, 1, 0, 1), (1, 1), True, NONE, None),
