@@ -139,6 +139,21 @@ def test_the_banded_units_take_every_tile_of_every_group_once(count, groups, ban
         assert places.index(here[0]) == first * groups
 
 
+@pytest.mark.parametrize("count", [1, 2, 7, 22])
+@pytest.mark.parametrize("groups", [1, 3])
+@pytest.mark.parametrize("band", [1, 3, 30])
+def test_counting_from_a_unit_gives_the_places_of_the_units_after_it(count, groups, band):
+    """pointwise finds its first unit's place by unit_place and the next ones by next_place."""
+    from lite.kernels.fast.blocks import next_place, unit_place
+
+    for first in range(count * groups):
+        group, tile = unit_place(first, count, groups, band)
+        band_first = tile // band * band
+        for unit in range(first + 1, count * groups):
+            group, tile, band_first = next_place(group, tile, band_first, count, groups, band)
+            assert (group, tile) == unit_place(unit, count, groups, band)
+
+
 def test_bands_are_taken_where_they_read_less_from_memory():
     from lite.kernels.fast.blocks import BAND_BYTES, ROWS, band_tiles, tiles, units
 
