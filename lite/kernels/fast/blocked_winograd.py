@@ -280,6 +280,7 @@ def products(v, in_blocks, count, panels, bias, m, out_blocks, first, last):
     in_floats, out_floats = in_blocks * count * LANES, out_blocks * count * LANES
     for e in range(first // per, (last - 1) // per + 1):
         start, end = max(first, e * per) - e * per, min(last, (e + 1) * per) - e * per
+        # NOTE: every lane of m counted as a channel: the plan keeps no channel count, so the products take whole tiles
         pointwise(v[e, :in_floats].reshape((in_blocks, count, LANES)), panels[e], bias, LOWEST, HIGHEST, CLIP_CODE,
                   ONE, NO_RESIDUAL, m[e, :out_floats].reshape((out_blocks, count, LANES)), out_blocks * LANES, start,
                   end)

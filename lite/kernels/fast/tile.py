@@ -73,9 +73,9 @@ def emit_tile(builder: ir.IRBuilder, scalar: Callable[[ir.Value, int], ir.Value]
     places = [builder.bitcast(builder.gep(out, [builder.add(builder.mul(stride, INDEX(r)),
                                                             builder.mul(step, INDEX(j)))]), pointer)
               for r in range(rows) for j in range(vectors)]
-    kinds = [HALF if half and j == vectors - 1 else VECTOR for _ in range(rows) for j in range(vectors)]
-    starts = [builder.load(place, align=4) if accumulate else ir.Constant(kind, [0.0] * kind.count)
-              for place, kind in zip(places, kinds, strict=True)]
+    kinds = [HALF if half and j == vectors - 1 else VECTOR for j in range(vectors)]  # NOTE: each vector's type
+    starts = [builder.load(place, align=4) if accumulate else ir.Constant(kinds[index % vectors], 0.0)
+              for index, place in enumerate(places)]
 
     def term(k: ir.Value, sums: list[ir.Value], u: int | None = None) -> list[ir.Value]:
         address = None if ahead is None else ahead(k, u)
