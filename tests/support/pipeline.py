@@ -257,6 +257,12 @@ class ScriptRun:
         return next(r[key] for r in reversed(self.reports) if key in r)
 
 
+def _default_sigint() -> None:
+    """SIGINT's default action in the child, so that Python turns it into KeyboardInterrupt: a shell runs
+    background jobs with SIGINT ignored, and a child inherits that (then Python installs no handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Script:
     """A Python script run as the main module of a child interpreter in its own process group.
 
@@ -271,7 +277,8 @@ class Script:
         path.write_text(SCRIPT_HEADER + code)
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         self.process = subprocess.Popen([sys.executable, str(path)], cwd=REPO, env=environment, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                        preexec_fn=_default_sigint)
         self.lines: list[str] = []
 
     def wait_for_line(self, text: str, timeout: float) -> None:
