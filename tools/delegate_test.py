@@ -165,7 +165,7 @@ def op_cases(ops: Iterable[str] | None = None) -> list[Case]:
 
     wanted = None if ops is None else set(ops)
     found = []
-    for name, onnx_case in sorted(node_cases().items()):
+    for name, onnx_case in sorted(node_cases(wanted).items()):
         types = {n.op_type for n in onnx_case.model.graph.node}
         if len(types) == 1 and claimed(onnx_case) and (wanted is None or types & wanted):
             found.append(Case("op", name, types.pop()))
@@ -398,7 +398,7 @@ def _op_check(case: Case, settings: Settings, result: Result, errors: Errors) ->
     """One node case: the native kernels must pass it, then the delegate must match them."""
     from lite.tools.support import node_cases
 
-    data, feeds = _native_node_case(node_cases()[case.name])
+    data, feeds = _native_node_case(node_cases([case.op])[case.name])
     native = native_model(data)
     refs = [Reference(predict(native, inputs)) for inputs in feeds]
     delegate = settings.load()
@@ -743,7 +743,8 @@ class Runner:
         if any(case.kind == "op" for case in cases):
             from lite.tools.support import node_cases
 
-            node_cases()  # NOTE: collected once here (seconds), so forked workers do not collect it on a case's clock
+            # NOTE: generated once here (seconds for all ops), so forked workers do not generate them on a case's clock
+            node_cases({case.op for case in cases if case.kind == "op"})
         while len(self._slots) < min(self.jobs, len(cases)):
             self._slots.append(self._start())
         while pending or any(s.case for s in self._slots):

@@ -11,7 +11,10 @@ delegate did with the same cases, read from its committed lite-delegate-test JSO
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
+import re
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,15 +34,75 @@ from lite.tools.converter.onnx_graph import DEFAULT_DOMAINS, LITE_DTYPES
 from lite.tools.converter.qoperator import EXPANDED_OPS
 from lite.tools.converter.registry import REGISTRY
 
+CASES_PACKAGE = "onnx.backend.test.case.node"
 
-@cache
-def node_cases() -> dict[str, object]:
-    """ONNX's node test cases by name (model, data sets, tolerances)."""
+
+def node_cases(ops: Iterable[str] | None = None) -> dict[str, object]:
+    """ONNX's node test cases by name (model, data sets, tolerances): all of them, or with ``ops`` at
+    least every case of those ONNX op types.
+
+    onnx generates a case when its module is imported, running its reference code (all of them take
+    seconds, most of it in 3-D pooling). With ``ops``, only the modules that may make a case of one of
+    them run: those whose source names one, and those naming an op whose function (the "_expanded"
+    cases) holds one or depends on its context. A module imported once keeps its cases for later calls.
+    """
+    modules = _case_modules()
+    if ops is not None:
+        modules = {name: source for name, source in modules.items() if _may_make(source, set(ops))}
+    package = importlib.import_module(CASES_PACKAGE)
+    package._TargetOpType = None  # NOTE: onnx's own collect_testcases(op_type) leaves its filter set
     with warnings.catch_warnings():  # the case generators overflow casts on purpose
         warnings.simplefilter("ignore")
-        from onnx.backend.test.case.node import collect_testcases
+        for name in modules:
+            _generate(package, name)
+    if any(_GENERATED[name] is None for name in modules):
+        return {case.name: case for case in package._NodeTestCases}  # NOTE: cases not told apart: all so far
+    return {case.name: case for name in modules for case in _GENERATED[name]}
 
-        return {case.name: case for case in collect_testcases("")}
+
+_GENERATED: dict[str, list | None] = {}
+"""The cases each module generated, by module name (None: imported before ``node_cases`` saw it)."""
+
+
+def _generate(package, name: str) -> None:
+    """Imports the case module ``name``, keeping the cases it adds to onnx's list."""
+    if name not in _GENERATED:
+        before = None if name in sys.modules else len(package._NodeTestCases)
+        importlib.import_module(name)
+        _GENERATED[name] = None if before is None else package._NodeTestCases[before:]
+
+
+def _may_make(source: str, ops: set[str]) -> bool:
+    """Whether a case module's ``source`` may make a node of one of ``ops``: it names one, or names an op
+    whose function holds one or is built from its context (onnx expands a case's function into a case)."""
+    if any(re.search(rf"(?<!\w){re.escape(op)}(?!\w)", source) for op in ops):
+        return True
+    quoted = {word for word in re.findall(r"[\"']([A-Z][A-Za-z0-9]*)[\"']", source) if onnx.defs.has(word)}
+    return any(_function_ops(op) is None or _function_ops(op) & ops for op in quoted)
+
+
+@cache
+def _function_ops(op: str) -> frozenset[str] | None:
+    """The op types of ``op``'s function body (empty: no function; None: built from its context)."""
+    schema = onnx.defs.get_schema(op)
+    if schema.has_context_dependent_function:
+        return None
+    return frozenset(n.op_type for n in schema.function_body.node) if schema.has_function else frozenset()
+
+
+@cache
+def _case_modules() -> dict[str, str]:
+    """The case modules of ``CASES_PACKAGE`` (its ``ai_onnx_ml`` ones where onnx has ONNX_ML, as onnx
+    collects them), each with its source."""
+    spec = importlib.util.find_spec(CASES_PACKAGE)
+    folder = Path(spec.origin).parent
+    sources = {}
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(folder).with_suffix("").parts
+        if parts[-1] == "__init__" or (parts[0] == "ai_onnx_ml" and not onnx.ONNX_ML):
+            continue
+        sources[".".join((CASES_PACKAGE, *parts))] = path.read_text(encoding="utf-8")
+    return sources
 
 
 def claimed(case) -> bool:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,8 @@ from lite.tools.support import (
     support_rows,
 )
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs" / "ops.md"
 
 
 def test_rows_report_what_the_cases_showed():
@@ -31,6 +35,26 @@ def test_rows_report_what_the_cases_showed():
     assert (rows["Abs"].passed, rows["Abs"].cases, rows["Abs"].primitives) == (1, 1, {"Abs"})
     assert rows["Add"].dtypes == {"uint8"} and rows["Add"].primitives == {"AddFusion"}
     assert rows["Relu"].primitives == {"Activation"} and rows["Conv"].cases == 0
+
+
+@pytest.mark.parametrize("ops", [["Relu"], ["Cast"], ["Identity", "Add"], ["Scan"]])
+def test_the_cases_of_some_ops_are_every_case_of_those_ops(ops):
+    """Cast's include CastLike's expanded cases and Identity's Clip's (function bodies); Scan's
+    model is written in onnx's text format."""
+    def of_ops(cases: dict) -> set[str]:
+        return {name for name, case in cases.items() if {n.op_type for n in case.model.graph.node} <= set(ops)}
+
+    every = of_ops(node_cases())  # NOTE: the conformance module generated them all in this process
+    assert every and of_ops(node_cases(ops)) == every
+
+
+def test_the_cases_of_one_op_do_not_run_other_ops_case_modules():
+    code = ("import sys; from lite.tools.support import node_cases, CASES_PACKAGE; node_cases(['Relu']); "
+            "print(sorted(m.rpartition('.')[2] for m in sys.modules if m.startswith(CASES_PACKAGE + '.')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    imported = done.stdout.strip().splitlines()[-1]
+    assert "'relu'" in imported and "'lppool'" not in imported and "'maxpool'" not in imported, done.stderr
 
 
 def test_run_case_raises_on_a_wrong_answer():
