@@ -48,7 +48,9 @@ def node_cases(ops: Iterable[str] | None = None) -> dict[str, object]:
     """
     modules = _case_modules()
     if ops is not None:
-        modules = {name: source for name, source in modules.items() if _may_make(source, set(ops))}
+        ops = set(ops)
+        named = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, sorted(ops))) or '(?!)'})(?!\w)")
+        modules = {name: source for name, source in modules.items() if _may_make(name, source, named, ops)}
     package = importlib.import_module(CASES_PACKAGE)
     package._TargetOpType = None  # NOTE: onnx's own collect_testcases(op_type) leaves its filter set
     with warnings.catch_warnings():  # the case generators overflow casts on purpose
@@ -72,13 +74,19 @@ def _generate(package, name: str) -> None:
         _GENERATED[name] = None if before is None else package._NodeTestCases[before:]
 
 
-def _may_make(source: str, ops: set[str]) -> bool:
-    """Whether a case module's ``source`` may make a node of one of ``ops``: it names one, or names an op
-    whose function holds one or is built from its context (onnx expands a case's function into a case)."""
-    if any(re.search(rf"(?<!\w){re.escape(op)}(?!\w)", source) for op in ops):
-        return True
-    quoted = {word for word in re.findall(r"[\"']([A-Z][A-Za-z0-9]*)[\"']", source) if onnx.defs.has(word)}
-    return any(_function_ops(op) is None or _function_ops(op) & ops for op in quoted)
+def _may_make(module: str, source: str, named: re.Pattern, ops: set[str]) -> bool:
+    """Whether a case module may make a node of one of ``ops``: its ``source`` names one (``named``), or
+    names an op whose function holds one or is built from its context (onnx expands a case's function
+    into a case of its own)."""
+    return named.search(source) is not None or any(
+        _function_ops(op) is None or _function_ops(op) & ops for op in _quoted_ops(module))
+
+
+@cache
+def _quoted_ops(module: str) -> frozenset[str]:
+    """The ONNX ops a case module's source names as strings."""
+    words = re.findall(r"[\"']([A-Z][A-Za-z0-9]*)[\"']", _case_modules()[module])
+    return frozenset(word for word in words if onnx.defs.has(word))
 
 
 @cache

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from lite.tools.converter.qoperator import EXPANDED_OPS
+from lite.tools.converter.registry import supported_ops
 from lite.tools.support import claimed, node_cases, run_case
 
 EXCLUSIONS_FILE = Path(__file__).with_name("exclusions.txt")
@@ -30,7 +32,8 @@ def read_exclusions(path: Path = EXCLUSIONS_FILE) -> dict[str, str]:
     return excluded
 
 
-CLAIMED = sorted(name for name, case in node_cases().items() if claimed(case))
+CASES = node_cases(set(supported_ops()) | EXPANDED_OPS[""])  # NOTE: every claimed case has a node of these ops
+CLAIMED = sorted(name for name, case in CASES.items() if claimed(case))
 EXCLUDED = read_exclusions()
 
 
@@ -42,7 +45,7 @@ def _params():
 
 @pytest.mark.parametrize("name", list(_params()))
 def test_node_case(name):
-    run_case(node_cases()[name])
+    run_case(CASES[name])
 
 
 def test_exclusions_name_claimed_cases_with_reasons():

@@ -44,7 +44,7 @@ def test_the_cases_of_some_ops_are_every_case_of_those_ops(ops):
     def of_ops(cases: dict) -> set[str]:
         return {name for name, case in cases.items() if {n.op_type for n in case.model.graph.node} <= set(ops)}
 
-    every = of_ops(node_cases())  # NOTE: the conformance module generated them all in this process
+    every = of_ops(node_cases())
     assert every and of_ops(node_cases(ops)) == every
 
 
