@@ -36,7 +36,7 @@ from lite.schema.writer import write_model
 from lite.tools.converter import convert
 from tests.support.fuzz import assert_shares, in_child, mutate_bytes, run_case, small_cnn
 
-CASES_DEFAULT = 1200
+CASES_DEFAULT = 600
 TVM_BASE_ENV = "DELITE_FUZZ_TVM_BASE"  # the TVM base file, written by the parent test (the child cannot compile)
 SHAPE = (2, 3, 8, 8)
 KINDS = ("blob bytes", "blob bytes, new digest", "target", "delegate", "nodes", "boundary", "drop", "reorder")
@@ -174,7 +174,8 @@ def test_unmutated_bases_load_every_partition(tmp_path):
 # The least share of each outcome over the default run, about half of what it was when set (with TVM's base,
 # and without: 20.9% and 19.4% of the cases loaded every saved partition, 7.2% and 10.8% had a blob that the
 # delegate's own parsing refused, 71.9% and 69.8% a partition not used for a digest, target, delegate or boundary
-# that does not match; no case raised, as a refused partition runs natively): mutations that no longer reach a
+# that does not match; no case raised, as a refused partition runs natively; over the first 600 seeds with TVM's
+# base: 21.5%, 7.0%, 71.5%): mutations that no longer reach a
 # delegate's parsing, or that leave every file loadable, fail the test.
 FLOORS = {"built+predicted, loaded": 0.1, "built+predicted, a blob refused to load": 0.035,
           "built+predicted, a saved partition not used": 0.35}
