@@ -60,10 +60,13 @@ def _load(builder: ir.IRBuilder, base: ir.Value, index: ir.Value) -> ir.Value:
 def _emit_span(builder: ir.IRBuilder, addresses: list[ir.Value], shape: list[ir.Value], blocks: int,
                positions: int, kind: int, low: ir.Value, high: ir.Value) -> None:
     """One span (``_span``): its ``blocks * positions`` sums kept in registers over every tap, then
-    clipped and stored once; ``kind`` 1 or 2: the positions' offsets as constants."""
+    clipped and stored once; ``kind`` past 0: the positions' offsets as constants (SHAPE)."""
     x_p, w_p, b_p, out_p = (builder.inttoptr(at, FLOAT.as_pointer()) for at in addresses)
     rows, cols, row_step, col_step, w_row, step, out_step, _, x_block, w_block, out_block = shape
-    x_at = [INDEX(p * kind * LANES) if kind else builder.mul(step, INDEX(p)) for p in range(positions)]
+    stride, columns = FIXED_COLUMNS.get(kind, (kind, 0))
+    if columns:
+        col_step = INDEX(LANES)
+    x_at = [INDEX(p * stride * LANES) if kind else builder.mul(step, INDEX(p)) for p in range(positions)]
     x_q, w_q, out_q = ([builder.mul(block_step, INDEX(q)) for q in range(blocks)]
                        for block_step in (x_block, w_block, out_block))
     reads = [builder.add(x_q[k // positions], x_at[k % positions]) for k in range(blocks * positions)]
@@ -78,6 +81,10 @@ def _emit_span(builder: ir.IRBuilder, addresses: list[ir.Value], shape: list[ir.
             weights = [_load(builder, w_c, w_q[q]) for q in range(blocks)]
             return [vector_call(builder, "fma", _load(builder, x_c, at), weights[k // positions], total)
                     for k, (at, total) in enumerate(zip(reads, sums, strict=True))]
+        if columns:  # NOTE: unrolled, so the loads of x that neighbouring taps share are one load
+            for c in range(columns):
+                sums = column(INDEX(c), sums)
+            return sums
         return emit_loop(builder, cols, sums, column)
 
     bias = [_load(builder, b_p, INDEX(q * LANES)) for q in range(blocks)]
@@ -96,7 +103,13 @@ SHAPE = 11
 w_block, out_block): the taps' rows and columns; the floats between x's tap rows, tap columns
 and weight rows, between the span's positions in x and in out; ``kind``: 1 or 2 where the
 positions are a row's neighbours at stride 1 or 2 (steps LANES and 2 * LANES, out_step LANES),
+one of FIXED_COLUMNS where besides that the tap columns are neighbours and as many as it says,
 else 0; the floats between the span's blocks in x, w and out."""
+FIXED_COLUMNS = {3: (1, 3), 4: (1, 5), 5: (2, 3), 6: (2, 5)}
+"""Kinds (stride, tap columns) whose tap columns are unrolled with constant offsets: the x vectors
+that neighbouring positions' taps share are loaded once (3 x 3 at stride 1: 6 loads a tap row for
+4 positions, not 12), and the column loop's counting is gone (measured: docs/performance.md,
+depthwise tap columns)."""
 
 
 def _span(blocks: int, positions: int):
@@ -117,7 +130,7 @@ def _span(blocks: int, positions: int):
                 _emit_span(builder, addresses, shape_v, blocks, 1, 0, low, high)
                 return context.get_dummy_value()
             done = builder.append_basic_block("span.stored")
-            cases = [builder.append_basic_block(f"span.kind{k}") for k in range(3)]
+            cases = [builder.append_basic_block(f"span.kind{k}") for k in range(3 + len(FIXED_COLUMNS))]
             switch = builder.switch(shape_v[7], cases[0])
             for kind, block in enumerate(cases):
                 if kind:
@@ -270,6 +283,8 @@ def _blocks(x, w, b, out, block, blocks, conv, lo, hi, code, alpha, rows, cols, 
     if max(top, first_row) < min(bottom, last_row):
         _columns(at, blocks, conv, sizes, cols, max(top, first_row), min(bottom, last_row), left, right, lo, hi)
     flat, kind = out.reshape(out.size), sw if sw <= 2 else 0
+    if dw == 1 and sw <= 2 and (kw == 3 or kw == 5):
+        kind = 3 + (sw - 1) * 2 + (kw - 3) // 2  # NOTE: FIXED_COLUMNS' kind of (sw, kw)
     for oh in range(first_row, last_row):
         i, end = rows[oh, 0], rows[oh, 1]
         line = at[0] + (((oh * sh - pt + i * dh) * width + left * sw - pl) * LANES) * 4
