@@ -46,11 +46,11 @@ def node_cases(ops: Iterable[str] | None = None) -> dict[str, object]:
     them run: those whose source names one, and those naming an op whose function (the "_expanded"
     cases) holds one or depends on its context. A module imported once keeps its cases for later calls.
     """
-    modules = _case_modules()
+    modules = list(_case_modules())
     if ops is not None:
         ops = set(ops)
         named = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, sorted(ops))) or '(?!)'})(?!\w)")
-        modules = {name: source for name, source in modules.items() if _may_make(name, source, named, ops)}
+        modules = [name for name in modules if _may_make(name, named, ops)]
     package = importlib.import_module(CASES_PACKAGE)
     package._TargetOpType = None  # NOTE: onnx's own collect_testcases(op_type) leaves its filter set
     with warnings.catch_warnings():  # the case generators overflow casts on purpose
@@ -74,11 +74,11 @@ def _generate(package, name: str) -> None:
         _GENERATED[name] = None if before is None else package._NodeTestCases[before:]
 
 
-def _may_make(module: str, source: str, named: re.Pattern, ops: set[str]) -> bool:
-    """Whether a case module may make a node of one of ``ops``: its ``source`` names one (``named``), or
+def _may_make(module: str, named: re.Pattern, ops: set[str]) -> bool:
+    """Whether a case module may make a node of one of ``ops``: its source names one (``named``), or
     names an op whose function holds one or is built from its context (onnx expands a case's function
     into a case of its own)."""
-    return named.search(source) is not None or any(
+    return named.search(_case_modules()[module]) is not None or any(
         _function_ops(op) is None or _function_ops(op) & ops for op in _quoted_ops(module))
 
 
@@ -113,10 +113,15 @@ def _case_modules() -> dict[str, str]:
     return sources
 
 
+def claimed_ops() -> set[str]:
+    """The standard ONNX ops the converter maps or expands: a claimed case's nodes are all of these."""
+    return set(REGISTRY.supported_ops()) | EXPANDED_OPS[""]
+
+
 def claimed(case) -> bool:
     """Whether every node of the case is a standard op the converter maps and every graph input
     and output has a dtype .lite stores (not string, complex or the float8 *fnuz types)."""
-    ops = set(REGISTRY.supported_ops()) | EXPANDED_OPS[""]
+    ops = claimed_ops()
     graph = case.model.graph
     return (all(n.domain in DEFAULT_DOMAINS and n.op_type in ops for n in graph.node)
             and all(v.type.tensor_type.elem_type in LITE_DTYPES for v in [*graph.input, *graph.output]))

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lite.tools.converter.qoperator import EXPANDED_OPS
-from lite.tools.converter.registry import supported_ops
-from lite.tools.support import claimed, node_cases, run_case
+from lite.tools.support import claimed, claimed_ops, node_cases, run_case
 
 EXCLUSIONS_FILE = Path(__file__).with_name("exclusions.txt")
 MAX_EXCLUDED_SHARE = 0.05
@@ -32,7 +30,7 @@ def read_exclusions(path: Path = EXCLUSIONS_FILE) -> dict[str, str]:
     return excluded
 
 
-CASES = node_cases(set(supported_ops()) | EXPANDED_OPS[""])  # NOTE: every claimed case has a node of these ops
+CASES = node_cases(claimed_ops())  # NOTE: every claimed case has a node of these ops
 CLAIMED = sorted(name for name, case in CASES.items() if claimed(case))
 EXCLUDED = read_exclusions()
 
