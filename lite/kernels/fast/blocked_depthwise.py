@@ -105,7 +105,10 @@ and weight rows, between the span's positions in x and in out; ``kind``: 1 or 2 
 positions are a row's neighbours at stride 1 or 2 (steps LANES and 2 * LANES, out_step LANES),
 one of FIXED_COLUMNS where besides that the tap columns are neighbours and as many as it says,
 else 0; the floats between the span's blocks in x, w and out."""
-FIXED_COLUMNS = {3: (1, 3), 4: (1, 5), 5: (2, 3), 6: (2, 5)}
+FIXED_KINDS = ((3, 4), (5, 6))
+"""The kind of a row of stride s (1 or 2) whose tap columns are neighbours and 3 or 5:
+FIXED_KINDS[s - 1][(columns - 3) // 2]."""
+FIXED_COLUMNS = {FIXED_KINDS[s - 1][(c - 3) // 2]: (s, c) for s in (1, 2) for c in (3, 5)}
 """Kinds (stride, tap columns) whose tap columns are unrolled with constant offsets: the x vectors
 that neighbouring positions' taps share are loaded once (3 x 3 at stride 1: 6 loads a tap row for
 4 positions, not 12), and the column loop's counting is gone (measured: docs/performance.md,
@@ -284,7 +287,7 @@ def _blocks(x, w, b, out, block, blocks, conv, lo, hi, code, alpha, rows, cols, 
         _columns(at, blocks, conv, sizes, cols, max(top, first_row), min(bottom, last_row), left, right, lo, hi)
     flat, kind = out.reshape(out.size), sw if sw <= 2 else 0
     if dw == 1 and sw <= 2 and (kw == 3 or kw == 5):
-        kind = 3 + (sw - 1) * 2 + (kw - 3) // 2  # NOTE: FIXED_COLUMNS' kind of (sw, kw)
+        kind = FIXED_KINDS[sw - 1][(kw - 3) // 2]
     for oh in range(first_row, last_row):
         i, end = rows[oh, 0], rows[oh, 1]
         line = at[0] + (((oh * sh - pt + i * dh) * width + left * sw - pl) * LANES) * 4
