@@ -1,7 +1,8 @@
 """The same model spelled as other exporters write it (ONNX-level rewrites with onnx.helper), for the
 tests that every spelling reaches the same kernels: residual Adds as Sum or with their operands
-swapped, Relu as Max(x, 0), GlobalAveragePool as an AveragePool over the whole plane, Gemm as
-MatMul + Add, initializers listed as graph inputs (IR 3, as older exporters wrote them)."""
+swapped, Relu as Max(x, 0), GlobalAveragePool as an AveragePool over the whole plane or as a
+ReduceMean over it (PyTorch's dynamo exporter), Gemm as MatMul + Add, initializers listed as graph
+inputs (IR 3, as older exporters wrote them)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,23 @@ def average_pool_for_global(model: onnx.ModelProto) -> onnx.ModelProto:
     return _replace(model, rewrite)
 
 
+def mean_for_global(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Every GlobalAveragePool as a ReduceMean over the plane's axes, kept (axes an input from opset 18,
+    given as the last axes, negative, as PyTorch's dynamo exporter writes adaptive_avg_pool2d)."""
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+    def rewrite(node, out):
+        if node.op_type != "GlobalAveragePool":
+            return [node]
+        axes = [-2, -1]
+        if opset < 18:
+            return [helper.make_node("ReduceMean", list(node.input), list(node.output), name=node.name, axes=axes)]
+        name = f"{node.name}_axes"
+        out.graph.initializer.append(numpy_helper.from_array(np.array(axes, np.int64), name))
+        return [helper.make_node("ReduceMean", [node.input[0], name], list(node.output), name=node.name)]
+    return _replace(model, rewrite)
+
+
 def matmul_add_for_gemm(model: onnx.ModelProto) -> onnx.ModelProto:
     """Every Gemm (alpha = beta = 1, a constant transposed weight) as MatMul, then Add of the bias."""
     consts = {t.name: t for t in model.graph.initializer}
@@ -89,6 +107,7 @@ def initializers_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
 SPELLINGS = {
     "sum_swapped_max": lambda m: max_for_relu(sum_for_add(m)),
     "pool_gemm": lambda m: matmul_add_for_gemm(average_pool_for_global(m)),
+    "mean": mean_for_global,
     "all_with_inputs": lambda m: initializers_as_inputs(
         matmul_add_for_gemm(average_pool_for_global(max_for_relu(sum_for_add(m))))),
 }

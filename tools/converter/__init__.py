@@ -35,7 +35,7 @@ from lite.schema.reader import DEFAULT_MEMORY_LIMIT
 from lite.schema.writer import write_model, write_model_buffer
 from lite.shapes import validate_graph
 from lite.tools.converter import mappers  # noqa: F401  (registers every mapper)
-from lite.tools.converter.canonical import canonicalize
+from lite.tools.converter.canonical import canonicalize, global_for_plane_mean
 from lite.tools.converter.context import GraphBuilder, NodeContext, Unsupported
 from lite.tools.converter.fusions import (
     fuse_attention,
@@ -146,6 +146,7 @@ def convert_to_graph(model: ModelSource, *, fusion: bool = True, input_shapes: d
         stage("fusing LayerNorm, GELU, attention, MatMul + bias and activations")
         canonicalize(graph, report)
         fuse_layer_norm(graph, report)
+        global_for_plane_mean(graph, report)
         fuse_gelu(graph, report)
         fuse_attention(graph, report)
         fuse_matmul_bias(graph, report)

@@ -8,6 +8,9 @@ place and records their names in the report:
 - ``relu_for_max``: a Maximum of x and a constant zero (``Max(x, 0)``) is Activation RELU.
 - ``global_for_full_plane``: an average or max pool whose window covers the whole (static) plane
   with no padding is the global pool.
+- ``global_for_plane_mean``: a ReduceMean over every spatial axis of an image (2-D or 3-D plane),
+  keeping them, is the global average pool (PyTorch's dynamo exporter writes adaptive_avg_pool2d
+  so). It runs after the LayerNorm fusion, which takes the means over trailing axes it fuses.
 """
 
 from __future__ import annotations
@@ -92,3 +95,16 @@ def global_for_full_plane(graph: GraphDef, report: ConversionReport) -> None:
             node.attrs = {**default_attrs(node.op_type), "is_global": True}
             report.canonical.append(node.name)
 
+
+
+def global_for_plane_mean(graph: GraphDef, report: ConversionReport) -> None:
+    for node in graph.nodes:
+        if node.op_type != "ReduceFusion" or len([t for t in node.inputs if t >= 0]) != 1:
+            continue
+        x = graph.tensors[node.inputs[0]]
+        rank, axes = len(x.shape), node.attrs.get("axes") or ()
+        if (node.attrs.get("reduce_mode") == "MEAN" and node.attrs.get("keep_dims") and rank >= 4
+                and x.dtype.kind == "f" and sorted(a % rank for a in axes) == list(range(2, rank))):
+            node.op_type, node.inputs = "AvgPoolFusion", [node.inputs[0]]
+            node.attrs = {**default_attrs("AvgPoolFusion"), "is_global": True}
+            report.canonical.append(node.name)

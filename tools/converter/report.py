@@ -30,7 +30,8 @@ class ConversionReport:
             f"  constant-folded nodes:      {len(self.folded)}",
             f"  Dropout/Identity removed:   {len(self.removed)}",
             f"  BatchNormalization folded:  {len(self.bn_folded)}",
-            f"  respelled canonically:      {len(self.canonical)} (Sum as Add, Max(x, 0) as Relu, full-plane pools)",
+            f"  respelled canonically:      {len(self.canonical)} (Sum as Add, Max(x, 0) as Relu, full-plane pools "
+            "and means)",
             f"  activations fused:          {len(self.fused)}",
             f"  blocks fused:               {len(self.fused_blocks)} (LayerNorm, GELU, attention, MatMul+bias)",
             f"  quantized ops:              {len(self.quantized_ops)} (QDQ groups; {self.expanded_quantized_ops} "

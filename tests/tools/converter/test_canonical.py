@@ -5,7 +5,10 @@ the same outputs."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from lite.tools import converter, zoo
 from tests.support.e2e import build_lite, predict
@@ -47,3 +50,38 @@ def test_the_old_style_models_residual_sum_is_an_add_with_its_relu_fused():
     adds = [n for n in graph.nodes if n.op_type == "AddFusion"]
     assert "AddN" not in {n.op_type for n in graph.nodes} and report.canonical == ["sum"]
     assert [n.attrs["activation_type"] for n in adds] == ["NO_ACTIVATION", "RELU"]
+
+
+def _means(x_shape, cases, opset=18) -> onnx.ModelProto:
+    """A model of one ReduceMean of x per case (axes, keepdims), each its own output."""
+    nodes, outputs, inits = [], [], []
+    for i, (axes, keep) in enumerate(cases):
+        inits.append(numpy_helper.from_array(np.array(axes, np.int64), f"axes{i}"))
+        nodes.append(helper.make_node("ReduceMean", ["x", f"axes{i}"], [f"y{i}"], name=f"mean{i}", keepdims=keep))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "means", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("x_shape", [(2, 5, 7, 6), (1, 3, 4, 5, 6)])
+def test_a_kept_mean_over_every_spatial_axis_is_the_global_pool_and_other_means_stay_reductions(x_shape):
+    rank = len(x_shape)
+    plane = list(range(2, rank))
+    cases = [(plane, 1), ([a - rank for a in plane][::-1], 1), (plane, 0), (plane[1:], 1), ([1, *plane], 1)]
+    model = _means(x_shape, cases)
+    graph, report = converter.convert_to_graph(model)
+    assert [n.op_type for n in graph.nodes] == ["AvgPoolFusion"] * 2 + ["ReduceFusion"] * 3
+    assert all(n.attrs["is_global"] for n in graph.nodes[:2]) and report.canonical == ["mean0", "mean1"]
+    x = np.random.default_rng(5).standard_normal(x_shape).astype(np.float32)
+    expected = ReferenceEvaluator(model).run(None, {"x": x})
+    actual = predict(build_lite(converter.convert(model)), {"x": x})
+    for got, want in zip(actual, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_mean_over_the_last_axis_of_a_sequence_stays_a_reduction():
+    """Rank 3: the last axis is the one spatial axis, and the hidden axis of a transformer's
+    activations (LayerNorm's mean, fused or not): no pool."""
+    graph, report = converter.convert_to_graph(_means((2, 4, 8), [([2], 1)]))
+    assert [n.op_type for n in graph.nodes] == ["ReduceFusion"] and report.canonical == []
