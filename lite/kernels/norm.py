@@ -220,7 +220,34 @@ class ChannelGroupNorm(NativeKernel):
         self.n_groups = self.groups(x[1])
         return [x]
 
+    def resize(self) -> None:
+        self.compiled = self.inputs[0].dtype.name in fast.FAST_DTYPES and fast.enabled()
+        self.affine_key: tuple | None = None
+        if self.compiled:
+            from lite.kernels.fast import norm  # NOTE: imports the compiler: only when used
+
+            norm.warm_group_norm(self.inputs[0].dtype.name)
+            self.group_norm = norm.group_norm
+
     def execute(self) -> None:
+        if self.compiled:
+            self.execute_compiled()
+        else:
+            self.execute_numpy()
+
+    def execute_compiled(self) -> None:
+        """``lite.kernels.fast.norm.group_norm`` on x viewed as (N, groups, channels a group, positions)."""
+        x, out = self.inputs[0].data, self.outputs[0].data
+        key = (self.inputs[1].data, self.inputs[2].data)
+        if self.affine_key is None or not all(map(operator.is_, key, self.affine_key)):
+            self.affine_key = key  # NOTE: once, for constant scale and bias
+            self.scale_bias = tuple(np.array(v.reshape(self.n_groups, -1), x.dtype, copy=True) for v in key)
+        grouped = x.reshape(x.shape[0], self.n_groups, x.shape[1] // self.n_groups, -1)
+        if not fast.takes(grouped):
+            grouped = np.array(grouped, copy=True)  # NOTE: the type it was compiled for
+        self.group_norm(grouped, *self.scale_bias, x.dtype.type(self.epsilon), out.reshape(grouped.shape))
+
+    def execute_numpy(self) -> None:
         x, out = self.inputs[0].data, self.outputs[0].data
         dtype = stats_dtype(x.dtype)
         grouped = x.reshape(x.shape[0], self.n_groups, -1).astype(dtype, copy=False)

@@ -1,4 +1,5 @@
-"""Layer normalization in one compiled pass per row (statistics, normalize, scale and bias)."""
+"""Layer normalization in one compiled pass per row (statistics, normalize, scale and bias), and
+group (and instance) normalization in three passes per group."""
 
 from __future__ import annotations
 
@@ -28,8 +29,43 @@ def layer_norm(x, scale, bias, epsilon, out):
             target[i] = (row[i] - mean) * inverse * scale[i] + bias[i]
 
 
+@jit
+def group_norm(x, scale, bias, epsilon, out):
+    """``out[n, g, c] = (x[n, g, c] - mean) / sqrt(var + epsilon) * scale[g, c] + bias[g, c]`` for x
+    (N, G, K, S): G groups of K channels of S positions each, the statistics of each sample's group
+    over its K x S values, summed in float64 (a group may hold a whole image)."""
+    samples, groups, channels, plane = x.shape
+    count = channels * plane
+    for n in range(samples):
+        for g in range(groups):
+            total = 0.0
+            for c in range(channels):
+                for i in range(plane):
+                    total += x[n, g, c, i]
+            mean = total / count
+            spread = 0.0
+            for c in range(channels):
+                for i in range(plane):
+                    centered = x[n, g, c, i] - mean
+                    spread += centered * centered
+            inverse = 1 / np.sqrt(spread / count + epsilon)
+            center = x.dtype.type(mean)
+            for c in range(channels):
+                factor, shift = x.dtype.type(scale[g, c] * inverse), bias[g, c]
+                row, target = x[n, g, c], out[n, g, c]
+                for i in range(plane):
+                    target[i] = (row[i] - center) * factor + shift
+
+
 @functools.cache
 def warm(dtype: str) -> None:
     """Compiles ``layer_norm`` for ``dtype`` now (at build), not in the first predict."""
     x = np.zeros((2, 4), dtype)
     compiled(layer_norm, x, np.ones(4, dtype), np.zeros(4, dtype), x.dtype.type(1e-5), np.zeros_like(x))
+
+
+@functools.cache
+def warm_group_norm(dtype: str) -> None:
+    """Compiles ``group_norm`` for ``dtype`` now (at build)."""
+    x = np.zeros((1, 2, 2, 3), dtype)
+    compiled(group_norm, x, np.ones((2, 2), dtype), np.zeros((2, 2), dtype), x.dtype.type(1e-5), np.zeros_like(x))
