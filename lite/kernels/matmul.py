@@ -344,12 +344,13 @@ class MatMulFusion(NativeKernel):
 @register("Attention", dtypes=FLOATS)
 class Attention(NativeKernel):
     """y = softmax(q @ k * scale + mask) @ v, the softmax over the last axis (k is transposed:
-    (..., D, Sk)). The scores live in the workspace: one matmul, an in-place scale, mask add and
-    softmax, one matmul into the output."""
+    (..., D, Sk)); with ``nan_to_zero`` the softmax's NaN weights are 0. The scores live in the
+    workspace: one matmul, an in-place scale, mask add and softmax, one matmul into the output."""
 
     def check_attrs(self) -> None:
         check_io(self, 3, 1)
         self.scale = float(self.attrs["scale"])
+        self.nan_to_zero = bool(self.attrs.get("nan_to_zero", False))
         self.softmax_jobs = (None, None)  # (the arrays they were made for, the softmax's jobs for the crew)
         self.heads_step = (None, None)  # (the arrays it was made for, the compiled heads' step)
         if not np.isfinite(self.scale):
@@ -397,6 +398,8 @@ class Attention(NativeKernel):
         np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
         np.exp(scores, out=scores)
         np.divide(scores, scores.sum(axis=-1, keepdims=True), out=scores)
+        if self.nan_to_zero:
+            np.copyto(scores, 0, where=np.isnan(scores))
 
     def compiled_softmax(self, scores: np.ndarray, mask: np.ndarray | None) -> None:
         """``lite.kernels.fast.softmax``: one pass per row, the rows on the model's crew where it
@@ -408,11 +411,12 @@ class Attention(NativeKernel):
         shape, rows, scale = np.array(shape4, np.int64), scores.size // scores.shape[-1], np.float32(self.scale)
         bounds = self.threads.loop_bounds(rows)
         if len(bounds) < 2 or self.threads.dynamic or self.threads.crew() is None:
-            softmax.softmax_rows(scores.reshape(-1), shape, scale, flat_mask, strides, 0, rows)
+            softmax.softmax_rows(scores.reshape(-1), shape, scale, flat_mask, strides, 0, rows, self.nan_to_zero)
             return
         key = (scores.ctypes.data, shape4, None if mask is None else (mask.ctypes.data, mask.shape))
         if self.softmax_jobs[0] != key:
-            self.softmax_jobs = key, softmax.crew_jobs(scores.reshape(-1), shape, scale, flat_mask, strides, bounds)
+            self.softmax_jobs = key, softmax.crew_jobs(scores.reshape(-1), shape, scale, flat_mask, strides, bounds,
+                                                       self.nan_to_zero)
         self.softmax_jobs[1]()
 
     def heads_on_crew(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
@@ -441,10 +445,11 @@ class Attention(NativeKernel):
                 np.float32(self.scale)
 
             def piece(_: int, first: int, last: int) -> Step:
-                return partial(attention.heads, *operands, shape, scale, flat_mask, strides, first, last)
+                return partial(attention.heads, *operands, shape, scale, flat_mask, strides, first, last,
+                               self.nan_to_zero)
 
             def jobs(bounds: list[tuple[int, int]]) -> Step:
-                return attention.crew_jobs(*operands, shape, scale, flat_mask, strides, bounds)
+                return attention.crew_jobs(*operands, shape, scale, flat_mask, strides, bounds, self.nan_to_zero)
 
             self.heads_step = key, self.threads.crew_loop(operands[0].shape[0], piece, jobs)
         self.heads_step[1]()

@@ -31,12 +31,22 @@ class Attention(object):
             return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
         return 1.0
 
-def AttentionStart(builder): builder.StartObject(1)
+    # Attention
+    def NanToZero(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def AttentionStart(builder): builder.StartObject(2)
 def Start(builder):
     return AttentionStart(builder)
 def AttentionAddScale(builder, scale): builder.PrependFloat32Slot(0, scale, 1.0)
 def AddScale(builder, scale):
     return AttentionAddScale(builder, scale)
+def AttentionAddNanToZero(builder, nanToZero): builder.PrependBoolSlot(1, nanToZero, 0)
+def AddNanToZero(builder, nanToZero):
+    return AttentionAddNanToZero(builder, nanToZero)
 def AttentionEnd(builder): return builder.EndObject()
 def End(builder):
     return AttentionEnd(builder)
@@ -46,6 +56,7 @@ class AttentionT(object):
     # AttentionT
     def __init__(self):
         self.scale = 1.0  # type: float
+        self.nanToZero = False  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -64,10 +75,12 @@ class AttentionT(object):
         if attention is None:
             return
         self.scale = attention.Scale()
+        self.nanToZero = attention.NanToZero()
 
     # AttentionT
     def Pack(self, builder):
         AttentionStart(builder)
         AttentionAddScale(builder, self.scale)
+        AttentionAddNanToZero(builder, self.nanToZero)
         attention = AttentionEnd(builder)
         return attention

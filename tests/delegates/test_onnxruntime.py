@@ -160,6 +160,13 @@ CASES = {  # name: (nodes, feeds, initializers[, opset])
                    node("Div", ["s", "scale"], "d"), node("Add", ["d", "mask"], "a"),
                    node("Softmax", ["a"], "p", axis=-1), node("MatMul", ["p", "x"])],
                   {"x": normal(2, 6, 8, scale=1.0)}, {"scale": np.array(2.0, np.float32), "mask": weight(6, 6)}),
+    "attention_zeroing_nan_weights": (  # the dynamo exporter's spelling; the mask's row 3 is -inf
+        [node("Transpose", ["x"], "kt", perm=[0, 2, 1]), node("MatMul", ["x", "kt"], "s"),
+         node("Add", ["s", "mask"], "a"), node("Softmax", ["a"], "p", axis=-1), node("IsNaN", ["p"], "nan"),
+         node("Where", ["nan", "zero", "p"], "w"), node("MatMul", ["w", "x"])],
+        {"x": normal(2, 6, 8, scale=1.0)},
+        {"mask": np.where(np.arange(6)[:, None] == 3, -np.inf, weight(6, 6)).astype(np.float32),
+         "zero": np.array(0.0, np.float32)}),
     "instance_norm": ([node("InstanceNormalization", ["x", "s", "b"], epsilon=1e-3)], {"x": normal(2, 3, 4, 5)},
                       {"s": weight(3), "b": weight(3)}),
     "group_norm": ([node("GroupNormalization", ["x", "s", "b"], num_groups=2)], {"x": normal(2, 6, 5)},

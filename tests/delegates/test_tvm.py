@@ -210,13 +210,18 @@ def layer_norm_model(shape, axis, scale_shape, bias) -> onnx.ModelProto:
                       ["y"], inits)
 
 
-def attention_model(mask: bool) -> onnx.ModelProto:
+def attention_model(mask: bool, zeroing: bool = False) -> onnx.ModelProto:
+    """With ``zeroing``, a mask row of -inf and the dynamo exporter's Where(IsNaN(p), 0, p) after the softmax."""
     nodes = [node("Transpose", ["x"], "kt", perm=[0, 2, 1]), node("MatMul", ["x", "kt"], "s"),
              node("Mul", ["s", "scale"], "d")]
     nodes += [node("Add", ["d", "mask"], "a"), node("Softmax", ["a"], "p", axis=-1)] if mask else \
         [node("Softmax", ["d"], "p", axis=-1)]
     inits = {"scale": np.array(0.3, np.float32)} | ({"mask": weight(6, 6)} if mask else {})
-    return onnx_graph([*nodes, node("MatMul", ["p", "x"])], {"x": [2, 6, 8]}, ["y"], inits)
+    if zeroing:
+        inits["mask"][4] = -np.inf
+        inits["zero"] = np.array(0.0, np.float32)
+        nodes += [node("IsNaN", ["p"], "nan"), node("Where", ["nan", "zero", "p"], "w")]
+    return onnx_graph([*nodes, node("MatMul", ["w" if zeroing else "p", "x"])], {"x": [2, 6, 8]}, ["y"], inits)
 
 
 CHANNEL_NORMS = {  # ONNX op: (attributes, opset, .lite op)
@@ -327,6 +332,7 @@ CASES: dict[str, tuple[onnx.ModelProto, list[str] | None]] = {  # name: (model, 
     **{f"layer_norm_{k}": (layer_norm_model(*v), ["LayerNormFusion"]) for k, v in LAYER_NORMS.items()},
     "attention_masked": (attention_model(mask=True), ["Transpose", "Attention"]),
     "attention": (attention_model(mask=False), ["Transpose", "Attention"]),
+    "attention_zeroing_nan_weights": (attention_model(mask=True, zeroing=True), ["Transpose", "Attention"]),
     **{f"{op.lower()}": (channel_norm_model(op, attrs, opset), [lite_op])
        for op, (attrs, opset, lite_op) in CHANNEL_NORMS.items()},
     **{f"{op.lower()}_{'_'.join(map(str, axes)) or 'all'}_keepdims{keepdims}": (

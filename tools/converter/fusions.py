@@ -297,7 +297,10 @@ def _evaluate(view: View, region: list[NodeDef], x: int, output: int) -> np.ndar
 
 
 def fuse_attention(graph: GraphDef, report: ConversionReport) -> None:
-    """Every MatMul -> scale -> mask -> Softmax -> MatMul chain becomes one Attention."""
+    """Every MatMul -> scale -> mask -> Softmax [-> Where(IsNaN(p), 0, p)] -> MatMul chain becomes
+    one Attention (the zeroing of NaN weights, as PyTorch's dynamo exporter writes
+    scaled_dot_product_attention, is its ``nan_to_zero``); a constant mask of zeros that does not
+    broadcast the scores is dropped."""
     for softmax in [n for n in graph.nodes if n.op_type == "Softmax"]:
         match = _attention_at(View(graph), softmax)
         if match is not None:
@@ -308,20 +311,54 @@ def fuse_attention(graph: GraphDef, report: ConversionReport) -> None:
 
 def _attention_at(view: View, softmax: NodeDef) -> tuple[NodeDef, list[NodeDef]] | None:
     rank = view.rank(softmax.inputs[0])
-    readers = view.readers.get(softmax.outputs[0], [])
-    if rank < 2 or [a % rank for a in softmax.attrs["axis"]] != [rank - 1] or not view.private(softmax.outputs[0]):
+    if rank < 2 or [a % rank for a in softmax.attrs["axis"]] != [rank - 1]:
         return None
-    product = readers[0]
-    if not _plain_matmul(view, product) or product.inputs[0] != softmax.outputs[0]:
+    zeroing = _nan_zeroing(view, softmax.outputs[0])
+    weights = zeroing[-1].outputs[0] if zeroing else softmax.outputs[0]
+    if not view.private(weights):
         return None
-    scores, mask, masking = _unmasked(view, softmax.inputs[0])
-    scores, scale, scaling = _unscaled(view, scores)
+    product = view.readers[weights][0]
+    if not _plain_matmul(view, product) or product.inputs[0] != weights:
+        return None
+    masked, mask, masking = _unmasked(view, softmax.inputs[0])
+    if mask is not None and not _same_shape(view, masked, softmax.inputs[0]):
+        return None  # NOTE: a mask that broadcasts the scores to more dims: the primitive's mask does not
+    if mask is not None and _zeros(view.const(mask)):
+        mask = None
+    scores, scale, scaling = _unscaled(view, masked)
     first = view.node_of(scores, "MatMulFusion")
     if first is None or not _plain_matmul(view, first) or not view.private(scores):
         return None
     inputs = [*first.inputs, product.inputs[1]] + ([mask] if mask is not None else [])
-    fused = NodeDef(product.name, "Attention", {"scale": scale}, inputs, list(product.outputs))
-    return fused, [first, *scaling, *masking, softmax, product]
+    fused = NodeDef(product.name, "Attention", {"scale": scale, "nan_to_zero": bool(zeroing)}, inputs,
+                    list(product.outputs))
+    return fused, [first, *scaling, *masking, softmax, *zeroing, product]
+
+
+def _nan_zeroing(view: View, weights: int) -> list[NodeDef]:
+    """[IsNaN(weights), Where(that, 0, weights)] where exactly those two read ``weights`` (and only the
+    Where reads the IsNaN), or []."""
+    readers = view.readers.get(weights, [])
+    if len(readers) != 2 or weights in view.graph_outputs:
+        return []
+    isnan = next((r for r in readers if r.op_type == "IsNaN"), None)
+    where = next((r for r in readers if r.op_type == "Where"), None)
+    if isnan is None or where is None or not view.private(isnan.outputs[0]):
+        return []
+    condition, zero, kept = where.inputs
+    if (condition != isnan.outputs[0] or kept != weights or not _zeros(view.const(zero))
+            or view.const(zero).size != 1 or not _same_shape(view, weights, where.outputs[0])):
+        return []
+    return [isnan, where]
+
+
+def _zeros(value: np.ndarray | None) -> bool:
+    """A float constant of zeros."""
+    return value is not None and value.dtype.kind == "f" and not np.any(value)
+
+
+def _same_shape(view: View, a: int, b: int) -> bool:
+    return view.graph.tensors[a].shape == view.graph.tensors[b].shape
 
 
 def _plain_matmul(view: View, node: NodeDef) -> bool:

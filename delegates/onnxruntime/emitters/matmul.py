@@ -1,5 +1,5 @@
 """MatMulFusion -> Gemm (both operands 2-D) or Transpose + MatMul + Add, then its fused activation;
-Attention -> MatMul, Mul, Add, Softmax, MatMul."""
+Attention -> MatMul, Mul, Add, Softmax, [IsNaN, Where,] MatMul."""
 
 from __future__ import annotations
 
@@ -37,11 +37,15 @@ def _transposed(ctx: NodeContext, i: int, flag: bool) -> str:
 
 @emitter("Attention", FLOATS_32_64)
 def attention(ctx: NodeContext) -> None:
-    """MatMul -> Mul by the scale -> Add the mask -> Softmax over the last axis -> MatMul."""
+    """MatMul -> Mul by the scale -> Add the mask -> Softmax over the last axis [-> Where(IsNaN(p), 0,
+    p)] -> MatMul."""
     scores = ctx.op("MatMul", [ctx.input(0), ctx.input(1)])
     scale = float(ctx.attrs["scale"])
     if scale != 1.0:
         scores = ctx.op("Mul", [scores, ctx.const(scale, "scale", ctx.out_dtype())])
     if ctx.has_input(3):
         scores = ctx.op("Add", [scores, ctx.input(3)])
-    ctx.op("MatMul", [ctx.op("Softmax", [scores], axis=-1), ctx.input(2)], ctx.output())
+    weights = ctx.op("Softmax", [scores], axis=-1)
+    if ctx.attrs.get("nan_to_zero"):
+        weights = ctx.op("Where", [ctx.op("IsNaN", [weights]), ctx.const(0, "zero", ctx.out_dtype()), weights])
+    ctx.op("MatMul", [weights, ctx.input(2)], ctx.output())

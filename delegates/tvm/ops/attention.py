@@ -1,4 +1,4 @@
-"""Attention: matmul, scale, mask add, softmax over the last axis, matmul."""
+"""Attention: matmul, scale, mask add, softmax over the last axis, [NaN weights to 0,] matmul."""
 
 from __future__ import annotations
 
@@ -15,4 +15,7 @@ def attention(node: Node) -> relax.Expr:
         scores = relax.op.multiply(scores, node.g.const(scale))
     if node.has(3):
         scores = relax.op.add(scores, node.x(3))
-    return relax.op.matmul(relax.op.nn.softmax(scores, axis=-1), node.x(2))
+    weights = relax.op.nn.softmax(scores, axis=-1)
+    if node.attrs.get("nan_to_zero"):
+        weights = relax.op.where(relax.op.isnan(weights), node.g.const(0.0), weights)
+    return relax.op.matmul(weights, node.x(2))

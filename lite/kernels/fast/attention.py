@@ -43,9 +43,10 @@ def layout(q: np.ndarray, k: np.ndarray, v: np.ndarray, scores: np.ndarray,
 
 
 @jit
-def heads(q, k, v, scores, out, shape, scale, mask, strides, first, last):
+def heads(q, k, v, scores, out, shape, scale, mask, strides, first, last, nan_to_zero):
     """Heads ``first`` to ``last - 1`` of flat (H, ...) operands: scores[h] = q[h] @ k[h], the
-    softmax of its rows (``softmax_rows`` over the (B, H, Sq, Sk) ``shape``), out[h] = scores[h] @ v[h]."""
+    softmax of its rows (``softmax_rows`` over the (B, H, Sq, Sk) ``shape``, ``nan_to_zero`` as
+    there), out[h] = scores[h] @ v[h]."""
     depth, keys, width = k.shape[1], k.shape[2], v.shape[2]
     queries = q.shape[1]
     panels_k = np.empty((panel_count(keys), depth, WIDTH), np.float32)
@@ -56,7 +57,7 @@ def heads(q, k, v, scores, out, shape, scale, mask, strides, first, last):
     for head in range(first, last):
         pack_into(k[head], panels_k)
         product(q[head], panels_k, zero_k, lowest, highest, scores[head], 0, panels_k.shape[0], CLIP_CODE, ONE)
-        softmax_rows(flat, shape, scale, mask, strides, head * queries, (head + 1) * queries)
+        softmax_rows(flat, shape, scale, mask, strides, head * queries, (head + 1) * queries, nan_to_zero)
         pack_into(v[head], panels_v)
         product(scores[head], panels_v, zero_v, lowest, highest, out[head], 0, panels_v.shape[0], CLIP_CODE, ONE)
 
@@ -68,17 +69,18 @@ def warm() -> None:
     scores, out, shape = np.zeros((1, MIN_ROWS, 3), np.float32), np.zeros((1, MIN_ROWS, 2), np.float32), \
         np.array([1, 1, MIN_ROWS, 3], np.int64)
     for mask in (None, np.zeros(3, np.float32)):
-        compiled(heads, q, k, v, scores, out, shape, np.float32(1), *mask_layout(mask, tuple(shape)), 0, 1)
+        compiled(heads, q, k, v, scores, out, shape, np.float32(1), *mask_layout(mask, tuple(shape)), 0, 1, False)
 
 
 # The block of an attention on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
 _Q, _K, _V, _SCORES, _OUT, _HEADS, _QUERIES, _DEPTH, _KEYS, _WIDTH = range(10)
-_SHAPE, _SCALE, _MASK, _MASK_SIZE, _STRIDES = 10, 14, 15, 16, 17
-_HEADER = 21
+_SHAPE, _SCALE, _MASK, _MASK_SIZE, _STRIDES, _NAN_TO_ZERO = 10, 14, 15, 16, 17, 21
+_HEADER = 22
 
 
 def crew_jobs(q: np.ndarray, k: np.ndarray, v: np.ndarray, scores: np.ndarray, out: np.ndarray, shape: np.ndarray,
-              scale: np.float32, mask: np.ndarray, strides: np.ndarray, bounds: list[tuple[int, int]]):
+              scale: np.float32, mask: np.ndarray, strides: np.ndarray, bounds: list[tuple[int, int]],
+              nan_to_zero: bool):
     """``heads`` over the head ranges ``bounds`` as jobs for the crew (flat operands, as ``layout``
     gives them)."""
     from lite.kernels.fast.crew import Jobs, pieces_block
@@ -88,7 +90,7 @@ def crew_jobs(q: np.ndarray, k: np.ndarray, v: np.ndarray, scores: np.ndarray, o
     block[[_HEADS, _QUERIES, _DEPTH, _KEYS, _WIDTH]] = q.shape[0], q.shape[1], q.shape[2], k.shape[2], v.shape[2]
     block[_SHAPE:_SHAPE + 4], block[_STRIDES:_STRIDES + 4] = shape, strides
     block[_SCALE:_SCALE + 1].view(np.float64)[0] = scale
-    block[[_MASK, _MASK_SIZE]] = mask.ctypes.data, mask.size
+    block[[_MASK, _MASK_SIZE, _NAN_TO_ZERO]] = mask.ctypes.data, mask.size, nan_to_zero
     return Jobs(heads_job, block, len(bounds), (q, k, v, scores, out, shape, mask, strides))
 
 
@@ -105,4 +107,4 @@ def heads_job(index, data, extra):
     mask = carray(as_pointer(block[_MASK]), (block[_MASK_SIZE],), np.float32)
     piece = _HEADER + 2 * index
     heads(q, k, v, scores, out, block[_SHAPE:_SHAPE + 4], np.float32(floats[_SCALE]), mask,
-          block[_STRIDES:_STRIDES + 4], block[piece], block[piece + 1])
+          block[_STRIDES:_STRIDES + 4], block[piece], block[piece + 1], block[_NAN_TO_ZERO] != 0)

@@ -20,11 +20,13 @@ from lite.kernels.fast.crew import as_pointer
 
 
 @jit
-def softmax_rows(scores, shape, scale, mask, strides, first, last):
+def softmax_rows(scores, shape, scale, mask, strides, first, last, nan_to_zero):
     """Rows ``first`` to ``last - 1`` of the flat (B, H, Sq, Sk) ``scores``, in place:
     softmax(scores * scale + mask) over Sk; ``mask`` flat, read at ``strides`` (an empty mask: none).
     Without a mask and with a positive scale the scaling joins the exponentials' pass: the greatest
-    scaled score is the scaled greatest score (rounding is monotonic)."""
+    scaled score is the scaled greatest score (rounding is monotonic). ``nan_to_zero``: the weights
+    that would be NaN are 0; those are every weight of a row holding a NaN or +inf, or all -inf
+    (``finite_row``), found on the values' bits, which fast-math cannot assume away."""
     heads, queries, width = shape[1], shape[2], shape[3]
     masked = mask.shape[0] > 0
     for row in range(first, last):
@@ -40,6 +42,10 @@ def softmax_rows(scores, shape, scale, mask, strides, first, last):
             top, factor = row_max(scores, base, width), np.float32(1)
         else:
             top, factor = row_max(scores, base, width) * scale, scale
+        if nan_to_zero and not finite_row(scores, base, width):
+            for i in range(width):
+                scores[_u(base + i)] = np.float32(0)
+            continue
         total = np.float32(0)
         for i in range(width):
             e = exp32(scores[_u(base + i)] * factor - top)
@@ -48,6 +54,20 @@ def softmax_rows(scores, shape, scale, mask, strides, first, last):
         inverse = np.float32(1) / total
         for i in range(width):
             scores[_u(base + i)] *= inverse
+
+
+@jit
+def finite_row(values, base, width):
+    """Whether ``values[base:base + width]`` has no NaN and no +inf and is not all -inf: whether its
+    softmax is a number everywhere. Read on the int32 bits (a NaN's magnitude bits exceed +inf's)."""
+    magnitude, infinity = np.int32(0x7FFFFFFF), np.int32(0x7F800000)
+    bad, finite = 0, 0
+    for i in range(width):
+        bits = bits_of_float(values[_u(base + i)])
+        size = bits & magnitude
+        bad += (size > infinity) | (bits == infinity)
+        finite += size < infinity
+    return bad == 0 and finite > 0
 
 
 @jit
@@ -78,21 +98,21 @@ def warm() -> None:
     """Compiles ``softmax_rows`` now (at build), with and without a mask, not in the first predict."""
     scores, shape = np.zeros(8, np.float32), np.array([1, 1, 2, 4], np.int64)
     for mask in (None, np.zeros(4, np.float32)):
-        compiled(softmax_rows, scores, shape, np.float32(1), *mask_layout(mask, (1, 1, 2, 4)), 0, 2)
+        compiled(softmax_rows, scores, shape, np.float32(1), *mask_layout(mask, (1, 1, 2, 4)), 0, 2, False)
 
 
 # The block of a softmax on the crew (``lite.kernels.fast.crew.Jobs``), then (first, last) a piece:
-_SCORES, _SHAPE, _SCALE, _MASK, _MASK_SIZE, _STRIDES = 0, 1, 5, 6, 7, 8
-_HEADER, _PER_PIECE = 12, 2
+_SCORES, _SHAPE, _SCALE, _MASK, _MASK_SIZE, _STRIDES, _NAN_TO_ZERO = 0, 1, 5, 6, 7, 8, 12
+_HEADER, _PER_PIECE = 13, 2
 
 
 def crew_jobs(scores: np.ndarray, shape: np.ndarray, scale: np.float32, mask: np.ndarray, strides: np.ndarray,
-              bounds: list[tuple[int, int]]):
+              bounds: list[tuple[int, int]], nan_to_zero: bool):
     """``softmax_rows`` over the row pieces ``bounds`` as jobs for the crew."""
     from lite.kernels.fast.crew import Jobs, pieces_block
 
     block = pieces_block(_HEADER, bounds)
-    block[[_SCORES, _MASK, _MASK_SIZE]] = scores.ctypes.data, mask.ctypes.data, mask.size
+    block[[_SCORES, _MASK, _MASK_SIZE, _NAN_TO_ZERO]] = scores.ctypes.data, mask.ctypes.data, mask.size, nan_to_zero
     block[_SHAPE:_SHAPE + 4], block[_STRIDES:_STRIDES + 4] = shape, strides
     block[_SCALE:_SCALE + 1].view(np.float64)[0] = scale
     return Jobs(softmax_job, block, len(bounds), (scores, mask))
@@ -107,4 +127,4 @@ def softmax_job(index, data, extra):
     mask = carray(as_pointer(block[_MASK]), (block[_MASK_SIZE],), np.float32)
     piece = _HEADER + _PER_PIECE * index
     softmax_rows(scores, shape, np.float32(floats[_SCALE]), mask, block[_STRIDES:_STRIDES + 4], block[piece],
-                 block[piece + 1])
+                 block[piece + 1], block[_NAN_TO_ZERO] != 0)

@@ -38,7 +38,7 @@ def test_heads_match_the_reference(q, k, v, mask):
     shape4 = (1,) * (4 - len(scores_shape)) + scores_shape
     flat = attention.layout(*arrays, scores, out)
     attention.heads(*flat, np.array(shape4, np.int64), np.float32(0.125),
-                    *softmax.mask_layout(mask_array, shape4), 0, flat[0].shape[0])
+                    *softmax.mask_layout(mask_array, shape4), 0, flat[0].shape[0], False)
     expected = attention_reference(*arrays, np.zeros((), np.float32) if mask_array is None else mask_array, 0.125)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 

@@ -25,18 +25,18 @@ def reference(scores, mask, scale):
     return total / total.sum(axis=-1, keepdims=True)
 
 
-def compiled(scores, mask, scale, threads=None):
+def compiled(scores, mask, scale, threads=None, nan_to_zero=False):
     from lite.kernels.fast import softmax
 
     shape4 = (1,) * (4 - scores.ndim) + scores.shape
     flat_mask, strides = softmax.mask_layout(mask, shape4)
     shape, rows = np.array(shape4, np.int64), scores.size // scores.shape[-1]
     if threads is None:
-        softmax.softmax_rows(scores.reshape(-1), shape, np.float32(scale), flat_mask, strides, 0, rows)
+        softmax.softmax_rows(scores.reshape(-1), shape, np.float32(scale), flat_mask, strides, 0, rows, nan_to_zero)
         return
     with threads.lent():
         softmax.crew_jobs(scores.reshape(-1), shape, np.float32(scale), flat_mask, strides,
-                          threads.loop_bounds(rows))()
+                          threads.loop_bounds(rows), nan_to_zero)()
 
 
 @pytest.mark.parametrize("on_crew", [False, True])
@@ -85,7 +85,7 @@ def test_the_attention_kernel_runs_it(monkeypatch):
     expected = run_kernel("Attention", {"scale": 0.5}, [q, k, v])[0]
     calls = []
     rows = softmax.softmax_rows
-    monkeypatch.setattr(softmax, "softmax_rows", lambda *args: calls.append(args[-1]) or rows(*args))
+    monkeypatch.setattr(softmax, "softmax_rows", lambda *args: calls.append(args[-2]) or rows(*args))
     np.testing.assert_array_equal(run_kernel("Attention", {"scale": 0.5}, [q, k, v])[0], expected)
     assert calls == [10]
     monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
@@ -143,3 +143,43 @@ def test_row_max_of_any_signs_reads_only_the_row(width):
             expected = row[3:3 + width].max()
             assert softmax.row_max(row, 3, width) == expected
     assert softmax.row_max(np.array([-0.0, -np.inf, -3.0], np.float32), 0, 3) == 0.0
+
+
+def nan_rows(scale):
+    """Scores (3, 2, 4, 6) whose rows the softmax makes NaN, by row: a NaN, a -NaN (sign bit set), +inf,
+    every value -inf (or masked so), with -inf entries beside finite ones (a number), plain."""
+    scores = np.random.default_rng(7).standard_normal((3, 2, 4, 6)).astype(np.float32) * 3
+    rows = scores.reshape(-1, 6)
+    rows[0, 2] = np.nan
+    rows[1, 5] = -np.float32(np.nan)
+    rows[2, 0] = np.inf
+    rows[3] = -np.inf
+    rows[4, :3] = -np.inf
+    return scores
+
+
+@pytest.mark.parametrize("on_crew", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("scale", [0.5, -0.5])
+def test_nan_to_zero_zeroes_exactly_the_weights_numpy_makes_nan(scale, masked, on_crew):
+    """The dynamo exporter's Where(IsNaN(p), 0, p) after the softmax, against numpy's passes."""
+    from lite.kernels.parallel import KernelThreads
+
+    threads = KernelThreads(2) if on_crew else None
+    if on_crew and threads.crew() is None:
+        pytest.skip("no crew here")
+    scores = nan_rows(scale)
+    mask = None
+    if masked:  # the last row masked whole, beside finite scores
+        mask = np.zeros((2, 4, 6), np.float32)
+        mask[1, 3] = -np.inf
+    with np.errstate(invalid="ignore"):
+        want = reference(scores, mask, scale)
+        want = np.where(np.isnan(want), 0, want)
+        plain = scores.copy()
+        compiled(plain, mask, scale, threads)
+    compiled(scores, mask, scale, threads, nan_to_zero=True)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-7)
+    zeroed = np.all(want == 0, axis=-1)
+    assert zeroed.sum() == (7 if masked else 4) and not np.isnan(scores).any()  # masked: a row of each batch
+    np.testing.assert_array_equal(scores[~zeroed], plain[~zeroed])  # the flag changes nothing else

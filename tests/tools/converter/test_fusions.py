@@ -179,8 +179,10 @@ def test_other_transposes_before_a_matmul_stay(case):
     assert "Transpose" in converted(model(nodes, shape, {}), shape)
 
 
-def attention_nodes(scale: str | None = "Div", mask: bool = True, axis: int = -1) -> list[onnx.NodeProto]:
-    """q = x, k = x^T, v = x: MatMul -> [Div or Mul by a scalar] -> [Add mask] -> Softmax -> MatMul."""
+def attention_nodes(scale: str | None = "Div", mask: bool = True, axis: int = -1,
+                    zeroing: bool = False) -> list[onnx.NodeProto]:
+    """q = x, k = x^T, v = x: MatMul -> [Div or Mul by a scalar] -> [Add mask] -> Softmax -> [Where(IsNaN(p),
+    zero, p), as PyTorch's dynamo exporter writes it] -> MatMul."""
     nodes = [n("Transpose", ["x"], "kt", perm=[0, 2, 1]), n("MatMul", ["x", "kt"], "s")]
     last = "s"
     if scale:
@@ -189,7 +191,10 @@ def attention_nodes(scale: str | None = "Div", mask: bool = True, axis: int = -1
     if mask:
         nodes.append(n("Add", ["mask", last], "m"))
         last = "m"
-    return nodes + [n("Softmax", [last], "p", axis=axis), n("MatMul", ["p", "x"], "y")]
+    nodes.append(n("Softmax", [last], "p", axis=axis))
+    if zeroing:
+        nodes += [n("IsNaN", ["p"], "nan"), n("Where", ["nan", "zero", "p"], "w")]
+    return nodes + [n("MatMul", ["w" if zeroing else "p", "x"], "y")]
 
 
 @pytest.mark.parametrize(("scale", "mask"), [("Div", True), ("Mul", True), (None, False), ("Div", False)])
@@ -197,6 +202,42 @@ def test_attention_chain_becomes_one_primitive(scale, mask):
     inits = {"scale": c(4.0), "mask": c(np.triu(np.full((6, 6), -1e4), 1))}
     ops = converted(model(attention_nodes(scale, mask), ["N", 6, 8], inits), ["N", 6, 8])
     assert ops == ["Transpose", "Attention"]
+
+
+def attention_ops(onnx_model: onnx.ModelProto, shape) -> list[tuple[str, dict, int]]:
+    """(op type, attributes, inputs) of the fused graph's nodes, once ``converted`` checked both conversions."""
+    converted(onnx_model, shape)
+    graph, _ = convert_to_graph(onnx_model)
+    return [(node.op_type, node.attrs, len(node.inputs)) for node in graph.nodes]
+
+
+@pytest.mark.parametrize("scale", ["Mul", None])
+def test_the_dynamo_exporters_zeroing_of_nan_weights_joins_the_attention(scale):
+    """A row masked whole (-inf) is NaN after the softmax; the Where makes it 0, and so must the fused kernel."""
+    mask = np.triu(np.full((6, 6), -1e4), 1)
+    mask[2] = -np.inf
+    inits = {"scale": c(0.25), "mask": c(mask), "zero": c(0.0)}
+    nodes = attention_nodes(scale, zeroing=True)
+    ops = attention_ops(model(nodes, ["N", 6, 8], inits), ["N", 6, 8])
+    assert [(op, attrs.get("nan_to_zero")) for op, attrs, _ in ops] == [("Transpose", None), ("Attention", True)]
+
+
+@pytest.mark.parametrize("case", ["zero is one", "weights read again", "no zeroing"])
+def test_other_uses_of_the_weights_stay_apart_or_fuse_without_zeroing(case):
+    inits = {"scale": c(0.25), "mask": c(np.zeros((6, 6))), "zero": c(1.0 if case == "zero is one" else 0.0)}
+    nodes = attention_nodes("Mul", zeroing=case != "no zeroing")
+    if case == "weights read again":
+        nodes[-1] = n("MatMul", ["w", "x"], "o")
+        nodes += [n("MatMul", ["p", "x"], "o2"), n("Add", ["o", "o2"], "y")]
+    ops = [op for op, _, _ in attention_ops(model(nodes, [2, 6, 8], inits), [2, 6, 8])]
+    assert ("Attention" in ops) is (case == "no zeroing")
+
+
+@pytest.mark.parametrize(("mask", "inputs"), [(np.zeros((6, 6)), 3), (np.eye(6), 4), (np.zeros((2, 1, 6, 6)), None)])
+def test_a_constant_mask_of_zeros_is_dropped_and_one_that_broadcasts_the_scores_fuses_nothing(mask, inputs):
+    ops = attention_ops(model(attention_nodes("Div"), [2, 6, 8], {"scale": c(2.0), "mask": c(mask)}), [2, 6, 8])
+    attention = [count for op, _, count in ops if op == "Attention"]
+    assert attention == ([] if inputs is None else [inputs])
 
 
 def test_a_softmax_over_another_axis_is_no_attention():
