@@ -14,7 +14,7 @@ import numpy as np
 from numba import carray
 from numba import uint64 as _u  # NOTE: unsigned indices skip the negative-index check, so the loops vectorize
 
-from lite.kernels.fast import compiled, jit
+from lite.kernels.fast import compiled, exact_jit, jit
 from lite.kernels.fast.activation import bits_of_float, exp32, float_from_bits
 from lite.kernels.fast.crew import as_pointer
 
@@ -24,9 +24,10 @@ def softmax_rows(scores, shape, scale, mask, strides, first, last, nan_to_zero):
     """Rows ``first`` to ``last - 1`` of the flat (B, H, Sq, Sk) ``scores``, in place:
     softmax(scores * scale + mask) over Sk; ``mask`` flat, read at ``strides`` (an empty mask: none).
     Without a mask and with a positive scale the scaling joins the exponentials' pass: the greatest
-    scaled score is the scaled greatest score (rounding is monotonic). ``nan_to_zero``: the weights
-    that would be NaN are 0; those are every weight of a row holding a NaN or +inf, or all -inf
-    (``finite_row``), found on the values' bits, which fast-math cannot assume away."""
+    scaled score is the scaled greatest score (rounding is monotonic). A row holding a NaN or +inf,
+    or all -inf, or whose scaled greatest score overflows, is NaN everywhere, as numpy's passes give
+    it (found on the values' bits, which fast-math cannot assume away: ``finite_row``), or 0 with
+    ``nan_to_zero``."""
     heads, queries, width = shape[1], shape[2], shape[3]
     masked = mask.shape[0] > 0
     for row in range(first, last):
@@ -41,10 +42,11 @@ def softmax_rows(scores, shape, scale, mask, strides, first, last, nan_to_zero):
                 scores[_u(base + i)] = value
             top, factor = row_max(scores, base, width), np.float32(1)
         else:
-            top, factor = row_max(scores, base, width) * scale, scale
-        if nan_to_zero and not finite_row(scores, base, width):
+            top, factor = exact_product(row_max(scores, base, width), scale), scale
+        if not (finite_row(scores, base, width) and is_finite(top)):
+            fill = np.float32(0) if nan_to_zero else float_from_bits(QUIET_NAN)
             for i in range(width):
-                scores[_u(base + i)] = np.float32(0)
+                scores[_u(base + i)] = fill
             continue
         total = np.float32(0)
         for i in range(width):
@@ -54,6 +56,22 @@ def softmax_rows(scores, shape, scale, mask, strides, first, last, nan_to_zero):
         inverse = np.float32(1) / total
         for i in range(width):
             scores[_u(base + i)] *= inverse
+
+
+@exact_jit
+def exact_product(a, b):
+    """a * b without fast-math, so an overflow is +-inf (for ``is_finite``), not a value LLVM may assume away."""
+    return a * b
+
+
+QUIET_NAN = np.int32(0x7FC00000)
+"""The bits of float32's quiet NaN (made from its bits: fast-math code may not compute one)."""
+
+
+@jit
+def is_finite(value):
+    """Whether the float32 ``value`` is neither infinite nor NaN, on its bits."""
+    return (bits_of_float(value) & np.int32(0x7FFFFFFF)) < np.int32(0x7F800000)
 
 
 @jit

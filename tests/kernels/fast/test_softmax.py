@@ -183,3 +183,36 @@ def test_nan_to_zero_zeroes_exactly_the_weights_numpy_makes_nan(scale, masked, o
     zeroed = np.all(want == 0, axis=-1)
     assert zeroed.sum() == (7 if masked else 4) and not np.isnan(scores).any()  # masked: a row of each batch
     np.testing.assert_array_equal(scores[~zeroed], plain[~zeroed])  # the flag changes nothing else
+    assert np.isnan(plain[zeroed]).all()  # without it, NaN as numpy's passes give
+
+
+@pytest.mark.parametrize("scale", [1.0, 4.0])
+def test_a_row_whose_scaled_scores_overflow_is_nan_as_in_numpy(scale):
+    scores = np.full((1, 1, 2, 5), 1.0, np.float32)
+    scores[0, 0, 1, 2] = np.finfo(np.float32).max  # times 4: +inf in numpy
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = reference(scores.astype(np.float32) * np.float32(scale), None, 1.0)
+    compiled(scores, None, scale)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-7)
+    assert bool(np.isnan(scores[0, 0, 1]).all()) == (scale == 4.0)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((3, 7, 300), [-1]), ((2, 5), [1]), ((4, 1), [-1]), ((2, 3, 4), [1])])
+def test_the_softmax_kernel_over_the_last_axis_matches_numpys(monkeypatch, shape, axis):
+    """Rows of NaN, +inf and -inf included: NaN rows where numpy's passes give them."""
+    from lite.kernels.fast import softmax
+    from tests.support.kernel_harness import run_kernel
+
+    x = (np.random.default_rng(len(shape)).standard_normal(shape) * 5).astype(np.float32)
+    flat = x.reshape(-1, shape[-1])
+    flat[0, 0], flat[-1, -1] = np.nan, np.inf
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "0")
+    with np.errstate(invalid="ignore"):
+        [want] = run_kernel("Softmax", {"axis": axis}, [x])
+    monkeypatch.setenv("DELITE_FAST_KERNELS", "1")
+    softmax.warm()
+    calls, rows = [], softmax.softmax_rows
+    monkeypatch.setattr(softmax, "softmax_rows", lambda *args: calls.append(args[-2]) or rows(*args))
+    [got] = run_kernel("Softmax", {"axis": axis}, [x])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    assert calls == ([flat.shape[0]] if axis[0] % len(shape) == len(shape) - 1 else [])
