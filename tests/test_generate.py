@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import lite
-from lite.tools.converter import convert
+from lite.tools.converter import convert, convert_to_graph
 from tests.support.docs import blocks
 
 pytest.importorskip("onnxruntime")
@@ -250,4 +250,18 @@ def test_64_greedy_tokens_equal_onnxruntimes_loop(name, exporter, batch, tmp_pat
     expected = decoders.greedy_onnxruntime(path, PROMPT[:batch], 64)
     np.testing.assert_array_equal(expected[:, :16], in_torch)  # the export computes what the model does
     result = lite.Generator(path, context=lite.Context(thread_num=2)).generate(PROMPT[:batch], 64)
+    np.testing.assert_array_equal(np.array(result.tokens), expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_the_dynamo_exporters_sdpa_attention_fuses_and_gives_onnxruntimes_tokens(name, tmp_path):
+    """torch's scaled_dot_product_attention as the dynamo exporter writes it (a Where(IsNaN(p), 0, p)
+    after the softmax) is one Attention a layer, with nan_to_zero."""
+    decoders.torch.manual_seed(1)
+    path = decoders.export_decoder(getattr(decoders, name)(attention="sdpa"), tmp_path / f"{name}.onnx", dynamo=True)
+    graph, _ = convert_to_graph(path)
+    assert [n.attrs["nan_to_zero"] for n in graph.nodes if n.op_type == "Attention"] == [True, True]
+    expected = decoders.greedy_onnxruntime(path, PROMPT, 32)
+    result = lite.Generator(path, context=lite.Context(thread_num=2)).generate(PROMPT, 32)
     np.testing.assert_array_equal(np.array(result.tokens), expected)

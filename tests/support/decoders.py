@@ -27,19 +27,22 @@ transformers = pytest.importorskip("transformers")
 STD = 0.5
 
 
-def gpt2(layers: int = 2, width: int = 32, heads: int = 2, vocab: int = 100):
-    """GPT-2 LM head model from a tiny config (random weights, eager attention)."""
+def gpt2(layers: int = 2, width: int = 32, heads: int = 2, vocab: int = 100, attention: str = "eager"):
+    """GPT-2 LM head model from a tiny config (random weights, eager attention unless ``attention`` says
+    "sdpa": torch's scaled_dot_product_attention)."""
     config = transformers.GPT2Config(vocab_size=vocab, n_embd=width, n_layer=layers, n_head=heads, n_positions=512,
-                                     bos_token_id=0, eos_token_id=0, initializer_range=STD, attn_implementation="eager")
+                                     bos_token_id=0, eos_token_id=0, initializer_range=STD,
+                                     attn_implementation=attention)
     return transformers.GPT2LMHeadModel(config).eval()
 
 
-def llama(layers: int = 2, width: int = 32, heads: int = 4, kv_heads: int = 2, vocab: int = 100):
+def llama(layers: int = 2, width: int = 32, heads: int = 4, kv_heads: int = 2, vocab: int = 100,
+          attention: str = "eager"):
     """A Llama-style model (RoPE, RMSNorm, grouped-query attention, SwiGLU) from a tiny config."""
     config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=width, intermediate_size=2 * width,
                                       num_hidden_layers=layers, num_attention_heads=heads,
                                       num_key_value_heads=kv_heads, max_position_embeddings=256,
-                                      initializer_range=STD, attn_implementation="eager")
+                                      initializer_range=STD, attn_implementation=attention)
     return transformers.LlamaForCausalLM(config).eval()
 
 
