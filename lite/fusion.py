@@ -29,6 +29,9 @@
   a dynamically quantized convolution the same with a ConvInteger. Where each alone reads the one
   before, they run as one ``ScaledIntegerProduct``: the sums, then one pass for the Cast, Mul and
   Add, not three.
+- timm's LayerNorm2d is a Transpose to channels last, a LayerNormFusion over the last axis and
+  the Transpose back. Where each alone reads the one before, they run as one ``ChannelNorm``: the
+  statistics over each position's channels, read in place, no transposed copies.
 - The gate itself is five kernels: a global average pool, a 1x1 convolution of the pooled
   vector, its activation, a second 1x1 convolution and a sigmoid. Where each alone reads the
   one before, they run as one ``SqueezeExcite`` kernel, one compiled call
@@ -51,6 +54,7 @@ import numpy as np
 
 from lite.blocking import chains
 from lite.fusion_kernels import (
+    ChannelNorm,
     ConvResidual,
     ProducerActivation,
     ScaledInput,
@@ -111,6 +115,9 @@ def fuse(kernels: list[Kernel], shape_kernels: list[NativeKernel], outputs: list
             fused.update(dict.fromkeys(parts, TableChain(parts)))
         elif (scaled := _scaled_integer_product(first, reader, outputs, native)) is not None:
             fused.update(dict.fromkeys(scaled[0], ScaledIntegerProduct(*scaled)))
+    for before in kernels:
+        if before not in fused and (parts := _channel_norm(before, reader, outputs, native)) is not None:
+            fused.update(dict.fromkeys(parts, ChannelNorm(parts)))
     for pool in kernels:
         if (parts := _squeeze_excite(pool, reader, outputs, native)) is not None:
             gate = SqueezeExcite(parts)
@@ -235,6 +242,35 @@ def _squeeze_excite(pool: Kernel, reader: dict[Tensor, Kernel], outputs: list[Te
             parts.append(activation)
             tensor = activation.outputs[0]
     return parts
+
+
+CHANNELS_LAST, CHANNELS_FIRST = (0, 2, 3, 1), (0, 3, 1, 2)
+
+
+def _channel_norm(before: Kernel, reader: dict[Tensor, Kernel], outputs: list[Tensor],
+                  native: set[Kernel]) -> list[NativeKernel] | None:
+    """[the Transpose, the LayerNormFusion, the Transpose back] of a layer norm over the channels of
+    a float32 (N, C, H, W) image that starts at ``before``: the norm over the last axis only, one
+    output, a constant scale and bias (or none); each part alone reads the one before, and neither
+    of the first two outputs is the model's."""
+    if (before.type != "Transpose" or before not in native or tuple(before.attrs["perm"]) != CHANNELS_LAST
+            or np.dtype(before.inputs[0].dtype).name != "float32" or before.inputs[0].shape[1] < 1):
+        return None
+    norm = _sole_reader(before.outputs[0], reader, outputs, native)
+    if (norm is None or norm.type != "LayerNormFusion" or len(norm.outputs) != 1
+            or int(norm.attrs["begin_norm_axis"]) % 4 != 3 or norm.inputs[0] is not before.outputs[0]
+            or not all(t is None or (t.is_const and _broadcasts(t.shape, before.inputs[0].shape[1]))
+                       for t in norm.inputs[1:])):
+        return None
+    after = _sole_reader(norm.outputs[0], reader, outputs, native)
+    if after is None or after.type != "Transpose" or tuple(after.attrs["perm"]) != CHANNELS_FIRST:
+        return None
+    return [before, norm, after]
+
+
+def _broadcasts(shape: tuple[int, ...], size: int) -> bool:
+    """Whether an array of ``shape`` broadcasts to (size,)."""
+    return len(shape) <= 1 and (not shape or shape[0] in (1, size))
 
 
 TABLE_UNARY_OPS = ("Activation", "Erf", "ExpFusion", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Sin", "Cos",

@@ -5,7 +5,8 @@ convolution reading its product (``ScaledInput``), a squeeze-and-excitation gate
 (``SqueezeExcite``), a DequantizeLinear -> element-wise float ops -> QuantizeLinear run of an 8-bit
 tensor as a table of its 256 values (``TableChain``), a MatMulInteger with the Cast, Mul and Add
 that turn its sums into a dynamically quantized linear layer's float output
-(``ScaledIntegerProduct``). Each keeps its parts, runs them one after the other where its fused
+(``ScaledIntegerProduct``), a layer norm over a channels-first image's channels between two
+Transposes (``ChannelNorm``). Each keeps its parts, runs them one after the other where its fused
 form does not fit, and gives them back (``unfuse``).
 """
 
@@ -352,3 +353,42 @@ class ScaledIntegerProduct(Kernel):
         self.scale_row[:] = scale
         int8_elementwise.scaled_sums(sums.data.reshape(-1, self.columns), self.scale_row, self.bias_row,
                                      out.reshape(-1, self.columns))
+
+
+class ChannelNorm(Kernel):
+    """timm's LayerNorm2d: a Transpose to channels last, a LayerNormFusion over the channels and the
+    Transpose back, each alone reading the one before, run as one kernel on the channels-first image
+    (``lite.kernels.fast.norm.channel_norm``), without the two transposed copies (onnxruntime's
+    transpose optimizer removes them too). A profile charges the time to the LayerNormFusion."""
+
+    def __init__(self, parts: list[NativeKernel]):
+        before, norm, after = parts
+        super().__init__([before.inputs[0], *norm.inputs[1:]], list(after.outputs),
+                         name="+".join(k.name for k in parts))
+        self.parts = (norm, before, after)
+        self.norm, self.order = norm, tuple(parts)
+
+    @property
+    def type(self) -> str:
+        return "+".join(k.type for k in self.order)
+
+    def resize(self) -> None:
+        from lite.kernels.fast import norm
+
+        norm.warm_channel_norm()
+        channels, (scale, *bias) = self.inputs[0].shape[1], self.inputs[1:]
+        self.scale, self.bias = (np.array(np.broadcast_to(np.float32(0) if t is None else t.data, channels), np.float32)
+                                 for t in (scale, bias[0] if bias else None))
+        self.epsilon = np.float32(self.norm.epsilon)
+
+    def unfuse(self) -> None:
+        """Nothing to give back: the parts keep their own state."""
+
+    def execute(self) -> None:
+        from lite.kernels.fast import norm
+
+        x, out = self.inputs[0].data, self.outputs[0].data
+        x, copies = fast.compiled_input(x.reshape(*x.shape[:2], -1))
+        for copy in copies:
+            copy()
+        norm.channel_norm(x, self.scale, self.bias, self.epsilon, out.reshape(x.shape))

@@ -728,3 +728,61 @@ def test_two_threads_share_a_scaled_integer_product_with_the_same_result(monkeyp
     x = RNG.standard_normal((2, 20, 70)).astype(np.float32)
     np.testing.assert_array_equal(model.predict([x])[0].get_data_to_numpy(),
                                   unfused.predict([x])[0].get_data_to_numpy())
+
+
+def channel_layer_norm(channels: int = 24, axis: int = -1, readers=(), outputs=("y",), back=(0, 3, 1, 2),
+                       bias: bool = True) -> onnx.ModelProto:
+    """timm's LayerNorm2d: x (batch, channels, h, w) -> Transpose to channels last -> LayerNormalization over
+    ``axis`` -> Transpose ``back`` -> y."""
+    normalized = channels if axis == -1 else None
+    inits = {"scale": RNG.standard_normal(normalized or (10, channels)) + 1,
+             **({"bias": RNG.standard_normal(normalized or (10, channels))} if bias else {})}
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("LayerNormalization", ["t", "scale", *(["bias"] if bias else [])], ["n"], axis=axis,
+                              epsilon=1e-5),
+             helper.make_node("Transpose", ["n"], ["y"], perm=list(back)), *readers]
+    return float_model(nodes, "channel_norm", ["batch", channels, "h", 10], outputs, inits)
+
+
+def channel_norms(model: lite.Model) -> list:
+    from lite.fusion_kernels import ChannelNorm
+
+    return [k for k in model._engine.kernels if isinstance(k, ChannelNorm)]
+
+
+def assert_channel_norm_matches(model: lite.Model, onnx_model: onnx.ModelProto, shape: tuple) -> None:
+    if tuple(model.get_inputs()[0].shape) != shape:
+        model.resize(model.get_inputs(), [list(shape)])
+    x = (RNG.standard_normal(shape) * 3 + 1).astype(np.float32)
+    for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+        assert relative_l2(got.get_data_to_numpy(), want) < 1e-5
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_layer_norm_over_the_channels_between_two_transposes_runs_as_one_kernel(bias):
+    onnx_model = channel_layer_norm(bias=bias)
+    model = build(onnx_model)
+    [kernel] = channel_norms(model)
+    assert kernel.type == "Transpose+LayerNormFusion+Transpose"
+    for shape in ((1, 24, 10, 10), (2, 24, 30, 10), (1, 24, 3, 10)):  # positions across the kernel's blocks of 256
+        assert_channel_norm_matches(model, onnx_model, shape)
+    profile: dict = {}
+    model.predict([RNG.standard_normal((1, 24, 3, 10)).astype(np.float32)], profile=profile)
+    norm, *transposes = kernel.parts
+    assert norm.type == "LayerNormFusion" and profile[norm] > 0 and all(profile[t] == 0 for t in transposes)
+
+
+@pytest.mark.parametrize("case, onnx_model", [
+    ("the norm takes two axes", channel_layer_norm(axis=-2)),
+    ("the channels-last image is also a model output", channel_layer_norm(outputs=("y", "t"))),
+    ("the norm's output has another reader", channel_layer_norm(readers=[helper.make_node("Neg", ["n"], ["m"])],
+                                                                outputs=("y", "m"))),
+    ("the second transpose is another", channel_layer_norm(back=(0, 3, 2, 1))),
+])
+def test_other_norms_between_transposes_stay_apart(case, onnx_model):
+    model = build(onnx_model)
+    assert not channel_norms(model), case
+    shape = (1, 24, 10, 10)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    for got, want in zip(model.predict([x]), run_onnxruntime(onnx_model, {"x": x}), strict=True):
+        assert relative_l2(got.get_data_to_numpy(), want) < 1e-5

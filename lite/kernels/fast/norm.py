@@ -1,5 +1,6 @@
-"""Layer normalization in one compiled pass per row (statistics, normalize, scale and bias), and
-group (and instance) normalization in three passes per group."""
+"""Layer normalization in one compiled pass per row (statistics, normalize, scale and bias), group
+(and instance) normalization in three passes per group, and layer normalization over the channels
+of a channels-first image (``channel_norm``)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,50 @@ def group_norm(x, scale, bias, epsilon, out):
                 row, target = x[n, g, c], out[n, g, c]
                 for i in range(plane):
                     target[i] = (row[i] - center) * factor + shift
+
+
+CHANNEL_NORM_POSITIONS = 256
+"""Positions ``channel_norm`` takes at a time: their C values stay in cache across its three passes."""
+
+
+@jit
+def channel_norm(x, scale, bias, epsilon, out):
+    """``out[n, :, p] = (x[n, :, p] - mean) / sqrt(var + epsilon) * scale + bias`` for x (N, C, P):
+    each position's statistics over its C channels, CHANNEL_NORM_POSITIONS positions at a time,
+    each pass a vector along the positions."""
+    samples, channels, positions = x.shape
+    mean = np.empty(CHANNEL_NORM_POSITIONS, np.float32)
+    inverse = np.empty(CHANNEL_NORM_POSITIONS, np.float32)
+    for n in range(samples):
+        for first in range(0, positions, CHANNEL_NORM_POSITIONS):
+            count = min(CHANNEL_NORM_POSITIONS, positions - first)
+            mean[:count] = 0
+            inverse[:count] = 0
+            for c in range(channels):
+                row = x[n, c, first:first + count]
+                for p in range(count):
+                    mean[p] += row[p]
+            for p in range(count):
+                mean[p] /= channels
+            for c in range(channels):
+                row = x[n, c, first:first + count]
+                for p in range(count):
+                    centered = row[p] - mean[p]
+                    inverse[p] += centered * centered
+            for p in range(count):
+                inverse[p] = 1 / np.sqrt(inverse[p] / channels + epsilon)
+            for c in range(channels):
+                row, target, factor, shift = x[n, c, first:first + count], out[n, c, first:first + count], \
+                    scale[c], bias[c]
+                for p in range(count):
+                    target[p] = (row[p] - mean[p]) * inverse[p] * factor + shift
+
+
+@functools.cache
+def warm_channel_norm() -> None:
+    """Compiles ``channel_norm`` for float32 now (at build)."""
+    x = np.zeros((1, 2, 3), np.float32)
+    compiled(channel_norm, x, np.ones(2, np.float32), np.zeros(2, np.float32), np.float32(1e-5), np.zeros_like(x))
 
 
 @functools.cache
