@@ -178,23 +178,51 @@ def constant_outputs(g: OnnxGraph) -> None:
 
 
 def fold_batchnorm(g: OnnxGraph, report: ConversionReport) -> None:
-    """Folds inference BatchNormalization into a preceding Conv or Gemm with constant weights."""
+    """Folds inference BatchNormalization into a preceding Conv or Gemm with constant weights, and a
+    Mul or Add of a per-channel constant (a layer scale: timm's ConvNeXt, PoolFormer) into a
+    preceding Conv."""
     producers, uses = g.producers(), g.use_counts()
     nested = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
                  for node in g.nodes for a in node.attribute)  # NOTE: subgraphs may read a weight unseen
-    for bn in [n for n in g.nodes if n.op_type == "BatchNormalization" and n.domain in DEFAULT_DOMAINS]:
-        prev = producers.get(bn.input[0])
-        affine = _bn_affine(bn, g, uses)
-        if prev is None or affine is None or uses[bn.input[0]] != 1:  # graph outputs count as uses
+    affines = ("BatchNormalization", "Mul", "Add")
+    for node in [n for n in g.nodes if n.op_type in affines and n.domain in DEFAULT_DOMAINS]:
+        if node.op_type == "BatchNormalization":
+            source, affine = node.input[0], _bn_affine(node, g, uses)
+        else:
+            source, affine = _channel_affine(node, g, producers)
+        prev = producers.get(source) if source is not None else None
+        if prev is None or affine is None or uses[source] != 1:  # graph outputs count as uses
             continue
         folder = {"Conv": _fold_into_conv, "Gemm": _fold_into_gemm}.get(prev.op_type)
         weight = prev.input[1] if len(prev.input) > 1 else ""
         if prev.domain in DEFAULT_DOMAINS and folder is not None and folder(prev, *affine, g):
-            prev.output[0] = bn.output[0]
-            g.nodes.remove(bn)
-            report.bn_folded.append(bn.name)
+            prev.output[0] = node.output[0]
+            g.nodes.remove(node)
+            producers[node.output[0]] = prev
+            report.bn_folded.append(node.name)
             if uses.get(weight) == 1 and not nested:  # NOTE: no reader left: keep one copy of a weight, not two
                 g.consts.pop(weight, None)
+
+
+def _channel_affine(node: onnx.NodeProto, g: OnnxGraph,
+                    producers: dict) -> tuple[str | None, tuple[np.ndarray, np.ndarray] | None]:
+    """(the input a Mul or Add applies a per-channel float constant to, as (scale, shift) per channel),
+    or (None, None): the other operand a Conv's (N, C, ...) output, the constant of its dtype shaped
+    (1, C or 1, 1, ...) once padded on the left to the output's rank (one value a channel, never
+    broadcasting the output to more)."""
+    for source, other in (node.input, node.input[::-1]):
+        value, conv = g.consts.get(other), producers.get(source)
+        if value is None or conv is None or conv.op_type != "Conv" or len(conv.input) < 2:
+            continue
+        weight = g.consts.get(conv.input[1])
+        if weight is None or value.dtype.kind != "f" or weight.dtype != value.dtype or value.ndim > weight.ndim:
+            continue
+        padded, channels = (1,) * (weight.ndim - value.ndim) + value.shape, weight.shape[0]
+        if padded[0] != 1 or padded[1] not in (1, channels) or any(d != 1 for d in padded[2:]):
+            continue
+        factor = np.broadcast_to(value.reshape(-1).astype(np.float64), channels)
+        return source, ((factor, np.zeros(channels)) if node.op_type == "Mul" else (np.ones(channels), factor))
+    return None, None
 
 
 def _bn_affine(bn: onnx.NodeProto, g: OnnxGraph, uses: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:

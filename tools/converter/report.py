@@ -15,7 +15,7 @@ class ConversionReport:
     lite_nodes: int = 0
     folded: list[str] = field(default_factory=list)  # nodes evaluated into constants
     removed: list[str] = field(default_factory=list)  # Dropout/Identity nodes dropped
-    bn_folded: list[str] = field(default_factory=list)  # BatchNormalization folded into Conv/Gemm
+    bn_folded: list[str] = field(default_factory=list)  # BatchNormalization (Conv/Gemm), per-channel Mul/Add (Conv)
     fused: list[str] = field(default_factory=list)  # activations fused into their producer
     fused_blocks: list[str] = field(default_factory=list)  # LayerNorm, GELU, attention, MatMul+bias blocks
     canonical: list[str] = field(default_factory=list)  # nodes rewritten to the one spelling (canonical.py)
@@ -29,7 +29,7 @@ class ConversionReport:
             f"ONNX nodes: {self.onnx_nodes} (opset {self.opset}) -> lite nodes: {self.lite_nodes}",
             f"  constant-folded nodes:      {len(self.folded)}",
             f"  Dropout/Identity removed:   {len(self.removed)}",
-            f"  BatchNormalization folded:  {len(self.bn_folded)}",
+            f"  affine maps folded:         {len(self.bn_folded)} (BatchNormalization, per-channel Mul/Add)",
             f"  respelled canonically:      {len(self.canonical)} (Sum as Add, Max(x, 0) as Relu, full-plane pools "
             "and means)",
             f"  activations fused:          {len(self.fused)}",

@@ -249,6 +249,40 @@ def test_batchnorm_not_folded_when_conv_output_has_another_reader():
     assert report.bn_folded == []
 
 
+@pytest.mark.parametrize(("ops", "shapes", "folded"), [
+    (["Mul"], [(4, 1, 1)], True),  # a layer scale (timm's ConvNeXt)
+    (["Add"], [(1, 4, 1, 1)], True),
+    (["Mul", "Add"], [(4, 1, 1), (1, 1, 1)], True),  # both, one after the other, the second one value
+    (["Mul"], [(8,)], False),  # one value a column, not a channel
+    (["Mul"], [(2, 4, 1, 1)], False),  # broadcasts the batch
+    (["Add"], [(4, 1, 8)], False),  # one value a channel and column
+])
+def test_a_per_channel_mul_or_add_after_a_conv_folds_into_it(ops, shapes, folded):
+    inits = {"w": random(4, 3, 3, 3), "b": random(4, seed=2)}
+    nodes, last = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1])], "c"
+    for i, (op, shape) in enumerate(zip(ops, shapes, strict=True)):
+        inits[f"k{i}"] = random(*shape, seed=5 + i)
+        out = "y" if i == len(ops) - 1 else f"m{i}"
+        operands = [f"k{i}", last] if i % 2 else [last, f"k{i}"]  # either operand order
+        nodes.append(helper.make_node(op, operands, [out], name=f"{op.lower()}{i}"))
+        last = out
+    model = graph_model(nodes, {"x": [2, 3, 8, 8]}, ["y"], inits)
+    g, report = prepared(model)
+    fold_batchnorm(g, report)
+    assert ([n.name for n in g.nodes] == ["conv"]) is folded
+    assert len(report.bn_folded) == (len(ops) if folded else 0)
+    same_outputs(model, g, {"x": random(2, 3, 8, 8)}, tolerance=1e-5)
+
+
+def test_a_mul_after_a_conv_read_elsewhere_does_not_fold():
+    inits = {"w": random(4, 3, 1, 1), "k": random(4, 1, 1)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Mul", ["c", "k"], ["y"]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu")]
+    g, report = prepared(graph_model(nodes, {"x": [1, 3, 4, 4]}, ["y", "r"], inits))
+    fold_batchnorm(g, report)
+    assert report.bn_folded == []
+
+
 def test_batchnorm_fold_leaves_a_shared_weight_alone():
     inits = {"w": random(4, 3, 1, 1), **bn_params(4)}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), bn_node("c", "y"),
