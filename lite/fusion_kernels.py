@@ -376,9 +376,9 @@ class ChannelNorm(Kernel):
         from lite.kernels.fast import norm
 
         norm.warm_channel_norm()
-        channels, (scale, *bias) = self.inputs[0].shape[1], self.inputs[1:]
-        self.scale, self.bias = (np.array(np.broadcast_to(np.float32(0) if t is None else t.data, channels), np.float32)
-                                 for t in (scale, bias[0] if bias else None))
+        channels, (scale, bias) = self.inputs[0].shape[1], (*self.inputs[1:], None)[:2]
+        self.scale, self.bias = (np.array(np.broadcast_to(0 if t is None else t.data, channels), np.float32)
+                                 for t in (scale, bias))
         self.epsilon = np.float32(self.norm.epsilon)
 
     def unfuse(self) -> None:
