@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from lite.kernels import fast
 from lite.kernels.base import NativeKernel
 from lite.kernels.elementwise import check_io
 from lite.kernels.registry import register
@@ -176,8 +177,43 @@ class Transpose(DataMovement):
             self.fail(f"perm {perm} does not fit rank {len(shape)}")
         return [tuple(shape[a] for a in perm)]
 
+    def resize(self) -> None:
+        x = self.inputs[0]
+        perm = self.perm or tuple(reversed(range(len(x.shape))))
+        self.planes = swapped_planes(x.shape, perm) if x.dtype.itemsize == 4 and fast.enabled() else None
+        if self.planes is not None:
+            from lite.kernels.fast import transpose  # NOTE: imports the compiler: only when used
+
+            transpose.warm()
+            self.transpose_planes = transpose.transpose_planes
+
     def execute(self) -> None:
-        np.copyto(self.outputs[0].data, self.inputs[0].data.transpose(self.perm))
+        x, out = self.inputs[0].data, self.outputs[0].data
+        if self.planes is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+            self.transpose_planes(x.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint32), *self.planes)
+        else:
+            np.copyto(out, x.transpose(self.perm))
+
+
+def swapped_planes(shape: tuple[int, ...], perm: tuple[int, ...] | list[int]) -> tuple[int, int, int] | None:
+    """(B, R, C) where transposing ``shape`` by ``perm`` swaps the two dims of B planes of R x C (size-1
+    axes dropped, and axes that stay neighbours in order merged: NCHW -> NHWC is 1 x C x HW), else None."""
+    kept = [a for a in perm if shape[a] != 1]
+    rank = {a: i for i, a in enumerate(sorted(kept))}
+    runs: list[list[int]] = []
+    for a in kept:
+        if runs and rank[a] == rank[runs[-1][-1]] + 1:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    sizes = {run[0]: math.prod(shape[a] for a in run) for run in runs}
+    order = sorted(sizes)
+    moved = [order.index(run[0]) for run in runs]
+    if moved == [1, 0]:
+        return 1, sizes[order[0]], sizes[order[1]]
+    if moved == [0, 2, 1]:
+        return sizes[order[0]], sizes[order[1]], sizes[order[2]]
+    return None
 
 
 @register("Concat", ALL)
