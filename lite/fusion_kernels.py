@@ -223,9 +223,7 @@ class SqueezeExcite(Kernel):
         from lite.kernels.fast import gate
 
         x, out = self.inputs[0].data, self.outputs[0].data
-        x, copies = fast.compiled_input(x.reshape(*x.shape[:2], -1))
-        for copy in copies:
-            copy()
+        x = fast.taken(x.reshape(*x.shape[:2], -1))
         gate.gate(x, *self.terms, self.pooled, self.hidden, out.reshape(out.shape[:2]))
 
 
@@ -388,7 +386,5 @@ class ChannelNorm(Kernel):
         from lite.kernels.fast import norm
 
         x, out = self.inputs[0].data, self.outputs[0].data
-        x, copies = fast.compiled_input(x.reshape(*x.shape[:2], -1))
-        for copy in copies:
-            copy()
+        x = fast.taken(x.reshape(*x.shape[:2], -1))
         norm.channel_norm(x, self.scale, self.bias, self.epsilon, out.reshape(x.shape))

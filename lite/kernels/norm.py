@@ -173,9 +173,7 @@ class LayerNormFusion(NativeKernel):
         if self.affine_key is None or not all(map(operator.is_, key, self.affine_key)):
             self.affine_key, self.scale_bias = key, self.affine()  # NOTE: once, for constant scale and bias
         rows = math.prod(x.shape[:self.axis])
-        flat = x.reshape(rows, -1)
-        if not fast.takes(flat):
-            flat = np.array(flat, copy=True)  # NOTE: the type it was compiled for
+        flat = fast.taken(x.reshape(rows, -1))  # NOTE: the type it was compiled for
         self.layer_norm(flat, *self.scale_bias, x.dtype.type(self.epsilon), out.reshape(rows, -1))
 
     def execute_numpy(self) -> None:
@@ -242,9 +240,7 @@ class ChannelGroupNorm(NativeKernel):
         if self.affine_key is None or not all(map(operator.is_, key, self.affine_key)):
             self.affine_key = key  # NOTE: once, for constant scale and bias
             self.scale_bias = tuple(np.array(v.reshape(self.n_groups, -1), x.dtype, copy=True) for v in key)
-        grouped = x.reshape(x.shape[0], self.n_groups, x.shape[1] // self.n_groups, -1)
-        if not fast.takes(grouped):
-            grouped = np.array(grouped, copy=True)  # NOTE: the type it was compiled for
+        grouped = fast.taken(x.reshape(x.shape[0], self.n_groups, x.shape[1] // self.n_groups, -1))
         self.group_norm(grouped, *self.scale_bias, x.dtype.type(self.epsilon), out.reshape(grouped.shape))
 
     def execute_numpy(self) -> None:

@@ -194,6 +194,11 @@ def takes(*arrays: np.ndarray) -> bool:
     return all(a.flags.c_contiguous and a.flags.writeable for a in arrays)
 
 
+def taken(x: np.ndarray) -> np.ndarray:
+    """``x`` as compiled kernels take it for one call: itself, or a C-contiguous writable copy."""
+    return x if takes(x) else np.array(x, copy=True)
+
+
 def compiled_input(x: np.ndarray) -> tuple[np.ndarray, list[Callable[[], None]]]:
     """``x`` as compiled kernels take it: itself, or a copy with the call that refreshes it each run."""
     if takes(x):
